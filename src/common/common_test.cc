@@ -1,0 +1,59 @@
+#include <gtest/gtest.h>
+
+#include "common/checksum.h"
+#include "common/coding.h"
+#include "common/json_writer.h"
+#include "common/time_parse.h"
+
+namespace sediment {
+namespace {
+
+TEST(Crc32c, KnownVectors) {
+  EXPECT_EQ(Crc32c("123456789", 9), 0xE3069283u);
+  std::string zeros(32, '\0');
+  EXPECT_EQ(Crc32c(zeros), 0x8A9136AAu);
+  // Incremental equals one-shot.
+  EXPECT_EQ(Crc32c("6789", 4, Crc32c("12345", 5)), 0xE3069283u);
+}
+
+TEST(Coding, VarintsRoundTripAndRejectTruncation) {
+  std::string buf;
+  PutVarint64(&buf, 0);
+  PutVarint64(&buf, 300);
+  PutVarsint64(&buf, -5);
+  PutVarint64(&buf, ~0ull);
+  std::string_view in = buf;
+  uint64_t a, b, d;
+  int64_t c;
+  ASSERT_TRUE(GetVarint64(&in, &a) && GetVarint64(&in, &b) && GetVarsint64(&in, &c) &&
+              GetVarint64(&in, &d));
+  EXPECT_EQ(a, 0u);
+  EXPECT_EQ(b, 300u);
+  EXPECT_EQ(c, -5);
+  EXPECT_EQ(d, ~0ull);
+  std::string_view cut = std::string_view(buf).substr(0, 2);
+  cut.remove_prefix(1);  // a lone continuation byte of 300
+  EXPECT_FALSE(GetVarint64(&cut, &a));
+}
+
+TEST(JsonWriter, EscapesAndNests) {
+  JsonWriter w;
+  w.BeginObject().Key("a").String("x\"y\n\x01").Key("b").BeginArray().Int(1).Double(0.5).Null().EndArray().EndObject();
+  EXPECT_EQ(w.str(), R"({"a":"x\"y\n\u0001","b":[1,0.5,null]})");
+  std::string s;
+  AppendJsonString(&s, "\xff");
+  EXPECT_EQ(s, "\"\xEF\xBF\xBD\"");
+}
+
+TEST(TimeParse, Iso8601) {
+  EXPECT_EQ(ParseIso8601Millis("1970-01-01T00:00:00Z"), 0);
+  EXPECT_EQ(ParseIso8601Millis("2024-02-29T12:34:56.789Z"), 1709210096789);
+  EXPECT_EQ(ParseIso8601Millis("2024-02-29T14:34:56.789+02:00"), 1709210096789);
+  EXPECT_EQ(ParseIso8601Millis("2024-02-29 12:34:56"), 1709210096000);
+  EXPECT_FALSE(ParseIso8601Millis("2024-13-01T00:00:00Z"));
+  EXPECT_FALSE(ParseIso8601Millis("yesterday"));
+  EXPECT_EQ(FormatIso8601Millis(1709210096789), "2024-02-29T12:34:56.789Z");
+}
+
+}  // namespace
+}  // namespace sediment

@@ -1,0 +1,49 @@
+// Ingest (DESIGN section 11): parses the request bodies of LogScale's and Splunk HEC's ingest APIs
+// into ingest messages (one per datasource, split by size) and appends them to the commit log.
+// Parsing validates the whole request before anything is appended (P6).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "log/commit_log.h"
+#include "model/event.h"
+
+namespace sediment::ingest {
+
+enum class Format {
+  kHumioStructured,    // POST /api/v1/ingest/humio-structured
+  kHumioUnstructured,  // POST /api/v1/ingest/humio-unstructured
+  kRaw,                // POST /api/v1/ingest/raw: one event per line
+  kHecEvent,           // /api/v1/ingest/hec, /services/collector, /services/collector/event
+  kHecRaw,             // /api/v1/ingest/hec/raw, /services/collector/raw
+};
+
+struct ParseOptions {
+  std::string repo;        // repository the token resolved to
+  int64_t now_ms = 0;      // ingest time: @ingesttimestamp, and @timestamp when none is given
+  size_t max_event_bytes = 1 << 20;
+  // Messages are split so that each encodes at most about this many raw bytes.
+  size_t max_message_bytes = 900 * 1024;
+  // URL query parameters (HEC raw: host, source, sourcetype; raw: none yet).
+  std::map<std::string, std::string> params;
+};
+
+struct ParseResult {
+  std::vector<IngestMessage> messages;
+  size_t event_count = 0;
+};
+
+// InvalidArgument (malformed JSON, wrong shape, bad timestamp; the message names the event index
+// and what is wrong) or TooLarge (an event over max_event_bytes). Nothing is appended by parsing.
+Result<ParseResult> ParseRequest(Format format, std::string_view body, const ParseOptions& options);
+
+// Appends every message and waits until all are durable. OK only when every one is (P1): on any
+// error the caller must answer with an error status, never 200.
+Status AppendAll(CommitLog* log, std::vector<IngestMessage> messages);
+
+}  // namespace sediment::ingest

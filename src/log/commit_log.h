@@ -1,0 +1,52 @@
+// The commit log (DESIGN section 4): an ordered, durable log of records per partition.
+// Implementations: LocalLog (embedded, files under the data dir; this library) and, later, Kafka.
+// Thread-safety: every method may be called from any thread concurrently.
+#pragma once
+
+#include <chrono>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/types.h"
+
+namespace sediment {
+
+struct LogRecord {
+  Offset offset;
+  std::string data;
+};
+
+class CommitLog {
+ public:
+  virtual ~CommitLog() = default;
+
+  virtual int32_t partition_count() const = 0;
+
+  // Appends one record to partition p. The future becomes ready once the record is durable
+  // (fsynced on the local log, acks=all on Kafka) with the record's offset, or with an error; after
+  // an error the record may or may not be in the log, and it must not be acknowledged to a client.
+  // Records appended by one thread to one partition keep their order.
+  virtual std::future<Result<Offset>> Append(PartitionId p, std::string record) = 0;
+
+  // Returns durable records of partition p with offset >= from, in offset order: at least one when
+  // one exists, at most about max_bytes (always at least one record). When none exists yet, waits up
+  // to max_wait for one and returns an empty vector on timeout. NotFound when from < StartOffset(p).
+  virtual Result<std::vector<LogRecord>> Read(PartitionId p, Offset from, size_t max_bytes,
+                                              std::chrono::milliseconds max_wait) = 0;
+
+  // Allows deletion of every record below `offset` (DESIGN P3: callers pass at most the safe
+  // offset). Afterwards StartOffset(p) is at most `offset`; implementations may keep more.
+  virtual Status DeleteBefore(PartitionId p, Offset offset) = 0;
+
+  // Offset of the oldest readable record (== EndOffset when the partition is empty).
+  virtual Result<Offset> StartOffset(PartitionId p) = 0;
+  // Offset the next appended record will get; every record below it is durable.
+  virtual Result<Offset> EndOffset(PartitionId p) = 0;
+
+  // A human-readable health line for the status API ("ok", or what is wrong).
+  virtual std::string Health() = 0;
+};
+
+}  // namespace sediment

@@ -1,0 +1,28 @@
+// LocalLog: the embedded commit log for a single node (DESIGN section 4, `local`).
+// Layout, record format and recovery rules are specified in log/FORMAT.md.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/clock.h"
+#include "common/env.h"
+#include "log/commit_log.h"
+
+namespace sediment {
+
+struct LocalLogOptions {
+  int32_t partitions = 8;
+  // A partition's active file is rolled once it reaches this size.
+  uint64_t file_roll_bytes = 64ull << 20;
+  // Group commit: an append waits at most this long for others to share its fsync.
+  std::chrono::microseconds max_commit_delay{0};
+};
+
+// Opens (creating if needed) the log in `dir`. Repairs a torn tail of each partition (drops the
+// incomplete or checksum-failing records at the end, logging what it dropped). The partition count
+// is fixed at creation; opening with a different count is InvalidArgument.
+Result<std::unique_ptr<CommitLog>> OpenLocalLog(Env* env, const std::string& dir,
+                                                const LocalLogOptions& options);
+
+}  // namespace sediment

@@ -1,0 +1,202 @@
+#include "model/event.h"
+
+#include <lz4.h>
+#include <zstd.h>
+
+#include <algorithm>
+
+#include "common/checksum.h"
+#include "common/coding.h"
+
+namespace sediment {
+namespace {
+constexpr char kMagic[4] = {'S', 'D', 'I', 'M'};
+constexpr uint8_t kVersion = 1;
+constexpr size_t kHeaderSize = 4 + 1 + 1 + 4 + 4;  // magic, version, codec, raw length, crc
+constexpr uint32_t kMaxRawSize = 256u << 20;
+}  // namespace
+
+const std::string* Event::Find(std::string_view name) const {
+  for (const auto& f : fields) {
+    if (f.name == name) return &f.value;
+  }
+  return nullptr;
+}
+
+size_t Event::ByteSize() const {
+  size_t n = 24 + raw.size();
+  for (const auto& f : fields) n += f.name.size() + f.value.size() + 4;
+  return n;
+}
+
+void Datasource::Normalize() {
+  std::stable_sort(tags.begin(), tags.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto& t : tags) {
+    if (!out.empty() && out.back().first == t.first) {
+      out.back().second = std::move(t.second);
+    } else {
+      out.push_back(std::move(t));
+    }
+  }
+  tags = std::move(out);
+}
+
+std::string Datasource::Key() const {
+  std::string k = repo;
+  for (const auto& [name, value] : tags) {
+    k.push_back('\x1f');
+    k.append(name);
+    k.push_back('=');
+    k.append(value);
+  }
+  return k;
+}
+
+PartitionId Datasource::PartitionFor(int32_t partition_count) const {
+  uint64_t h = Hash64(Key());
+  return PartitionId(static_cast<int32_t>(h % static_cast<uint64_t>(partition_count)));
+}
+
+void EncodeEvents(const std::vector<Event>& events, std::string* out) {
+  PutVarint64(out, events.size());
+  for (const auto& e : events) {
+    PutVarsint64(out, e.timestamp_ms);
+    PutVarsint64(out, e.ingest_ms);
+    PutLengthPrefixed(out, e.raw);
+    PutVarint64(out, e.fields.size());
+    for (const auto& f : e.fields) {
+      PutLengthPrefixed(out, f.name);
+      PutLengthPrefixed(out, f.value);
+    }
+  }
+}
+
+Status DecodeEvents(std::string_view* in, std::vector<Event>* out) {
+  uint64_t n;
+  if (!GetVarint64(in, &n) || n > in->size()) return Status::Corruption("bad event count");
+  out->reserve(out->size() + n);
+  for (uint64_t i = 0; i < n; ++i) {
+    Event e;
+    std::string_view raw;
+    uint64_t nf;
+    if (!GetVarsint64(in, &e.timestamp_ms) || !GetVarsint64(in, &e.ingest_ms) ||
+        !GetLengthPrefixed(in, &raw) || !GetVarint64(in, &nf) || nf > in->size()) {
+      return Status::Corruption("truncated event " + std::to_string(i));
+    }
+    e.raw.assign(raw);
+    e.fields.reserve(nf);
+    for (uint64_t k = 0; k < nf; ++k) {
+      std::string_view name, value;
+      if (!GetLengthPrefixed(in, &name) || !GetLengthPrefixed(in, &value)) {
+        return Status::Corruption("truncated field in event " + std::to_string(i));
+      }
+      e.fields.push_back(Field{std::string(name), std::string(value)});
+    }
+    out->push_back(std::move(e));
+  }
+  return Status::OK();
+}
+
+std::string EncodeIngestMessage(const IngestMessage& msg, Codec codec) {
+  std::string payload;
+  PutLengthPrefixed(&payload, msg.datasource.repo);
+  PutVarint64(&payload, msg.datasource.tags.size());
+  for (const auto& [name, value] : msg.datasource.tags) {
+    PutLengthPrefixed(&payload, name);
+    PutLengthPrefixed(&payload, value);
+  }
+  EncodeEvents(msg.events, &payload);
+
+  std::string body;
+  switch (codec) {
+    case Codec::kNone:
+      body = payload;
+      break;
+    case Codec::kLz4: {
+      body.resize(LZ4_compressBound(static_cast<int>(payload.size())));
+      int n = LZ4_compress_default(payload.data(), body.data(), static_cast<int>(payload.size()),
+                                   static_cast<int>(body.size()));
+      body.resize(static_cast<size_t>(n));
+      break;
+    }
+    case Codec::kZstd: {
+      body.resize(ZSTD_compressBound(payload.size()));
+      size_t n = ZSTD_compress(body.data(), body.size(), payload.data(), payload.size(), 1);
+      body.resize(n);
+      break;
+    }
+  }
+  std::string out;
+  out.reserve(kHeaderSize + body.size());
+  out.append(kMagic, 4);
+  out.push_back(static_cast<char>(kVersion));
+  out.push_back(static_cast<char>(codec));
+  PutFixed32(&out, static_cast<uint32_t>(payload.size()));
+  PutFixed32(&out, Crc32c(body));
+  out.append(body);
+  return out;
+}
+
+Result<IngestMessage> DecodeIngestMessage(std::string_view data) {
+  if (data.size() < kHeaderSize || std::string_view(data.data(), 4) != std::string_view(kMagic, 4)) {
+    return Status::Corruption("ingest message: bad magic");
+  }
+  uint8_t version = static_cast<uint8_t>(data[4]);
+  if (version != kVersion) {
+    return Status::Corruption("ingest message: unsupported version " + std::to_string(version));
+  }
+  auto codec = static_cast<Codec>(data[5]);
+  uint32_t raw_len = DecodeFixed32(data.data() + 6);
+  uint32_t crc = DecodeFixed32(data.data() + 10);
+  std::string_view body = data.substr(kHeaderSize);
+  if (Crc32c(body) != crc) return Status::Corruption("ingest message: checksum mismatch");
+  if (raw_len > kMaxRawSize) return Status::Corruption("ingest message: payload too large");
+
+  std::string payload;
+  switch (codec) {
+    case Codec::kNone:
+      payload.assign(body);
+      break;
+    case Codec::kLz4: {
+      payload.resize(raw_len);
+      int n = LZ4_decompress_safe(body.data(), payload.data(), static_cast<int>(body.size()),
+                                  static_cast<int>(raw_len));
+      if (n < 0 || static_cast<uint32_t>(n) != raw_len)
+        return Status::Corruption("ingest message: lz4 payload does not decompress");
+      break;
+    }
+    case Codec::kZstd: {
+      payload.resize(raw_len);
+      size_t n = ZSTD_decompress(payload.data(), raw_len, body.data(), body.size());
+      if (ZSTD_isError(n) || n != raw_len)
+        return Status::Corruption("ingest message: zstd payload does not decompress");
+      break;
+    }
+    default:
+      return Status::Corruption("ingest message: unknown codec");
+  }
+  if (payload.size() != raw_len) return Status::Corruption("ingest message: length mismatch");
+
+  IngestMessage msg;
+  std::string_view in = payload;
+  std::string_view repo;
+  uint64_t ntags;
+  if (!GetLengthPrefixed(&in, &repo) || !GetVarint64(&in, &ntags) || ntags > in.size()) {
+    return Status::Corruption("ingest message: bad datasource");
+  }
+  msg.datasource.repo.assign(repo);
+  for (uint64_t i = 0; i < ntags; ++i) {
+    std::string_view name, value;
+    if (!GetLengthPrefixed(&in, &name) || !GetLengthPrefixed(&in, &value)) {
+      return Status::Corruption("ingest message: bad tag");
+    }
+    msg.datasource.tags.emplace_back(std::string(name), std::string(value));
+  }
+  RETURN_IF_ERROR(DecodeEvents(&in, &msg.events).WithContext("ingest message"));
+  if (!in.empty()) return Status::Corruption("ingest message: trailing bytes");
+  return msg;
+}
+
+}  // namespace sediment

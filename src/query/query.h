@@ -1,0 +1,87 @@
+// The query engine: LogScale query language (CQL) subset, compiled once, executed over segment
+// files and buffered (not yet flushed) events. The caller (server) decides *what* to scan: the
+// ScanInput must already hold each event exactly once (the digest/Global cut is the caller's job).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "common/env.h"
+#include "common/status.h"
+#include "common/types.h"
+#include "model/event.h"
+
+namespace sediment::query {
+
+// [start_ms, end_ms) on @timestamp.
+struct TimeRange {
+  int64_t start_ms = 0;
+  int64_t end_ms = 0;
+};
+
+// Parses one bound as LogScale accepts it: relative ("15m", "24h", "7d", "30s", "1w", "2y", with
+// optional "ago"/spaces such as "1 hour"), epoch milliseconds (digits), or ISO-8601 with offset
+// or Z. "now" is `now_ms`. InvalidArgument naming the bad value otherwise.
+Result<int64_t> ParseTimeBound(std::string_view s, int64_t now_ms);
+// Missing start = 24h ago (LogScale's default), missing end = now.
+Result<TimeRange> ParseTimeRange(std::string_view start, std::string_view end, int64_t now_ms);
+
+class CompiledQuery;
+// Parse errors are InvalidArgument with a message that contains "at position N" (0-based byte
+// offset into `text`).
+Result<std::shared_ptr<const CompiledQuery>> Compile(std::string_view text);
+
+struct SegmentSource {
+  std::string path;
+  SegmentId id;
+  Datasource datasource;
+  PartitionId partition;
+  int64_t min_ts = 0, max_ts = 0;
+};
+struct BufferedSource {
+  Datasource datasource;
+  PartitionId partition;
+  std::shared_ptr<const std::vector<PositionedEvent>> events;
+};
+struct ScanInput {
+  std::vector<SegmentSource> segments;
+  std::vector<BufferedSource> buffered;
+};
+
+// A result cell: string, integer or double.
+using Value = std::variant<std::string, int64_t, double>;
+using Row = std::vector<std::pair<std::string, Value>>;
+
+struct QueryStats {
+  uint64_t segments_total = 0, segments_scanned = 0;
+  uint64_t blocks_total = 0, blocks_scanned = 0;
+  uint64_t events_scanned = 0, events_matched = 0;
+  uint64_t bytes_scanned = 0;  // raw bytes of events examined
+  int64_t elapsed_ms = 0;
+};
+
+struct QueryResult {
+  bool is_aggregate = false;
+  // Non-aggregate: one row per event, in @timestamp order (ties by @id), with "@timestamp"
+  // (int64), "@rawstring", "@id", "@ingesttimestamp", tags ("#repo", ...) and fields (strings).
+  // Aggregate: the rows of the last aggregate function and what follows it.
+  std::vector<Row> rows;
+  // P5: what could not be read (corrupt or missing segments), and truncation notices.
+  std::vector<std::string> warnings;
+  QueryStats stats;
+};
+
+struct ExecOptions {
+  int threads = 2;
+  // Non-aggregate queries keep at most this many events (the newest), with a warning when cut.
+  size_t max_events = 200000;
+};
+
+Result<QueryResult> Execute(Env* env, const CompiledQuery& query, const TimeRange& range,
+                            const ScanInput& input, const ExecOptions& options = {});
+
+}  // namespace sediment::query

@@ -1,0 +1,91 @@
+// Segment files (DESIGN section 7): immutable, one datasource each, zstd-compressed blocks of
+// events with per-block time/position ranges and token filters, a footer index and checksums.
+// Exact byte layout: segment/FORMAT.md (format version 1).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/env.h"
+#include "common/status.h"
+#include "common/types.h"
+#include "model/event.h"
+
+namespace sediment {
+
+// Summary of a whole segment; stored in the footer and mirrored in Global.
+struct SegmentInfo {
+  Datasource datasource;
+  PartitionId partition;
+  Position min_pos, max_pos;         // inclusive position range of its events
+  int64_t min_ts = 0, max_ts = 0;    // inclusive @timestamp range
+  uint64_t event_count = 0;
+  uint64_t raw_bytes = 0;            // sum of @rawstring sizes
+  uint64_t file_size = 0;            // bytes of the file
+  uint64_t content_hash = 0;         // XXH64 of the whole file but its last 8 bytes (see FORMAT.md)
+};
+
+struct BlockInfo {
+  uint64_t file_offset = 0;
+  uint32_t stored_size = 0;     // compressed bytes
+  uint32_t raw_size = 0;        // uncompressed bytes
+  uint32_t event_count = 0;
+  int64_t min_ts = 0, max_ts = 0;
+  Position min_pos, max_pos;
+};
+
+struct SegmentWriterOptions {
+  size_t block_raw_bytes = 1 << 20;  // target uncompressed block size
+  int zstd_level = 6;
+};
+
+// Writes `events` (sorted by position, all of `ds` on `partition`, non-empty) to `path`, fsyncs it
+// and returns its info. The file is written under a temporary name and renamed, so `path` either
+// does not exist or is complete.
+Result<SegmentInfo> WriteSegment(Env* env, const std::string& path, const Datasource& ds,
+                                 PartitionId partition, const std::vector<PositionedEvent>& events,
+                                 const SegmentWriterOptions& options = {});
+
+// A decoded block: events as views into the block's decompressed buffer, which it owns.
+// Valid as long as the DecodedBlock lives; not thread-safe to mutate, safe to read concurrently.
+struct FieldView {
+  std::string_view name;
+  std::string_view value;
+};
+struct DecodedBlock {
+  std::string buffer;                 // decompressed bytes; the views below point into it
+  std::vector<int64_t> timestamps;    // per event
+  std::vector<int64_t> ingest_ts;     // per event
+  std::vector<Position> positions;    // per event
+  std::vector<std::string_view> raw;  // per event
+  // Fields of event i are fields[field_begin[i] .. field_begin[i+1]).
+  std::vector<FieldView> fields;
+  std::vector<uint32_t> field_begin;  // size = event count + 1
+  size_t size() const { return timestamps.size(); }
+};
+
+// Reads one segment file. Open verifies the trailer and footer checksums; ReadBlock verifies the
+// block's checksum. Every violation is a Corruption status naming the file and region; a reader
+// never crashes and never returns events from a block that failed its checksum.
+// Thread-safe after Open (reads use pread).
+class SegmentReader {
+ public:
+  static Result<std::unique_ptr<SegmentReader>> Open(Env* env, const std::string& path);
+  virtual ~SegmentReader() = default;
+
+  virtual const SegmentInfo& info() const = 0;
+  virtual const std::vector<BlockInfo>& blocks() const = 0;
+  // False only when block i certainly holds no event containing every one of `terms` (each a
+  // lower-cased byte string that must appear, case-insensitively, as a substring of the event's
+  // @rawstring or of one of its field values). Terms shorter than the filter's gram size always
+  // pass.
+  virtual bool BlockMayContainAll(size_t i, const std::vector<std::string>& terms) const = 0;
+  virtual Status ReadBlock(size_t i, DecodedBlock* out) const = 0;
+  // Reads every block and checks the whole-file content hash against info().content_hash.
+  virtual Status VerifyAll() const = 0;
+};
+
+}  // namespace sediment
