@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages sediment needs to build, run and test. Idempotent: does nothing
+# when everything is installed. Run as root (or with sudo available).
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config clang-format
+  libboost-dev librdkafka-dev libsimdjson-dev libzstd-dev liblz4-dev libxxhash-dev libre2-dev
+  libcurl4-openssl-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libbenchmark-dev
+  zstd kcat python3 python3-pytest python3-requests
+)
+if [[ "${1:-}" == "--test" ]]; then
+  PACKAGES+=(openjdk-17-jre-headless maven)
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+echo "installing: ${missing[*]}" >&2
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null

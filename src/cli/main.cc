@@ -1,0 +1,275 @@
+// The sediment binary: `sediment server|ingest|query|status`. Flags of `server` can also be set
+// through SEDIMENT_<NAME> environment variables (e.g. SEDIMENT_DATA_DIR).
+#include <simdjson.h>
+#include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
+
+#include <strings.h>
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "common/json_writer.h"
+#include "common/time_parse.h"
+#include "http/http_client.h"
+#include "server/server.h"
+
+namespace {
+
+using sediment::Status;
+
+int RunServer(const sediment::ServerConfig& config) {
+  // Block the termination signals in every thread; the main thread waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  sediment::Server server(config);
+  Status st = server.Start();
+  if (!st.ok()) {
+    spdlog::critical("sediment cannot start: {}", st.ToString());
+    return 1;
+  }
+  std::string host = config.listen.substr(0, config.listen.rfind(':'));
+  spdlog::info("sediment ready: listening on http://{}:{} (data dir {})", host, server.port(),
+               config.data_dir);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("received signal {}, shutting down", sig);
+  server.Stop();
+  spdlog::info("stopped");
+  return 0;
+}
+
+std::vector<std::pair<std::string, std::string>> AuthHeaders(const std::string& token,
+                                                             const std::string& content_type) {
+  std::vector<std::pair<std::string, std::string>> h;
+  if (!token.empty()) h.emplace_back("Authorization", "Bearer " + token);
+  if (!content_type.empty()) h.emplace_back("Content-Type", content_type);
+  return h;
+}
+
+int Fail(const std::string& what) {
+  std::fprintf(stderr, "error: %s\n", what.c_str());
+  return 1;
+}
+
+int RunIngest(const std::string& url, const std::string& token, std::vector<std::string> files,
+              size_t batch_lines) {
+  if (files.empty()) files.push_back("-");
+  size_t total = 0;
+  std::string batch;
+  size_t lines = 0;
+  auto send = [&]() -> bool {
+    if (lines == 0) return true;
+    auto r = sediment::http::Fetch("POST", url + "/api/v1/ingest/raw",
+                                   AuthHeaders(token, "text/plain"), batch);
+    if (!r.ok()) {
+      Fail(r.status().ToString());
+      return false;
+    }
+    if (r->status != 200) {
+      Fail("server answered " + std::to_string(r->status) + ": " + r->body);
+      return false;
+    }
+    total += lines;
+    std::fprintf(stderr, "\ringested %zu events", total);
+    batch.clear();
+    lines = 0;
+    return true;
+  };
+  for (const auto& f : files) {
+    std::ifstream file;
+    std::istream* in = &std::cin;
+    if (f != "-") {
+      file.open(f);
+      if (!file) return Fail("cannot open " + f);
+      in = &file;
+    }
+    std::string line;
+    while (std::getline(*in, line)) {
+      if (line.empty()) continue;
+      batch.append(line).push_back('\n');
+      if (++lines >= batch_lines && !send()) return 1;
+    }
+  }
+  if (!send()) return 1;
+  std::fprintf(stderr, "\ringested %zu events, all acknowledged\n", total);
+  return 0;
+}
+
+int RunQuery(const std::string& url, const std::string& token, const std::string& repo,
+             const std::string& query, const std::string& start, const std::string& end,
+             const std::string& format) {
+  sediment::JsonWriter w;
+  w.BeginObject().Key("queryString").String(query).Key("start").String(start);
+  if (!end.empty()) w.Key("end").String(end);
+  w.Key("isLive").Bool(false).EndObject();
+  auto headers = AuthHeaders(token, "application/json");
+  if (format == "ndjson") headers.emplace_back("Accept", "application/x-ndjson");
+  auto r = sediment::http::Fetch("POST", url + "/api/v1/repositories/" + repo + "/query", headers,
+                                 w.str());
+  if (!r.ok()) return Fail(r.status().ToString());
+  for (const auto& [k, v] : r->headers) {
+    if (strcasecmp(k.c_str(), "X-Sediment-Warning") == 0) {
+      std::fprintf(stderr, "warning: %s\n", v.c_str());
+    }
+  }
+  if (r->status != 200)
+    return Fail("server answered " + std::to_string(r->status) + ": " + r->body);
+  if (format == "ndjson" || format == "json") {
+    std::fwrite(r->body.data(), 1, r->body.size(), stdout);
+    if (format == "json") std::fputc('\n', stdout);
+    return 0;
+  }
+  // Terminal table: events as "time  rawstring", aggregates as aligned columns.
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(r->body).get(doc) || !doc.is_array())
+    return Fail("unexpected answer: " + r->body);
+  std::vector<std::string> columns;
+  std::vector<std::map<std::string, std::string>> rows;
+  bool events = false;
+  for (simdjson::dom::element row : doc.get_array()) {
+    if (!row.is_object()) continue;
+    std::map<std::string, std::string> cells;
+    for (auto field : row.get_object()) {
+      std::string key(field.key);
+      std::string value;
+      if (field.value.is_string()) {
+        value = std::string(field.value.get_string().value());
+      } else if (field.value.is_int64()) {
+        int64_t v = field.value.get_int64().value();
+        value = key == "@timestamp" ? sediment::FormatIso8601Millis(v) : std::to_string(v);
+      } else {
+        value = simdjson::to_string(field.value);
+      }
+      if (key == "@rawstring") events = true;
+      if (std::find(columns.begin(), columns.end(), key) == columns.end()) columns.push_back(key);
+      cells[key] = std::move(value);
+    }
+    rows.push_back(std::move(cells));
+  }
+  if (events) {
+    for (auto& row : rows)
+      std::printf("%s  %s\n", row["@timestamp"].c_str(), row["@rawstring"].c_str());
+  } else {
+    std::vector<size_t> width;
+    for (const auto& c : columns) {
+      size_t wd = c.size();
+      for (auto& row : rows) wd = std::max(wd, row[c].size());
+      width.push_back(std::min<size_t>(wd, 80));
+    }
+    for (size_t i = 0; i < columns.size(); ++i)
+      std::printf("%-*s  ", static_cast<int>(width[i]), columns[i].c_str());
+    std::printf("\n");
+    for (size_t i = 0; i < columns.size(); ++i)
+      std::printf("%s  ", std::string(width[i], '-').c_str());
+    std::printf("\n");
+    for (auto& row : rows) {
+      for (size_t i = 0; i < columns.size(); ++i)
+        std::printf("%-*s  ", static_cast<int>(width[i]), row[columns[i]].c_str());
+      std::printf("\n");
+    }
+  }
+  std::fprintf(stderr, "%zu %s\n", rows.size(), events ? "events" : "rows");
+  return 0;
+}
+
+int RunStatus(const std::string& url) {
+  auto r = sediment::http::Fetch("GET", url + "/api/v1/status", {}, "");
+  if (!r.ok()) return Fail(r.status().ToString());
+  if (r->status != 200)
+    return Fail("server answered " + std::to_string(r->status) + ": " + r->body);
+  std::printf("%s\n", r->body.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"sediment: a durable, fast log management server"};
+  app.require_subcommand(1);
+
+  sediment::ServerConfig config;
+  auto* server = app.add_subcommand("server", "run a sediment node");
+  server->add_option("--data-dir", config.data_dir, "data directory")
+      ->envname("SEDIMENT_DATA_DIR")
+      ->capture_default_str();
+  server->add_option("--listen", config.listen, "HOST:PORT to serve HTTP on")
+      ->envname("SEDIMENT_LISTEN")
+      ->capture_default_str();
+  server
+      ->add_option("--ingest-token", config.ingest_tokens,
+                   "REPO:TOKEN, repeatable; creates the repository if missing")
+      ->envname("SEDIMENT_INGEST_TOKEN")
+      ->delimiter(',');
+  server->add_option("--api-token", config.api_tokens, "token for queries and admin, repeatable")
+      ->envname("SEDIMENT_API_TOKEN")
+      ->delimiter(',');
+  server
+      ->add_option("--partitions", config.partitions,
+                   "ingest partitions of the embedded log (fixed when the data dir is created)")
+      ->envname("SEDIMENT_PARTITIONS")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  server->add_option("--max-body-bytes", config.max_body_bytes, "largest accepted request body")
+      ->envname("SEDIMENT_MAX_BODY_BYTES")
+      ->capture_default_str();
+  server->add_option("--max-event-bytes", config.max_event_bytes, "largest accepted event")
+      ->envname("SEDIMENT_MAX_EVENT_BYTES")
+      ->capture_default_str();
+  server
+      ->add_option("--flush-age-ms", config.flush_age_ms,
+                   "flush a datasource's buffer to a segment after this many ms")
+      ->envname("SEDIMENT_FLUSH_AGE_MS")
+      ->capture_default_str();
+  server->add_option("--flush-bytes", config.flush_bytes, "flush a buffer at this size")
+      ->envname("SEDIMENT_FLUSH_BYTES")
+      ->capture_default_str();
+  server->add_option("--query-threads", config.query_threads, "threads per query")
+      ->envname("SEDIMENT_QUERY_THREADS")
+      ->capture_default_str();
+
+  std::string url = "http://127.0.0.1:8080";
+  std::string token;
+  auto* ingest =
+      app.add_subcommand("ingest", "send log lines (files or stdin) to /api/v1/ingest/raw");
+  std::vector<std::string> files;
+  size_t batch_lines = 1000;
+  ingest->add_option("--url", url, "server URL")->envname("SEDIMENT_URL")->capture_default_str();
+  ingest->add_option("--token", token, "ingest token")
+      ->envname("SEDIMENT_INGEST_TOKEN")
+      ->required();
+  ingest->add_option("--batch-lines", batch_lines, "lines per request")->capture_default_str();
+  ingest->add_option("files", files, "files to send ('-' or none: stdin)");
+
+  auto* query = app.add_subcommand("query", "run a query and print the result");
+  std::string repo = "sandbox", query_string, start = "24h", end, format = "table";
+  query->add_option("--url", url, "server URL")->envname("SEDIMENT_URL")->capture_default_str();
+  query->add_option("--token", token, "API token")->envname("SEDIMENT_API_TOKEN")->required();
+  query->add_option("--repo", repo, "repository")->capture_default_str();
+  query->add_option("--start", start, "start: relative (15m, 24h, 7d), epoch ms or ISO-8601")
+      ->capture_default_str();
+  query->add_option("--end", end, "end (default now)");
+  query->add_option("--format", format, "table, json or ndjson")
+      ->check(CLI::IsMember({"table", "json", "ndjson"}))
+      ->capture_default_str();
+  query->add_option("query", query_string, "LogScale query, e.g. 'error | count()'")->required();
+
+  auto* status = app.add_subcommand("status", "print the node's status");
+  status->add_option("--url", url, "server URL")->envname("SEDIMENT_URL")->capture_default_str();
+
+  CLI11_PARSE(app, argc, argv);
+  if (server->parsed()) return RunServer(config);
+  if (ingest->parsed()) return RunIngest(url, token, files, batch_lines);
+  if (query->parsed()) return RunQuery(url, token, repo, query_string, start, end, format);
+  if (status->parsed()) return RunStatus(url);
+  return 1;
+}

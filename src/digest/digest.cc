@@ -1,0 +1,349 @@
+#include "digest/digest.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <set>
+
+namespace sediment {
+
+struct Digest::Partition {
+  PartitionId id;
+  Epoch epoch;
+  std::thread thread;
+
+  // Held by the worker while it processes a batch or flushes (never while waiting for the log);
+  // FlushAll() takes it to flush from another thread.
+  std::mutex work_mu;
+
+  // Guards everything below. Mutated only by the holder of work_mu; read by snapshots and status.
+  mutable std::mutex mu;
+  struct Buffer {
+    Datasource datasource;
+    std::vector<PositionedEvent> events;
+    size_t bytes = 0;
+    int64_t first_us = 0;  // monotonic time the oldest event arrived
+  };
+  std::map<std::string, Buffer> buffers;    // datasource key -> buffer
+  std::map<std::string, Position> flushed;  // datasource key -> flushed_through (skip rule)
+  Offset next_offset;
+  Offset registered_replay_point;
+  Offset truncated_before;
+  std::string error;
+  int64_t last_truncate_us = 0;
+  int64_t last_advance_us = 0;
+};
+
+Digest::Digest(Env* env, Clock* clock, CommitLog* log, Global* global, DigestOptions options)
+    : env_(env), clock_(clock), log_(log), global_(global), options_(std::move(options)) {}
+
+Digest::~Digest() { Stop(); }
+
+sediment::Status Digest::Start() {
+  RETURN_IF_ERROR(env_->CreateDirs(options_.segment_dir));
+
+  // Orphans: files this node wrote whose registration never got applied.
+  std::set<std::string> known;
+  global_->Read([&](const GlobalState& s) {
+    for (const auto& [id, seg] : s.segments) {
+      if (seg.node == options_.node) known.insert(seg.file_name);
+    }
+  });
+  ASSIGN_OR_RETURN(auto names, env_->ListDir(options_.segment_dir));
+  for (const auto& name : names) {
+    if (known.count(name) == 0) {
+      spdlog::info("digest: removing orphan segment file {}", name);
+      RETURN_IF_ERROR(env_->RemoveFile(JoinPath(options_.segment_dir, name)));
+    }
+  }
+
+  for (int32_t i = 0; i < log_->partition_count(); ++i) {
+    auto p = std::make_unique<Partition>();
+    p->id = PartitionId(i);
+    Epoch current{0};
+    global_->Read([&](const GlobalState& s) {
+      auto it = s.partitions.find(i);
+      if (it != s.partitions.end()) current = it->second.epoch;
+    });
+    auto claimed = global_->Submit(ClaimPartition{p->id, options_.node, current});
+    if (!claimed.ok()) {
+      return claimed.status().WithContext("claiming partition " + std::to_string(i));
+    }
+    Offset start_offset{0};
+    ASSIGN_OR_RETURN(start_offset, log_->StartOffset(p->id));
+    global_->Read([&](const GlobalState& s) {
+      const PartitionState& ps = s.partitions.at(i);
+      p->epoch = ps.epoch;
+      p->registered_replay_point = ps.replay_point;
+      p->truncated_before = ps.truncated_before;
+      for (const auto& [key, pos] : s.flushed_through) {
+        if (key.second == i) p->flushed[key.first] = pos;
+      }
+    });
+    p->next_offset = std::max(p->registered_replay_point, start_offset);
+    if (p->registered_replay_point < start_offset) {
+      spdlog::error(
+          "digest: partition {} replay point {} is below the log start {}: events in between "
+          "are lost",
+          i, p->registered_replay_point.value, start_offset.value);
+    }
+    partitions_.push_back(std::move(p));
+  }
+  for (auto& p : partitions_) {
+    Partition* raw = p.get();
+    p->thread = std::thread([this, raw] { Run(raw); });
+  }
+  return sediment::Status::OK();
+}
+
+void Digest::Stop() {
+  stop_ = true;
+  for (auto& p : partitions_) {
+    if (p->thread.joinable()) p->thread.join();
+  }
+}
+
+Offset Digest::ReplayPointLocked(const Partition& p) const {
+  Offset rp = p.next_offset;
+  for (const auto& [key, buf] : p.buffers) {
+    if (!buf.events.empty()) rp = std::min(rp, buf.events.front().pos.offset);
+  }
+  return rp;
+}
+
+sediment::Status Digest::ProcessRecords(Partition* p, std::vector<LogRecord>& records) {
+  int64_t now_us = clock_->MonotonicMicros();
+  for (auto& rec : records) {
+    auto msg = DecodeIngestMessage(rec.data);
+    if (!msg.ok()) {
+      // P6: a corrupt record is reported and skipped; it can never be served.
+      spdlog::error("digest: partition {} offset {}: {}", p->id.value, rec.offset.value,
+                    msg.status().ToString());
+      std::lock_guard lock(p->mu);
+      p->error = "corrupt record at offset " + std::to_string(rec.offset.value);
+      p->next_offset = Offset(rec.offset.value + 1);
+      continue;
+    }
+    std::string key = msg->datasource.Key();
+    std::lock_guard lock(p->mu);
+    auto fit = p->flushed.find(key);
+    Partition::Buffer* buf = nullptr;
+    for (uint32_t i = 0; i < msg->events.size(); ++i) {
+      Position pos{rec.offset, i};
+      if (fit != p->flushed.end() && pos <= fit->second) continue;  // already in a segment
+      if (buf == nullptr) {
+        buf = &p->buffers[key];
+        if (buf->events.empty()) {
+          buf->datasource = msg->datasource;
+          buf->first_us = now_us;
+        }
+      }
+      buf->bytes += msg->events[i].ByteSize();
+      buf->events.push_back(PositionedEvent{pos, std::move(msg->events[i])});
+    }
+    p->next_offset = Offset(rec.offset.value + 1);
+  }
+  return sediment::Status::OK();
+}
+
+sediment::Status Digest::Flush(Partition* p, const std::string& key) {
+  // Only the work_mu holder mutates buffers, so reading this buffer without mu is safe.
+  const Partition::Buffer& buf = p->buffers.at(key);
+  if (buf.events.empty()) return sediment::Status::OK();
+  const Position first = buf.events.front().pos;
+  std::string name = "p" + std::to_string(p->id.value) + "-e" + std::to_string(p->epoch.value) +
+                     "-o" + std::to_string(first.offset.value) + "-i" +
+                     std::to_string(first.index) + ".seg";
+  std::string path = JoinPath(options_.segment_dir, name);
+  auto info = WriteSegment(env_, path, buf.datasource, p->id, buf.events, options_.segment);
+  if (!info.ok()) {
+    (void)env_->RemoveFile(path);
+    return info.status().WithContext("writing segment " + name);
+  }
+  Offset new_rp;
+  {
+    std::lock_guard lock(p->mu);
+    new_rp = p->next_offset;
+    for (const auto& [k, b] : p->buffers) {
+      if (k != key && !b.events.empty()) new_rp = std::min(new_rp, b.events.front().pos.offset);
+    }
+  }
+  SegmentRecord rec;
+  rec.datasource = buf.datasource;
+  rec.partition = p->id;
+  rec.min_pos = info->min_pos;
+  rec.max_pos = info->max_pos;
+  rec.min_ts = info->min_ts;
+  rec.max_ts = info->max_ts;
+  rec.event_count = info->event_count;
+  rec.raw_bytes = info->raw_bytes;
+  rec.file_size = info->file_size;
+  rec.content_hash = info->content_hash;
+  rec.epoch = p->epoch;
+  rec.file_name = name;
+  rec.node = options_.node;
+  auto outcome = global_->Submit(RegisterSegment{rec, new_rp});
+  if (!outcome.ok()) {
+    if (outcome.status().code() == StatusCode::kRejected) {
+      (void)env_->RemoveFile(path);
+    }
+    // Any other error: the registration may still be applied later; the file stays until the
+    // next start decides (orphan removal keeps it if Global knows it).
+    return outcome.status().WithContext("registering segment " + name);
+  }
+  std::lock_guard lock(p->mu);
+  p->flushed[key] = info->max_pos;
+  p->buffers.erase(key);
+  p->registered_replay_point = std::max(p->registered_replay_point, new_rp);
+  return sediment::Status::OK();
+}
+
+void Digest::Run(Partition* p) {
+  int64_t backoff_ms = 0;
+  while (!stop_) {
+    if (backoff_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+      if (stop_) break;
+    }
+    Offset from;
+    {
+      std::lock_guard lock(p->mu);
+      from = p->next_offset;
+    }
+    auto records =
+        log_->Read(p->id, from, options_.read_batch_bytes, std::chrono::milliseconds(200));
+    std::lock_guard work(p->work_mu);
+    if (!records.ok()) {
+      if (records.status().code() == StatusCode::kNotFound) {
+        auto start = log_->StartOffset(p->id);
+        if (start.ok()) {
+          spdlog::error("digest: partition {} offset {} was deleted from the log; skipping to {}",
+                        p->id.value, from.value, start->value);
+          std::lock_guard lock(p->mu);
+          p->next_offset = *start;
+          continue;
+        }
+      }
+      std::lock_guard lock(p->mu);
+      p->error = records.status().ToString();
+      backoff_ms = std::min<int64_t>(std::max<int64_t>(backoff_ms * 2, 100), 5000);
+      continue;
+    }
+    (void)ProcessRecords(p, *records);
+
+    // Flush what is big or old enough.
+    int64_t now_us = clock_->MonotonicMicros();
+    std::vector<std::string> due;
+    {
+      std::lock_guard lock(p->mu);
+      for (const auto& [key, buf] : p->buffers) {
+        if (buf.bytes >= options_.flush_bytes ||
+            now_us - buf.first_us >= options_.flush_age.count() * 1000) {
+          due.push_back(key);
+        }
+      }
+    }
+    bool failed = false;
+    for (const auto& key : due) {
+      auto st = Flush(p, key);
+      if (!st.ok()) {
+        spdlog::error("digest: partition {}: {}", p->id.value, st.ToString());
+        std::lock_guard lock(p->mu);
+        p->error = st.ToString();
+        failed = true;
+        if (st.code() == StatusCode::kRejected) {
+          spdlog::error("digest: partition {} lost its claim; stopping its worker", p->id.value);
+          return;
+        }
+      }
+    }
+    backoff_ms = failed ? std::min<int64_t>(std::max<int64_t>(backoff_ms * 2, 100), 5000) : 0;
+    if (!failed && !due.empty()) {
+      std::lock_guard lock(p->mu);
+      p->error.clear();
+    }
+
+    // With nothing buffered the replay point can move up to the read position.
+    Offset rp;
+    bool empty;
+    {
+      std::lock_guard lock(p->mu);
+      rp = ReplayPointLocked(*p);
+      empty = p->buffers.empty();
+    }
+    if (empty && rp > p->registered_replay_point && now_us - p->last_advance_us > 1'000'000) {
+      p->last_advance_us = now_us;
+      auto st = global_->Submit(AdvanceReplayPoint{p->id, p->epoch, rp});
+      if (st.ok()) {
+        std::lock_guard lock(p->mu);
+        p->registered_replay_point = rp;
+      } else if (st.status().code() == StatusCode::kRejected) {
+        spdlog::error("digest: partition {} lost its claim: {}", p->id.value,
+                      st.status().ToString());
+        return;
+      }
+    }
+
+    // P3: the commit log is truncated only below the registered replay point (the safe offset of
+    // a single node whose segments are durable once registered).
+    if (now_us - p->last_truncate_us > options_.truncate_every.count() * 1000) {
+      p->last_truncate_us = now_us;
+      Offset safe = p->registered_replay_point;
+      if (safe > p->truncated_before) {
+        auto st = log_->DeleteBefore(p->id, safe);
+        if (st.ok()) {
+          auto applied = global_->Submit(SetTruncationPoint{p->id, safe});
+          if (applied.ok()) p->truncated_before = safe;
+        } else {
+          spdlog::warn("digest: truncating partition {}: {}", p->id.value, st.ToString());
+        }
+      }
+    }
+  }
+}
+
+std::vector<BufferedBatch> Digest::SnapshotBuffers() const {
+  std::vector<BufferedBatch> out;
+  for (const auto& p : partitions_) {
+    std::lock_guard lock(p->mu);
+    for (const auto& [key, buf] : p->buffers) {
+      if (buf.events.empty()) continue;
+      out.push_back(BufferedBatch{
+          buf.datasource, p->id, std::make_shared<const std::vector<PositionedEvent>>(buf.events)});
+    }
+  }
+  return out;
+}
+
+std::vector<PartitionDigestStatus> Digest::Status() const {
+  std::vector<PartitionDigestStatus> out;
+  for (const auto& p : partitions_) {
+    std::lock_guard lock(p->mu);
+    PartitionDigestStatus s;
+    s.partition = p->id;
+    s.epoch = p->epoch;
+    s.next_offset = p->next_offset;
+    s.replay_point = p->registered_replay_point;
+    for (const auto& [k, b] : p->buffers) s.buffered_events += b.events.size();
+    s.error = p->error;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+sediment::Status Digest::FlushAll() {
+  for (auto& p : partitions_) {
+    std::lock_guard work(p->work_mu);
+    std::vector<std::string> keys;
+    {
+      std::lock_guard lock(p->mu);
+      for (const auto& [k, b] : p->buffers) keys.push_back(k);
+    }
+    for (const auto& k : keys) RETURN_IF_ERROR(Flush(p.get(), k));
+  }
+  return sediment::Status::OK();
+}
+
+}  // namespace sediment

@@ -1,0 +1,279 @@
+#include "http/http_server.h"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/version.hpp>
+
+#include <condition_variable>
+#include <list>
+#include <mutex>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "common/json_writer.h"
+
+namespace sediment::http {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+std::string_view Request::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (beast::iequals(k, beast::string_view(name.data(), name.size()))) return v;
+  }
+  return {};
+}
+
+Response JsonError(int status, std::string_view message) {
+  JsonWriter w;
+  w.BeginObject().Key("error").String(message).Key("status").Int(status).EndObject();
+  Response r;
+  r.status = status;
+  r.body = w.Take();
+  return r;
+}
+
+std::string UrlDecode(std::string_view s, bool form) {
+  std::string out;
+  out.reserve(s.size());
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2])));
+      i += 2;
+    } else if (form && s[i] == '+') {
+      out.push_back(' ');
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+struct Server::Impl {
+  ServerOptions options;
+  Handler handler;
+  net::io_context ioc{1};
+  std::unique_ptr<tcp::acceptor> acceptor;
+  std::thread accept_thread;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::list<std::shared_ptr<tcp::socket>> sockets;  // open connections, for Stop()
+  int active = 0;
+  std::atomic<bool> stopping{false};
+
+  void AcceptLoop();
+  void Serve(std::shared_ptr<tcp::socket> sock);
+};
+
+Server::Server(ServerOptions options, Handler handler) : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+  impl_->handler = std::move(handler);
+}
+
+Server::~Server() { Stop(); }
+
+Status Server::Start() {
+  beast::error_code ec;
+  auto addr = net::ip::make_address(impl_->options.host, ec);
+  if (ec) return Status::InvalidArgument("bad listen address '" + impl_->options.host + "'");
+  tcp::endpoint ep(addr, impl_->options.port);
+  impl_->acceptor = std::make_unique<tcp::acceptor>(impl_->ioc);
+  impl_->acceptor->open(ep.protocol(), ec);
+  if (!ec) impl_->acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) impl_->acceptor->bind(ep, ec);
+  if (!ec) impl_->acceptor->listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Status::IOError("cannot listen on " + impl_->options.host + ":" +
+                           std::to_string(impl_->options.port) + ": " + ec.message());
+  }
+  port_ = impl_->acceptor->local_endpoint().port();
+  impl_->accept_thread = std::thread([this] { impl_->AcceptLoop(); });
+  return Status::OK();
+}
+
+void Server::Stop() {
+  if (!impl_ || !impl_->acceptor) return;
+  if (impl_->stopping.exchange(true)) return;
+  beast::error_code ec;
+  impl_->acceptor->cancel(ec);
+  impl_->acceptor->close(ec);
+  // A blocking accept() is not always woken by close(); connect to ourselves to be sure.
+  try {
+    net::io_context ioc;
+    tcp::socket s(ioc);
+    s.connect(
+        tcp::endpoint(net::ip::make_address(impl_->options.host == "0.0.0.0" ? "127.0.0.1"
+                                                                             : impl_->options.host),
+                      port_),
+        ec);
+  } catch (...) {
+  }
+  if (impl_->accept_thread.joinable()) impl_->accept_thread.join();
+  std::unique_lock lock(impl_->mu);
+  for (auto& s : impl_->sockets) {
+    s->shutdown(tcp::socket::shutdown_both, ec);
+  }
+  impl_->cv.wait_for(lock, std::chrono::seconds(10), [this] { return impl_->active == 0; });
+}
+
+void Server::Impl::AcceptLoop() {
+  while (!stopping) {
+    auto sock = std::make_shared<tcp::socket>(ioc);
+    beast::error_code ec;
+    acceptor->accept(*sock, ec);
+    if (stopping) break;
+    if (ec) {
+      spdlog::warn("http accept: {}", ec.message());
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
+    std::unique_lock lock(mu);
+    if (active >= options.max_connections) {
+      lock.unlock();
+      Response r = JsonError(503, "too many connections");
+      bhttp::response<bhttp::string_body> res{bhttp::status::service_unavailable, 11};
+      res.set(bhttp::field::content_type, r.content_type);
+      res.set(bhttp::field::retry_after, "1");
+      res.body() = r.body;
+      res.prepare_payload();
+      bhttp::write(*sock, res, ec);
+      sock->shutdown(tcp::socket::shutdown_both, ec);
+      continue;
+    }
+    ++active;
+    sockets.push_back(sock);
+    auto it = std::prev(sockets.end());
+    lock.unlock();
+    std::thread([this, sock, it] {
+      Serve(sock);
+      std::lock_guard g(mu);
+      sockets.erase(it);
+      --active;
+      cv.notify_all();
+    }).detach();
+  }
+}
+
+void Server::Impl::Serve(std::shared_ptr<tcp::socket> sock) {
+  beast::error_code ec;
+  beast::flat_buffer buffer;
+  // Idle connections are closed after the timeout (SO_RCVTIMEO on the blocking socket).
+  struct timeval tv {
+    options.idle_timeout_seconds, 0
+  };
+  ::setsockopt(sock->native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string remote;
+  {
+    auto ep = sock->remote_endpoint(ec);
+    if (!ec) remote = ep.address().to_string() + ":" + std::to_string(ep.port());
+  }
+  while (!stopping) {
+    bhttp::request_parser<bhttp::string_body> parser;
+    parser.body_limit(options.max_body_bytes);
+    parser.header_limit(64 * 1024);
+    bhttp::read_header(*sock, buffer, parser, ec);
+    if (!ec) {
+      auto len = parser.content_length();
+      if (len && *len > options.max_body_bytes) {
+        ec = bhttp::error::body_limit;
+      } else {
+        bhttp::read(*sock, buffer, parser, ec);
+      }
+    }
+    if (ec == bhttp::error::end_of_stream || ec == net::error::eof ||
+        ec == net::error::connection_reset) {
+      break;
+    }
+    Response resp;
+    bool keep_alive = true;
+    unsigned version = 11;
+    if (ec == bhttp::error::body_limit) {
+      resp = JsonError(413, "request body is larger than the limit of " +
+                                std::to_string(options.max_body_bytes) + " bytes");
+      keep_alive = false;  // the rest of the body is unread
+    } else if (ec) {
+      if (ec == net::error::would_block || ec == net::error::timed_out ||
+          ec == net::error::try_again)
+        break;
+      if (!parser.is_header_done()) {
+        // Garbage or a half-sent request: answer if we can, then close.
+        resp = JsonError(400, "malformed HTTP request: " + ec.message());
+      } else {
+        resp = JsonError(400, "malformed HTTP request body: " + ec.message());
+      }
+      keep_alive = false;
+    } else {
+      auto& msg = parser.get();
+      version = msg.version();
+      keep_alive = msg.keep_alive();
+      Request req;
+      req.method = std::string(msg.method_string());
+      std::string_view target(msg.target().data(), msg.target().size());
+      auto q = target.find('?');
+      req.path = UrlDecode(target.substr(0, q), false);
+      if (q != std::string_view::npos) {
+        std::string_view qs = target.substr(q + 1);
+        while (!qs.empty()) {
+          auto amp = qs.find('&');
+          std::string_view kv = qs.substr(0, amp);
+          auto eq = kv.find('=');
+          std::string k = UrlDecode(kv.substr(0, eq), true);
+          std::string v = eq == std::string_view::npos ? "" : UrlDecode(kv.substr(eq + 1), true);
+          if (!k.empty()) req.query[k] = v;
+          if (amp == std::string_view::npos) break;
+          qs.remove_prefix(amp + 1);
+        }
+      }
+      for (const auto& h : msg) {
+        req.headers.emplace_back(std::string(h.name_string()), std::string(h.value()));
+      }
+      req.body = std::move(msg.body());
+      req.remote = remote;
+      try {
+        resp = handler(req);
+      } catch (const std::exception& e) {
+        spdlog::error("http handler for {} {} threw: {}", req.method, req.path, e.what());
+        resp = JsonError(500, std::string("internal error: ") + e.what());
+      }
+    }
+    bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(resp.status), version};
+    res.set(bhttp::field::server, "sediment");
+    res.set(bhttp::field::content_type, resp.content_type);
+    for (const auto& [k, v] : resp.headers) res.set(k, v);
+    res.keep_alive(keep_alive);
+    res.body() = std::move(resp.body);
+    res.prepare_payload();
+    bhttp::write(*sock, res, ec);
+    if (ec) break;
+    if (!keep_alive) {
+      // Let the client finish sending (bounded) so it sees the response instead of a reset.
+      sock->shutdown(tcp::socket::shutdown_send, ec);
+      struct timeval drain {
+        2, 0
+      };
+      ::setsockopt(sock->native_handle(), SOL_SOCKET, SO_RCVTIMEO, &drain, sizeof drain);
+      char sink[65536];
+      size_t drained = 0;
+      while (drained < (256u << 20)) {
+        size_t n = sock->read_some(net::buffer(sink), ec);
+        if (ec || n == 0) break;
+        drained += n;
+      }
+      break;
+    }
+  }
+  sock->shutdown(tcp::socket::shutdown_both, ec);
+  sock->close(ec);
+}
+
+}  // namespace sediment::http

@@ -1,0 +1,71 @@
+// A small HTTP/1.1 server on Boost.Beast: one thread per connection (bounded), keep-alive,
+// request bodies bounded by max_body_bytes (413 beyond). Routing is the caller's: one Handler gets
+// every request. Thread-safety: the handler is called concurrently from connection threads.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace sediment::http {
+
+struct Request {
+  std::string method;                        // "GET", "POST", ...
+  std::string path;                          // decoded path without the query string
+  std::map<std::string, std::string> query;  // decoded query parameters (last one wins)
+  std::vector<std::pair<std::string, std::string>> headers;  // as received
+  std::string body;
+  std::string remote;  // peer address
+
+  // Case-insensitive header lookup; empty when absent.
+  std::string_view Header(std::string_view name) const;
+};
+
+struct Response {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// A JSON error response: {"error": message, "status": code}.
+Response JsonError(int status, std::string_view message);
+
+using Handler = std::function<Response(const Request&)>;
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;  // 0: pick a free port (see Server::port())
+  size_t max_body_bytes = 32u << 20;
+  int max_connections = 512;
+  int idle_timeout_seconds = 120;
+};
+
+class Server {
+ public:
+  Server(ServerOptions options, Handler handler);
+  ~Server();
+  // Binds and starts accepting; error when the address cannot be bound.
+  Status Start();
+  uint16_t port() const { return port_; }
+  // Stops accepting, closes connections, joins threads. Idempotent.
+  void Stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  uint16_t port_ = 0;
+};
+
+// Percent-decoding of URL components ('+' as space when form is true).
+std::string UrlDecode(std::string_view s, bool form);
+
+}  // namespace sediment::http
