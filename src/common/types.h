@@ -41,7 +41,7 @@ struct Position {
   constexpr bool operator==(const Position&) const = default;
 };
 
-// "p3-o1234-i5": the event's @id, unique across the cluster.
+// "3-1234-5" (partition-offset-index): the event's @id, unique across the cluster.
 std::string FormatEventId(PartitionId p, Position pos);
 
 }  // namespace sediment

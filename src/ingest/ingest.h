@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,8 +25,8 @@ enum class Format {
 };
 
 struct ParseOptions {
-  std::string repo;        // repository the token resolved to
-  int64_t now_ms = 0;      // ingest time: @ingesttimestamp, and @timestamp when none is given
+  std::string repo;    // repository the token resolved to
+  int64_t now_ms = 0;  // ingest time: @ingesttimestamp, and @timestamp when none is given
   size_t max_event_bytes = 1 << 20;
   // Messages are split so that each encodes at most about this many raw bytes.
   size_t max_message_bytes = 900 * 1024;
@@ -37,6 +38,12 @@ struct ParseResult {
   std::vector<IngestMessage> messages;
   size_t event_count = 0;
 };
+
+// The format served at an ingest endpoint path (no query string; a trailing '/' is ignored), e.g.
+// "/services/collector/raw" -> kHecRaw; nullopt for any other path. README.md lists the paths.
+std::optional<Format> FormatForPath(std::string_view path);
+// "humio-structured", "humio-unstructured", "raw", "hec", "hec-raw".
+const char* FormatName(Format format);
 
 // InvalidArgument (malformed JSON, wrong shape, bad timestamp; the message names the event index
 // and what is wrong) or TooLarge (an event over max_event_bytes). Nothing is appended by parsing.

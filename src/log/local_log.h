@@ -17,11 +17,15 @@ struct LocalLogOptions {
   uint64_t file_roll_bytes = 64ull << 20;
   // Group commit: an append waits at most this long for others to share its fsync.
   std::chrono::microseconds max_commit_delay{0};
+  // Threads that write and fsync; partition p is served by thread p % writer_threads.
+  // 0 = min(partitions, 4).
+  int32_t writer_threads = 0;
 };
 
 // Opens (creating if needed) the log in `dir`. Repairs a torn tail of each partition (drops the
 // incomplete or checksum-failing records at the end, logging what it dropped). The partition count
-// is fixed at creation; opening with a different count is InvalidArgument.
+// is fixed at creation; opening with a different count is InvalidArgument. Destroying the returned
+// log stops its writer threads: appends not yet being written fail with Unavailable.
 Result<std::unique_ptr<CommitLog>> OpenLocalLog(Env* env, const std::string& dir,
                                                 const LocalLogOptions& options);
 
