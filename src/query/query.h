@@ -79,6 +79,8 @@ struct ExecOptions {
   int threads = 2;
   // Non-aggregate queries keep at most this many events (the newest), with a warning when cut.
   size_t max_events = 200000;
+  // Skip blocks whose token filter rules out a required term. Off only to cross-check pruning.
+  bool use_block_filters = true;
 };
 
 Result<QueryResult> Execute(Env* env, const CompiledQuery& query, const TimeRange& range,

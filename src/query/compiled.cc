@@ -1,0 +1,218 @@
+#include "query/compiled.h"
+
+#include <re2/re2.h>
+
+#include <algorithm>
+#include <optional>
+
+namespace sediment::query {
+namespace {
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+// Fields whose values are not in the per-block token filters.
+bool IsUnindexedField(const std::string& f) {
+  return f.empty() || f[0] == '#' || f == "@timestamp" || f == "@ingesttimestamp" || f == "@id";
+}
+
+void AddGlobPieces(std::string_view pattern, std::vector<std::string>* out) {
+  size_t start = 0;
+  for (size_t i = 0; i <= pattern.size(); ++i) {
+    if (i == pattern.size() || pattern[i] == '*') {
+      if (i > start) out->push_back(Lower(pattern.substr(start, i - start)));
+      start = i + 1;
+    }
+  }
+}
+
+void CollectTerms(const FilterNode& n, std::vector<std::string>* out) {
+  switch (n.kind) {
+    case FilterNode::Kind::kAnd:
+      for (const auto& c : n.children) CollectTerms(*c, out);
+      break;
+    case FilterNode::Kind::kText:
+      if (!n.text.empty()) out->push_back(n.text);
+      break;
+    case FilterNode::Kind::kTextGlob:
+      AddGlobPieces(n.text, out);
+      break;
+    case FilterNode::Kind::kFieldEq:
+      if (!IsUnindexedField(n.field) && !n.text.empty()) out->push_back(Lower(n.text));
+      break;
+    case FilterNode::Kind::kFieldGlob:
+      if (!IsUnindexedField(n.field)) AddGlobPieces(n.text, out);
+      break;
+    default:
+      break;
+  }
+}
+
+const FilterPtr& TrueNode() {
+  static const FilterPtr n = [] {
+    auto p = std::make_shared<FilterNode>();
+    p->kind = FilterNode::Kind::kTrue;
+    return p;
+  }();
+  return n;
+}
+const FilterPtr& FalseNode() {
+  static const FilterPtr n = [] {
+    auto p = std::make_shared<FilterNode>();
+    p->kind = FilterNode::Kind::kFalse;
+    return p;
+  }();
+  return n;
+}
+
+std::optional<std::string_view> TagValue(const Datasource& ds, const std::string& name) {
+  for (const auto& [k, v] : ds.tags) {
+    if (k == name) return std::string_view(v);
+  }
+  if (name == "#repo") return std::string_view(ds.repo);
+  return std::nullopt;
+}
+
+void Quote(std::string* out, std::string_view s) {
+  out->push_back('"');
+  for (char c : s) {
+    if (c == '"' || c == '\\') out->push_back('\\');
+    out->push_back(c);
+  }
+  out->push_back('"');
+}
+
+}  // namespace
+
+bool GlobMatch(std::string_view pattern, std::string_view value) {
+  size_t star = pattern.find('*');
+  if (star == std::string_view::npos) return pattern == value;
+  std::string_view prefix = pattern.substr(0, star);
+  if (value.substr(0, prefix.size()) != prefix) return false;
+  size_t last_star = pattern.rfind('*');
+  std::string_view suffix = pattern.substr(last_star + 1);
+  if (value.size() < prefix.size() + suffix.size()) return false;
+  if (value.substr(value.size() - suffix.size()) != suffix) return false;
+  // Middle pieces, greedy left to right inside the part between prefix and suffix.
+  std::string_view rest = value.substr(prefix.size(), value.size() - prefix.size() - suffix.size());
+  size_t i = star + 1;
+  while (i < last_star) {
+    size_t next = pattern.find('*', i);
+    std::string_view piece = pattern.substr(i, next - i);
+    if (!piece.empty()) {
+      size_t at = rest.find(piece);
+      if (at == std::string_view::npos) return false;
+      rest = rest.substr(at + piece.size());
+    }
+    i = next + 1;
+  }
+  return true;
+}
+
+std::vector<std::string> RequiredTerms(const FilterNode& filter) {
+  std::vector<std::string> out;
+  CollectTerms(filter, &out);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+FilterPtr Specialize(const FilterPtr& f, const Datasource& ds) {
+  using K = FilterNode::Kind;
+  switch (f->kind) {
+    case K::kFieldEq:
+    case K::kFieldGlob:
+    case K::kFieldRegex: {
+      if (f->field.empty() || f->field[0] != '#') return f;
+      std::optional<std::string_view> v = TagValue(ds, f->field);
+      bool match = false;
+      if (v) {
+        if (f->kind == K::kFieldEq) {
+          match = *v == f->text;
+        } else if (f->kind == K::kFieldGlob) {
+          match = GlobMatch(f->text, *v);
+        } else {
+          match = RE2::PartialMatch(re2::StringPiece(v->data(), v->size()), *f->re);
+        }
+      }
+      return match ? TrueNode() : FalseNode();
+    }
+    case K::kNot: {
+      FilterPtr c = Specialize(f->children[0], ds);
+      if (c->kind == K::kTrue) return FalseNode();
+      if (c->kind == K::kFalse) return TrueNode();
+      if (c == f->children[0]) return f;
+      auto n = std::make_shared<FilterNode>(*f);
+      n->children = {c};
+      return n;
+    }
+    case K::kAnd:
+    case K::kOr: {
+      FilterPtr a = Specialize(f->children[0], ds);
+      FilterPtr b = Specialize(f->children[1], ds);
+      K absorbing = f->kind == K::kAnd ? K::kFalse : K::kTrue;
+      K neutral = f->kind == K::kAnd ? K::kTrue : K::kFalse;
+      if (a->kind == absorbing || b->kind == absorbing) {
+        return absorbing == K::kTrue ? TrueNode() : FalseNode();
+      }
+      if (a->kind == neutral) return b;
+      if (b->kind == neutral) return a;
+      if (a == f->children[0] && b == f->children[1]) return f;
+      auto n = std::make_shared<FilterNode>(*f);
+      n->children = {a, b};
+      return n;
+    }
+    default:
+      return f;
+  }
+}
+
+std::string DebugString(const FilterNode& n) {
+  using K = FilterNode::Kind;
+  std::string out;
+  switch (n.kind) {
+    case K::kTrue:
+      return "true";
+    case K::kFalse:
+      return "false";
+    case K::kAnd:
+    case K::kOr:
+      out = n.kind == K::kAnd ? "(and " : "(or ";
+      out += DebugString(*n.children[0]);
+      out += ' ';
+      out += DebugString(*n.children[1]);
+      out += ')';
+      return out;
+    case K::kNot:
+      return "(not " + DebugString(*n.children[0]) + ")";
+    case K::kText:
+      out = "(text ";
+      Quote(&out, n.text);
+      break;
+    case K::kTextGlob:
+      out = "(textglob ";
+      Quote(&out, n.text);
+      break;
+    case K::kRawRegex:
+      out = "(regex ";
+      Quote(&out, n.text);
+      break;
+    case K::kFieldEq:
+    case K::kFieldGlob:
+    case K::kFieldRegex:
+      out = n.kind == K::kFieldEq ? "(eq " : n.kind == K::kFieldGlob ? "(glob " : "(fregex ";
+      Quote(&out, n.field);
+      out += ' ';
+      Quote(&out, n.text);
+      break;
+  }
+  out += ')';
+  return out;
+}
+
+}  // namespace sediment::query

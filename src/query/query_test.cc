@@ -1,0 +1,671 @@
+#include "query/query.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <random>
+#include <set>
+
+#include "common/time_parse.h"
+#include "query/compiled.h"
+#include "query/search.h"
+#include "segment/segment.h"
+
+namespace sediment::query {
+namespace {
+
+// ---------- parser ----------
+
+std::string Parsed(std::string_view q) {
+  auto r = Compile(q);
+  if (!r.ok()) return "ERROR: " + r.status().message();
+  return DebugString(*(*r)->filter);
+}
+
+std::string ParseError(std::string_view q) {
+  auto r = Compile(q);
+  if (r.ok()) return "OK";
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  return r.status().message();
+}
+
+TEST(ParserTest, FilterConstructs) {
+  EXPECT_EQ(Parsed(""), "true");
+  EXPECT_EQ(Parsed("*"), "true");
+  EXPECT_EQ(Parsed("Foo"), R"((text "foo"))");
+  EXPECT_EQ(Parsed("foo bar"), R"((and (text "foo") (text "bar")))");
+  EXPECT_EQ(Parsed(R"("Hello \"World\"")"), R"((text "hello \"world\""))");
+  EXPECT_EQ(Parsed(R"("a\\b")"), R"((text "a\\b"))");
+  EXPECT_EQ(Parsed("status=200"), R"((eq "status" "200"))");
+  EXPECT_EQ(Parsed("status = 200"), R"((eq "status" "200"))");
+  EXPECT_EQ(Parsed("url=*api*v1"), R"((glob "url" "*api*v1"))");
+  EXPECT_EQ(Parsed("status!=200"), R"((not (eq "status" "200")))");
+  EXPECT_EQ(Parsed(R"(msg="a b")"), R"((eq "msg" "a b"))");
+  EXPECT_EQ(Parsed(R"("my field"=x)"), R"((eq "my field" "x"))");
+  EXPECT_EQ(Parsed("#repo=web"), R"((eq "#repo" "web"))");
+  EXPECT_EQ(Parsed("@rawstring=abc"), R"((eq "@rawstring" "abc"))");
+  EXPECT_EQ(Parsed("a.b_c@d=1"), R"((eq "a.b_c@d" "1"))");
+  EXPECT_EQ(Parsed("/err.r/"), R"((regex "err.r"))");
+  EXPECT_EQ(Parsed("/err.r/i"), R"((regex "(?i)err.r"))");
+  EXPECT_EQ(Parsed(R"(/a\/b/)"), R"((regex "a/b"))");
+  EXPECT_EQ(Parsed("method=/get|post/i"), R"((fregex "method" "(?i)get|post"))");
+  EXPECT_EQ(Parsed("foo*bar"), R"((textglob "foo*bar"))");
+  EXPECT_EQ(Parsed("!a"), R"((not (text "a")))");
+  EXPECT_EQ(Parsed("NOT a"), R"((not (text "a")))");
+  EXPECT_EQ(Parsed("a AND b"), R"((and (text "a") (text "b")))");
+  EXPECT_EQ(Parsed("a and b"), R"((and (text "a") (text "b")))");
+  EXPECT_EQ(Parsed("not=1"), R"((eq "not" "1"))");
+}
+
+TEST(ParserTest, Precedence) {
+  EXPECT_EQ(Parsed("a or b and c"), R"((or (text "a") (and (text "b") (text "c"))))");
+  EXPECT_EQ(Parsed("a b OR c"), R"((or (and (text "a") (text "b")) (text "c")))");
+  EXPECT_EQ(Parsed("not a and b"), R"((and (not (text "a")) (text "b")))");
+  EXPECT_EQ(Parsed("not a or b"), R"((or (not (text "a")) (text "b")))");
+  EXPECT_EQ(Parsed("(a or b) c"), R"((and (or (text "a") (text "b")) (text "c")))");
+  EXPECT_EQ(Parsed("not (a or b)"), R"((not (or (text "a") (text "b"))))");
+  EXPECT_EQ(Parsed("!!a"), R"((not (not (text "a"))))");
+  EXPECT_EQ(Parsed("a or b or c"), R"((or (or (text "a") (text "b")) (text "c")))");
+}
+
+TEST(ParserTest, Pipeline) {
+  auto q = Compile("error | head(5) | tail(limit=3) | sort(status, order=asc, limit=10)");
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  const auto& st = (*q)->stages;
+  ASSERT_EQ(st.size(), 3u);
+  EXPECT_EQ(st[0].kind, Stage::Kind::kHead);
+  EXPECT_EQ(st[0].limit, 5);
+  EXPECT_EQ(st[1].kind, Stage::Kind::kTail);
+  EXPECT_EQ(st[1].limit, 3);
+  EXPECT_EQ(st[2].kind, Stage::Kind::kSort);
+  EXPECT_EQ(st[2].fields, std::vector<std::string>{"status"});
+  EXPECT_FALSE(st[2].descending);
+  EXPECT_EQ(st[2].limit, 10);
+  EXPECT_TRUE((*q)->is_aggregate);
+
+  q = Compile("| head()");
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ((*q)->stages[0].limit, 200);
+  EXPECT_FALSE((*q)->is_aggregate);
+  EXPECT_EQ(DebugString(*(*q)->filter), "true");
+
+  q = Compile("x | sort(f)");
+  ASSERT_TRUE(q.ok());
+  EXPECT_TRUE((*q)->stages[0].descending);
+  EXPECT_EQ((*q)->stages[0].limit, 200);
+
+  q = Compile("| table([a, \"b c\"], limit=7)");
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ((*q)->stages[0].kind, Stage::Kind::kTable);
+  EXPECT_EQ((*q)->stages[0].fields, (std::vector<std::string>{"a", "b c"}));
+  EXPECT_EQ((*q)->stages[0].limit, 7);
+
+  for (const char* text : {"| groupBy([a, b], function=count())",
+                           "| groupby([a,b], function=[count()])", "|groupBy(field=[a,b])"}) {
+    q = Compile(text);
+    ASSERT_TRUE(q.ok()) << text << ": " << q.status().ToString();
+    EXPECT_EQ((*q)->stages[0].kind, Stage::Kind::kGroupBy);
+    EXPECT_EQ((*q)->stages[0].fields, (std::vector<std::string>{"a", "b"}));
+  }
+  q = Compile("| count()");
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ((*q)->stages[0].kind, Stage::Kind::kCount);
+  EXPECT_TRUE((*q)->is_aggregate);
+}
+
+TEST(ParserTest, ErrorsCarryPositions) {
+  EXPECT_EQ(ParseError("foo | bar()"), "unknown function 'bar' at position 6");
+  EXPECT_EQ(ParseError("| COUNT()"), "unknown function 'COUNT' at position 2");
+  EXPECT_EQ(ParseError("| head(x=1)"), "unknown parameter 'x' for head() at position 7");
+  EXPECT_EQ(ParseError("| sort(a, reverse=true)"),
+            "unknown parameter 'reverse' for sort() at position 10");
+  EXPECT_EQ(ParseError("| groupBy(a, function=sum(x))"),
+            "unknown function 'sum' for groupBy(function=...) at position 22");
+  EXPECT_EQ(ParseError("| head(-1)"),
+            "invalid limit '-1' (expected a non-negative integer) at position 7");
+  EXPECT_EQ(ParseError("| sort(a, order=up)"),
+            "invalid order 'up' (expected asc or desc) at position 16");
+  EXPECT_EQ(ParseError("\"abc"), "unterminated string at position 0");
+  EXPECT_EQ(ParseError("x /ab"), "unterminated regular expression at position 2");
+  EXPECT_NE(ParseError("f=/(/").find("invalid regular expression"), std::string::npos);
+  EXPECT_NE(ParseError("f=/(/").find("at position 2"), std::string::npos);
+  EXPECT_EQ(ParseError("/a/q"), "unknown regex flag 'q' at position 3");
+  EXPECT_EQ(ParseError("a="), "expected a value after '=' but found end of query at position 2");
+  EXPECT_EQ(ParseError("a b)"), "unexpected ')' at position 3");
+  EXPECT_EQ(ParseError("(a"), "missing ')' for '(' at position 0 at position 2");
+  EXPECT_EQ(ParseError("a or"), "expected a filter but found end of query at position 4");
+  EXPECT_EQ(ParseError("a-b=c"), "invalid character '-' in field name 'a-b' at position 1");
+  EXPECT_EQ(ParseError("a==b"), "unsupported operator '==' at position 1");
+  EXPECT_EQ(ParseError("a>5"), "unsupported operator '>' at position 1");
+  EXPECT_EQ(ParseError("x | head(1"), "missing ')' at position 10");
+  EXPECT_EQ(ParseError("x | "), "expected a function name but found end of query at position 4");
+  EXPECT_EQ(ParseError("| sort()"), "sort() needs a field at position 2");
+  EXPECT_EQ(ParseError("| count(x)"), "count() takes no unnamed argument here at position 8");
+}
+
+TEST(ParserTest, RequiredTermsFollowAndSpine) {
+  auto terms = [](std::string_view q) {
+    auto r = Compile(q);
+    EXPECT_TRUE(r.ok());
+    return RequiredTerms(*(*r)->filter);
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(terms("Foo \"Bar Baz\" status=OK"), (V{"bar baz", "foo", "ok"}));
+  EXPECT_EQ(terms("foo or bar"), V{});
+  EXPECT_EQ(terms("foo not bar"), V{"foo"});
+  EXPECT_EQ(terms("url=*Api*v1 #repo=web @timestamp=5 x=/re/"), (V{"api", "v1"}));
+  EXPECT_EQ(terms("abc*def"), (V{"abc", "def"}));
+}
+
+TEST(ParserTest, SpecializeFoldsTags) {
+  Datasource ds{"web", {{"#type", "access"}}};
+  auto f = [&](std::string_view q) { return DebugString(*Specialize((*Compile(q))->filter, ds)); };
+  EXPECT_EQ(f("#type=access foo"), R"((text "foo"))");
+  EXPECT_EQ(f("#type=other foo"), "false");
+  EXPECT_EQ(f("#type=other or foo"), R"((text "foo"))");
+  EXPECT_EQ(f("#repo=w* foo"), R"((text "foo"))");
+  EXPECT_EQ(f("#repo!=web"), "false");
+  EXPECT_EQ(f("#host=x"), "false");
+  EXPECT_EQ(f("#host!=x"), "true");
+  EXPECT_EQ(f("#type=/ACC/i"), "true");
+}
+
+TEST(GlobTest, Anchored) {
+  EXPECT_TRUE(GlobMatch("abc", "abc"));
+  EXPECT_FALSE(GlobMatch("abc", "abcd"));
+  EXPECT_TRUE(GlobMatch("*", ""));
+  EXPECT_TRUE(GlobMatch("a*", "abc"));
+  EXPECT_FALSE(GlobMatch("a*", "bac"));
+  EXPECT_TRUE(GlobMatch("*c", "abc"));
+  EXPECT_TRUE(GlobMatch("a*b*c", "aXbYc"));
+  EXPECT_FALSE(GlobMatch("a*b*c", "aXcYb"));
+  EXPECT_FALSE(GlobMatch("ab*ba", "aba"));
+  EXPECT_TRUE(GlobMatch("*x*", "abxcd"));
+  EXPECT_FALSE(GlobMatch("*X*", "abxcd"));
+}
+
+// ---------- searcher ----------
+
+TEST(SearchTest, MatchesNaiveCaseInsensitiveSearch) {
+  std::mt19937 rng(42);
+  const std::string alphabet = "aAbB@`[{ \n\x80\xff";
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::string hay(rng() % 200, ' ');
+    for (char& c : hay) c = alphabet[rng() % alphabet.size()];
+    std::string needle(1 + rng() % 4, ' ');
+    for (char& c : needle) c = alphabet[rng() % alphabet.size()];
+    if (rng() % 3 == 0 && hay.size() > needle.size()) {
+      hay.replace(rng() % (hay.size() - needle.size()), needle.size(), needle);
+    }
+    CiSearcher s(needle);
+    auto lower = [](std::string x) {
+      for (char& c : x) {
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+      }
+      return x;
+    };
+    size_t expect = lower(hay).find(lower(needle));
+    const char* got = s.Find(hay.data(), hay.data() + hay.size());
+    size_t got_off = got == nullptr ? std::string::npos : static_cast<size_t>(got - hay.data());
+    ASSERT_EQ(got_off, expect) << "needle '" << needle << "' hay '" << hay << "'";
+  }
+  CiSearcher at("@a");
+  EXPECT_FALSE(at.Contains("`a `A"));
+  EXPECT_TRUE(at.Contains("x@A"));
+  CiSearcher empty("");
+  EXPECT_TRUE(empty.Contains(""));
+}
+
+// ---------- time bounds ----------
+
+TEST(TimeBoundTest, Formats) {
+  const int64_t now = 1'700'000'000'000;
+  auto b = [&](std::string_view s) { return ParseTimeBound(s, now); };
+  EXPECT_EQ(*b("now"), now);
+  EXPECT_EQ(*b("15m"), now - 15 * 60'000);
+  EXPECT_EQ(*b("24h"), now - 24 * 3'600'000LL);
+  EXPECT_EQ(*b("7d"), now - 7 * 86'400'000LL);
+  EXPECT_EQ(*b("30s"), now - 30'000);
+  EXPECT_EQ(*b("1w"), now - 7 * 86'400'000LL);
+  EXPECT_EQ(*b("2y"), now - 2 * 365 * 86'400'000LL);
+  EXPECT_EQ(*b("1 hour"), now - 3'600'000);
+  EXPECT_EQ(*b("3 days ago"), now - 3 * 86'400'000LL);
+  EXPECT_EQ(*b(" 5minutes "), now - 5 * 60'000);
+  EXPECT_EQ(*b("1600000000000"), 1'600'000'000'000);
+  EXPECT_EQ(*b("2024-01-02T03:04:05Z"), *ParseIso8601Millis("2024-01-02T03:04:05Z"));
+  EXPECT_EQ(*b("2024-01-02T03:04:05.123+01:00"), *ParseIso8601Millis("2024-01-02T02:04:05.123Z"));
+  for (const char* bad : {"", "bogus", "15x", "m", "-5m", "2024-13"}) {
+    auto r = b(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("'" + std::string(bad) + "'"), std::string::npos);
+  }
+}
+
+TEST(TimeBoundTest, Range) {
+  const int64_t now = 1'700'000'000'000;
+  auto r = ParseTimeRange("", "", now);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->start_ms, now - 86'400'000);
+  EXPECT_EQ(r->end_ms, now);
+  r = ParseTimeRange("1h", "30m", now);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->start_ms, now - 3'600'000);
+  EXPECT_EQ(r->end_ms, now - 1'800'000);
+  EXPECT_FALSE(ParseTimeRange("30m", "1h", now).ok());
+  EXPECT_FALSE(ParseTimeRange("nope", "", now).ok());
+}
+
+// ---------- evaluation over buffered events ----------
+
+PositionedEvent Ev(int64_t ts, int64_t offset, std::string raw, std::vector<Field> fields = {}) {
+  PositionedEvent pe;
+  pe.pos = Position{Offset(offset), 0};
+  pe.event.timestamp_ms = ts;
+  pe.event.ingest_ms = ts + 5;
+  pe.event.raw = std::move(raw);
+  pe.event.fields = std::move(fields);
+  return pe;
+}
+
+std::shared_ptr<const std::vector<PositionedEvent>> SampleEvents() {
+  auto v = std::make_shared<std::vector<PositionedEvent>>();
+  v->push_back(Ev(1001, 101, "GET /index.html 200",
+                  {{"method", "GET"}, {"status", "200"}, {"url", "/index.html"}}));
+  v->push_back(Ev(1002, 102, "POST /api/login 401 Unauthorized",
+                  {{"method", "POST"}, {"status", "401"}, {"url", "/api/login"}}));
+  v->push_back(Ev(1003, 103, "get /api/users 200 ERROR slow",
+                  {{"method", "get"}, {"status", "200"}, {"url", "/api/users"}}));
+  v->push_back(Ev(1004, 104, "DELETE /api/users/7 500 Error: boom",
+                  {{"method", "DELETE"}, {"status", "500"}, {"url", "/api/users/7"}}));
+  v->push_back(Ev(1005, 105, "Hello \"World\""));
+  return v;
+}
+
+ScanInput SampleInput() {
+  ScanInput in;
+  BufferedSource b;
+  b.datasource = Datasource{"web", {{"#type", "accesslog"}}};
+  b.partition = PartitionId(0);
+  b.events = SampleEvents();
+  in.buffered.push_back(b);
+  return in;
+}
+
+const TimeRange kAll{0, 1'000'000};
+
+Result<QueryResult> RunQuery(std::string_view q, const ScanInput& in, const TimeRange& range = kAll,
+                             ExecOptions opts = {}) {
+  auto c = Compile(q);
+  if (!c.ok()) return c.status();
+  return Execute(Env::Default(), **c, range, in, opts);
+}
+
+const Value* Get(const Row& r, const std::string& name) {
+  for (const auto& [k, v] : r) {
+    if (k == name) return &v;
+  }
+  return nullptr;
+}
+
+// Timestamps of the matching events, last digit only (1001 -> 1).
+std::string Matches(std::string_view q, const ScanInput& in) {
+  auto r = RunQuery(q, in);
+  if (!r.ok()) return "ERROR " + r.status().ToString();
+  std::string out;
+  for (const Row& row : r->rows)
+    out += std::to_string(std::get<int64_t>(*Get(row, "@timestamp")) % 10);
+  return out;
+}
+
+TEST(EvalTest, FilterTable) {
+  ScanInput in = SampleInput();
+  struct Case {
+    const char* query;
+    const char* expect;
+  } cases[] = {
+      {"", "12345"},
+      {"error", "34"},
+      {"ERROR", "34"},
+      {"\"error:\"", "4"},
+      {"api users", "34"},
+      {"status=200", "13"},
+      {"status=20", ""},
+      {"status=2*", "13"},
+      {"url=*users*", "34"},
+      {"url=*USERS*", ""},
+      {"status!=200", "245"},
+      {"status=*", "1234"},
+      {"status!=*", "5"},
+      {"method=/^get$/i", "13"},
+      {"method=/^get$/", "3"},
+      {"method=GET", "1"},
+      {"/P[OU]ST/", "2"},
+      {"/p[ou]st/", ""},
+      {"/p[ou]st/i", "2"},
+      {"#type=accesslog", "12345"},
+      {"#type=other", ""},
+      {"#repo=web error", "34"},
+      {"#repo=other or error", "34"},
+      {"error or login", "234"},
+      {"not error", "125"},
+      {"!error", "125"},
+      {"error and not slow", "4"},
+      {"error AND NOT slow", "4"},
+      {"login or error and boom", "24"},
+      {"(login or error) and boom", "4"},
+      {"(login or boom) and (post or delete)", "24"},
+      {R"("Hello \"World\"")", "5"},
+      {R"(@rawstring="Hello \"World\"")", "5"},
+      {"@rawstring=hello", ""},
+      {"@rawstring=*World*", "5"},
+      {"@timestamp=1002", "2"},
+      {"@ingesttimestamp=1007", "2"},
+      {"@id=0-103-0", "3"},
+      {"*api/us*", "34"},
+      {"get*users", "3"},
+      {"missing=x", ""},
+      {"\"\"", "12345"},
+  };
+  for (const Case& c : cases) EXPECT_EQ(Matches(c.query, in), c.expect) << c.query;
+}
+
+TEST(EvalTest, EventRowContents) {
+  auto r = RunQuery("login", SampleInput());
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->rows.size(), 1u);
+  EXPECT_FALSE(r->is_aggregate);
+  const Row& row = r->rows[0];
+  EXPECT_EQ(std::get<int64_t>(*Get(row, "@timestamp")), 1002);
+  EXPECT_EQ(std::get<std::string>(*Get(row, "@rawstring")), "POST /api/login 401 Unauthorized");
+  EXPECT_EQ(std::get<std::string>(*Get(row, "@id")), "0-102-0");
+  EXPECT_EQ(std::get<int64_t>(*Get(row, "@ingesttimestamp")), 1007);
+  EXPECT_EQ(std::get<std::string>(*Get(row, "#repo")), "web");
+  EXPECT_EQ(std::get<std::string>(*Get(row, "#type")), "accesslog");
+  EXPECT_EQ(std::get<std::string>(*Get(row, "status")), "401");
+  EXPECT_EQ(r->stats.events_matched, 1u);
+  EXPECT_EQ(r->stats.events_scanned, 5u);
+}
+
+TEST(EvalTest, HitsNeverSpanEvents) {
+  ScanInput in;
+  auto v = std::make_shared<std::vector<PositionedEvent>>();
+  // Enough events that the contiguous-run search path is used.
+  for (int i = 0; i < 64; ++i) {
+    v->push_back(Ev(2000 + 2 * i, 2 * i, "xxab"));
+    v->push_back(Ev(2001 + 2 * i, 2 * i + 1, "cdxx"));
+  }
+  v->push_back(Ev(3000, 500, "zzABCD"));
+  in.buffered.push_back(BufferedSource{Datasource{"r", {}}, PartitionId(1), v});
+  EXPECT_EQ(Matches("bc", in), "0");
+  EXPECT_EQ(Matches("abcd", in), "0");
+  EXPECT_EQ(Matches("xab", in).size(), 64u);
+  EXPECT_EQ(Matches("bcdx", in), "");
+}
+
+TEST(EvalTest, TimeRangeIsHalfOpen) {
+  ScanInput in = SampleInput();
+  auto r = RunQuery("", in, TimeRange{1002, 1004});
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->rows.size(), 2u);
+  EXPECT_EQ(std::get<int64_t>(*Get(r->rows[0], "@timestamp")), 1002);
+  EXPECT_EQ(std::get<int64_t>(*Get(r->rows[1], "@timestamp")), 1003);
+}
+
+// ---------- pipeline ----------
+
+std::string Column(const QueryResult& r, const std::string& name) {
+  std::string out;
+  for (const Row& row : r.rows) {
+    const Value* v = Get(row, name);
+    if (!out.empty()) out += ',';
+    if (v == nullptr) {
+      out += '-';
+    } else if (const auto* s = std::get_if<std::string>(v)) {
+      out += *s;
+    } else if (const auto* i = std::get_if<int64_t>(v)) {
+      out += std::to_string(*i);
+    }
+  }
+  return out;
+}
+
+TEST(PipelineTest, Functions) {
+  ScanInput in = SampleInput();
+  auto col = [&](std::string_view q, const std::string& field) {
+    auto r = RunQuery(q, in);
+    EXPECT_TRUE(r.ok()) << q << ": " << r.status().ToString();
+    return r.ok() ? Column(*r, field) : "";
+  };
+  EXPECT_EQ(col("| count()", "_count"), "5");
+  EXPECT_EQ(col("error | count()", "_count"), "2");
+  EXPECT_EQ(col("nothing-matches | count()", "_count"), "0");
+  EXPECT_EQ(col("| head(2)", "@timestamp"), "1001,1002");
+  EXPECT_EQ(col("| tail(2)", "@timestamp"), "1004,1005");
+  EXPECT_EQ(col("| head(3) | tail(1)", "@timestamp"), "1003");
+  EXPECT_EQ(col("| sort(status, order=asc)", "status"), "200,200,401,500,-");
+  EXPECT_EQ(col("| sort(status)", "@timestamp"), "1004,1002,1001,1003,1005");
+  EXPECT_EQ(col("| sort(status, limit=2)", "status"), "500,401");
+  EXPECT_EQ(col("| sort([status, method], order=asc)", "method"), "GET,get,POST,DELETE,-");
+  EXPECT_EQ(col("| table([method, status])", "method"), "GET,POST,get,DELETE,-");
+  EXPECT_EQ(col("| table([status], limit=2)", "status"), "500,-");
+  EXPECT_EQ(col("| groupBy(status)", "status"), "200,401,500");
+  EXPECT_EQ(col("| groupBy(status)", "_count"), "2,1,1");
+  EXPECT_EQ(col("| groupBy([status, #repo], function=count())", "#repo"), "web,web,web");
+  EXPECT_EQ(col("| groupby(status, function=[count()]) | sort(_count) | head(1)", "status"), "200");
+  EXPECT_EQ(col("| groupBy(status) | count()", "_count"), "3");
+  EXPECT_EQ(col("| groupBy(status, limit=1)", "status"), "200");
+  EXPECT_EQ(col("| head(4) | groupBy(method)", "_count"), "1,1,1,1");
+  EXPECT_EQ(col("| count() | table([_count])", "_count"), "5");
+
+  auto r = RunQuery("| table([method])", in);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->is_aggregate);
+  ASSERT_EQ(r->rows.size(), 5u);
+  EXPECT_EQ(r->rows[0].size(), 1u);
+  EXPECT_EQ(r->rows[4].size(), 0u);
+}
+
+TEST(PipelineTest, NumericAwareSort) {
+  ScanInput in;
+  auto v = std::make_shared<std::vector<PositionedEvent>>();
+  const char* values[] = {"9", "100", "10", "abc", "-2.5"};
+  for (int i = 0; i < 5; ++i) v->push_back(Ev(10 + i, i, "e", {{"n", values[i]}}));
+  in.buffered.push_back(BufferedSource{Datasource{"r", {}}, PartitionId(0), v});
+  auto r = RunQuery("| sort(n, order=asc)", in);
+  ASSERT_TRUE(r.ok());
+  // Numbers compare numerically among themselves; "abc" compares as a string.
+  EXPECT_EQ(Column(*r, "n"), "-2.5,9,10,100,abc");
+  r = RunQuery("| sort(n)", in);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Column(*r, "n"), "abc,100,10,9,-2.5");
+}
+
+TEST(PipelineTest, MaxEventsKeepsNewestWithWarning) {
+  ScanInput in = SampleInput();
+  ExecOptions opts;
+  opts.max_events = 2;
+  auto r = RunQuery("", in, kAll, opts);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Column(*r, "@timestamp"), "1004,1005");
+  ASSERT_EQ(r->warnings.size(), 1u);
+  EXPECT_NE(r->warnings[0].find("newest 2 of 5"), std::string::npos);
+  // Aggregates still see every event.
+  r = RunQuery("| count()", in, kAll, opts);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Column(*r, "_count"), "5");
+  EXPECT_TRUE(r->warnings.empty());
+}
+
+TEST(PipelineTest, ThreadsGiveSameResults) {
+  ScanInput in;
+  std::mt19937 rng(7);
+  for (int src = 0; src < 3; ++src) {
+    auto v = std::make_shared<std::vector<PositionedEvent>>();
+    for (int i = 0; i < 10000; ++i) {
+      std::string raw = "event " + std::to_string(i) + (rng() % 50 == 0 ? " needle" : " hay");
+      v->push_back(
+          Ev(static_cast<int64_t>(rng() % 100000), i, raw, {{"k", std::to_string(rng() % 7)}}));
+    }
+    in.buffered.push_back(
+        BufferedSource{Datasource{"r", {{"#src", std::to_string(src)}}}, PartitionId(src), v});
+  }
+  for (const char* q : {"needle", "needle | groupBy(k)", "| tail(50)", "needle | count()",
+                        "k=3 | sort(@timestamp, order=asc, limit=20)"}) {
+    ExecOptions one, four;
+    one.threads = 1;
+    four.threads = 4;
+    auto a = RunQuery(q, in, TimeRange{0, 100000}, one);
+    auto b = RunQuery(q, in, TimeRange{0, 100000}, four);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->rows, b->rows) << q;
+    EXPECT_FALSE(a->rows.empty()) << q;
+  }
+}
+
+// ---------- segment-backed execution ----------
+
+class SegmentExecTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/query_test_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { (void)Env::Default()->RemoveAll(dir_); }
+
+  // Segment `id` with `n` events at ts base..base+n-1; event `rare_at` (if >= 0) has "Zebrafish".
+  SegmentSource MakeSegment(int64_t id, int64_t base, int n, int rare_at) {
+    std::vector<PositionedEvent> events;
+    for (int i = 0; i < n; ++i) {
+      std::string raw = "2024 INFO request " + std::to_string(i) + " served user=u" +
+                        std::to_string(i % 13) + " path=/api/v1/items";
+      if (i == rare_at) raw += " Zebrafish alert";
+      events.push_back(
+          Ev(base + i, id * 100000 + i, raw, {{"user", "u" + std::to_string(i % 13)}}));
+    }
+    Datasource ds{"logs", {{"#type", "app"}}};
+    SegmentSource s;
+    s.path = dir_ + "/seg" + std::to_string(id);
+    s.id = SegmentId(id);
+    s.datasource = ds;
+    s.partition = PartitionId(static_cast<int32_t>(id));
+    SegmentWriterOptions o;
+    o.block_raw_bytes = 4096;
+    auto info = WriteSegment(Env::Default(), s.path, ds, s.partition, events, o);
+    EXPECT_TRUE(info.ok()) << info.status().ToString();
+    s.min_ts = info->min_ts;
+    s.max_ts = info->max_ts;
+    return s;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(SegmentExecTest, RareTermPrunesBlocksAndMatchesUnprunedResult) {
+  ScanInput in;
+  in.segments.push_back(MakeSegment(1, 10000, 3000, 1234));
+  in.segments.push_back(MakeSegment(2, 20000, 3000, -1));
+  ExecOptions pruned, full;
+  full.use_block_filters = false;
+  auto a = RunQuery("zebrafish", in, TimeRange{0, 100000}, pruned);
+  auto b = RunQuery("zebrafish", in, TimeRange{0, 100000}, full);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->rows.size(), 1u);
+  EXPECT_EQ(a->rows, b->rows);
+  EXPECT_EQ(std::get<int64_t>(*Get(a->rows[0], "@timestamp")), 11234);
+  EXPECT_EQ(std::get<std::string>(*Get(a->rows[0], "@id")), "1-101234-0");
+  EXPECT_EQ(std::get<std::string>(*Get(a->rows[0], "#type")), "app");
+  EXPECT_EQ(std::get<std::string>(*Get(a->rows[0], "user")), "u12");
+  EXPECT_EQ(a->stats.segments_total, 2u);
+  EXPECT_EQ(a->stats.segments_scanned, 2u);
+  EXPECT_GT(a->stats.blocks_total, 20u);
+  EXPECT_LT(a->stats.blocks_scanned, a->stats.blocks_total / 4);
+  EXPECT_EQ(b->stats.blocks_scanned, b->stats.blocks_total);
+  EXPECT_LT(a->stats.bytes_scanned, b->stats.bytes_scanned);
+  EXPECT_EQ(b->stats.events_scanned, 6000u);
+  EXPECT_TRUE(a->warnings.empty());
+
+  // Common terms and aggregates agree with and without pruning.
+  for (const char* q : {"user=u3 | count()", "served | groupBy(user)", "request 42",
+                        "alert or \"request 7 \"", "user=u1* | tail(5)"}) {
+    auto x = RunQuery(q, in, TimeRange{0, 100000}, pruned);
+    auto y = RunQuery(q, in, TimeRange{0, 100000}, full);
+    ASSERT_TRUE(x.ok() && y.ok()) << q;
+    EXPECT_EQ(x->rows, y->rows) << q;
+    EXPECT_FALSE(x->rows.empty()) << q;
+  }
+  auto c = RunQuery("user=u3 | count()", in, TimeRange{0, 100000});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(Column(*c, "_count"), std::to_string(2 * ((3000 - 3 + 12) / 13)));
+}
+
+TEST_F(SegmentExecTest, TimeAndTagPruning) {
+  ScanInput in;
+  in.segments.push_back(MakeSegment(1, 10000, 500, -1));
+  in.segments.push_back(MakeSegment(2, 20000, 500, -1));
+  auto r = RunQuery("| count()", in, TimeRange{20100, 20200});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Column(*r, "_count"), "100");
+  EXPECT_EQ(r->stats.segments_scanned, 1u);
+  EXPECT_LT(r->stats.blocks_scanned, r->stats.blocks_total);
+  r = RunQuery("#type=other | count()", in, TimeRange{0, 100000});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Column(*r, "_count"), "0");
+  EXPECT_EQ(r->stats.segments_scanned, 0u);
+}
+
+TEST_F(SegmentExecTest, SegmentsAndBufferedMergeInTimestampOrder) {
+  ScanInput in = SampleInput();
+  in.segments.push_back(MakeSegment(3, 1003, 2, -1));  // ts 1003, 1004
+  auto r = RunQuery("", in, kAll);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Column(*r, "@timestamp"), "1001,1002,1003,1003,1004,1004,1005");
+  // Ties are ordered by partition then position: buffered partition 0 before segment's 3.
+  EXPECT_EQ(Column(*r, "#repo"), "web,web,web,logs,web,logs,web");
+}
+
+TEST_F(SegmentExecTest, CorruptAndMissingSegmentsBecomeWarnings) {
+  ScanInput in;
+  in.segments.push_back(MakeSegment(1, 10000, 1000, -1));
+  in.segments.push_back(MakeSegment(2, 20000, 1000, -1));
+  in.segments.push_back(MakeSegment(3, 30000, 1000, -1));
+  in.segments.push_back(MakeSegment(4, 40000, 1000, -1));
+  // Segment 2: flip bytes inside its first block's payload.
+  {
+    auto data = Env::Default()->ReadFile(in.segments[1].path);
+    ASSERT_TRUE(data.ok());
+    auto reader = SegmentReader::Open(Env::Default(), in.segments[1].path);
+    ASSERT_TRUE(reader.ok());
+    const BlockInfo& b0 = (*reader)->blocks()[0];
+    std::string bytes = *data;
+    for (uint32_t k = 0; k < 16; ++k) bytes[b0.file_offset + b0.stored_size / 2 + k] ^= 0x5a;
+    ASSERT_TRUE(Env::Default()->WriteFileAtomic(in.segments[1].path, bytes).ok());
+  }
+  // Segment 3: truncated (footer gone).
+  ASSERT_TRUE(Env::Default()->TruncateFile(in.segments[2].path, 100).ok());
+  // Segment 4: missing.
+  ASSERT_TRUE(Env::Default()->RemoveFile(in.segments[3].path).ok());
+
+  for (int threads : {1, 3}) {
+    ExecOptions o;
+    o.threads = threads;
+    auto r = RunQuery("| count()", in, TimeRange{0, 100000}, o);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    int64_t count = std::get<int64_t>(*Get(r->rows[0], "_count"));
+    EXPECT_GE(count, 1000);  // segment 1 in full, segment 2 minus its bad block
+    EXPECT_LT(count, 2000);
+    ASSERT_EQ(r->warnings.size(), 3u);
+    EXPECT_NE(r->warnings[0].find("segment 2 block 0 ("), std::string::npos) << r->warnings[0];
+    EXPECT_NE(r->warnings[0].find(FormatIso8601Millis(20000)), std::string::npos);
+    EXPECT_NE(r->warnings[1].find("segment 3 ("), std::string::npos) << r->warnings[1];
+    EXPECT_NE(r->warnings[1].find(FormatIso8601Millis(30000) + " .. " + FormatIso8601Millis(30999)),
+              std::string::npos);
+    EXPECT_NE(r->warnings[2].find("segment 4 ("), std::string::npos) << r->warnings[2];
+    EXPECT_EQ(r->stats.segments_scanned, 2u);
+  }
+}
+
+}  // namespace
+}  // namespace sediment::query

@@ -1,0 +1,35 @@
+// Fast ASCII-case-insensitive substring search used by free-text filters. Immutable after
+// construction; safe to use from many threads.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace sediment::query {
+
+class CiSearcher {
+ public:
+  // `needle` is matched ignoring ASCII case; non-ASCII bytes must match exactly.
+  explicit CiSearcher(std::string_view needle);
+
+  // Start of the first occurrence in [begin, end), or nullptr. An empty needle matches at begin.
+  const char* Find(const char* begin, const char* end) const;
+  bool Contains(std::string_view hay) const {
+    return Find(hay.data(), hay.data() + hay.size()) != nullptr;
+  }
+  size_t size() const { return needle_.size(); }
+  const std::string& needle() const { return needle_; }  // lower-cased
+
+ private:
+  const char* FindScalar(const char* begin, const char* end) const;
+  const char* FindSse2(const char* begin, const char* end) const;
+  const char* FindAvx2(const char* begin, const char* end) const;
+  bool MiddleEquals(const char* p) const;
+
+  std::string needle_;
+  unsigned char first_ = 0, last_ = 0;            // lower-cased first / last byte
+  unsigned char first_fold_ = 0, last_fold_ = 0;  // 0x20 when that byte is a letter
+};
+
+}  // namespace sediment::query
