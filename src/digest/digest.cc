@@ -317,7 +317,7 @@ std::vector<BufferedBatch> Digest::SnapshotBuffers() const {
   return out;
 }
 
-std::vector<PartitionDigestStatus> Digest::Status() const {
+std::vector<PartitionDigestStatus> Digest::PartitionStatuses() const {
   std::vector<PartitionDigestStatus> out;
   for (const auto& p : partitions_) {
     std::lock_guard lock(p->mu);

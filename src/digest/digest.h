@@ -72,7 +72,7 @@ class Digest {
   // cut counts every event exactly once while flushes happen concurrently.
   std::vector<BufferedBatch> SnapshotBuffers() const;
 
-  std::vector<PartitionDigestStatus> Status() const;
+  std::vector<PartitionDigestStatus> PartitionStatuses() const;
 
   // Flushes every non-empty buffer now and waits for it (tests, shutdown tooling).
   sediment::Status FlushAll();

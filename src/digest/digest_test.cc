@@ -98,7 +98,7 @@ class DigestTest : public ::testing::Test {
   void WaitFlushed() {
     for (int i = 0; i < 200; ++i) {
       uint64_t buffered = 0;
-      for (const auto& s : digest_->Status()) buffered += s.buffered_events;
+      for (const auto& s : digest_->PartitionStatuses()) buffered += s.buffered_events;
       if (buffered == 0) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

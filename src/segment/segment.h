@@ -20,18 +20,18 @@ namespace sediment {
 struct SegmentInfo {
   Datasource datasource;
   PartitionId partition;
-  Position min_pos, max_pos;         // inclusive position range of its events
-  int64_t min_ts = 0, max_ts = 0;    // inclusive @timestamp range
+  Position min_pos, max_pos;       // inclusive position range of its events
+  int64_t min_ts = 0, max_ts = 0;  // inclusive @timestamp range
   uint64_t event_count = 0;
-  uint64_t raw_bytes = 0;            // sum of @rawstring sizes
-  uint64_t file_size = 0;            // bytes of the file
-  uint64_t content_hash = 0;         // XXH64 of the whole file but its last 8 bytes (see FORMAT.md)
+  uint64_t raw_bytes = 0;     // sum of @rawstring sizes
+  uint64_t file_size = 0;     // bytes of the file
+  uint64_t content_hash = 0;  // XXH64 of the whole file but its last 8 bytes (see FORMAT.md)
 };
 
 struct BlockInfo {
   uint64_t file_offset = 0;
-  uint32_t stored_size = 0;     // compressed bytes
-  uint32_t raw_size = 0;        // uncompressed bytes
+  uint32_t stored_size = 0;  // compressed bytes
+  uint32_t raw_size = 0;     // uncompressed bytes
   uint32_t event_count = 0;
   int64_t min_ts = 0, max_ts = 0;
   Position min_pos, max_pos;
@@ -39,7 +39,11 @@ struct BlockInfo {
 
 struct SegmentWriterOptions {
   size_t block_raw_bytes = 1 << 20;  // target uncompressed block size
-  int zstd_level = 6;
+  int zstd_level = 8;
+  // Block filter sizing (FORMAT.md "Block filter"): bits per distinct trigram and probes per gram.
+  // filter_hashes = 0 writes no filters (every block then passes BlockMayContainAll).
+  double filter_bits_per_gram = 6.0;
+  int filter_hashes = 2;
 };
 
 // Writes `events` (sorted by position, all of `ds` on `partition`, non-empty) to `path`, fsyncs it
@@ -64,6 +68,8 @@ struct DecodedBlock {
   // Fields of event i are fields[field_begin[i] .. field_begin[i+1]).
   std::vector<FieldView> fields;
   std::vector<uint32_t> field_begin;  // size = event count + 1
+  // The block's field-name dictionary (every FieldView::name points into one of these).
+  std::vector<std::string_view> field_names;
   size_t size() const { return timestamps.size(); }
 };
 

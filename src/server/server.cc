@@ -519,7 +519,7 @@ http::Response Server::Impl::HandleStatus() {
   w.Key("bytes").Int(static_cast<int64_t>(segment_bytes));
   w.Key("events").Int(static_cast<int64_t>(events)).EndObject();
   w.Key("partitions").BeginArray();
-  for (const auto& p : digest->Status()) {
+  for (const auto& p : digest->PartitionStatuses()) {
     w.BeginObject().Key("partition").Int(p.partition.value).Key("epoch").Int(p.epoch.value);
     auto end = ingest_log->EndOffset(p.partition);
     auto start = ingest_log->StartOffset(p.partition);

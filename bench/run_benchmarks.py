@@ -1,0 +1,694 @@
+#!/usr/bin/env python3
+"""sediment benchmark driver.
+
+Builds nothing. Uses <build-dir>/src/cli/sediment, <build-dir>/bench/sediment-gen and
+<build-dir>/bench/sediment-benchutil; starts one server on a free loopback port with a fresh data
+dir, and measures in one run:
+  (a) ingest: concurrent clients POST the generated Apache log in ~1000-line batches to
+      /api/v1/ingest/raw; events/s and MB/s until the last 200 and until `| count()` sees every
+      event; beside it the machine's raw append+fdatasync rate of the same batches.
+  (b) search: the rest of a >= --size corpus is ingested, then a rare planted needle is searched
+      (best of 3) as GB/s of raw data, beside `grep -c` / `grep -ci` on the same file.
+  (c) stored size: bytes of segment files under the data dir vs `zstd -3` of the raw file.
+Prints a report and writes it as JSON. Exits non-zero when any step fails (HTTP error, count
+mismatch, needle count mismatch, server not ready); speed never fails the run.
+Only loopback addresses are contacted; the server is stopped by pid on exit, error or Ctrl-C.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import platform
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+REPO = "bench"
+HOST = "127.0.0.1"
+
+
+class BenchError(Exception):
+    """A step failed; the run exits non-zero."""
+
+
+def parse_size(text):
+    m = re.fullmatch(r"(\d+)\s*([kKmMgGtT]?)(i?[bB])?", text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError(f"bad size {text!r}")
+    mult = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[m.group(2).lower()]
+    return int(m.group(1)) * mult
+
+
+def human_bytes(n):
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024.0
+    return str(n)
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Server process
+
+
+class Server:
+    """One `sediment server` child process. stop() is idempotent and bounded in time."""
+
+    def __init__(self, binary, data_dir, log_path, ingest_token, api_token):
+        self.binary = binary
+        self.data_dir = data_dir
+        self.log_path = log_path
+        self.ingest_token = ingest_token
+        self.api_token = api_token
+        self.port = free_port()
+        self.proc = None
+        self._log_file = None
+
+    def start(self, timeout):
+        cmd = [
+            self.binary, "server",
+            "--data-dir", self.data_dir,
+            "--listen", f"{HOST}:{self.port}",
+            "--ingest-token", f"{REPO}:{self.ingest_token}",
+            "--api-token", self.api_token,
+        ]
+        log("starting: " + " ".join(cmd))
+        self._log_file = open(self.log_path, "wb")
+        # Own session: Ctrl-C reaches only the driver, which then stops the server by pid.
+        self.proc = subprocess.Popen(cmd, stdout=self._log_file, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise BenchError(f"server exited with {self.proc.returncode} before ready:\n"
+                                 + self.log_tail())
+            try:
+                status, _ = http_request(self.port, "GET", "/api/v1/status", None, {}, timeout=2)
+                if status == 200:
+                    log(f"server ready on {HOST}:{self.port} (pid {self.proc.pid})")
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise BenchError(f"server not ready after {timeout}s:\n" + self.log_tail())
+
+    def log_tail(self, lines=30):
+        try:
+            with open(self.log_path, "rb") as f:
+                data = f.read()[-20000:].decode("utf-8", "replace")
+            return "\n".join(data.splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout=15):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                log(f"server pid {self.proc.pid} ignored SIGTERM for {timeout}s; SIGKILL")
+                try:
+                    os.kill(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.proc.wait(timeout=10)
+        if self._log_file:
+            self._log_file.close()
+            self._log_file = None
+
+
+def http_request(port, method, path, body, headers, timeout=60, conn=None):
+    """Returns (status, body bytes). Uses `conn` (keep-alive) when given."""
+    own = conn is None
+    if own:
+        conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        if own:
+            conn.close()
+
+
+def query(server, query_string, start_ms, end_ms, timeout=600):
+    body = json.dumps({"queryString": query_string, "start": start_ms, "end": end_ms,
+                       "isLive": False}).encode()
+    headers = {"Authorization": f"Bearer {server.api_token}",
+               "Content-Type": "application/json", "Accept": "application/json"}
+    status, data = http_request(server.port, "POST", f"/api/v1/repositories/{REPO}/query", body,
+                                headers, timeout=timeout)
+    if status != 200:
+        raise BenchError(f"query {query_string!r}: HTTP {status}: {data[:500]!r}")
+    try:
+        return json.loads(data)
+    except ValueError as e:
+        raise BenchError(f"query {query_string!r}: bad JSON ({e}): {data[:500]!r}") from e
+
+
+def count_events(server, start_ms, end_ms):
+    rows = query(server, "| count()", start_ms, end_ms)
+    if not isinstance(rows, list) or len(rows) != 1 or "_count" not in rows[0]:
+        raise BenchError(f"count(): unexpected answer {str(rows)[:300]}")
+    return int(rows[0]["_count"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Data
+
+
+def run_gen(gen, out, size, seed, start_ms, rate, needle=None, needle_every=0):
+    cmd = [gen, "--format", "apache", "--bytes", str(size), "--seed", str(seed),
+           "--start-ms", str(start_ms), "--rate", str(rate), "--out", out]
+    if needle:
+        cmd += ["--needle", needle, "--needle-every", str(needle_every)]
+    t0 = time.monotonic()
+    res = subprocess.run(cmd, stderr=subprocess.PIPE, text=True, timeout=3600)
+    secs = time.monotonic() - t0
+    if res.returncode != 0:
+        raise BenchError(f"sediment-gen failed ({res.returncode}): {res.stderr}")
+    m = re.search(r"lines=(\d+) bytes=(\d+) needles=(\d+)", res.stderr)
+    if not m:
+        raise BenchError(f"sediment-gen: no count line in {res.stderr!r}")
+    lines, nbytes, needles = (int(g) for g in m.groups())
+    log(f"generated {out}: {lines} lines, {human_bytes(nbytes)} in {secs:.2f}s "
+        f"({nbytes / secs / 1e6:.0f} MB/s), needles={needles}")
+    return {"lines": lines, "bytes": nbytes, "needles": needles, "gen_seconds": secs}
+
+
+def split_batches(data, batch_lines):
+    """Splits bytes into line-aligned chunks of batch_lines lines: [(bytes, line_count)]."""
+    out = []
+    pos, n = 0, len(data)
+    while pos < n:
+        end, k = pos, 0
+        while k < batch_lines and end < n:
+            nl = data.find(b"\n", end)
+            end = n if nl < 0 else nl + 1
+            k += 1
+        out.append((data[pos:end], k))
+        pos = end
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Ingest
+
+
+def ingest_batches(server, batches, clients, max_retries=5):
+    """POSTs every batch exactly once per success; returns (seconds until last 200, stats)."""
+    lock = threading.Lock()
+    state = {"next": 0, "errors": [], "retries": 0, "events": 0, "bytes": 0}
+    headers = {"Authorization": f"Bearer {server.ingest_token}",
+               "Content-Type": "text/plain; charset=utf-8"}
+
+    def worker():
+        conn = http.client.HTTPConnection(HOST, server.port, timeout=120)
+        try:
+            while True:
+                with lock:
+                    if state["errors"] or state["next"] >= len(batches):
+                        return
+                    i = state["next"]
+                    state["next"] += 1
+                body, k = batches[i]
+                attempt = 0
+                while True:
+                    try:
+                        status, data = http_request(server.port, "POST", "/api/v1/ingest/raw",
+                                                    body, headers, conn=conn)
+                    except (OSError, http.client.HTTPException) as e:
+                        # The request may or may not have been taken: never resend it.
+                        with lock:
+                            state["errors"].append(f"batch {i}: connection error: {e}")
+                        return
+                    if status == 200:
+                        with lock:
+                            state["events"] += k
+                            state["bytes"] += len(body)
+                        break
+                    if status in (429, 503) and attempt < max_retries:
+                        attempt += 1
+                        with lock:
+                            state["retries"] += 1
+                        time.sleep(0.05 * (2 ** attempt))
+                        continue
+                    with lock:
+                        state["errors"].append(f"batch {i}: HTTP {status}: {data[:300]!r}")
+                    return
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(clients)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    secs = time.monotonic() - t0
+    if state["errors"]:
+        raise BenchError("ingest failed: " + "; ".join(state["errors"][:5]))
+    return t0, secs, state
+
+
+def wait_searchable(server, expected, start_ms, end_ms, timeout):
+    """Polls `| count()` until it equals `expected`. Returns the monotonic time it did."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        got = count_events(server, start_ms, end_ms)
+        now = time.monotonic()
+        if got == expected:
+            return now
+        if got > expected:
+            raise BenchError(f"count() = {got} > {expected} ingested: duplicates")
+        if got != last:
+            last = got
+        if now > deadline:
+            raise BenchError(f"count() = {got}, expected {expected} after {timeout}s")
+        if not server.alive():
+            raise BenchError("server died:\n" + server.log_tail())
+        time.sleep(0.25)
+
+
+def raw_append_fsync(benchutil, in_path, out_path, batch_lines, batches):
+    """The machine's append + fdatasync-per-batch rate for the same batches."""
+    if benchutil and os.path.exists(benchutil):
+        res = subprocess.run([benchutil, "append-fsync", "--in", in_path, "--out", out_path,
+                              "--batch-lines", str(batch_lines)],
+                             capture_output=True, text=True, timeout=3600)
+        if res.returncode != 0:
+            raise BenchError(f"sediment-benchutil append-fsync failed: {res.stderr}")
+        r = json.loads(res.stdout)
+        r["method"] = "sediment-benchutil (Env append + fdatasync per batch)"
+    else:
+        fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        lines = 0
+        t0 = time.monotonic()
+        try:
+            for body, k in batches:
+                view = memoryview(body)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fdatasync(fd)
+                lines += k
+        finally:
+            os.close(fd)
+        secs = time.monotonic() - t0
+        nbytes = sum(len(b) for b, _ in batches)
+        r = {"bytes": nbytes, "lines": lines, "batches": len(batches), "seconds": secs,
+             "events_per_s": lines / secs, "mb_per_s": nbytes / secs / 1e6,
+             "method": "python os.write + os.fdatasync per batch"}
+    os.unlink(out_path)
+    return r
+
+
+# ---------------------------------------------------------------------------------------------
+# Baselines for search and size
+
+
+def time_best(fn, runs=3):
+    best, result = None, None
+    for _ in range(runs):
+        t0 = time.monotonic()
+        result = fn()
+        secs = time.monotonic() - t0
+        best = secs if best is None else min(best, secs)
+    return best, result
+
+
+def grep_count(path, needle, ignore_case):
+    cmd = ["grep", "-c"] + (["-i"] if ignore_case else []) + ["-F", "--", needle, path]
+    env = dict(os.environ, LC_ALL="C")
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
+    if res.returncode not in (0, 1):
+        raise BenchError(f"{' '.join(cmd)} failed: {res.stderr}")
+    return int(res.stdout.strip() or 0)
+
+
+def zstd_size(path, work_dir, benchutil):
+    zstd = shutil.which("zstd")
+    if zstd:
+        out = os.path.join(work_dir, "raw.zst")
+        t0 = time.monotonic()
+        res = subprocess.run([zstd, "-3", "-q", "-f", "-o", out, path], capture_output=True,
+                             text=True, timeout=3600)
+        if res.returncode != 0:
+            raise BenchError(f"zstd -3 failed: {res.stderr}")
+        size = os.path.getsize(out)
+        os.unlink(out)
+        return size, "zstd -3 (CLI)", time.monotonic() - t0
+    if benchutil and os.path.exists(benchutil):
+        t0 = time.monotonic()
+        res = subprocess.run([benchutil, "zstd-size", "--in", path, "--level", "3"],
+                             capture_output=True, text=True, timeout=3600)
+        if res.returncode != 0:
+            raise BenchError(f"sediment-benchutil zstd-size failed: {res.stderr}")
+        return (json.loads(res.stdout)["compressed_bytes"], "libzstd level 3 (benchutil)",
+                time.monotonic() - t0)
+    raise BenchError("neither the zstd command nor sediment-benchutil is available")
+
+
+def dir_bytes(root, pred=lambda name: True):
+    total, files = 0, 0
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            if pred(name):
+                try:
+                    total += os.path.getsize(os.path.join(dirpath, name))
+                    files += 1
+                except OSError:
+                    pass  # removed by a concurrent merge
+    return total, files
+
+
+def segment_bytes(data_dir):
+    """Bytes of segment files: *.seg anywhere, else everything under a `segments` folder."""
+    seg, nseg = dir_bytes(data_dir, lambda n: n.endswith(".seg"))
+    if nseg:
+        return seg, nseg, "*.seg files"
+    total, files, where = 0, 0, []
+    for dirpath, dirnames, _ in os.walk(data_dir):
+        for d in dirnames:
+            if d == "segments":
+                b, f = dir_bytes(os.path.join(dirpath, d))
+                total, files = total + b, files + f
+                where.append(os.path.relpath(os.path.join(dirpath, d), data_dir))
+    return total, files, ("files under " + ", ".join(where)) if where else "no segment files found"
+
+
+def settle_segments(data_dir, settle, timeout):
+    """Waits until the segment bytes stop changing for `settle` seconds (flushes, merges)."""
+    deadline = time.monotonic() + timeout
+    last, since = None, time.monotonic()
+    while True:
+        cur = segment_bytes(data_dir)
+        now = time.monotonic()
+        if cur[:2] != (last[:2] if last else None):
+            last, since = cur, now
+        elif now - since >= settle or now > deadline:
+            return cur
+        time.sleep(0.5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Main
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build-dir", default="build")
+    ap.add_argument("--server-bin", help="default <build-dir>/src/cli/sediment")
+    ap.add_argument("--tools-dir", help="where sediment-gen/-benchutil are; default <build-dir>/bench")
+    ap.add_argument("--size", type=parse_size, default=parse_size("1G"),
+                    help="raw bytes in the search corpus (default 1G)")
+    ap.add_argument("--ingest-size", type=parse_size, default=parse_size("256M"),
+                    help="raw bytes for the ingest measurement, a prefix of the corpus")
+    ap.add_argument("--work-dir", help="default <build-dir>/bench-work")
+    ap.add_argument("--report", help="JSON report path; default <work-dir>/report.json")
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--batch-lines", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--runs", type=int, default=3, help="best of N for the timed searches")
+    ap.add_argument("--searchable-timeout", type=float, default=900)
+    ap.add_argument("--server-timeout", type=float, default=60)
+    ap.add_argument("--settle", type=float, default=10,
+                    help="seconds the segment bytes must stay unchanged before sizing them")
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny run (5M) to check the driver works; no speed expectations")
+    ap.add_argument("--keep", action="store_true", help="keep the data dir and raw files")
+    args = ap.parse_args()
+
+    if args.smoke:
+        args.size = parse_size("5M")
+        args.ingest_size = parse_size("5M")
+        args.settle = min(args.settle, 3)
+        args.searchable_timeout = min(args.searchable_timeout, 180)
+    args.ingest_size = min(args.ingest_size, args.size)
+    build = os.path.abspath(args.build_dir)
+    server_bin = os.path.abspath(args.server_bin or os.path.join(build, "src", "cli", "sediment"))
+    tools = os.path.abspath(args.tools_dir or os.path.join(build, "bench"))
+    gen = os.path.join(tools, "sediment-gen")
+    benchutil = os.path.join(tools, "sediment-benchutil")
+    work = os.path.abspath(args.work_dir or os.path.join(build, "bench-work"))
+    report_path = args.report or os.path.join(work, "report.json")
+    for path in (server_bin, gen):
+        if not os.access(path, os.X_OK):
+            print(f"run_benchmarks: missing executable {path} (build it first)", file=sys.stderr)
+            return 2
+
+    os.makedirs(work, exist_ok=True)
+    data_dir = os.path.join(work, "data")
+    shutil.rmtree(data_dir, ignore_errors=True)
+    os.makedirs(data_dir)
+
+    report = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
+                    "python": platform.python_version()},
+        "params": {"size": args.size, "ingest_size": args.ingest_size, "clients": args.clients,
+                   "batch_lines": args.batch_lines, "seed": args.seed, "runs": args.runs,
+                   "smoke": args.smoke},
+        "ok": False,
+    }
+    server = Server(server_bin, data_dir, os.path.join(work, "server.log"),
+                    "ingest-" + secrets.token_hex(12), "api-" + secrets.token_hex(12))
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with it ignored
+    rc = 1
+    try:
+        run(args, server, gen, benchutil, work, report)
+        report["ok"] = True
+        rc = 0
+    except BenchError as e:
+        report["error"] = str(e)
+        print(f"\nBENCH FAILED: {e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        report["error"] = "interrupted"
+        print("\ninterrupted", file=sys.stderr)
+        rc = 130
+    finally:
+        server.stop()
+        if server.proc is not None:
+            log(f"server pid {server.proc.pid} stopped (exit {server.proc.returncode})")
+        with open(report_path, "w") as f:
+            json.dump(report, f, indent=2)
+        log(f"report written to {report_path}")
+        if not args.keep:
+            shutil.rmtree(data_dir, ignore_errors=True)
+            for name in ("corpus.log", "ingest.log", "rest.log"):
+                try:
+                    os.unlink(os.path.join(work, name))
+                except OSError:
+                    pass
+    return rc
+
+
+def run(args, server, gen, benchutil, work, report):
+    now_ms = int(time.time() * 1000)
+    # Event times lie in the hour before the run; queries cover a day either side, so they match
+    # whether the server keeps the parsed timestamp or the ingest time.
+    start_ms = (now_ms - 3_600_000) // 60_000 * 60_000
+    approx_lines = max(1, args.size // 210)
+    rate = max(1000.0, approx_lines / 3000.0)  # whole corpus within ~50 minutes of log time
+    q_start, q_end = start_ms - 86_400_000, now_ms + 86_400_000
+    needle = "zq" + secrets.token_hex(6) + "needle"
+    needle_every = max(1, approx_lines // 20)
+
+    corpus = os.path.join(work, "corpus.log")
+    g = run_gen(gen, corpus, args.size, args.seed, start_ms, rate, needle, needle_every)
+    report["corpus"] = dict(g, path=corpus, needle=needle, needle_every=needle_every)
+    with open(corpus, "rb") as f:
+        data = f.read()
+    if args.ingest_size >= args.size or args.ingest_size >= len(data):
+        cut = len(data)
+    else:
+        cut = data.rfind(b"\n", 0, args.ingest_size) + 1
+    ingest_data, rest_data = data[:cut], data[cut:]
+    del data
+    ingest_path = os.path.join(work, "ingest.log")
+    with open(ingest_path, "wb") as f:
+        f.write(ingest_data)
+    batches = split_batches(ingest_data, args.batch_lines)
+    ingest_events = sum(k for _, k in batches)
+    del ingest_data
+
+    server.start(args.server_timeout)
+
+    # (a) ingest
+    log(f"(a) ingest: {ingest_events} events, {human_bytes(sum(len(b) for b, _ in batches))}, "
+        f"{len(batches)} batches, {args.clients} clients")
+    t0, secs, st = ingest_batches(server, batches, args.clients)
+    if st["events"] != ingest_events:
+        raise BenchError(f"acknowledged {st['events']} events, sent {ingest_events}")
+    t_searchable = wait_searchable(server, ingest_events, q_start, q_end, args.searchable_timeout)
+    secs_searchable = t_searchable - t0
+    nbytes = st["bytes"]
+    raw = raw_append_fsync(benchutil, ingest_path, os.path.join(work, "fsync.out"),
+                           args.batch_lines, batches)
+    del batches
+    ingest = {
+        "events": ingest_events, "bytes": nbytes, "clients": args.clients,
+        "batch_lines": args.batch_lines, "retries": st["retries"],
+        "avg_event_bytes": nbytes / max(1, ingest_events),
+        "seconds_to_last_ack": secs,
+        "events_per_s_acked": ingest_events / secs, "mb_per_s_acked": nbytes / secs / 1e6,
+        "seconds_to_searchable": secs_searchable,
+        "events_per_s_searchable": ingest_events / secs_searchable,
+        "mb_per_s_searchable": nbytes / secs_searchable / 1e6,
+        "raw_append_fsync": raw,
+        "ratio_acked_vs_raw_fsync": (ingest_events / secs) / raw["events_per_s"],
+        "target": ">= 100k events/s of ~250 bytes (acked)",
+        "target_met": ingest_events / secs >= 100_000,
+    }
+    report["ingest"] = ingest
+
+    # (b) search: the rest of the corpus, then the needle.
+    total_events = g["lines"]
+    if rest_data:
+        rest_batches = split_batches(rest_data, args.batch_lines)
+        log(f"(b) loading the rest of the corpus: {total_events - ingest_events} events, "
+            f"{human_bytes(len(rest_data))}")
+        del rest_data
+        t0, secs, st = ingest_batches(server, rest_batches, args.clients)
+        if st["events"] != total_events - ingest_events:
+            raise BenchError(f"acknowledged {st['events']} events, sent "
+                             f"{total_events - ingest_events}")
+        t_all = wait_searchable(server, total_events, q_start, q_end, args.searchable_timeout)
+        report["bulk_load"] = {"events": st["events"], "bytes": st["bytes"],
+                               "seconds_to_last_ack": secs,
+                               "events_per_s_acked": st["events"] / secs,
+                               "seconds_to_searchable": t_all - t0}
+        del rest_batches
+    else:
+        del rest_data
+    total = count_events(server, q_start, q_end)
+    if total != total_events:
+        raise BenchError(f"count() = {total}, corpus has {total_events} events")
+
+    log(f"(b) search: needle {needle!r} (planted {g['needles']}x), best of {args.runs}")
+    q_secs, rows = time_best(lambda: query(server, needle, q_start, q_end), args.runs)
+    if not isinstance(rows, list) or len(rows) != g["needles"]:
+        raise BenchError(f"needle query returned {len(rows) if isinstance(rows, list) else rows!r}"
+                         f" events, planted {g['needles']}")
+    bad = [r for r in rows if needle not in json.dumps(r)]
+    if bad:
+        raise BenchError(f"needle query returned events without the needle: {str(bad[0])[:300]}")
+    cq_secs, crow = time_best(lambda: count_events_query(server, needle, q_start, q_end), args.runs)
+    if crow != g["needles"]:
+        raise BenchError(f"'{needle} | count()' = {crow}, planted {g['needles']}")
+    grep_count(corpus, needle, False)  # warm the page cache
+    grep_secs, gc = time_best(lambda: grep_count(corpus, needle, False), args.runs)
+    grepi_secs, gci = time_best(lambda: grep_count(corpus, needle, True), args.runs)
+    if gc != g["needles"] or gci != g["needles"]:
+        raise BenchError(f"grep found {gc} / {gci} (-i) lines, planted {g['needles']}")
+    gb = g["bytes"] / 1e9
+    report["search"] = {
+        "raw_bytes": g["bytes"], "events": total_events, "needle": needle,
+        "matches": g["needles"],
+        "query_seconds_best": q_secs, "query_gb_per_s": gb / q_secs,
+        "count_query_seconds_best": cq_secs, "count_query_gb_per_s": gb / cq_secs,
+        "grep_c_seconds_best": grep_secs, "grep_c_gb_per_s": gb / grep_secs,
+        "grep_ci_seconds_best": grepi_secs, "grep_ci_gb_per_s": gb / grepi_secs,
+        "ratio_query_vs_grep_c": grep_secs / q_secs,
+        "ratio_query_vs_grep_ci": grepi_secs / q_secs,
+        "grep_locale": "LC_ALL=C, -F",
+    }
+
+    # (c) stored size
+    log(f"(c) stored size: waiting for segment bytes to stay unchanged for {args.settle}s")
+    seg, nseg, how = settle_segments(server.data_dir, args.settle, timeout=max(60, args.settle * 6))
+    if seg == 0:
+        raise BenchError(f"no segment bytes under {server.data_dir} ({how})")
+    z, zhow, zsecs = zstd_size(corpus, work, benchutil)
+    data_total, _ = dir_bytes(server.data_dir)
+    report["stored"] = {
+        "segment_bytes": seg, "segment_files": nseg, "segment_files_found_as": how,
+        "data_dir_bytes": data_total, "raw_bytes": g["bytes"], "zstd3_bytes": z,
+        "zstd_method": zhow, "zstd_seconds": zsecs,
+        "ratio_segments_vs_zstd3": seg / z, "ratio_raw_vs_segments": g["bytes"] / seg,
+        "target": "segments <= 1.1x zstd -3", "target_met": seg / z <= 1.1,
+    }
+    print_report(report)
+
+
+def count_events_query(server, needle, start_ms, end_ms):
+    rows = query(server, f"{needle} | count()", start_ms, end_ms)
+    if not isinstance(rows, list) or len(rows) != 1 or "_count" not in rows[0]:
+        raise BenchError(f"'{needle} | count()': unexpected answer {str(rows)[:300]}")
+    return int(rows[0]["_count"])
+
+
+def print_report(r):
+    a, s, c = r["ingest"], r["search"], r["stored"]
+    raw = a["raw_append_fsync"]
+    met = lambda ok: "MET" if ok else "NOT MET"  # noqa: E731
+    lines = [
+        "",
+        "sediment benchmark report" + (" (smoke: sizes too small for meaningful speed)"
+                                       if r["params"]["smoke"] else ""),
+        "=" * 78,
+        f"(a) ingest  {a['events']} events, {human_bytes(a['bytes'])}, avg "
+        f"{a['avg_event_bytes']:.0f} B/event, {a['clients']} clients x {a['batch_lines']}-line "
+        f"batches",
+        f"    until last 200:    {a['events_per_s_acked']:>12,.0f} events/s "
+        f"{a['mb_per_s_acked']:>8.1f} MB/s  ({a['seconds_to_last_ack']:.2f}s)",
+        f"    until searchable:  {a['events_per_s_searchable']:>12,.0f} events/s "
+        f"{a['mb_per_s_searchable']:>8.1f} MB/s  ({a['seconds_to_searchable']:.2f}s)",
+        f"    raw append+fdatasync per batch: {raw['events_per_s']:>12,.0f} events/s "
+        f"{raw['mb_per_s']:>8.1f} MB/s",
+        f"    ratio acked / raw fsync: {a['ratio_acked_vs_raw_fsync']:.3f}",
+        f"    target {a['target']}: {met(a['target_met'])}",
+        f"(b) search  {human_bytes(s['raw_bytes'])} raw, {s['events']} events, needle x"
+        f"{s['matches']}, best of {r['params']['runs']}",
+        f"    needle query:       {s['query_seconds_best']:8.3f}s  {s['query_gb_per_s']:7.2f} GB/s",
+        f"    needle | count():   {s['count_query_seconds_best']:8.3f}s  "
+        f"{s['count_query_gb_per_s']:7.2f} GB/s",
+        f"    grep -c  (warm):    {s['grep_c_seconds_best']:8.3f}s  {s['grep_c_gb_per_s']:7.2f} GB/s"
+        f"   query is {s['ratio_query_vs_grep_c']:.2f}x grep -c speed",
+        f"    grep -ci (warm):    {s['grep_ci_seconds_best']:8.3f}s  "
+        f"{s['grep_ci_gb_per_s']:7.2f} GB/s   query is {s['ratio_query_vs_grep_ci']:.2f}x grep -ci"
+        f" speed",
+        f"(c) stored  segments {human_bytes(c['segment_bytes'])} ({c['segment_files']} files, "
+        f"{c['segment_files_found_as']}); data dir {human_bytes(c['data_dir_bytes'])}",
+        f"    {c['zstd_method']}: {human_bytes(c['zstd3_bytes'])}; raw "
+        f"{human_bytes(c['raw_bytes'])}",
+        f"    ratio segments / zstd-3: {c['ratio_segments_vs_zstd3']:.3f}  (raw / segments "
+        f"{c['ratio_raw_vs_segments']:.1f}x)  target <= 1.1x: {met(c['target_met'])}",
+        "",
+    ]
+    print("\n".join(lines), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

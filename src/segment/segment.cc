@@ -1,0 +1,717 @@
+#include "segment/segment.h"
+
+#include <xxhash.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <unordered_map>
+
+#include "common/checksum.h"
+#include "common/coding.h"
+#include "segment/filter.h"
+
+namespace sediment {
+namespace {
+
+// ---- Format constants (FORMAT.md) ----
+constexpr uint32_t kFormatVersion = 1;
+constexpr char kHeaderMagic[8] = {'S', 'E', 'D', 'I', 'M', 'S', 'E', 'G'};
+constexpr char kTrailerMagic[8] = {'S', 'E', 'D', 'I', 'M', 'E', 'N', 'D'};
+constexpr size_t kHeaderSize = 16;
+constexpr size_t kTrailerSize = 40;
+constexpr uint64_t kMaxBlockRawSize = uint64_t{256} << 20;
+constexpr uint64_t kMaxFooterSize = uint64_t{1} << 30;
+constexpr int kMaxFilterHashes = 8;
+
+struct ZstdCCtxDeleter {
+  void operator()(ZSTD_CCtx* c) const { ZSTD_freeCCtx(c); }
+};
+struct ZstdDCtxDeleter {
+  void operator()(ZSTD_DCtx* c) const { ZSTD_freeDCtx(c); }
+};
+struct XxhDeleter {
+  void operator()(XXH64_state_t* s) const { XXH64_freeState(s); }
+};
+
+// Per-block metadata stored in the footer beyond BlockInfo.
+struct BlockExtra {
+  uint32_t crc = 0;
+  uint64_t filter_offset = 0;  // within the filter area
+  uint64_t filter_size = 0;
+  uint8_t filter_hashes = 0;
+};
+
+void PutPosition(std::string* dst, Position p) {
+  PutVarsint64(dst, p.offset.value);
+  PutVarint32(dst, p.index);
+}
+bool GetPosition(std::string_view* in, Position* p) {
+  int64_t off;
+  uint32_t idx;
+  if (!GetVarsint64(in, &off) || !GetVarint32(in, &idx)) return false;
+  *p = Position{Offset(off), idx};
+  return true;
+}
+
+// ---- Writer ----
+
+// Appends to the file and feeds the content hash. The hash covers every byte but the last 8.
+class HashingSink {
+ public:
+  HashingSink(WritableFile* f, XXH64_state_t* st) : f_(f), st_(st) {}
+  Status Append(std::string_view data, bool hash = true) {
+    if (hash) XXH64_update(st_, data.data(), data.size());
+    written_ += data.size();
+    return f_->Append(data);
+  }
+  uint64_t written() const { return written_; }
+
+ private:
+  WritableFile* f_;
+  XXH64_state_t* st_;
+  uint64_t written_ = 0;
+};
+
+// Builds the uncompressed column layout of one block (FORMAT.md "Block content"). Reusable.
+class BlockEncoder {
+ public:
+  void Encode(const PositionedEvent* ev, size_t n, std::string* out) {
+    names_.clear();
+    name_list_.clear();
+    ts_.clear();
+    ingest_.clear();
+    pos_.clear();
+    raw_len_.clear();
+    field_count_.clear();
+    name_ids_.clear();
+    values_.clear();
+    raw_run_.clear();
+    value_run_.clear();
+    size_t total_fields = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const Event& e = ev[i].event;
+      if (i == 0) {
+        PutVarsint64(&ts_, e.timestamp_ms);
+        PutVarsint64(&ingest_, e.ingest_ms);
+        PutPosition(&pos_, ev[i].pos);
+      } else {
+        const Event& p = ev[i - 1].event;
+        PutVarsint64(&ts_, static_cast<int64_t>(static_cast<uint64_t>(e.timestamp_ms) -
+                                                static_cast<uint64_t>(p.timestamp_ms)));
+        PutVarsint64(&ingest_, static_cast<int64_t>(static_cast<uint64_t>(e.ingest_ms) -
+                                                    static_cast<uint64_t>(p.ingest_ms)));
+        const Position a = ev[i - 1].pos, b = ev[i].pos;
+        uint64_t d = static_cast<uint64_t>(b.offset.value) - static_cast<uint64_t>(a.offset.value);
+        PutVarint64(&pos_, d);
+        PutVarint32(&pos_, d == 0 ? b.index - a.index - 1 : b.index);
+      }
+      PutVarint64(&raw_len_, e.raw.size());
+      raw_run_.append(e.raw);
+      PutVarint64(&field_count_, e.fields.size());
+      total_fields += e.fields.size();
+      size_t prev_end = 0;
+      for (const Field& f : e.fields) {
+        auto [it, inserted] = names_.try_emplace(f.name, static_cast<uint32_t>(name_list_.size()));
+        if (inserted) name_list_.push_back(&f.name);
+        PutVarint32(&name_ids_, it->second);
+        // A value that occurs in the event's raw text is stored as a reference into it, relative
+        // to the end of the previous reference (parsed fields usually follow the text's order).
+        size_t at = std::string::npos;
+        if (!f.value.empty()) {
+          at = e.raw.find(f.value, prev_end);
+          if (at == std::string::npos) at = e.raw.find(f.value);
+        }
+        if (at != std::string::npos) {
+          const int64_t delta = static_cast<int64_t>(at) - static_cast<int64_t>(prev_end);
+          PutVarint64(
+              &values_,
+              ((static_cast<uint64_t>(delta) << 1) ^ static_cast<uint64_t>(delta >> 63)) + 1);
+          prev_end = at + f.value.size();
+        } else {
+          PutVarint64(&values_, 0);
+          value_run_.append(f.value);
+        }
+        PutVarint64(&values_, f.value.size());
+      }
+    }
+    out->clear();
+    PutVarint64(out, n);
+    PutVarint64(out, total_fields);
+    PutVarint64(out, name_list_.size());
+    PutVarint64(out, raw_run_.size());
+    PutVarint64(out, value_run_.size());
+    for (const std::string* name : name_list_) PutLengthPrefixed(out, *name);
+    for (const std::string* col : {&ts_, &ingest_, &pos_, &raw_len_, &field_count_, &name_ids_,
+                                   &values_, &raw_run_, &value_run_}) {
+      out->append(*col);
+    }
+  }
+
+ private:
+  std::unordered_map<std::string_view, uint32_t> names_;
+  std::vector<const std::string*> name_list_;
+  std::string ts_, ingest_, pos_, raw_len_, field_count_, name_ids_, values_;
+  std::string raw_run_, value_run_;
+};
+
+size_t EventEstimate(const Event& e) {
+  size_t s = e.raw.size() + 16;
+  for (const Field& f : e.fields) s += f.name.size() + f.value.size() + 4;
+  return s;
+}
+
+Status ValidateWriteArgs(const std::vector<PositionedEvent>& events,
+                         const SegmentWriterOptions& o) {
+  if (events.empty()) return Status::InvalidArgument("segment: no events");
+  if (o.block_raw_bytes == 0 || o.block_raw_bytes > kMaxBlockRawSize / 2)
+    return Status::InvalidArgument("segment: block_raw_bytes out of range");
+  if (o.zstd_level < ZSTD_minCLevel() || o.zstd_level > ZSTD_maxCLevel())
+    return Status::InvalidArgument("segment: zstd_level out of range");
+  if (o.filter_hashes < 0 || o.filter_hashes > kMaxFilterHashes ||
+      !(o.filter_bits_per_gram >= 0 && o.filter_bits_per_gram <= 64))
+    return Status::InvalidArgument("segment: filter options out of range");
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (i > 0 && !(events[i - 1].pos < events[i].pos))
+      return Status::InvalidArgument("segment: events not strictly ordered by position");
+    if (EventEstimate(events[i].event) > kMaxBlockRawSize / 2)
+      return Status::InvalidArgument("segment: event too large for a block");
+  }
+  return Status::OK();
+}
+
+std::string EncodeFooter(const SegmentInfo& info, const std::vector<BlockInfo>& blocks,
+                         const std::vector<BlockExtra>& extra, const std::string& filters) {
+  std::string f;
+  PutLengthPrefixed(&f, info.datasource.repo);
+  PutVarint64(&f, info.datasource.tags.size());
+  for (const auto& [k, v] : info.datasource.tags) {
+    PutLengthPrefixed(&f, k);
+    PutLengthPrefixed(&f, v);
+  }
+  PutVarsint64(&f, info.partition.value);
+  PutPosition(&f, info.min_pos);
+  PutPosition(&f, info.max_pos);
+  PutVarsint64(&f, info.min_ts);
+  PutVarsint64(&f, info.max_ts);
+  PutVarint64(&f, info.event_count);
+  PutVarint64(&f, info.raw_bytes);
+  PutVarint64(&f, blocks.size());
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const BlockInfo& b = blocks[i];
+    PutVarint64(&f, b.file_offset);
+    PutVarint32(&f, b.stored_size);
+    PutVarint32(&f, b.raw_size);
+    PutVarint32(&f, b.event_count);
+    PutVarsint64(&f, b.min_ts);
+    PutVarsint64(&f, b.max_ts);
+    PutPosition(&f, b.min_pos);
+    PutPosition(&f, b.max_pos);
+    PutFixed32(&f, extra[i].crc);
+    PutVarint64(&f, extra[i].filter_offset);
+    PutVarint64(&f, extra[i].filter_size);
+    f.push_back(static_cast<char>(extra[i].filter_hashes));
+  }
+  PutVarint64(&f, filters.size());
+  f.append(filters);
+  return f;
+}
+
+Result<SegmentInfo> WriteSegmentTo(Env* env, const std::string& tmp, const Datasource& ds,
+                                   PartitionId partition,
+                                   const std::vector<PositionedEvent>& events,
+                                   const SegmentWriterOptions& o) {
+  ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewWritableFile(tmp));
+  std::unique_ptr<XXH64_state_t, XxhDeleter> xxh(XXH64_createState());
+  std::unique_ptr<ZSTD_CCtx, ZstdCCtxDeleter> cctx(ZSTD_createCCtx());
+  if (!xxh || !cctx) return Status::Internal("segment: out of memory");
+  XXH64_reset(xxh.get(), 0);
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, o.zstd_level);
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_contentSizeFlag, 1);
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 0);
+  HashingSink sink(file.get(), xxh.get());
+
+  std::string header(kHeaderMagic, sizeof(kHeaderMagic));
+  PutFixed32(&header, kFormatVersion);
+  PutFixed32(&header, 0);  // flags, reserved
+  RETURN_IF_ERROR(sink.Append(header));
+
+  SegmentInfo info;
+  info.datasource = ds;
+  info.partition = partition;
+  info.min_pos = events.front().pos;
+  info.max_pos = events.back().pos;
+  info.min_ts = std::numeric_limits<int64_t>::max();
+  info.max_ts = std::numeric_limits<int64_t>::min();
+  info.event_count = events.size();
+
+  std::vector<BlockInfo> blocks;
+  std::vector<BlockExtra> extra;
+  std::string filters, content, compressed;
+  BlockEncoder encoder;
+  segment_filter::FilterBuilder filter;
+  size_t begin = 0;
+  while (begin < events.size()) {
+    size_t end = begin, acc = 0;
+    while (end < events.size() && (end == begin || acc < o.block_raw_bytes)) {
+      acc += EventEstimate(events[end].event);
+      ++end;
+    }
+    encoder.Encode(events.data() + begin, end - begin, &content);
+    if (content.size() > kMaxBlockRawSize)
+      return Status::InvalidArgument("segment: block too large");
+    compressed.resize(ZSTD_compressBound(content.size()));
+    size_t csize = ZSTD_compress2(cctx.get(), compressed.data(), compressed.size(), content.data(),
+                                  content.size());
+    if (ZSTD_isError(csize))
+      return Status::Internal(std::string("segment: zstd: ") + ZSTD_getErrorName(csize));
+    if (csize > std::numeric_limits<uint32_t>::max())
+      return Status::Internal("segment: block too large");
+    std::string_view stored(compressed.data(), csize);
+
+    BlockInfo b;
+    b.file_offset = sink.written();
+    b.stored_size = static_cast<uint32_t>(csize);
+    b.raw_size = static_cast<uint32_t>(content.size());
+    b.event_count = static_cast<uint32_t>(end - begin);
+    b.min_pos = events[begin].pos;
+    b.max_pos = events[end - 1].pos;
+    b.min_ts = std::numeric_limits<int64_t>::max();
+    b.max_ts = std::numeric_limits<int64_t>::min();
+    BlockExtra x;
+    x.crc = Crc32c(stored);
+    for (size_t i = begin; i < end; ++i) {
+      const Event& e = events[i].event;
+      b.min_ts = std::min(b.min_ts, e.timestamp_ms);
+      b.max_ts = std::max(b.max_ts, e.timestamp_ms);
+      info.raw_bytes += e.raw.size();
+      if (o.filter_hashes > 0) {
+        filter.Add(e.raw);
+        for (const Field& f : e.fields) filter.Add(f.value);
+      }
+    }
+    info.min_ts = std::min(info.min_ts, b.min_ts);
+    info.max_ts = std::max(info.max_ts, b.max_ts);
+    if (o.filter_hashes > 0) {
+      x.filter_offset = filters.size();
+      x.filter_size = filter.Finish(o.filter_bits_per_gram, o.filter_hashes, &filters);
+      x.filter_hashes = static_cast<uint8_t>(o.filter_hashes);
+    }
+    RETURN_IF_ERROR(sink.Append(stored));
+    blocks.push_back(b);
+    extra.push_back(x);
+    begin = end;
+  }
+
+  const uint64_t footer_offset = sink.written();
+  std::string footer = EncodeFooter(info, blocks, extra, filters);
+  RETURN_IF_ERROR(sink.Append(footer));
+  std::string trailer;
+  PutFixed64(&trailer, footer_offset);
+  PutFixed64(&trailer, footer.size());
+  PutFixed32(&trailer, Crc32c(footer));
+  PutFixed32(&trailer, kFormatVersion);
+  trailer.append(kTrailerMagic, sizeof(kTrailerMagic));
+  RETURN_IF_ERROR(sink.Append(trailer));
+  info.content_hash = XXH64_digest(xxh.get());
+  std::string hash;
+  PutFixed64(&hash, info.content_hash);
+  RETURN_IF_ERROR(sink.Append(hash, /*hash=*/false));
+  info.file_size = sink.written();
+  RETURN_IF_ERROR(file->Sync());
+  RETURN_IF_ERROR(file->Close());
+  return info;
+}
+
+// ---- Reader ----
+
+// Sequential varint reader over the decompressed block; never reads past `end`.
+struct Cursor {
+  const char* p;
+  const char* end;
+  bool ok = true;
+
+  uint64_t V() {
+    if (p < end && static_cast<uint8_t>(*p) < 0x80) return static_cast<uint8_t>(*p++);
+    std::string_view in(p, end - p);
+    uint64_t v = 0;
+    if (!GetVarint64(&in, &v)) {
+      ok = false;
+      p = end;
+      return 0;
+    }
+    p = in.data();
+    return v;
+  }
+  int64_t S() {
+    uint64_t x = V();
+    return static_cast<int64_t>((x >> 1) ^ (~(x & 1) + 1));
+  }
+};
+
+thread_local std::unique_ptr<ZSTD_DCtx, ZstdDCtxDeleter> tls_dctx;
+thread_local std::string tls_stored;
+
+class SegmentReaderImpl final : public SegmentReader {
+ public:
+  SegmentReaderImpl(std::string path, std::unique_ptr<RandomAccessFile> file)
+      : path_(std::move(path)), file_(std::move(file)) {}
+
+  Status Load();
+
+  const SegmentInfo& info() const override { return info_; }
+  const std::vector<BlockInfo>& blocks() const override { return blocks_; }
+  bool BlockMayContainAll(size_t i, const std::vector<std::string>& terms) const override;
+  Status ReadBlock(size_t i, DecodedBlock* out) const override;
+  Status VerifyAll() const override;
+
+ private:
+  Status Corrupt(const std::string& what) const {
+    return Status::Corruption("segment " + path_ + ": " + what);
+  }
+  Status ReadExact(uint64_t offset, size_t n, std::string* out, const char* region) const;
+  Status ParseFooter(std::string_view in, uint64_t footer_offset);
+  Status DecodeColumns(size_t i, DecodedBlock* out) const;
+
+  std::string path_;
+  std::unique_ptr<RandomAccessFile> file_;
+  SegmentInfo info_;
+  std::vector<BlockInfo> blocks_;
+  std::vector<BlockExtra> extra_;
+  std::string filters_;
+};
+
+Status SegmentReaderImpl::ReadExact(uint64_t offset, size_t n, std::string* out,
+                                    const char* region) const {
+  RETURN_IF_ERROR(file_->Read(offset, n, out));
+  if (out->size() != n) return Corrupt(std::string("short read of ") + region);
+  return Status::OK();
+}
+
+Status SegmentReaderImpl::Load() {
+  ASSIGN_OR_RETURN(uint64_t size, file_->Size());
+  if (size < kHeaderSize + kTrailerSize) return Corrupt("file too short");
+  std::string buf;
+  RETURN_IF_ERROR(ReadExact(0, kHeaderSize, &buf, "header"));
+  if (std::memcmp(buf.data(), kHeaderMagic, 8) != 0) return Corrupt("bad header magic");
+  if (DecodeFixed32(buf.data() + 8) != kFormatVersion)
+    return Corrupt("unsupported format version in header");
+  if (DecodeFixed32(buf.data() + 12) != 0) return Corrupt("unknown header flags");
+
+  RETURN_IF_ERROR(ReadExact(size - kTrailerSize, kTrailerSize, &buf, "trailer"));
+  const uint64_t footer_offset = DecodeFixed64(buf.data());
+  const uint64_t footer_length = DecodeFixed64(buf.data() + 8);
+  const uint32_t footer_crc = DecodeFixed32(buf.data() + 16);
+  if (std::memcmp(buf.data() + 24, kTrailerMagic, 8) != 0) return Corrupt("bad trailer magic");
+  if (DecodeFixed32(buf.data() + 20) != kFormatVersion)
+    return Corrupt("unsupported format version in trailer");
+  info_.content_hash = DecodeFixed64(buf.data() + 32);
+  info_.file_size = size;
+  if (footer_offset < kHeaderSize || footer_offset > size - kTrailerSize ||
+      footer_length != size - kTrailerSize - footer_offset || footer_length > kMaxFooterSize)
+    return Corrupt("footer location out of range");
+  std::string footer;
+  RETURN_IF_ERROR(ReadExact(footer_offset, footer_length, &footer, "footer"));
+  if (Crc32c(footer) != footer_crc) return Corrupt("footer checksum mismatch");
+  return ParseFooter(footer, footer_offset);
+}
+
+Status SegmentReaderImpl::ParseFooter(std::string_view in, uint64_t footer_offset) {
+  const Status bad = Corrupt("malformed footer");
+  std::string_view s;
+  uint64_t n;
+  if (!GetLengthPrefixed(&in, &s)) return bad;
+  info_.datasource.repo = std::string(s);
+  if (!GetVarint64(&in, &n) || n > in.size()) return bad;
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string_view k, v;
+    if (!GetLengthPrefixed(&in, &k) || !GetLengthPrefixed(&in, &v)) return bad;
+    info_.datasource.tags.emplace_back(std::string(k), std::string(v));
+  }
+  int64_t partition;
+  if (!GetVarsint64(&in, &partition) || partition < std::numeric_limits<int32_t>::min() ||
+      partition > std::numeric_limits<int32_t>::max())
+    return bad;
+  info_.partition = PartitionId(static_cast<int32_t>(partition));
+  if (!GetPosition(&in, &info_.min_pos) || !GetPosition(&in, &info_.max_pos) ||
+      !GetVarsint64(&in, &info_.min_ts) || !GetVarsint64(&in, &info_.max_ts) ||
+      !GetVarint64(&in, &info_.event_count) || !GetVarint64(&in, &info_.raw_bytes))
+    return bad;
+  uint64_t block_count;
+  // An index entry takes at least 20 bytes.
+  if (!GetVarint64(&in, &block_count) || block_count == 0 || block_count > in.size() / 20)
+    return bad;
+  blocks_.resize(block_count);
+  extra_.resize(block_count);
+  for (uint64_t i = 0; i < block_count; ++i) {
+    BlockInfo& b = blocks_[i];
+    BlockExtra& x = extra_[i];
+    uint32_t crc;
+    if (!GetVarint64(&in, &b.file_offset) || !GetVarint32(&in, &b.stored_size) ||
+        !GetVarint32(&in, &b.raw_size) || !GetVarint32(&in, &b.event_count) ||
+        !GetVarsint64(&in, &b.min_ts) || !GetVarsint64(&in, &b.max_ts) ||
+        !GetPosition(&in, &b.min_pos) || !GetPosition(&in, &b.max_pos) || !GetFixed32(&in, &crc) ||
+        !GetVarint64(&in, &x.filter_offset) || !GetVarint64(&in, &x.filter_size) || in.empty())
+      return bad;
+    x.crc = crc;
+    x.filter_hashes = static_cast<uint8_t>(in[0]);
+    in.remove_prefix(1);
+  }
+  uint64_t filter_area;
+  if (!GetVarint64(&in, &filter_area) || filter_area != in.size()) return bad;
+  filters_ = std::string(in);
+
+  // Sanity: blocks tile [header, footer) in order, ranges ordered, sizes plausible.
+  uint64_t expect_offset = kHeaderSize, events = 0;
+  int64_t min_ts = std::numeric_limits<int64_t>::max();
+  int64_t max_ts = std::numeric_limits<int64_t>::min();
+  for (uint64_t i = 0; i < block_count; ++i) {
+    const BlockInfo& b = blocks_[i];
+    const BlockExtra& x = extra_[i];
+    const std::string where = "block " + std::to_string(i) + " index entry: ";
+    if (b.file_offset != expect_offset || b.stored_size == 0 ||
+        b.stored_size > footer_offset - b.file_offset)
+      return Corrupt(where + "file range out of order or out of range");
+    expect_offset = b.file_offset + b.stored_size;
+    if (b.raw_size == 0 || b.raw_size > kMaxBlockRawSize || b.event_count == 0 ||
+        b.event_count > b.raw_size)
+      return Corrupt(where + "implausible sizes");
+    if (b.min_ts > b.max_ts || b.max_pos < b.min_pos ||
+        (i > 0 && !(blocks_[i - 1].max_pos < b.min_pos)))
+      return Corrupt(where + "ranges out of order");
+    if (x.filter_hashes > kMaxFilterHashes || x.filter_offset > filters_.size() ||
+        x.filter_size > filters_.size() - x.filter_offset || x.filter_size % 8 != 0 ||
+        x.filter_size / 8 >= (uint64_t{1} << 26))
+      return Corrupt(where + "filter out of range");
+    events += b.event_count;
+    min_ts = std::min(min_ts, b.min_ts);
+    max_ts = std::max(max_ts, b.max_ts);
+  }
+  if (expect_offset != footer_offset) return Corrupt("blocks do not end at the footer");
+  if (events != info_.event_count || info_.min_pos != blocks_.front().min_pos ||
+      info_.max_pos != blocks_.back().max_pos || info_.min_ts != min_ts || info_.max_ts != max_ts)
+    return Corrupt("segment info disagrees with the block index");
+  return Status::OK();
+}
+
+bool SegmentReaderImpl::BlockMayContainAll(size_t i, const std::vector<std::string>& terms) const {
+  if (i >= extra_.size()) return true;
+  const BlockExtra& x = extra_[i];
+  if (x.filter_hashes == 0) return true;
+  std::string_view filter(filters_.data() + x.filter_offset, x.filter_size);
+  for (const std::string& t : terms) {
+    if (!segment_filter::MayContain(filter, x.filter_hashes, t)) return false;
+  }
+  return true;
+}
+
+Status SegmentReaderImpl::ReadBlock(size_t i, DecodedBlock* out) const {
+  out->timestamps.clear();
+  out->ingest_ts.clear();
+  out->positions.clear();
+  out->raw.clear();
+  out->fields.clear();
+  out->field_begin.clear();
+  out->field_names.clear();
+  if (i >= blocks_.size()) return Status::InvalidArgument("segment: block index out of range");
+  const BlockInfo& b = blocks_[i];
+  const std::string where = "block " + std::to_string(i) + ": ";
+  std::string& stored = tls_stored;
+  RETURN_IF_ERROR(ReadExact(b.file_offset, b.stored_size, &stored, "block"));
+  if (Crc32c(stored) != extra_[i].crc) return Corrupt(where + "checksum mismatch");
+  if (!tls_dctx) {
+    tls_dctx.reset(ZSTD_createDCtx());
+    if (!tls_dctx) return Status::Internal("segment: out of memory");
+  }
+  if (ZSTD_getFrameContentSize(stored.data(), stored.size()) != b.raw_size)
+    return Corrupt(where + "frame size disagrees with the index");
+  out->buffer.resize(b.raw_size);
+  size_t got = ZSTD_decompressDCtx(tls_dctx.get(), out->buffer.data(), out->buffer.size(),
+                                   stored.data(), stored.size());
+  if (ZSTD_isError(got) || got != b.raw_size) return Corrupt(where + "decompression failed");
+  Status st = DecodeColumns(i, out);
+  if (!st.ok()) {
+    out->timestamps.clear();
+    out->ingest_ts.clear();
+    out->positions.clear();
+    out->raw.clear();
+    out->fields.clear();
+    out->field_begin.clear();
+    out->field_names.clear();
+  }
+  return st;
+}
+
+Status SegmentReaderImpl::DecodeColumns(size_t bi, DecodedBlock* out) const {
+  const BlockInfo& b = blocks_[bi];
+  const Status bad = Corrupt("block " + std::to_string(bi) + ": inconsistent columns");
+  const char* base = out->buffer.data();
+  const size_t size = out->buffer.size();
+  Cursor c{base, base + size};
+  const uint64_t n = c.V(), nf = c.V(), nn = c.V(), raw_run = c.V(), value_run = c.V();
+  if (!c.ok || n != b.event_count || nf > size || nn > nf || raw_run > size ||
+      value_run > size - raw_run)
+    return bad;
+  const char* raw_start = base + size - value_run - raw_run;
+  const char* value_start = base + size - value_run;
+  if (c.p > raw_start) return bad;
+  c.end = raw_start;
+
+  out->field_names.resize(nn);
+  for (uint64_t k = 0; k < nn; ++k) {
+    uint64_t len = c.V();
+    if (!c.ok || len > static_cast<uint64_t>(c.end - c.p)) return bad;
+    out->field_names[k] = std::string_view(c.p, len);
+    c.p += len;
+  }
+
+  out->timestamps.resize(n);
+  out->ingest_ts.resize(n);
+  out->positions.resize(n);
+  out->raw.resize(n);
+  out->field_begin.resize(n + 1);
+  out->fields.resize(nf);
+  for (auto* col : {&out->timestamps, &out->ingest_ts}) {
+    uint64_t v = static_cast<uint64_t>(c.S());
+    (*col)[0] = static_cast<int64_t>(v);
+    for (uint64_t i = 1; i < n; ++i) {
+      v += static_cast<uint64_t>(c.S());
+      (*col)[i] = static_cast<int64_t>(v);
+    }
+  }
+  {
+    int64_t off = c.S();
+    uint64_t idx = c.V();
+    if (idx > std::numeric_limits<uint32_t>::max()) return bad;
+    out->positions[0] = Position{Offset(off), static_cast<uint32_t>(idx)};
+    for (uint64_t i = 1; i < n; ++i) {
+      uint64_t d = c.V();
+      uint64_t x = c.V();
+      if (x > std::numeric_limits<uint32_t>::max()) return bad;
+      if (d == 0) {
+        idx = idx + 1 + x;
+      } else {
+        if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+            __builtin_add_overflow(off, static_cast<int64_t>(d), &off))
+          return bad;
+        idx = x;
+      }
+      if (idx > std::numeric_limits<uint32_t>::max()) return bad;
+      out->positions[i] = Position{Offset(off), static_cast<uint32_t>(idx)};
+    }
+  }
+  uint64_t raw_used = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t len = c.V();
+    if (len > raw_run - raw_used) return bad;
+    out->raw[i] = std::string_view(raw_start + raw_used, len);
+    raw_used += len;
+  }
+  if (raw_used != raw_run) return bad;
+  uint64_t fields_seen = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    out->field_begin[i] = static_cast<uint32_t>(fields_seen);
+    uint64_t k = c.V();
+    if (k > nf - fields_seen) return bad;
+    fields_seen += k;
+  }
+  out->field_begin[n] = static_cast<uint32_t>(fields_seen);
+  if (fields_seen != nf) return bad;
+  for (uint64_t j = 0; j < nf; ++j) {
+    uint64_t id = c.V();
+    if (id >= nn) return bad;
+    out->fields[j].name = out->field_names[id];
+  }
+  uint64_t value_used = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const std::string_view raw = out->raw[i];
+    uint64_t prev_end = 0;
+    for (uint32_t j = out->field_begin[i]; j < out->field_begin[i + 1]; ++j) {
+      uint64_t ref = c.V();
+      uint64_t len = c.V();
+      if (ref == 0) {
+        if (len > value_run - value_used) return bad;
+        out->fields[j].value = std::string_view(value_start + value_used, len);
+        value_used += len;
+      } else {
+        // ref - 1 is the zig-zag encoded start relative to prev_end (<= raw.size()).
+        const uint64_t z = ref - 1;
+        const uint64_t mag = z >> 1;
+        uint64_t start;
+        if (z & 1) {
+          if (mag + 1 > prev_end) return bad;
+          start = prev_end - (mag + 1);
+        } else {
+          if (mag > raw.size() - prev_end) return bad;
+          start = prev_end + mag;
+        }
+        if (len > raw.size() - start) return bad;
+        out->fields[j].value = raw.substr(start, len);
+        prev_end = start + len;
+      }
+    }
+  }
+  if (!c.ok || c.p != raw_start || value_used != value_run) return bad;
+
+  // Cross-check with the (checksummed) index entry.
+  if (out->positions.front() != b.min_pos || out->positions.back() != b.max_pos) return bad;
+  int64_t min_ts = out->timestamps[0], max_ts = out->timestamps[0];
+  for (uint64_t i = 0; i < n; ++i) {
+    if (i > 0 && !(out->positions[i - 1] < out->positions[i])) return bad;
+    min_ts = std::min(min_ts, out->timestamps[i]);
+    max_ts = std::max(max_ts, out->timestamps[i]);
+  }
+  if (min_ts != b.min_ts || max_ts != b.max_ts) return bad;
+  return Status::OK();
+}
+
+Status SegmentReaderImpl::VerifyAll() const {
+  ASSIGN_OR_RETURN(uint64_t size, file_->Size());
+  if (size != info_.file_size) return Corrupt("file size changed since open");
+  std::unique_ptr<XXH64_state_t, XxhDeleter> xxh(XXH64_createState());
+  if (!xxh) return Status::Internal("segment: out of memory");
+  XXH64_reset(xxh.get(), 0);
+  constexpr size_t kChunk = 1 << 20;
+  std::string chunk;
+  for (uint64_t at = 0; at < size - 8;) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, size - 8 - at));
+    RETURN_IF_ERROR(ReadExact(at, n, &chunk, "file"));
+    XXH64_update(xxh.get(), chunk.data(), chunk.size());
+    at += n;
+  }
+  if (XXH64_digest(xxh.get()) != info_.content_hash) return Corrupt("content hash mismatch");
+  DecodedBlock block;
+  for (size_t i = 0; i < blocks_.size(); ++i) RETURN_IF_ERROR(ReadBlock(i, &block));
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<SegmentInfo> WriteSegment(Env* env, const std::string& path, const Datasource& ds,
+                                 PartitionId partition, const std::vector<PositionedEvent>& events,
+                                 const SegmentWriterOptions& options) {
+  RETURN_IF_ERROR(ValidateWriteArgs(events, options));
+  const std::string tmp = path + ".tmp";
+  Result<SegmentInfo> info = WriteSegmentTo(env, tmp, ds, partition, events, options);
+  if (!info.ok()) {
+    (void)env->RemoveFile(tmp);
+    return info.status().WithContext("segment " + path);
+  }
+  Status st = env->RenameFile(tmp, path);
+  if (st.ok()) st = env->SyncDir(DirName(path));
+  if (!st.ok()) {
+    (void)env->RemoveFile(tmp);
+    return st.WithContext("segment " + path);
+  }
+  return info;
+}
+
+Result<std::unique_ptr<SegmentReader>> SegmentReader::Open(Env* env, const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
+  auto reader = std::make_unique<SegmentReaderImpl>(path, std::move(file));
+  RETURN_IF_ERROR(reader->Load());
+  return std::unique_ptr<SegmentReader>(std::move(reader));
+}
+
+}  // namespace sediment

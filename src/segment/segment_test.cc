@@ -1,0 +1,735 @@
+#include "segment/segment.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "common/checksum.h"
+#include "common/coding.h"
+#include "segment/filter.h"
+
+namespace sediment {
+namespace {
+
+class SegmentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    env_ = Env::Default();
+    dir_ = "/tmp/segment_test." + std::to_string(getpid()) + "." +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    ASSERT_TRUE(env_->RemoveAll(dir_).ok());
+    ASSERT_TRUE(env_->CreateDirs(dir_).ok());
+  }
+  void TearDown() override { (void)env_->RemoveAll(dir_); }
+
+  std::string Path(const std::string& name) const { return JoinPath(dir_, name); }
+  void WriteRaw(const std::string& path, std::string_view data) {
+    auto f = env_->NewWritableFile(path);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->Append(data).ok());
+    ASSERT_TRUE((*f)->Close().ok());
+  }
+
+  Env* env_ = nullptr;
+  std::string dir_;
+};
+
+// Serves the files put into it from memory and forwards everything else to the default Env; keeps
+// the byte-flip and truncation tests independent of disk speed.
+class MemReadEnv final : public Env {
+ public:
+  void Put(const std::string& path, std::string data) { files_[path] = std::move(data); }
+
+  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override {
+    auto it = files_.find(path);
+    if (it == files_.end()) return base_->NewRandomAccessFile(path);
+    return std::unique_ptr<RandomAccessFile>(new MemFile(it->second));
+  }
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& p) override {
+    return base_->NewWritableFile(p);
+  }
+  Result<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& p) override {
+    return base_->NewAppendableFile(p);
+  }
+  Result<std::string> ReadFile(const std::string& p) override { return base_->ReadFile(p); }
+  Status WriteFileAtomic(const std::string& p, std::string_view d) override {
+    return base_->WriteFileAtomic(p, d);
+  }
+  bool FileExists(const std::string& p) override { return base_->FileExists(p); }
+  Result<std::vector<std::string>> ListDir(const std::string& d) override {
+    return base_->ListDir(d);
+  }
+  Status CreateDirs(const std::string& d) override { return base_->CreateDirs(d); }
+  Status RemoveFile(const std::string& p) override { return base_->RemoveFile(p); }
+  Status RemoveAll(const std::string& p) override { return base_->RemoveAll(p); }
+  Status RenameFile(const std::string& a, const std::string& b) override {
+    return base_->RenameFile(a, b);
+  }
+  Status TruncateFile(const std::string& p, uint64_t n) override {
+    return base_->TruncateFile(p, n);
+  }
+  Status SyncDir(const std::string& d) override { return base_->SyncDir(d); }
+  Result<uint64_t> FileSize(const std::string& p) override { return base_->FileSize(p); }
+
+ private:
+  class MemFile final : public RandomAccessFile {
+   public:
+    explicit MemFile(const std::string& data) : data_(data) {}
+    Status Read(uint64_t offset, size_t n, std::string* out) const override {
+      out->clear();
+      if (offset < data_.size()) out->assign(data_, offset, n);
+      return Status::OK();
+    }
+    Result<uint64_t> Size() const override { return static_cast<uint64_t>(data_.size()); }
+
+   private:
+    const std::string& data_;
+  };
+  Env* base_ = Env::Default();
+  std::map<std::string, std::string> files_;
+};
+
+Datasource TestDs() {
+  Datasource ds;
+  ds.repo = "web";
+  ds.tags = {{"#host", "h1"}, {"#type", "access"}};
+  return ds;
+}
+
+// Apache-combined-like lines with parsed fields (most values are substrings of the raw line).
+std::vector<PositionedEvent> AccessLog(size_t n, uint64_t seed, int64_t first_offset = 100) {
+  std::mt19937_64 rng(seed);
+  static const char* kMethods[] = {"GET", "GET", "GET", "POST", "PUT", "DELETE", "HEAD"};
+  static const char* kPaths[] = {"/api/v1/users",     "/api/v1/orders",   "/static/app.js",
+                                 "/static/style.css", "/index.html",      "/login",
+                                 "/api/v2/search",    "/images/logo.png", "/cart",
+                                 "/checkout/confirm"};
+  static const char* kStatus[] = {"200", "200", "200", "200", "304", "404", "500", "301", "201"};
+  static const char* kAgents[] = {
+      "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+      "Chrome/120.0.0.0 Safari/537.36",
+      "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+      "Version/17.1 Safari/605.1.15",
+      "Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Firefox/121.0",
+      "curl/8.4.0",
+      "Go-http-client/1.1",
+      "python-requests/2.31.0"};
+  static const char* kRefs[] = {"-", "https://www.example.com/", "https://search.example.org/?q=x",
+                                "https://shop.example.com/cart"};
+  static const char* kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                  "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  std::vector<PositionedEvent> out;
+  out.reserve(n);
+  int64_t ts = 1704067200000;
+  int64_t offset = first_offset;
+  uint32_t index = 0;
+  int64_t ingest = 0;
+  char line[1024];
+  for (size_t i = 0; i < n; ++i) {
+    ts += static_cast<int64_t>(rng() % 7);
+    if (rng() % 4 == 0) {
+      offset += 1 + static_cast<int64_t>(rng() % 3);
+      index = 0;
+    } else if (i > 0) {
+      ++index;
+    }
+    std::string ip = std::to_string(10 + rng() % 3) + "." + std::to_string(rng() % 8) + "." +
+                     std::to_string(rng() % 40) + "." + std::to_string(rng() % 256);
+    const char* method = kMethods[rng() % 7];
+    std::string path = std::string(kPaths[rng() % 10]);
+    if (rng() % 2) path += "/" + std::to_string(rng() % 100000);
+    if (rng() % 3 == 0) path += "?page=" + std::to_string(rng() % 20);
+    const char* status = kStatus[rng() % 9];
+    std::string bytes = std::to_string(rng() % 50000);
+    const char* agent = kAgents[rng() % 6];
+    const char* ref = kRefs[rng() % 4];
+    int64_t sec = ts / 1000;
+    std::snprintf(line, sizeof(line),
+                  "%s - - [%02d/%s/2024:%02d:%02d:%02d +0000] \"%s %s HTTP/1.1\" %s %s \"%s\" "
+                  "\"%s\"",
+                  ip.c_str(), static_cast<int>(1 + (sec / 86400) % 28),
+                  kMonths[(sec / 86400 / 28) % 12], static_cast<int>((sec / 3600) % 24),
+                  static_cast<int>((sec / 60) % 60), static_cast<int>(sec % 60), method,
+                  path.c_str(), status, bytes.c_str(), ref, agent);
+    PositionedEvent pe;
+    pe.pos = Position{Offset(offset), index};
+    pe.event.timestamp_ms = ts;
+    // One ingest timestamp per message (= per offset), as ingest stamps a request.
+    if (i == 0 || index == 0) ingest = ts + 1500 + static_cast<int64_t>(rng() % 100);
+    pe.event.ingest_ms = ingest;
+    pe.event.raw = line;
+    pe.event.fields = {{"client", ip},   {"method", method},   {"url", path},    {"status", status},
+                       {"bytes", bytes}, {"useragent", agent}, {"referrer", ref}};
+    out.push_back(std::move(pe));
+  }
+  return out;
+}
+
+// Mixed events: non-monotonic and negative timestamps, values not in raw, empty raw and values,
+// binary bytes, events without fields.
+std::vector<PositionedEvent> MixedEvents(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<PositionedEvent> out;
+  int64_t offset = 0;
+  uint32_t index = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (rng() % 3 == 0) {
+      offset += 1 + static_cast<int64_t>(rng() % 1000);
+      index = static_cast<uint32_t>(rng() % 5);
+    } else if (i > 0) {
+      index += 1 + static_cast<uint32_t>(rng() % 3);
+    }
+    PositionedEvent pe;
+    pe.pos = Position{Offset(offset), index};
+    pe.event.timestamp_ms = static_cast<int64_t>(rng() % 2000000) - 1000000;
+    pe.event.ingest_ms = static_cast<int64_t>(rng());
+    size_t len = rng() % 7 == 0 ? 0 : rng() % 300;
+    for (size_t k = 0; k < len; ++k) pe.event.raw.push_back(static_cast<char>(rng() % 256));
+    size_t nf = rng() % 5;
+    for (size_t f = 0; f < nf; ++f) {
+      Field field;
+      field.name = "f" + std::to_string(rng() % 12);
+      bool dup = false;
+      for (const Field& g : pe.event.fields) dup |= g.name == field.name;
+      if (dup) continue;
+      if (!pe.event.raw.empty() && rng() % 2) {
+        size_t a = rng() % pe.event.raw.size();
+        field.value = pe.event.raw.substr(a, rng() % 20);
+      } else {
+        field.value = "v" + std::to_string(rng());
+      }
+      if (rng() % 10 == 0) field.value.clear();
+      pe.event.fields.push_back(std::move(field));
+    }
+    out.push_back(std::move(pe));
+  }
+  return out;
+}
+
+// Reads every event back and checks it equals `events`; also checks block ranges.
+void ExpectSameEvents(const SegmentReader& r, const std::vector<PositionedEvent>& events) {
+  size_t k = 0;
+  DecodedBlock block;
+  for (size_t i = 0; i < r.blocks().size(); ++i) {
+    const BlockInfo& b = r.blocks()[i];
+    ASSERT_TRUE(r.ReadBlock(i, &block).ok()) << i;
+    ASSERT_EQ(block.size(), b.event_count);
+    ASSERT_EQ(block.field_begin.size(), block.size() + 1);
+    int64_t min_ts = INT64_MAX, max_ts = INT64_MIN;
+    for (size_t e = 0; e < block.size(); ++e, ++k) {
+      ASSERT_LT(k, events.size());
+      const PositionedEvent& want = events[k];
+      ASSERT_EQ(block.positions[e], want.pos);
+      ASSERT_EQ(block.timestamps[e], want.event.timestamp_ms);
+      ASSERT_EQ(block.ingest_ts[e], want.event.ingest_ms);
+      ASSERT_EQ(block.raw[e], want.event.raw);
+      if (e > 0) {
+        ASSERT_EQ(block.raw[e].data(), block.raw[e - 1].data() + block.raw[e - 1].size());
+      }
+      ASSERT_EQ(block.field_begin[e + 1] - block.field_begin[e], want.event.fields.size());
+      for (size_t f = 0; f < want.event.fields.size(); ++f) {
+        const FieldView& got = block.fields[block.field_begin[e] + f];
+        ASSERT_EQ(got.name, want.event.fields[f].name);
+        ASSERT_EQ(got.value, want.event.fields[f].value);
+      }
+      min_ts = std::min(min_ts, want.event.timestamp_ms);
+      max_ts = std::max(max_ts, want.event.timestamp_ms);
+    }
+    EXPECT_EQ(b.min_pos, block.positions.front());
+    EXPECT_EQ(b.max_pos, block.positions.back());
+    EXPECT_EQ(b.min_ts, min_ts);
+    EXPECT_EQ(b.max_ts, max_ts);
+    EXPECT_EQ(b.raw_size, block.buffer.size());
+  }
+  EXPECT_EQ(k, events.size());
+}
+
+TEST_F(SegmentTest, RoundTripManyBlocks) {
+  for (int variant = 0; variant < 2; ++variant) {
+    std::vector<PositionedEvent> events =
+        variant == 0 ? AccessLog(20000, 7) : MixedEvents(8000, 11);
+    SegmentWriterOptions opt;
+    opt.block_raw_bytes = 64 << 10;
+    const std::string path = Path("seg" + std::to_string(variant));
+    auto info = WriteSegment(env_, path, TestDs(), PartitionId(3), events, opt);
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    EXPECT_FALSE(env_->FileExists(path + ".tmp"));
+    auto reader = SegmentReader::Open(env_, path);
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    const SegmentReader& r = **reader;
+    EXPECT_GT(r.blocks().size(), 5u);
+
+    const SegmentInfo& got = r.info();
+    EXPECT_EQ(got.datasource, TestDs());
+    EXPECT_EQ(got.partition, PartitionId(3));
+    EXPECT_EQ(got.min_pos, events.front().pos);
+    EXPECT_EQ(got.max_pos, events.back().pos);
+    int64_t min_ts = INT64_MAX, max_ts = INT64_MIN;
+    uint64_t raw_bytes = 0;
+    for (const auto& e : events) {
+      min_ts = std::min(min_ts, e.event.timestamp_ms);
+      max_ts = std::max(max_ts, e.event.timestamp_ms);
+      raw_bytes += e.event.raw.size();
+    }
+    EXPECT_EQ(got.min_ts, min_ts);
+    EXPECT_EQ(got.max_ts, max_ts);
+    EXPECT_EQ(got.event_count, events.size());
+    EXPECT_EQ(got.raw_bytes, raw_bytes);
+    EXPECT_EQ(got.file_size, *env_->FileSize(path));
+    EXPECT_EQ(got.file_size, info->file_size);
+    EXPECT_EQ(got.content_hash, info->content_hash);
+    auto file = env_->ReadFile(path);
+    ASSERT_TRUE(file.ok());
+    EXPECT_EQ(got.content_hash, Hash64(file->data(), file->size() - 8));
+
+    uint64_t at = 16;
+    for (const BlockInfo& b : r.blocks()) {
+      EXPECT_EQ(b.file_offset, at);
+      at += b.stored_size;
+    }
+    ExpectSameEvents(r, events);
+    EXPECT_TRUE(r.VerifyAll().ok());
+  }
+}
+
+TEST_F(SegmentTest, SingleEventAndDefaultOptions) {
+  std::vector<PositionedEvent> events = AccessLog(1, 1);
+  const std::string path = Path("one");
+  ASSERT_TRUE(WriteSegment(env_, path, TestDs(), PartitionId(0), events).ok());
+  auto r = SegmentReader::Open(env_, path);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ((*r)->blocks().size(), 1u);
+  ExpectSameEvents(**r, events);
+}
+
+TEST_F(SegmentTest, RejectsBadInput) {
+  const std::string path = Path("bad");
+  std::vector<PositionedEvent> none;
+  EXPECT_EQ(WriteSegment(env_, path, TestDs(), PartitionId(0), none).status().code(),
+            StatusCode::kInvalidArgument);
+  std::vector<PositionedEvent> events = AccessLog(10, 1);
+  std::swap(events[3], events[4]);
+  EXPECT_EQ(WriteSegment(env_, path, TestDs(), PartitionId(0), events).status().code(),
+            StatusCode::kInvalidArgument);
+  events = AccessLog(10, 1);
+  events[5].pos = events[4].pos;  // duplicate position
+  EXPECT_EQ(WriteSegment(env_, path, TestDs(), PartitionId(0), events).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_FALSE(env_->FileExists(path));
+  EXPECT_FALSE(env_->FileExists(path + ".tmp"));
+}
+
+TEST_F(SegmentTest, ConcurrentReads) {
+  std::vector<PositionedEvent> events = AccessLog(5000, 3);
+  SegmentWriterOptions opt;
+  opt.block_raw_bytes = 32 << 10;
+  const std::string path = Path("conc");
+  ASSERT_TRUE(WriteSegment(env_, path, TestDs(), PartitionId(1), events, opt).ok());
+  auto r = SegmentReader::Open(env_, path);
+  ASSERT_TRUE(r.ok());
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      DecodedBlock block;
+      for (int round = 0; round < 3; ++round) {
+        size_t k = 0;
+        for (size_t i = 0; i < (*r)->blocks().size(); ++i) {
+          if (!(*r)->ReadBlock(i, &block).ok()) ++failures;
+          for (size_t e = 0; e < block.size(); ++e, ++k) {
+            if (block.raw[e] != events[k].event.raw || block.positions[e] != events[k].pos)
+              ++failures;
+          }
+          if (!(*r)->BlockMayContainAll(i, {"http/1.1"})) ++failures;
+        }
+        (void)t;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s)
+    c = static_cast<char>(segment_filter::FoldByte(static_cast<uint8_t>(c)) == 0x80
+                              ? c
+                              : segment_filter::FoldByte(static_cast<uint8_t>(c)));
+  return s;
+}
+
+TEST_F(SegmentTest, FilterNeverRejectsPresentTerms) {
+  std::vector<PositionedEvent> events = AccessLog(6000, 5);
+  // Non-ASCII text: a term lower-cased with Unicode rules must still pass.
+  events[10].event.raw += " CAFÉ ÉTÉ";
+  events[20].event.fields.push_back({"msg", "Größe ÜBER"});
+  SegmentWriterOptions opt;
+  opt.block_raw_bytes = 32 << 10;
+  const std::string path = Path("filter");
+  ASSERT_TRUE(WriteSegment(env_, path, TestDs(), PartitionId(1), events, opt).ok());
+  auto r = SegmentReader::Open(env_, path);
+  ASSERT_TRUE(r.ok());
+  ASSERT_GT((*r)->blocks().size(), 5u);
+  EXPECT_TRUE((*r)->BlockMayContainAll(0, {"café été"}));
+  EXPECT_TRUE((*r)->BlockMayContainAll(0, {"größe über"}));
+
+  std::mt19937_64 rng(99);
+  size_t k = 0, checked = 0;
+  for (size_t b = 0; b < (*r)->blocks().size(); ++b) {
+    const size_t n = (*r)->blocks()[b].event_count;
+    for (int trial = 0; trial < 300; ++trial) {
+      std::vector<std::string> terms;
+      for (int t = 0; t < 1 + static_cast<int>(rng() % 3); ++t) {
+        // All terms from one event: the block holds an event containing all of them.
+        const Event& e = events[k + (trial % n)].event;
+        std::string src = e.raw;
+        if (rng() % 2 && !e.fields.empty()) src = e.fields[rng() % e.fields.size()].value;
+        if (src.empty()) continue;
+        size_t len = 1 + rng() % 16;
+        size_t a = rng() % src.size();
+        std::string term = src.substr(a, len);
+        for (char& c : term)
+          if (rng() % 2) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        terms.push_back(Lower(term));
+      }
+      ASSERT_TRUE((*r)->BlockMayContainAll(b, terms)) << "block " << b << " term " << terms[0];
+      ++checked;
+    }
+    k += n;
+  }
+  EXPECT_GT(checked, 1000u);
+  EXPECT_TRUE((*r)->BlockMayContainAll(0, {"zq"}));  // shorter than a gram: always passes
+  EXPECT_TRUE((*r)->BlockMayContainAll(0, {}));
+}
+
+TEST_F(SegmentTest, FilterRejectsMostAbsentTerms) {
+  std::vector<PositionedEvent> events = AccessLog(20000, 6);
+  SegmentWriterOptions opt;
+  opt.block_raw_bytes = 256 << 10;
+  const std::string path = Path("reject");
+  ASSERT_TRUE(WriteSegment(env_, path, TestDs(), PartitionId(1), events, opt).ok());
+  auto r = SegmentReader::Open(env_, path);
+  ASSERT_TRUE(r.ok());
+  std::string all;
+  for (const auto& e : events) all += Lower(e.event.raw) + "\n";
+  std::mt19937_64 rng(1234);
+  const char kAlpha[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  size_t tries = 0, rejected = 0;
+  for (int t = 0; t < 300; ++t) {
+    std::string term;
+    for (int c = 0; c < 10; ++c) term.push_back(kAlpha[rng() % 36]);
+    if (all.find(term) != std::string::npos) continue;
+    for (size_t b = 0; b < (*r)->blocks().size(); ++b) {
+      ++tries;
+      if (!(*r)->BlockMayContainAll(b, {term})) ++rejected;
+    }
+  }
+  ASSERT_GT(tries, 0u);
+  EXPECT_GT(static_cast<double>(rejected) / tries, 0.9) << rejected << "/" << tries;
+}
+
+// Small multi-block file for the corruption tests.
+std::vector<PositionedEvent> SmallEvents() {
+  std::vector<PositionedEvent> ev = AccessLog(24, 21);
+  std::vector<PositionedEvent> mixed = MixedEvents(8, 22);
+  for (auto& m : mixed) {
+    m.pos.offset = Offset(m.pos.offset.value + ev.back().pos.offset.value + 1);
+    ev.push_back(std::move(m));
+  }
+  return ev;
+}
+
+// Opens `path` and reads everything: returns true when some step reported Corruption. Fails the
+// test if any returned event differs from `want`.
+bool DetectsCorruption(Env* env, const std::string& path, const std::vector<PositionedEvent>& want,
+                       size_t* wrong) {
+  auto r = SegmentReader::Open(env, path);
+  if (!r.ok()) {
+    EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << r.status().ToString();
+    return true;
+  }
+  bool detected = false;
+  DecodedBlock block;
+  std::vector<size_t> starts;
+  size_t k = 0;
+  for (const BlockInfo& b : (*r)->blocks()) {
+    starts.push_back(k);
+    k += b.event_count;
+  }
+  for (size_t i = 0; i < (*r)->blocks().size(); ++i) {
+    Status st = (*r)->ReadBlock(i, &block);
+    if (!st.ok()) {
+      EXPECT_EQ(st.code(), StatusCode::kCorruption) << st.ToString();
+      EXPECT_EQ(block.size(), 0u);
+      detected = true;
+      continue;
+    }
+    for (size_t e = 0; e < block.size(); ++e) {
+      size_t at = starts[i] + e;
+      bool same = at < want.size() && block.positions[e] == want[at].pos &&
+                  block.timestamps[e] == want[at].event.timestamp_ms &&
+                  block.ingest_ts[e] == want[at].event.ingest_ms &&
+                  block.raw[e] == want[at].event.raw &&
+                  block.field_begin[e + 1] - block.field_begin[e] == want[at].event.fields.size();
+      for (size_t f = 0; same && f < want[at].event.fields.size(); ++f) {
+        same = block.fields[block.field_begin[e] + f].name == want[at].event.fields[f].name &&
+               block.fields[block.field_begin[e] + f].value == want[at].event.fields[f].value;
+      }
+      if (!same) ++*wrong;
+    }
+  }
+  Status st = (*r)->VerifyAll();
+  if (!st.ok()) {
+    EXPECT_EQ(st.code(), StatusCode::kCorruption) << st.ToString();
+    detected = true;
+  }
+  return detected;
+}
+
+TEST_F(SegmentTest, EveryByteFlipIsDetected) {
+  std::vector<PositionedEvent> events = SmallEvents();
+  SegmentWriterOptions opt;
+  opt.block_raw_bytes = 1024;
+  const std::string good = Path("good");
+  ASSERT_TRUE(WriteSegment(env_, good, TestDs(), PartitionId(2), events, opt).ok());
+  auto bytes = env_->ReadFile(good);
+  ASSERT_TRUE(bytes.ok());
+  {
+    auto r = SegmentReader::Open(env_, good);
+    ASSERT_TRUE(r.ok());
+    ASSERT_GE((*r)->blocks().size(), 3u);
+  }
+  const std::string bad = Path("bad");
+  MemReadEnv mem;
+  size_t wrong = 0, undetected = 0;
+  for (size_t pos = 0; pos < bytes->size(); ++pos) {
+    for (uint8_t mask : {uint8_t{0x01}, uint8_t{0xff}}) {
+      std::string copy = *bytes;
+      copy[pos] = static_cast<char>(copy[pos] ^ mask);
+      mem.Put(bad, std::move(copy));
+      if (!DetectsCorruption(&mem, bad, events, &wrong)) ++undetected;
+    }
+  }
+  // One pass through real files, as the server reads them.
+  std::string copy = *bytes;
+  copy[copy.size() / 2] ^= 0x10;
+  WriteRaw(bad, copy);
+  EXPECT_TRUE(DetectsCorruption(env_, bad, events, &wrong));
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(undetected, 0u);
+}
+
+TEST_F(SegmentTest, TruncationIsDetected) {
+  std::vector<PositionedEvent> events = SmallEvents();
+  SegmentWriterOptions opt;
+  opt.block_raw_bytes = 1024;
+  const std::string good = Path("good");
+  ASSERT_TRUE(WriteSegment(env_, good, TestDs(), PartitionId(2), events, opt).ok());
+  auto bytes = env_->ReadFile(good);
+  ASSERT_TRUE(bytes.ok());
+  const std::string bad = Path("bad");
+  MemReadEnv mem;
+  for (size_t len = 0; len < bytes->size(); ++len) {
+    mem.Put(bad, bytes->substr(0, len));
+    auto r = SegmentReader::Open(&mem, bad);
+    ASSERT_FALSE(r.ok()) << len;
+    EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << len;
+  }
+  // Appended garbage moves the trailer: also rejected.
+  WriteRaw(bad, *bytes + "xyz");
+  EXPECT_EQ(SegmentReader::Open(env_, bad).status().code(), StatusCode::kCorruption);
+}
+
+// A file with a valid header, a footer with a correct CRC, and the given footer bytes.
+std::string FileWithFooter(std::string_view footer, uint64_t footer_len_field) {
+  std::string f("SEDIMSEG", 8);
+  PutFixed32(&f, 1);
+  PutFixed32(&f, 0);
+  uint64_t off = f.size();
+  f.append(footer);
+  PutFixed64(&f, off);
+  PutFixed64(&f, footer_len_field);
+  PutFixed32(&f, Crc32c(footer));
+  PutFixed32(&f, 1);
+  f.append("SEDIMEND", 8);
+  PutFixed64(&f, Hash64(f.data(), f.size()));
+  return f;
+}
+
+TEST_F(SegmentTest, GarbageAndHugeLengths) {
+  const std::string path = Path("garbage");
+  WriteRaw(path, "");
+  EXPECT_EQ(SegmentReader::Open(env_, path).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(SegmentReader::Open(env_, Path("missing")).status().code(), StatusCode::kNotFound);
+  std::mt19937_64 rng(5);
+  for (size_t n : {1, 16, 55, 56, 57, 100, 4096, 100000}) {
+    std::string g;
+    for (size_t i = 0; i < n; ++i) g.push_back(static_cast<char>(rng()));
+    WriteRaw(path, g);
+    EXPECT_EQ(SegmentReader::Open(env_, path).status().code(), StatusCode::kCorruption) << n;
+  }
+  // Huge footer length / offset fields.
+  std::string minimal;
+  PutLengthPrefixed(&minimal, "repo");
+  for (uint64_t bogus : {uint64_t{1} << 62, ~uint64_t{0}, uint64_t{1} << 31}) {
+    WriteRaw(path, FileWithFooter(minimal, bogus));
+    EXPECT_EQ(SegmentReader::Open(env_, path).status().code(), StatusCode::kCorruption);
+  }
+  // Footer with a valid checksum but absurd counts: must fail without allocating them.
+  for (int which = 0; which < 3; ++which) {
+    std::string footer;
+    PutLengthPrefixed(&footer, "repo");
+    PutVarint64(&footer, which == 0 ? (uint64_t{1} << 60) : 0);  // tag count
+    PutVarsint64(&footer, 0);
+    for (int i = 0; i < 2; ++i) {
+      PutVarsint64(&footer, 0);
+      PutVarint32(&footer, 0);
+    }
+    PutVarsint64(&footer, 0);
+    PutVarsint64(&footer, 0);
+    PutVarint64(&footer, 1);
+    PutVarint64(&footer, 10);
+    PutVarint64(&footer, which == 1 ? (uint64_t{1} << 50) : 1);  // block count
+    // One index entry claiming an enormous block.
+    PutVarint64(&footer, 16);
+    PutVarint32(&footer, 0xffffffffu);
+    PutVarint32(&footer, 0xffffffffu);
+    PutVarint32(&footer, which == 2 ? 0xffffffffu : 1);
+    for (int i = 0; i < 2; ++i) PutVarsint64(&footer, 0);
+    for (int i = 0; i < 2; ++i) {
+      PutVarsint64(&footer, 0);
+      PutVarint32(&footer, 0);
+    }
+    PutFixed32(&footer, 0);
+    PutVarint64(&footer, 0);
+    PutVarint64(&footer, 0);
+    footer.push_back(0);
+    PutVarint64(&footer, 0);
+    WriteRaw(path, FileWithFooter(footer, footer.size()));
+    auto r = SegmentReader::Open(env_, path);
+    EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << which;
+  }
+}
+
+// Measures the figures quoted in FORMAT.md on a generated access log.
+TEST_F(SegmentTest, SizeReport) {
+  std::vector<PositionedEvent> events = AccessLog(60000, 77);
+  std::string text;
+  for (const auto& e : events) text += e.event.raw + "\n";
+  const size_t zstd3 = [&] {
+    std::string out(ZSTD_compressBound(text.size()), '\0');
+    return ZSTD_compress(out.data(), out.size(), text.data(), text.size(), 3);
+  }();
+  std::printf("access log: %zu events, %zu raw bytes, zstd -3 of the text: %zu bytes (%.2fx)\n",
+              events.size(), text.size(), zstd3, double(text.size()) / zstd3);
+  std::printf("%5s %6s %5s | %10s %8s %8s %9s %9s %9s %9s\n", "level", "bits/g", "probes", "file",
+              "vs zstd3", "filter%", "reject10", "rejectMut", "write MB/s", "read MB/s");
+  // Near-miss terms: an 8-byte substring of a line with one byte replaced, absent from the text.
+  std::vector<std::string> near_miss;
+  {
+    std::string lowered = Lower(text);
+    std::mt19937_64 rng(8765);
+    while (near_miss.size() < 200) {
+      const std::string& raw = events[rng() % events.size()].event.raw;
+      std::string t = Lower(raw.substr(rng() % (raw.size() - 8), 8));
+      t[3 + rng() % 2] = "abcdefghijklmnopqrstuvwxyz"[rng() % 26];
+      if (lowered.find(t) == std::string::npos) near_miss.push_back(t);
+    }
+  }
+  struct Config {
+    int level;
+    double bpg;
+    int hashes;
+    bool fields = true;
+  };
+  const SegmentWriterOptions defaults;
+  const Config configs[] = {{1, 6, 2}, {3, 6, 2}, {6, 6, 2}, {7, 6, 2},  {8, 6, 2},
+                            {9, 6, 2}, {8, 3, 1}, {8, 4, 2}, {8, 10, 3}, {8, 6, 2, false}};
+  std::vector<PositionedEvent> no_fields = events;
+  for (auto& e : no_fields) e.event.fields.clear();
+  const char kAlpha[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  for (const Config& c : configs) {
+    SegmentWriterOptions opt;
+    opt.zstd_level = c.level;
+    opt.filter_bits_per_gram = c.bpg;
+    opt.filter_hashes = c.hashes;
+    const std::string path = Path("report");
+    auto t0 = std::chrono::steady_clock::now();
+    auto info =
+        WriteSegment(env_, path, TestDs(), PartitionId(0), c.fields ? events : no_fields, opt);
+    auto t1 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(info.ok());
+    auto r = SegmentReader::Open(env_, path);
+    ASSERT_TRUE(r.ok());
+    uint64_t stored = 0;
+    for (const BlockInfo& b : (*r)->blocks()) stored += b.stored_size;
+    const uint64_t footer = info->file_size - stored - 16;
+    DecodedBlock block;
+    auto t2 = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < (*r)->blocks().size(); ++i) ASSERT_TRUE((*r)->ReadBlock(i, &block).ok());
+    auto t3 = std::chrono::steady_clock::now();
+    std::mt19937_64 rng(4321);
+    size_t tries = 0, rejected = 0;
+    for (int t = 0; t < 200; ++t) {
+      std::string term;
+      for (int k = 0; k < 10; ++k) term.push_back(kAlpha[rng() % 36]);
+      for (size_t b = 0; b < (*r)->blocks().size(); ++b, ++tries)
+        rejected += !(*r)->BlockMayContainAll(b, {term});
+    }
+    size_t mut_tries = 0, mut_rejected = 0;
+    for (const std::string& t : near_miss) {
+      for (size_t b = 0; b < (*r)->blocks().size(); ++b, ++mut_tries)
+        mut_rejected += !(*r)->BlockMayContainAll(b, {t});
+    }
+    const double secs_w = std::chrono::duration<double>(t1 - t0).count();
+    const double secs_r = std::chrono::duration<double>(t3 - t2).count();
+    std::printf("%5d %6.1f %5d%s| %10llu %7.3fx %7.2f%% %8.1f%% %8.1f%% %9.0f %9.0f\n", c.level,
+                c.bpg, c.hashes, c.fields ? " " : "*",
+                static_cast<unsigned long long>(info->file_size), double(info->file_size) / zstd3,
+                100.0 * footer / stored, 100.0 * rejected / tries, 100.0 * mut_rejected / mut_tries,
+                text.size() / secs_w / 1e6, text.size() / secs_r / 1e6);
+    if (c.fields && c.level == defaults.zstd_level && c.bpg == defaults.filter_bits_per_gram &&
+        c.hashes == defaults.filter_hashes) {
+      EXPECT_LE(double(info->file_size), 1.1 * zstd3);
+      EXPECT_LE(100.0 * footer / stored, 10.0);
+      EXPECT_GE(double(rejected) / tries, 0.9);
+    }
+  }
+  // Decode cost against bare zstd decompression of the same blocks.
+  auto r = SegmentReader::Open(env_, Path("report"));
+  ASSERT_TRUE(r.ok());
+  auto file = env_->ReadFile(Path("report"));
+  ASSERT_TRUE(file.ok());
+  ZSTD_DCtx* dctx = ZSTD_createDCtx();
+  std::string buf;
+  DecodedBlock block;
+  double zstd_s = 0, read_s = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < (*r)->blocks().size(); ++i) {
+      const BlockInfo& b = (*r)->blocks()[i];
+      buf.resize(b.raw_size);
+      auto t0 = std::chrono::steady_clock::now();
+      size_t n = ZSTD_decompressDCtx(dctx, buf.data(), buf.size(), file->data() + b.file_offset,
+                                     b.stored_size);
+      auto t1 = std::chrono::steady_clock::now();
+      ASSERT_EQ(n, b.raw_size);
+      ASSERT_TRUE((*r)->ReadBlock(i, &block).ok());
+      auto t2 = std::chrono::steady_clock::now();
+      zstd_s += std::chrono::duration<double>(t1 - t0).count();
+      read_s += std::chrono::duration<double>(t2 - t1).count();
+    }
+  }
+  ZSTD_freeDCtx(dctx);
+  std::printf("ReadBlock: %.2f ms/MiB raw block, bare zstd decompress: %.2f ms (%.0f%% of it)\n",
+              1e3 * read_s / (3.0 * (*r)->blocks().size()),
+              1e3 * zstd_s / (3.0 * (*r)->blocks().size()), 100.0 * zstd_s / read_s);
+}
+
+}  // namespace
+}  // namespace sediment
