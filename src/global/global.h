@@ -30,8 +30,8 @@ struct RepoInfo {
 };
 
 struct SegmentRecord {
-  SegmentId id;               // assigned by the apply rule
-  Datasource datasource;      // includes the repo
+  SegmentId id;           // assigned by the apply rule
+  Datasource datasource;  // includes the repo
   PartitionId partition;
   Position min_pos, max_pos;  // inclusive
   int64_t min_ts = 0, max_ts = 0;
@@ -39,15 +39,15 @@ struct SegmentRecord {
   uint64_t raw_bytes = 0;
   uint64_t file_size = 0;
   uint64_t content_hash = 0;
-  Epoch epoch;                // claim epoch of the writer
-  std::string file_name;      // name under the node's segment directory
-  NodeId node;                // node holding the file
+  Epoch epoch;            // claim epoch of the writer
+  std::string file_name;  // name under the node's segment directory
+  NodeId node;            // node holding the file
 };
 
 struct PartitionState {
   NodeId owner;
-  Epoch epoch;            // current claim epoch; 0 = unclaimed
-  Offset replay_point;    // smallest offset not yet fully in registered segments
+  Epoch epoch;              // current claim epoch; 0 = unclaimed
+  Offset replay_point;      // smallest offset not yet fully in registered segments
   Offset truncated_before;  // commit log deleted below this
 };
 
@@ -65,31 +65,63 @@ struct GlobalState {
 };
 
 // ---- Events ----
-struct SetClusterId { std::string cluster_id; };            // rejected when already set
-struct CreateRepo { std::string name; };                    // rejected when it exists
-struct AddIngestToken { std::string repo; std::string token; };  // rejected: unknown repo / token used
-struct AddApiToken { std::string token; };
+struct SetClusterId {
+  std::string cluster_id;
+};  // rejected when already set
+struct CreateRepo {
+  std::string name;
+};  // rejected when it exists
+struct AddIngestToken {
+  std::string repo;
+  std::string token;
+};  // rejected: unknown repo / token used
+struct AddApiToken {
+  std::string token;
+};
 // Accepted when expected_epoch equals the partition's current epoch; then epoch+1, owner = node.
-struct ClaimPartition { PartitionId partition; NodeId node; Epoch expected_epoch; };
-// Accepted when epoch is the partition's current epoch and segment.min_pos is above the datasource's
-// flushed_through. Sets flushed_through to segment.max_pos, the replay point to new_replay_point
-// (if higher) and assigns the segment id.
-struct RegisterSegment { SegmentRecord segment; Offset new_replay_point; };
+struct ClaimPartition {
+  PartitionId partition;
+  NodeId node;
+  Epoch expected_epoch;
+};
+// Accepted when epoch is the partition's current epoch and segment.min_pos is above the
+// datasource's flushed_through. Sets flushed_through to segment.max_pos, the replay point to
+// new_replay_point (if higher) and assigns the segment id.
+struct RegisterSegment {
+  SegmentRecord segment;
+  Offset new_replay_point;
+};
 // Accepted when epoch is current; raises the replay point (never lowers it).
-struct AdvanceReplayPoint { PartitionId partition; Epoch epoch; Offset replay_point; };
+struct AdvanceReplayPoint {
+  PartitionId partition;
+  Epoch epoch;
+  Offset replay_point;
+};
 // Records that the commit log was truncated below `offset` (never lowers it).
-struct SetTruncationPoint { PartitionId partition; Offset offset; };
+struct SetTruncationPoint {
+  PartitionId partition;
+  Offset offset;
+};
 // Removes segments (retention, merges); unknown ids are ignored.
-struct RemoveSegments { std::vector<SegmentId> ids; };
+struct RemoveSegments {
+  std::vector<SegmentId> ids;
+};
 
-using GlobalEvent = std::variant<SetClusterId, CreateRepo, AddIngestToken, AddApiToken,
-                                 ClaimPartition, RegisterSegment, AdvanceReplayPoint,
-                                 SetTruncationPoint, RemoveSegments>;
+using GlobalEvent =
+    std::variant<SetClusterId, CreateRepo, AddIngestToken, AddApiToken, ClaimPartition,
+                 RegisterSegment, AdvanceReplayPoint, SetTruncationPoint, RemoveSegments>;
 
 std::string EncodeGlobalEvent(const GlobalEvent& ev);
 Result<GlobalEvent> DecodeGlobalEvent(std::string_view data);
 std::string EncodeGlobalState(const GlobalState& state);
 Result<GlobalState> DecodeGlobalState(std::string_view data);
+
+// Name of the event's type ("RegisterSegment"), for logs and errors.
+const char* GlobalEventName(const GlobalEvent& ev);
+
+// Name of the snapshot file reflecting the log through `applied_through`:
+// "snapshot-<applied_through, 20 digits zero-padded>.bin".
+std::string GlobalSnapshotFileName(Offset applied_through);
 
 // The deterministic apply rule: OK and the state changed, or Rejected and the state unchanged.
 // For RegisterSegment, *assigned (if non-null) receives the new segment id.
@@ -104,16 +136,16 @@ struct GlobalOptions {
 class Global {
  public:
   // `log` partition 0 holds the events (owned by the caller, must outlive Global). Loads the newest
-  // snapshot in snapshot_dir, replays the log from the snapshot's offset, then keeps tailing the log
-  // in a background thread.
+  // snapshot in snapshot_dir, replays the log from the snapshot's offset, then keeps tailing the
+  // log in a background thread.
   static Result<std::unique_ptr<Global>> Open(Env* env, CommitLog* log,
                                               const std::string& snapshot_dir,
                                               const GlobalOptions& options = {});
   virtual ~Global() = default;
 
   struct Outcome {
-    Offset offset;          // log offset of the event
-    SegmentId segment_id;   // for RegisterSegment
+    Offset offset;         // log offset of the event
+    SegmentId segment_id;  // for RegisterSegment
   };
   // Appends ev, waits until it is applied; OK with the outcome, or the apply rule's Rejected
   // status, or the log's error (then it may or may not be applied later).

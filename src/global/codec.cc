@@ -1,0 +1,399 @@
+// Binary encodings of GlobalEvent and GlobalState (global/FORMAT.md).
+#include <limits>
+#include <type_traits>
+
+#include "common/checksum.h"
+#include "common/coding.h"
+#include "global/global.h"
+
+namespace sediment {
+namespace {
+
+constexpr char kEventMagic[2] = {'G', 'E'};
+constexpr char kStateMagic[4] = {'G', 'S', 'N', 'P'};
+constexpr uint8_t kEventVersion = 1;
+constexpr uint8_t kStateVersion = 1;
+constexpr size_t kEventHeader = 4;  // magic(2) version(1) type(1)
+constexpr size_t kStateHeader = 5;  // magic(4) version(1)
+constexpr size_t kCrcSize = 4;
+
+// Type tags: the variant index plus one. Never renumber: they are on disk.
+static_assert(std::variant_size_v<GlobalEvent> == 9, "new events need a tag in FORMAT.md");
+
+// ---- writing ----
+void PutI64(std::string* out, int64_t v) { PutVarsint64(out, v); }
+void PutPosition(std::string* out, const Position& p) {
+  PutI64(out, p.offset.value);
+  PutVarint32(out, p.index);
+}
+void PutDatasource(std::string* out, const Datasource& ds) {
+  PutLengthPrefixed(out, ds.repo);
+  PutVarint64(out, ds.tags.size());
+  for (const auto& [name, value] : ds.tags) {
+    PutLengthPrefixed(out, name);
+    PutLengthPrefixed(out, value);
+  }
+}
+void PutSegment(std::string* out, const SegmentRecord& s) {
+  PutI64(out, s.id.value);
+  PutDatasource(out, s.datasource);
+  PutI64(out, s.partition.value);
+  PutPosition(out, s.min_pos);
+  PutPosition(out, s.max_pos);
+  PutI64(out, s.min_ts);
+  PutI64(out, s.max_ts);
+  PutVarint64(out, s.event_count);
+  PutVarint64(out, s.raw_bytes);
+  PutVarint64(out, s.file_size);
+  PutFixed64(out, s.content_hash);
+  PutI64(out, s.epoch.value);
+  PutLengthPrefixed(out, s.file_name);
+  PutI64(out, s.node.value);
+}
+void PutStringSet(std::string* out, const std::set<std::string>& set) {
+  PutVarint64(out, set.size());
+  for (const auto& s : set) PutLengthPrefixed(out, s);
+}
+
+void PutBody(std::string* out, const SetClusterId& e) { PutLengthPrefixed(out, e.cluster_id); }
+void PutBody(std::string* out, const CreateRepo& e) { PutLengthPrefixed(out, e.name); }
+void PutBody(std::string* out, const AddIngestToken& e) {
+  PutLengthPrefixed(out, e.repo);
+  PutLengthPrefixed(out, e.token);
+}
+void PutBody(std::string* out, const AddApiToken& e) { PutLengthPrefixed(out, e.token); }
+void PutBody(std::string* out, const ClaimPartition& e) {
+  PutI64(out, e.partition.value);
+  PutI64(out, e.node.value);
+  PutI64(out, e.expected_epoch.value);
+}
+void PutBody(std::string* out, const RegisterSegment& e) {
+  PutSegment(out, e.segment);
+  PutI64(out, e.new_replay_point.value);
+}
+void PutBody(std::string* out, const AdvanceReplayPoint& e) {
+  PutI64(out, e.partition.value);
+  PutI64(out, e.epoch.value);
+  PutI64(out, e.replay_point.value);
+}
+void PutBody(std::string* out, const SetTruncationPoint& e) {
+  PutI64(out, e.partition.value);
+  PutI64(out, e.offset.value);
+}
+void PutBody(std::string* out, const RemoveSegments& e) {
+  PutVarint64(out, e.ids.size());
+  for (SegmentId id : e.ids) PutI64(out, id.value);
+}
+
+// ---- reading ----
+// Cursor over a body; every getter fails (returns false) on truncated or malformed input and
+// remembers which field failed.
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+
+  bool I64(int64_t* v, const char* what) { return Check(GetVarsint64(&in_, v), what); }
+  bool U64(uint64_t* v, const char* what) { return Check(GetVarint64(&in_, v), what); }
+  bool U32(uint32_t* v, const char* what) { return Check(GetVarint32(&in_, v), what); }
+  bool Fixed64(uint64_t* v, const char* what) { return Check(GetFixed64(&in_, v), what); }
+  bool Str(std::string* s, const char* what) {
+    std::string_view v;
+    if (!Check(GetLengthPrefixed(&in_, &v), what)) return false;
+    s->assign(v);
+    return true;
+  }
+  template <typename Strong>
+  bool Strong64(Strong* v, const char* what) {
+    return I64(&v->value, what);
+  }
+  bool I32(int32_t* v, const char* what) {
+    int64_t x;
+    if (!I64(&x, what)) return false;
+    if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max()) {
+      return Check(false, what);
+    }
+    *v = static_cast<int32_t>(x);
+    return true;
+  }
+  // A count of elements that each take at least one byte: bounded by the remaining input, so a
+  // corrupt count can never cause a large allocation.
+  bool Count(uint64_t* n, const char* what) {
+    if (!U64(n, what)) return false;
+    return Check(*n <= in_.size(), what);
+  }
+  bool Position(sediment::Position* p, const char* what) {
+    return I64(&p->offset.value, what) && U32(&p->index, what);
+  }
+  bool Datasource(sediment::Datasource* ds) {
+    uint64_t n;
+    if (!Str(&ds->repo, "datasource repo") || !Count(&n, "datasource tag count")) return false;
+    ds->tags.clear();
+    ds->tags.reserve(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      std::pair<std::string, std::string> tag;
+      if (!Str(&tag.first, "tag name") || !Str(&tag.second, "tag value")) return false;
+      ds->tags.push_back(std::move(tag));
+    }
+    return true;
+  }
+  bool Segment(SegmentRecord* s) {
+    return Strong64(&s->id, "segment id") && Datasource(&s->datasource) &&
+           I32(&s->partition.value, "segment partition") &&
+           Position(&s->min_pos, "segment min_pos") && Position(&s->max_pos, "segment max_pos") &&
+           I64(&s->min_ts, "segment min_ts") && I64(&s->max_ts, "segment max_ts") &&
+           U64(&s->event_count, "segment event_count") && U64(&s->raw_bytes, "segment raw_bytes") &&
+           U64(&s->file_size, "segment file_size") &&
+           Fixed64(&s->content_hash, "segment content_hash") &&
+           Strong64(&s->epoch, "segment epoch") && Str(&s->file_name, "segment file_name") &&
+           Strong64(&s->node, "segment node");
+  }
+  // Strictly increasing sorted set of strings.
+  bool StringSet(std::set<std::string>* out, const char* what) {
+    uint64_t n;
+    if (!Count(&n, what)) return false;
+    out->clear();
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string s;
+      if (!Str(&s, what)) return false;
+      if (!Increasing(*out, s, what)) return false;
+      out->emplace_hint(out->end(), std::move(s));
+    }
+    return true;
+  }
+  // Map keys must be encoded in strictly increasing order (canonical form).
+  template <typename C, typename K>
+  bool Increasing(const C& c, const K& key, const char* what) {
+    return Check(c.empty() || Last(c) < key, what, "keys out of order");
+  }
+
+  bool done() const { return in_.empty(); }
+  Status Error(const char* context) const {
+    return Status::Corruption(std::string(context) + ": bad " + (failed_ ? failed_ : "?") +
+                              (detail_ ? std::string(" (") + detail_ + ")" : ""));
+  }
+
+ private:
+  template <typename C>
+  static const auto& Last(const C& c) {
+    if constexpr (requires { c.rbegin()->first; }) {
+      return c.rbegin()->first;
+    } else {
+      return *c.rbegin();
+    }
+  }
+  bool Check(bool ok, const char* what, const char* detail = nullptr) {
+    if (!ok && failed_ == nullptr) {
+      failed_ = what;
+      detail_ = detail;
+    }
+    return ok;
+  }
+  std::string_view in_;
+  const char* failed_ = nullptr;
+  const char* detail_ = nullptr;
+};
+
+bool GetBody(Reader* r, SetClusterId* e) { return r->Str(&e->cluster_id, "cluster_id"); }
+bool GetBody(Reader* r, CreateRepo* e) { return r->Str(&e->name, "repo name"); }
+bool GetBody(Reader* r, AddIngestToken* e) {
+  return r->Str(&e->repo, "repo") && r->Str(&e->token, "token");
+}
+bool GetBody(Reader* r, AddApiToken* e) { return r->Str(&e->token, "token"); }
+bool GetBody(Reader* r, ClaimPartition* e) {
+  return r->I32(&e->partition.value, "partition") && r->Strong64(&e->node, "node") &&
+         r->Strong64(&e->expected_epoch, "expected_epoch");
+}
+bool GetBody(Reader* r, RegisterSegment* e) {
+  return r->Segment(&e->segment) && r->Strong64(&e->new_replay_point, "new_replay_point");
+}
+bool GetBody(Reader* r, AdvanceReplayPoint* e) {
+  return r->I32(&e->partition.value, "partition") && r->Strong64(&e->epoch, "epoch") &&
+         r->Strong64(&e->replay_point, "replay_point");
+}
+bool GetBody(Reader* r, SetTruncationPoint* e) {
+  return r->I32(&e->partition.value, "partition") && r->Strong64(&e->offset, "offset");
+}
+bool GetBody(Reader* r, RemoveSegments* e) {
+  uint64_t n;
+  if (!r->Count(&n, "segment id count")) return false;
+  e->ids.resize(n);
+  for (auto& id : e->ids) {
+    if (!r->Strong64(&id, "segment id")) return false;
+  }
+  return true;
+}
+
+template <size_t I = 0>
+bool DecodeAlternative(size_t index, Reader* r, GlobalEvent* out) {
+  if constexpr (I < std::variant_size_v<GlobalEvent>) {
+    if (index == I) return GetBody(r, &out->emplace<I>());
+    return DecodeAlternative<I + 1>(index, r, out);
+  } else {
+    return false;
+  }
+}
+
+// Splits framed data into body after checking size, magic, version and CRC.
+Result<std::string_view> Unframe(std::string_view data, std::string_view magic, uint8_t version,
+                                 size_t header, const char* what) {
+  if (data.size() < header + kCrcSize) {
+    return Status::Corruption(std::string(what) + ": too short (" + std::to_string(data.size()) +
+                              " bytes)");
+  }
+  const size_t covered = data.size() - kCrcSize;
+  const uint32_t stored = DecodeFixed32(data.data() + covered);
+  const uint32_t actual = Crc32c(data.data(), covered);
+  if (stored != actual) return Status::Corruption(std::string(what) + ": checksum mismatch");
+  if (data.substr(0, magic.size()) != magic) {
+    return Status::Corruption(std::string(what) + ": bad magic");
+  }
+  if (static_cast<uint8_t>(data[magic.size()]) != version) {
+    return Status::Corruption(std::string(what) + ": unsupported version " +
+                              std::to_string(static_cast<uint8_t>(data[magic.size()])));
+  }
+  return data.substr(header, covered - header);
+}
+
+void AppendCrc(std::string* out) { PutFixed32(out, Crc32c(*out)); }
+
+}  // namespace
+
+std::string EncodeGlobalEvent(const GlobalEvent& ev) {
+  std::string out(kEventMagic, sizeof(kEventMagic));
+  out.push_back(static_cast<char>(kEventVersion));
+  out.push_back(static_cast<char>(ev.index() + 1));
+  std::visit([&out](const auto& e) { PutBody(&out, e); }, ev);
+  AppendCrc(&out);
+  return out;
+}
+
+Result<GlobalEvent> DecodeGlobalEvent(std::string_view data) {
+  ASSIGN_OR_RETURN(std::string_view body,
+                   Unframe(data, std::string_view(kEventMagic, sizeof(kEventMagic)), kEventVersion,
+                           kEventHeader, "global event"));
+  const uint8_t tag = static_cast<uint8_t>(data[kEventHeader - 1]);
+  if (tag == 0 || tag > std::variant_size_v<GlobalEvent>) {
+    return Status::Corruption("global event: unknown type " + std::to_string(tag));
+  }
+  GlobalEvent ev;
+  Reader r(body);
+  if (!DecodeAlternative(tag - 1u, &r, &ev)) return r.Error("global event");
+  if (!r.done()) return Status::Corruption("global event: trailing bytes");
+  return ev;
+}
+
+std::string EncodeGlobalState(const GlobalState& s) {
+  std::string out(kStateMagic, sizeof(kStateMagic));
+  out.push_back(static_cast<char>(kStateVersion));
+  PutI64(&out, s.applied_through.value);
+  PutLengthPrefixed(&out, s.cluster_id);
+  PutVarint64(&out, s.repos.size());
+  for (const auto& [name, repo] : s.repos) {
+    PutLengthPrefixed(&out, name);
+    PutI64(&out, repo.retention_ms);
+    PutStringSet(&out, repo.ingest_tokens);
+  }
+  PutVarint64(&out, s.ingest_tokens.size());
+  for (const auto& [token, repo] : s.ingest_tokens) {
+    PutLengthPrefixed(&out, token);
+    PutLengthPrefixed(&out, repo);
+  }
+  PutStringSet(&out, s.api_tokens);
+  PutVarint64(&out, s.segments.size());
+  for (const auto& [id, seg] : s.segments) PutSegment(&out, seg);  // the key is seg.id
+  PutI64(&out, s.next_segment_id.value);
+  PutVarint64(&out, s.flushed_through.size());
+  for (const auto& [key, pos] : s.flushed_through) {
+    PutLengthPrefixed(&out, key.first);
+    PutI64(&out, key.second);
+    PutPosition(&out, pos);
+  }
+  PutVarint64(&out, s.partitions.size());
+  for (const auto& [p, ps] : s.partitions) {
+    PutI64(&out, p);
+    PutI64(&out, ps.owner.value);
+    PutI64(&out, ps.epoch.value);
+    PutI64(&out, ps.replay_point.value);
+    PutI64(&out, ps.truncated_before.value);
+  }
+  AppendCrc(&out);
+  return out;
+}
+
+namespace {
+bool DecodeStateBody(Reader* r, GlobalState* s) {
+  uint64_t n;
+  if (!r->Strong64(&s->applied_through, "applied_through") ||
+      !r->Str(&s->cluster_id, "cluster_id") || !r->Count(&n, "repo count")) {
+    return false;
+  }
+  for (uint64_t i = 0; i < n; ++i) {
+    RepoInfo repo;
+    if (!r->Str(&repo.name, "repo name") || !r->Increasing(s->repos, repo.name, "repo name") ||
+        !r->I64(&repo.retention_ms, "repo retention") ||
+        !r->StringSet(&repo.ingest_tokens, "repo ingest tokens")) {
+      return false;
+    }
+    std::string name = repo.name;
+    s->repos.emplace_hint(s->repos.end(), std::move(name), std::move(repo));
+  }
+  if (!r->Count(&n, "ingest token count")) return false;
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string token, repo;
+    if (!r->Str(&token, "ingest token") ||
+        !r->Increasing(s->ingest_tokens, token, "ingest token") ||
+        !r->Str(&repo, "ingest token repo")) {
+      return false;
+    }
+    s->ingest_tokens.emplace_hint(s->ingest_tokens.end(), std::move(token), std::move(repo));
+  }
+  if (!r->StringSet(&s->api_tokens, "api tokens") || !r->Count(&n, "segment count")) return false;
+  for (uint64_t i = 0; i < n; ++i) {
+    SegmentRecord seg;
+    if (!r->Segment(&seg) || !r->Increasing(s->segments, seg.id, "segment id")) return false;
+    const SegmentId id = seg.id;
+    s->segments.emplace_hint(s->segments.end(), id, std::move(seg));
+  }
+  if (!r->Strong64(&s->next_segment_id, "next_segment_id") ||
+      !r->Count(&n, "flushed_through count")) {
+    return false;
+  }
+  for (uint64_t i = 0; i < n; ++i) {
+    std::pair<std::string, int32_t> key;
+    Position pos;
+    if (!r->Str(&key.first, "flushed_through key") ||
+        !r->I32(&key.second, "flushed_through partition") ||
+        !r->Increasing(s->flushed_through, key, "flushed_through key") ||
+        !r->Position(&pos, "flushed_through position")) {
+      return false;
+    }
+    s->flushed_through.emplace_hint(s->flushed_through.end(), std::move(key), pos);
+  }
+  if (!r->Count(&n, "partition count")) return false;
+  for (uint64_t i = 0; i < n; ++i) {
+    int32_t p;
+    PartitionState ps;
+    if (!r->I32(&p, "partition id") || !r->Increasing(s->partitions, p, "partition id") ||
+        !r->Strong64(&ps.owner, "partition owner") || !r->Strong64(&ps.epoch, "partition epoch") ||
+        !r->Strong64(&ps.replay_point, "replay point") ||
+        !r->Strong64(&ps.truncated_before, "truncation point")) {
+      return false;
+    }
+    s->partitions.emplace_hint(s->partitions.end(), p, ps);
+  }
+  return true;
+}
+}  // namespace
+
+Result<GlobalState> DecodeGlobalState(std::string_view data) {
+  ASSIGN_OR_RETURN(std::string_view body,
+                   Unframe(data, std::string_view(kStateMagic, sizeof(kStateMagic)), kStateVersion,
+                           kStateHeader, "global snapshot"));
+  GlobalState s;
+  Reader r(body);
+  if (!DecodeStateBody(&r, &s)) return r.Error("global snapshot");
+  if (!r.done()) return Status::Corruption("global snapshot: trailing bytes");
+  return s;
+}
+
+}  // namespace sediment

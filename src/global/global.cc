@@ -1,0 +1,424 @@
+// Global on a commit log: snapshot loading, replay, tailing, Submit and snapshot writing.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <charconv>
+#include <condition_variable>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+
+#include "global/global.h"
+
+namespace sediment {
+namespace {
+
+constexpr PartitionId kGlobalPartition(0);
+constexpr size_t kReadMaxBytes = 1 << 20;
+constexpr std::chrono::milliseconds kTailWait(150);
+constexpr std::chrono::milliseconds kRetryDelay(100);
+constexpr size_t kKeepSnapshots = 2;
+constexpr std::string_view kSnapshotPrefix = "snapshot-";
+constexpr std::string_view kSnapshotSuffix = ".bin";
+constexpr size_t kOffsetDigits = 20;
+
+// Offset encoded in a snapshot file name, or nullopt when `name` is not a snapshot file.
+std::optional<int64_t> ParseSnapshotName(std::string_view name) {
+  if (name.size() != kSnapshotPrefix.size() + kOffsetDigits + kSnapshotSuffix.size() ||
+      !name.starts_with(kSnapshotPrefix) || !name.ends_with(kSnapshotSuffix)) {
+    return std::nullopt;
+  }
+  std::string_view digits = name.substr(kSnapshotPrefix.size(), kOffsetDigits);
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc() || ptr != digits.data() + digits.size()) return std::nullopt;
+  return v;
+}
+
+class GlobalImpl final : public Global {
+ public:
+  GlobalImpl(Env* env, CommitLog* log, std::string dir, const GlobalOptions& options)
+      : env_(env), log_(log), dir_(std::move(dir)), options_(options) {}
+  ~GlobalImpl() override {
+    Status st = Close();
+    if (!st.ok()) spdlog::warn("global: close: {}", st.ToString());
+  }
+
+  // Loads the newest snapshot, replays the log to its end and starts the background threads.
+  Status Init();
+
+  Result<Outcome> Submit(const GlobalEvent& ev) override;
+  void Read(const std::function<void(const GlobalState&)>& fn) const override {
+    std::shared_lock lock(state_mu_);
+    fn(state_);
+  }
+  Status WriteSnapshot() override;
+  Status Close() override;
+
+ private:
+  struct Recorded {
+    Status status;
+    SegmentId segment_id;
+  };
+
+  Status LoadNewestSnapshot();
+  Status CatchUp();
+  // Applies one record at or after applied_through+1. Called only by Init (before the tailer
+  // starts) and then only by the tailer thread.
+  void ApplyRecord(const LogRecord& rec);
+  void TailLoop();
+  void SnapshotLoop();
+  // Encodes the state under the shared lock; {applied_through, bytes}.
+  std::pair<Offset, std::string> EncodeSnapshot() const;
+  // Requires snapshot_mu_. Writes the snapshot unless a newer one was written, prunes old ones
+  // and truncates the log.
+  Status WriteSnapshotLocked(Offset applied, const std::string& bytes);
+  Status PruneAndTruncateLocked();
+  // Requires mu_. Drops outcomes no current or future Submit can ask for.
+  void PruneOutcomesLocked();
+  bool WaitStopping(std::chrono::milliseconds d) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, d, [this] { return stopping_; });
+  }
+
+  Env* const env_;
+  CommitLog* const log_;
+  const std::string dir_;
+  const GlobalOptions options_;
+
+  mutable std::shared_mutex state_mu_;
+  GlobalState state_;  // exclusive lock to write (ApplyRecord only), shared lock to read
+
+  std::mutex mu_;
+  std::condition_variable cv_;       // applied_ advanced, stopping_, tail_error_
+  std::condition_variable snap_cv_;  // pending_snapshot_ set, stopping_
+  int64_t applied_ = -1;             // == state_.applied_through
+  // Submissions whose Append has not returned yet: the applied_ each saw when it started. Their
+  // offsets will be above that value, so outcomes above the minimum must be kept for them.
+  std::multiset<int64_t> unknown_starts_;
+  std::set<int64_t> awaited_;  // offsets of Submits waiting for their outcome
+  std::map<int64_t, Recorded> outcomes_;
+  Status tail_error_;  // fatal tailer failure: the state can no longer follow the log
+  bool stopping_ = false;
+  std::optional<std::pair<Offset, std::string>> pending_snapshot_;
+
+  uint64_t applied_since_snapshot_ = 0;  // applying thread only
+
+  std::mutex snapshot_mu_;
+  int64_t last_snapshot_ = -1;  // guarded by snapshot_mu_
+
+  std::mutex close_mu_;
+  bool initialized_ = false;  // guarded by close_mu_ after Init
+  bool closed_ = false;
+  Status close_status_;
+
+  std::thread tailer_;
+  std::thread snapshotter_;
+};
+
+Status GlobalImpl::LoadNewestSnapshot() {
+  RETURN_IF_ERROR(env_->CreateDirs(dir_).WithContext("global snapshot dir"));
+  ASSIGN_OR_RETURN(std::vector<std::string> names, env_->ListDir(dir_));
+  std::vector<std::pair<int64_t, std::string>> candidates;
+  for (const auto& name : names) {
+    if (auto off = ParseSnapshotName(name)) {
+      candidates.emplace_back(*off, name);
+    } else if (name.ends_with(".tmp") &&
+               ParseSnapshotName(std::string_view(name).substr(0, name.size() - 4))) {
+      Status st = env_->RemoveFile(JoinPath(dir_, name));  // an interrupted atomic write
+      if (!st.ok()) spdlog::warn("global: removing {}: {}", name, st.ToString());
+    }
+  }
+  std::sort(candidates.rbegin(), candidates.rend());
+  for (const auto& [off, name] : candidates) {
+    const std::string path = JoinPath(dir_, name);
+    Result<std::string> data = env_->ReadFile(path);
+    if (!data.ok()) {
+      spdlog::warn("global: cannot read snapshot {}: {}; trying an older one", path,
+                   data.status().ToString());
+      continue;
+    }
+    Result<GlobalState> state = DecodeGlobalState(*data);
+    if (!state.ok()) {
+      spdlog::warn("global: snapshot {} is unusable: {}; trying an older one", path,
+                   state.status().ToString());
+      continue;
+    }
+    if (state->applied_through.value != off) {
+      spdlog::warn("global: snapshot {} reflects offset {}, not the one in its name; skipping",
+                   path, state->applied_through.value);
+      continue;
+    }
+    state_ = std::move(*state);
+    applied_ = off;
+    last_snapshot_ = off;
+    spdlog::info("global: loaded snapshot {} (through offset {})", path, off);
+    return Status::OK();
+  }
+  return Status::OK();
+}
+
+Status GlobalImpl::CatchUp() {
+  ASSIGN_OR_RETURN(Offset start, log_->StartOffset(kGlobalPartition));
+  ASSIGN_OR_RETURN(Offset end, log_->EndOffset(kGlobalPartition));
+  const int64_t applied = state_.applied_through.value;
+  if (applied >= end.value) {
+    return Status::Corruption("global: the state reflects offset " + std::to_string(applied) +
+                              " but the global log ends at " + std::to_string(end.value) +
+                              " (was the log replaced?)");
+  }
+  int64_t next = applied + 1;
+  if (next < start.value) {
+    return Status::Corruption("global: the log starts at offset " + std::to_string(start.value) +
+                              " but the state covers only offsets below " + std::to_string(next) +
+                              "; events in between are gone and the state cannot be rebuilt");
+  }
+  while (next < end.value) {
+    Result<std::vector<LogRecord>> recs =
+        log_->Read(kGlobalPartition, Offset(next), kReadMaxBytes, std::chrono::milliseconds(0));
+    if (!recs.ok()) {
+      if (recs.status().code() == StatusCode::kNotFound) {
+        return Status::Corruption("global: log truncated below offset " + std::to_string(next) +
+                                  " during replay: " + recs.status().message());
+      }
+      return recs.status().WithContext("global: replaying the log");
+    }
+    if (recs->empty()) break;  // a gap at the end; the tailer continues from here
+    for (const LogRecord& rec : *recs) {
+      ApplyRecord(rec);
+      next = rec.offset.value + 1;
+    }
+  }
+  return Status::OK();
+}
+
+void GlobalImpl::ApplyRecord(const LogRecord& rec) {
+  if (rec.offset <= state_.applied_through) return;
+  Result<GlobalEvent> ev = DecodeGlobalEvent(rec.data);
+  Status st;
+  SegmentId assigned;
+  {
+    std::unique_lock lock(state_mu_);
+    if (ev.ok()) {
+      st = ApplyGlobalEvent(&state_, *ev, &assigned);
+    } else {
+      st = ev.status().WithContext("global log offset " + std::to_string(rec.offset.value));
+    }
+    state_.applied_through = rec.offset;
+  }
+  if (!ev.ok()) spdlog::error("global: skipping undecodable event: {}", st.ToString());
+  {
+    std::lock_guard lock(mu_);
+    applied_ = rec.offset.value;
+    const int64_t off = rec.offset.value;
+    if (awaited_.count(off) != 0 || (!unknown_starts_.empty() && off > *unknown_starts_.begin())) {
+      outcomes_[off] = Recorded{std::move(st), assigned};
+    }
+  }
+  cv_.notify_all();
+
+  ++applied_since_snapshot_;
+  if (options_.snapshot_every > 0 && applied_since_snapshot_ >= options_.snapshot_every) {
+    applied_since_snapshot_ = 0;
+    auto snap = EncodeSnapshot();
+    {
+      std::lock_guard lock(mu_);
+      pending_snapshot_ = std::move(snap);
+    }
+    snap_cv_.notify_one();
+  }
+}
+
+void GlobalImpl::TailLoop() {
+  int64_t next = state_.applied_through.value + 1;
+  std::string last_error;
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+    }
+    Result<std::vector<LogRecord>> recs =
+        log_->Read(kGlobalPartition, Offset(next), kReadMaxBytes, kTailWait);
+    if (!recs.ok()) {
+      if (recs.status().code() == StatusCode::kNotFound) {
+        Status fatal = Status::Corruption(
+            "global: the log was truncated below offset " + std::to_string(next) +
+            " before this node applied it; the state cannot follow the log (" +
+            recs.status().message() + ")");
+        spdlog::error("{}", fatal.ToString());
+        {
+          std::lock_guard lock(mu_);
+          tail_error_ = std::move(fatal);
+        }
+        cv_.notify_all();
+        return;
+      }
+      if (recs.status().ToString() != last_error) {
+        last_error = recs.status().ToString();
+        spdlog::warn("global: reading the log: {}; retrying", last_error);
+      }
+      if (WaitStopping(kRetryDelay)) return;
+      continue;
+    }
+    last_error.clear();
+    for (const LogRecord& rec : *recs) {
+      ApplyRecord(rec);
+      next = std::max(next, rec.offset.value + 1);
+    }
+  }
+}
+
+void GlobalImpl::SnapshotLoop() {
+  for (;;) {
+    std::pair<Offset, std::string> snap;
+    {
+      std::unique_lock lock(mu_);
+      snap_cv_.wait(lock, [this] { return stopping_ || pending_snapshot_.has_value(); });
+      if (stopping_) return;  // Close writes the final snapshot
+      snap = std::move(*pending_snapshot_);
+      pending_snapshot_.reset();
+    }
+    std::lock_guard lock(snapshot_mu_);
+    Status st = WriteSnapshotLocked(snap.first, snap.second);
+    if (!st.ok()) spdlog::warn("global: automatic snapshot: {}", st.ToString());
+  }
+}
+
+std::pair<Offset, std::string> GlobalImpl::EncodeSnapshot() const {
+  std::shared_lock lock(state_mu_);
+  return {state_.applied_through, EncodeGlobalState(state_)};
+}
+
+Status GlobalImpl::WriteSnapshotLocked(Offset applied, const std::string& bytes) {
+  if (applied.value < 0 || applied.value <= last_snapshot_) return Status::OK();
+  const std::string path = JoinPath(dir_, GlobalSnapshotFileName(applied));
+  RETURN_IF_ERROR(env_->WriteFileAtomic(path, bytes).WithContext("global: writing " + path));
+  last_snapshot_ = applied.value;
+  return PruneAndTruncateLocked();
+}
+
+Status GlobalImpl::PruneAndTruncateLocked() {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, env_->ListDir(dir_));
+  std::vector<std::pair<int64_t, std::string>> snaps;
+  for (const auto& name : names) {
+    if (auto off = ParseSnapshotName(name)) snaps.emplace_back(*off, name);
+  }
+  std::sort(snaps.begin(), snaps.end());
+  while (snaps.size() > kKeepSnapshots) {
+    RETURN_IF_ERROR(env_->RemoveFile(JoinPath(dir_, snaps.front().second)));
+    snaps.erase(snaps.begin());
+  }
+  // Truncate only once kKeepSnapshots snapshots exist, so a corrupt newest snapshot always has an
+  // older one plus the log tail to fall back on.
+  if (snaps.size() < kKeepSnapshots) return Status::OK();
+  return log_->DeleteBefore(kGlobalPartition, Offset(snaps.front().first + 1))
+      .WithContext("global: truncating the log");
+}
+
+void GlobalImpl::PruneOutcomesLocked() {
+  const int64_t bound =
+      unknown_starts_.empty() ? std::numeric_limits<int64_t>::max() : *unknown_starts_.begin();
+  for (auto it = outcomes_.begin(); it != outcomes_.end() && it->first <= bound;) {
+    it = awaited_.count(it->first) != 0 ? std::next(it) : outcomes_.erase(it);
+  }
+}
+
+Status GlobalImpl::Init() {
+  RETURN_IF_ERROR(LoadNewestSnapshot());
+  RETURN_IF_ERROR(CatchUp());
+  try {
+    snapshotter_ = std::thread([this] { SnapshotLoop(); });
+    tailer_ = std::thread([this] { TailLoop(); });
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("global: starting threads: ") + e.what());
+  }
+  std::lock_guard lock(close_mu_);
+  initialized_ = true;
+  return Status::OK();
+}
+
+Result<Global::Outcome> GlobalImpl::Submit(const GlobalEvent& ev) {
+  std::string record = EncodeGlobalEvent(ev);
+  int64_t start;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return Status::Aborted("global: closed");
+    if (!tail_error_.ok()) return tail_error_;
+    start = applied_;
+    unknown_starts_.insert(start);
+  }
+  Result<Offset> appended = Status::Internal("global: append did not complete");
+  try {
+    appended = log_->Append(kGlobalPartition, std::move(record)).get();
+  } catch (const std::exception& e) {
+    appended = Status::Internal(std::string("global: append: ") + e.what());
+  }
+  std::unique_lock lock(mu_);
+  unknown_starts_.erase(unknown_starts_.find(start));
+  if (!appended.ok()) {
+    PruneOutcomesLocked();
+    return appended.status().WithContext("global: appending " + std::string(GlobalEventName(ev)));
+  }
+  const int64_t off = appended->value;
+  awaited_.insert(off);
+  PruneOutcomesLocked();
+  cv_.wait(lock, [&] { return applied_ >= off || stopping_ || !tail_error_.ok(); });
+  awaited_.erase(off);
+  auto it = outcomes_.find(off);
+  if (it == outcomes_.end()) {
+    if (applied_ >= off) return Status::Internal("global: outcome of offset lost");
+    if (!tail_error_.ok()) return tail_error_;
+    return Status::Aborted("global: closed before offset " + std::to_string(off) +
+                           " was applied; it may be applied later");
+  }
+  Recorded rec = std::move(it->second);
+  outcomes_.erase(it);
+  if (!rec.status.ok()) return rec.status;
+  return Outcome{Offset(off), rec.segment_id};
+}
+
+Status GlobalImpl::WriteSnapshot() {
+  auto [applied, bytes] = EncodeSnapshot();
+  std::lock_guard lock(snapshot_mu_);
+  return WriteSnapshotLocked(applied, bytes);
+}
+
+Status GlobalImpl::Close() {
+  std::lock_guard close_lock(close_mu_);
+  if (closed_) return close_status_;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  snap_cv_.notify_all();
+  if (tailer_.joinable()) tailer_.join();
+  if (snapshotter_.joinable()) snapshotter_.join();
+  if (initialized_) close_status_ = WriteSnapshot();
+  closed_ = true;
+  return close_status_;
+}
+
+}  // namespace
+
+std::string GlobalSnapshotFileName(Offset applied_through) {
+  std::string digits = std::to_string(applied_through.value);
+  if (digits.size() < kOffsetDigits) digits.insert(0, kOffsetDigits - digits.size(), '0');
+  return std::string(kSnapshotPrefix) + digits + std::string(kSnapshotSuffix);
+}
+
+Result<std::unique_ptr<Global>> Global::Open(Env* env, CommitLog* log,
+                                             const std::string& snapshot_dir,
+                                             const GlobalOptions& options) {
+  if (env == nullptr || log == nullptr) return Status::InvalidArgument("global: null env or log");
+  auto g = std::make_unique<GlobalImpl>(env, log, snapshot_dir, options);
+  RETURN_IF_ERROR(g->Init());
+  return std::unique_ptr<Global>(std::move(g));
+}
+
+}  // namespace sediment
