@@ -38,7 +38,16 @@ TEST(Coding, VarintsRoundTripAndRejectTruncation) {
 
 TEST(JsonWriter, EscapesAndNests) {
   JsonWriter w;
-  w.BeginObject().Key("a").String("x\"y\n\x01").Key("b").BeginArray().Int(1).Double(0.5).Null().EndArray().EndObject();
+  w.BeginObject()
+      .Key("a")
+      .String("x\"y\n\x01")
+      .Key("b")
+      .BeginArray()
+      .Int(1)
+      .Double(0.5)
+      .Null()
+      .EndArray()
+      .EndObject();
   EXPECT_EQ(w.str(), R"({"a":"x\"y\n\u0001","b":[1,0.5,null]})");
   std::string s;
   AppendJsonString(&s, "\xff");

@@ -41,7 +41,8 @@ class Env {
   virtual Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) = 0;
   // Opens `path` for appending after its current end; creates it if missing.
   virtual Result<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) = 0;
-  virtual Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) = 0;
+  virtual Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path) = 0;
 
   virtual Result<std::string> ReadFile(const std::string& path) = 0;
   // Writes `path` so that a crash leaves either the old or the new contents: temp file, fsync,

@@ -18,9 +18,15 @@ void AppendJsonString(std::string* out, std::string_view s) {
       ++i;
     } else if (c < 0x20) {
       switch (c) {
-        case '\n': out->append("\\n"); break;
-        case '\r': out->append("\\r"); break;
-        case '\t': out->append("\\t"); break;
+        case '\n':
+          out->append("\\n");
+          break;
+        case '\r':
+          out->append("\\r");
+          break;
+        case '\t':
+          out->append("\\t");
+          break;
         default:
           out->append("\\u00");
           out->push_back(kHex[c >> 4]);

@@ -4,19 +4,32 @@ namespace sediment {
 
 const char* StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kAlreadyExists: return "AlreadyExists";
-    case StatusCode::kCorruption: return "Corruption";
-    case StatusCode::kIOError: return "IOError";
-    case StatusCode::kUnavailable: return "Unavailable";
-    case StatusCode::kUnauthenticated: return "Unauthenticated";
-    case StatusCode::kPermissionDenied: return "PermissionDenied";
-    case StatusCode::kTooLarge: return "TooLarge";
-    case StatusCode::kRejected: return "Rejected";
-    case StatusCode::kAborted: return "Aborted";
-    case StatusCode::kInternal: return "Internal";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kAlreadyExists:
+      return "AlreadyExists";
+    case StatusCode::kCorruption:
+      return "Corruption";
+    case StatusCode::kIOError:
+      return "IOError";
+    case StatusCode::kUnavailable:
+      return "Unavailable";
+    case StatusCode::kUnauthenticated:
+      return "Unauthenticated";
+    case StatusCode::kPermissionDenied:
+      return "PermissionDenied";
+    case StatusCode::kTooLarge:
+      return "TooLarge";
+    case StatusCode::kRejected:
+      return "Rejected";
+    case StatusCode::kAborted:
+      return "Aborted";
+    case StatusCode::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }

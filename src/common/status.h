@@ -34,14 +34,20 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status OK() { return Status(); }
-  static Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status InvalidArgument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
   static Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
   static Status Corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
   static Status IOError(std::string m) { return {StatusCode::kIOError, std::move(m)}; }
   static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
-  static Status Unauthenticated(std::string m) { return {StatusCode::kUnauthenticated, std::move(m)}; }
-  static Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
+  static Status Unauthenticated(std::string m) {
+    return {StatusCode::kUnauthenticated, std::move(m)};
+  }
+  static Status PermissionDenied(std::string m) {
+    return {StatusCode::kPermissionDenied, std::move(m)};
+  }
   static Status TooLarge(std::string m) { return {StatusCode::kTooLarge, std::move(m)}; }
   static Status Rejected(std::string m) { return {StatusCode::kRejected, std::move(m)}; }
   static Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
@@ -64,8 +70,8 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}            // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {      // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
     assert(!std::get<Status>(v_).ok() && "Result built from an OK status has no value");
   }
 
@@ -74,9 +80,18 @@ class [[nodiscard]] Result {
     static const Status kOk;
     return ok() ? kOk : std::get<Status>(v_);
   }
-  T& value() & { assert(ok()); return std::get<T>(v_); }
-  const T& value() const& { assert(ok()); return std::get<T>(v_); }
-  T&& value() && { assert(ok()); return std::get<T>(std::move(v_)); }
+  T& value() & {
+    assert(ok());
+    return std::get<T>(v_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<T>(v_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<T>(std::move(v_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
@@ -92,15 +107,14 @@ class [[nodiscard]] Result {
 #define SEDIMENT_CONCAT(a, b) SEDIMENT_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function when `expr` is not OK.
-#define RETURN_IF_ERROR(expr)                          \
-  do {                                                 \
-    ::sediment::Status _st = (expr);                   \
-    if (!_st.ok()) return _st;                         \
+#define RETURN_IF_ERROR(expr)        \
+  do {                               \
+    ::sediment::Status _st = (expr); \
+    if (!_st.ok()) return _st;       \
   } while (0)
 
 // ASSIGN_OR_RETURN(auto x, SomethingReturningResult());
-#define ASSIGN_OR_RETURN(lhs, expr)                                          \
-  auto SEDIMENT_CONCAT(_res_, __LINE__) = (expr);                            \
-  if (!SEDIMENT_CONCAT(_res_, __LINE__).ok())                                \
-    return SEDIMENT_CONCAT(_res_, __LINE__).status();                        \
+#define ASSIGN_OR_RETURN(lhs, expr)                                                             \
+  auto SEDIMENT_CONCAT(_res_, __LINE__) = (expr);                                               \
+  if (!SEDIMENT_CONCAT(_res_, __LINE__).ok()) return SEDIMENT_CONCAT(_res_, __LINE__).status(); \
   lhs = std::move(SEDIMENT_CONCAT(_res_, __LINE__)).value()

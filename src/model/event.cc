@@ -140,7 +140,8 @@ std::string EncodeIngestMessage(const IngestMessage& msg, Codec codec) {
 }
 
 Result<IngestMessage> DecodeIngestMessage(std::string_view data) {
-  if (data.size() < kHeaderSize || std::string_view(data.data(), 4) != std::string_view(kMagic, 4)) {
+  if (data.size() < kHeaderSize ||
+      std::string_view(data.data(), 4) != std::string_view(kMagic, 4)) {
     return Status::Corruption("ingest message: bad magic");
   }
   uint8_t version = static_cast<uint8_t>(data[4]);

@@ -21,9 +21,9 @@ struct Field {
 
 // One log event as ingested. Tags are not here: they belong to the datasource.
 struct Event {
-  int64_t timestamp_ms = 0;  // @timestamp, ms since epoch UTC
-  int64_t ingest_ms = 0;     // @ingesttimestamp
-  std::string raw;           // @rawstring
+  int64_t timestamp_ms = 0;   // @timestamp, ms since epoch UTC
+  int64_t ingest_ms = 0;      // @ingesttimestamp
+  std::string raw;            // @rawstring
   std::vector<Field> fields;  // parsed fields, in ingest order; names are unique
 
   // Value of field `name`, or nullptr.
