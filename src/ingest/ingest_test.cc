@@ -353,7 +353,7 @@ TEST(Ingest, BadBodies) {
       {Format::kHecEvent, R"({"event": "a", "time": "abc"})", StatusCode::kInvalidArgument,
        "event 0: time 'abc' is not epoch seconds"},
       {Format::kHecEvent, R"({"event": "a", "time": [1]})", StatusCode::kInvalidArgument,
-       "event 0: time must be a number or a string, got an array"},
+       "event 0: time must be a string or a number, got an array"},
       {Format::kHecEvent, R"({"event": "a", "time": 99999999999999})", StatusCode::kInvalidArgument,
        "event 0: time 99999999999999 is out of range"},
       {Format::kHecEvent, R"({"event": "a", "fields": [1]})", StatusCode::kInvalidArgument,

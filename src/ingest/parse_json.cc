@@ -188,47 +188,55 @@ std::string EventWhere(const char* kind, size_t index, size_t batch) {
   return std::string(kind) + " " + std::to_string(index) + " of batch " + std::to_string(batch);
 }
 
-// LogScale structured timestamp: ISO-8601 string, or epoch number (or numeric string) where
-// |n| < 1e11 is seconds and anything larger is milliseconds.
-Status StructuredTimestamp(dom::element v, size_t index, size_t batch, int64_t* out) {
-  auto where = [&] { return EventWhere("event", index, batch); };
+// Reads a JSON timestamp member named `name`: a number or numeric string in `unit` (kAuto: |n| <
+// 1e11 is seconds, larger is milliseconds), or, when allow_iso, an ISO-8601 string.
+Status JsonTimestamp(dom::element v, const char* name, EpochUnit unit, bool allow_iso,
+                     const std::string& where, int64_t* out) {
   std::optional<int64_t> ms;
   switch (v.type()) {
     case dom::element_type::STRING: {
       std::string_view sv;
       std::ignore = v.get_string().get(sv);
-      ms = ParseIso8601Millis(sv);
-      if (!ms) ms = ParseEpochText(sv, EpochUnit::kAuto);
+      if (allow_iso) ms = ParseIso8601Millis(sv);
+      if (!ms) ms = ParseEpochText(sv, unit);
       if (!ms) {
-        return Status::InvalidArgument(where() + ": timestamp " + Quote(sv) +
-                                       " is not ISO-8601 or epoch");
+        return Status::InvalidArgument(
+            where + ": " + name + " " + Quote(sv) +
+            (allow_iso ? " is not ISO-8601 or epoch" : " is not epoch seconds"));
       }
       break;
     }
     case dom::element_type::INT64: {
       int64_t i = 0;
       std::ignore = v.get_int64().get(i);
-      ms = EpochFromInt(i, EpochUnit::kAuto);
+      ms = EpochFromInt(i, unit);
       break;
     }
     case dom::element_type::DOUBLE: {
       double d = 0;
       std::ignore = v.get_double().get(d);
-      ms = EpochFromDouble(d, EpochUnit::kAuto);
+      ms = EpochFromDouble(d, unit);
       break;
     }
     case dom::element_type::UINT64:
       break;
     default:
-      return Status::InvalidArgument(where() + ": timestamp must be a string or a number, got " +
+      return Status::InvalidArgument(where + ": " + name + " must be a string or a number, got " +
                                      TypeName(v));
   }
   if (!ms) {
-    return Status::InvalidArgument(where() + ": timestamp " + simdjson::minify(v) +
+    return Status::InvalidArgument(where + ": " + name + " " + simdjson::minify(v) +
                                    " is out of range");
   }
   *out = *ms;
   return Status::OK();
+}
+
+// LogScale structured timestamp: ISO-8601 string, or epoch number (or numeric string) where
+// |n| < 1e11 is seconds and anything larger is milliseconds.
+Status StructuredTimestamp(dom::element v, size_t index, size_t batch, int64_t* out) {
+  return JsonTimestamp(v, "timestamp", EpochUnit::kAuto, true, EventWhere("event", index, batch),
+                       out);
 }
 
 Status StructuredEvent(dom::element ev, size_t index, size_t batch, const ParseOptions& options,
@@ -469,41 +477,8 @@ Status HecEvent(dom::element doc, size_t index, const ParseOptions& options,
     if (key == "event") {
       event = value;
     } else if (key == "time") {
-      std::optional<int64_t> ms;
-      switch (value.type()) {
-        case dom::element_type::STRING: {
-          std::string_view sv;
-          std::ignore = value.get_string().get(sv);
-          ms = ParseEpochText(sv, EpochUnit::kSeconds);
-          if (!ms) {
-            return Status::InvalidArgument(where() + ": time " + Quote(sv) +
-                                           " is not epoch seconds");
-          }
-          break;
-        }
-        case dom::element_type::INT64: {
-          int64_t i = 0;
-          std::ignore = value.get_int64().get(i);
-          ms = EpochFromInt(i, EpochUnit::kSeconds);
-          break;
-        }
-        case dom::element_type::DOUBLE: {
-          double d = 0;
-          std::ignore = value.get_double().get(d);
-          ms = EpochFromDouble(d, EpochUnit::kSeconds);
-          break;
-        }
-        case dom::element_type::UINT64:
-          break;
-        default:
-          return Status::InvalidArgument(where() + ": time must be a number or a string, got " +
-                                         TypeName(value));
-      }
-      if (!ms) {
-        return Status::InvalidArgument(where() + ": time " + simdjson::minify(value) +
-                                       " is out of range");
-      }
-      e->timestamp_ms = *ms;
+      RETURN_IF_ERROR(
+          JsonTimestamp(value, "time", EpochUnit::kSeconds, false, where(), &e->timestamp_ms));
     } else if (key == "host") {
       RETURN_IF_ERROR(EnvelopeString(value, key, where(), &host));
     } else if (key == "source") {
