@@ -12,6 +12,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <zlib.h>
+
 #include "common/json_writer.h"
 
 namespace sediment::http {
@@ -57,6 +59,55 @@ std::string UrlDecode(std::string_view s, bool form) {
     }
   }
   return out;
+}
+
+// Decodes a gzip or zlib/deflate body in place. 400 for a corrupt stream, 413 when the decoded
+// body exceeds `limit`. Returns 0 on success, else the HTTP status to answer.
+int InflateBody(std::string* body, bool gzip, size_t limit, std::string* error) {
+  z_stream zs{};
+  if (inflateInit2(&zs, gzip ? 16 + MAX_WBITS : MAX_WBITS) != Z_OK) {
+    *error = "cannot initialise decompression";
+    return 500;
+  }
+  std::string out;
+  out.resize(std::min<size_t>(std::max<size_t>(body->size() * 4, 4096), limit + 1));
+  zs.next_in = reinterpret_cast<Bytef*>(body->data());
+  zs.avail_in = static_cast<uInt>(body->size());
+  int rc = Z_OK;
+  size_t produced = 0;
+  while (true) {
+    if (produced == out.size()) {
+      if (out.size() > limit) break;
+      out.resize(std::min(out.size() * 2, limit + 1));
+    }
+    zs.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
+    zs.avail_out = static_cast<uInt>(out.size() - produced);
+    rc = inflate(&zs, Z_NO_FLUSH);
+    produced = out.size() - zs.avail_out;
+    if (rc == Z_STREAM_END) {
+      // Concatenated gzip members (as `cat a.gz b.gz` makes) continue with the next member.
+      if (gzip && zs.avail_in > 0) {
+        inflateReset(&zs);
+        continue;
+      }
+      break;
+    }
+    if (rc != Z_OK && rc != Z_BUF_ERROR) break;
+    if (rc == Z_BUF_ERROR && zs.avail_in == 0) break;  // truncated stream
+  }
+  inflateEnd(&zs);
+  if (produced > limit) {
+    *error =
+        "decompressed request body is larger than the limit of " + std::to_string(limit) + " bytes";
+    return 413;
+  }
+  if (rc != Z_STREAM_END) {
+    *error = std::string("request body is not valid ") + (gzip ? "gzip" : "deflate") + " data";
+    return 400;
+  }
+  out.resize(produced);
+  *body = std::move(out);
+  return 0;
 }
 
 struct Server::Impl {
@@ -239,11 +290,27 @@ void Server::Impl::Serve(std::shared_ptr<tcp::socket> sock) {
       }
       req.body = std::move(msg.body());
       req.remote = remote;
-      try {
-        resp = handler(req);
-      } catch (const std::exception& e) {
-        spdlog::error("http handler for {} {} threw: {}", req.method, req.path, e.what());
-        resp = JsonError(500, std::string("internal error: ") + e.what());
+      std::string encoding(req.Header("Content-Encoding"));
+      for (auto& c : encoding) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      int decode_status = 0;
+      std::string decode_error;
+      if (encoding == "gzip" || encoding == "x-gzip" || encoding == "deflate") {
+        decode_status =
+            InflateBody(&req.body, encoding != "deflate", options.max_body_bytes, &decode_error);
+      } else if (!encoding.empty() && encoding != "identity") {
+        decode_status = 415;
+        decode_error =
+            "unsupported Content-Encoding '" + encoding + "' (use gzip, deflate or none)";
+      }
+      if (decode_status != 0) {
+        resp = JsonError(decode_status, decode_error);
+      } else {
+        try {
+          resp = handler(req);
+        } catch (const std::exception& e) {
+          spdlog::error("http handler for {} {} threw: {}", req.method, req.path, e.what());
+          resp = JsonError(500, std::string("internal error: ") + e.what());
+        }
       }
     }
     bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(resp.status), version};

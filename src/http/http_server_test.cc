@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <string>
 #include <thread>
@@ -116,6 +117,53 @@ TEST_F(HttpServerTest, ConcurrentClients) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), 16);
+}
+
+}  // namespace
+}  // namespace sediment::http
+
+namespace sediment::http {
+namespace {
+
+std::string Gzip(const std::string& data) {
+  z_stream zs{};
+  EXPECT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(data.size() + 1024, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  zs.avail_in = static_cast<uInt>(data.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+std::string Post(uint16_t port, const std::string& encoding, const std::string& body) {
+  return RoundTrip(port, "POST /z HTTP/1.1\r\nHost: h\r\nContent-Encoding: " + encoding +
+                             "\r\nContent-Length: " + std::to_string(body.size()) +
+                             "\r\nConnection: close\r\n\r\n" + body);
+}
+
+TEST_F(HttpServerTest, GzipBodiesAreDecoded) {
+  std::string out = Post(server_->port(), "gzip", Gzip("line one\nline two\n"));
+  EXPECT_NE(out.find("HTTP/1.1 200"), std::string::npos) << out;
+  EXPECT_NE(out.find("body=line one\nline two\n"), std::string::npos) << out;
+  // Two concatenated members decode to both.
+  out = Post(server_->port(), "gzip", Gzip("a\n") + Gzip("b\n"));
+  EXPECT_NE(out.find("body=a\nb\n"), std::string::npos) << out;
+}
+
+TEST_F(HttpServerTest, BadOrOversizedOrUnknownEncodingIsRejected) {
+  EXPECT_NE(Post(server_->port(), "gzip", "not gzip at all").find("HTTP/1.1 400"),
+            std::string::npos);
+  std::string gz = Gzip("x");
+  EXPECT_NE(Post(server_->port(), "gzip", gz.substr(0, gz.size() - 6)).find("HTTP/1.1 400"),
+            std::string::npos);
+  // 5000 bytes decoded > the 1000-byte limit, though the compressed body is small.
+  EXPECT_NE(Post(server_->port(), "gzip", Gzip(std::string(5000, 'a'))).find("HTTP/1.1 413"),
+            std::string::npos);
+  EXPECT_NE(Post(server_->port(), "br", "xx").find("HTTP/1.1 415"), std::string::npos);
 }
 
 }  // namespace

@@ -322,11 +322,12 @@ http::Response Server::Impl::Handle(const http::Request& req) {
 
 http::Response Server::Impl::HandleIngest(const http::Request& req, ingest::Format format,
                                           bool hec) {
-  auto fail = [&](int status, const std::string& message) {
+  // hec_code: Splunk HEC's error code (2 token required, 4 invalid token, 6 invalid data
+  // format, 12 event field required, 9 server busy).
+  auto fail = [&](int status, const std::string& message, int hec_code) {
     if (!hec) return http::JsonError(status, message);
-    // Splunk HEC error shape, plus "error" for uniformity.
     JsonWriter w;
-    w.BeginObject().Key("text").String(message).Key("code").Int(status == 401 ? 2 : 6);
+    w.BeginObject().Key("text").String(message).Key("code").Int(hec_code);
     w.Key("error").String(message).EndObject();
     http::Response r;
     r.status = status;
@@ -334,13 +335,16 @@ http::Response Server::Impl::HandleIngest(const http::Request& req, ingest::Form
     return r;
   };
   std::string token = TokenFrom(req, hec);
-  if (token.empty()) return fail(401, "missing ingest token (Authorization: Bearer <token>)");
+  if (token.empty()) {
+    return fail(401, "missing ingest token (Authorization: Bearer <token>)", 2);
+  }
   std::string repo;
   global->Read([&](const GlobalState& st) {
     auto t = st.ingest_tokens.find(token);
     if (t != st.ingest_tokens.end()) repo = t->second;
   });
-  if (repo.empty()) return fail(401, "unknown ingest token");
+  // LogScale answers 401 for an unknown token, Splunk HEC 403 "Invalid token".
+  if (repo.empty()) return fail(hec ? 403 : 401, "unknown ingest token", 4);
 
   ingest::ParseOptions options;
   options.repo = repo;
@@ -348,12 +352,16 @@ http::Response Server::Impl::HandleIngest(const http::Request& req, ingest::Form
   options.max_event_bytes = config.max_event_bytes;
   options.params = req.query;
   auto parsed = ingest::ParseRequest(format, req.body, options);
-  if (!parsed.ok()) return fail(HttpStatusFor(parsed.status()), parsed.status().message());
+  if (!parsed.ok()) {
+    const std::string& m = parsed.status().message();
+    int code = m.find("Event field is required") != std::string::npos ? 12 : 6;
+    return fail(HttpStatusFor(parsed.status()), m, code);
+  }
   size_t events = parsed->event_count;
   Status st = ingest::AppendAll(ingest_log.get(), std::move(parsed->messages));
   if (!st.ok()) {
     spdlog::warn("ingest: append failed: {}", st.ToString());
-    http::Response r = fail(503, "events were not stored durably, retry: " + st.message());
+    http::Response r = fail(503, "events were not stored durably, retry: " + st.message(), 9);
     r.headers.emplace_back("Retry-After", "1");
     return r;
   }

@@ -1,0 +1,943 @@
+#include "log/kafka_log.h"
+
+#include <librdkafka/rdkafka.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstring>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace sediment {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Topic-level max.message.bytes and the producer's message.max.bytes: one record of
+// kKafkaMaxRecordBytes plus the record batch overhead.
+constexpr size_t kMaxBatchBytes = kKafkaMaxRecordBytes + (256u << 10);
+constexpr int kChatterRetentionMs = 60000;
+// Destruction waits at most this long (and at most produce_timeout) for pending appends.
+constexpr std::chrono::milliseconds kCloseFlushBound{5000};
+
+int ToMs(std::chrono::milliseconds d) {
+  return static_cast<int>(std::clamp<int64_t>(d.count(), 0, 24 * 3600 * 1000));
+}
+
+int RemainingMs(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return ToMs(left);
+}
+
+std::string ErrText(rd_kafka_resp_err_t err) {
+  return std::string(rd_kafka_err2str(err)) + " (" + rd_kafka_err2name(err) + ")";
+}
+
+bool IsBrokerDownError(rd_kafka_resp_err_t err) {
+  return err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TRANSPORT ||
+         err == RD_KAFKA_RESP_ERR__RESOLVE || err == RD_KAFKA_RESP_ERR__TIMED_OUT ||
+         err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT;
+}
+
+// Maps a librdkafka error to a Status; everything not clearly the caller's fault is Unavailable
+// (transient: the server answers 503 and the client retries).
+Status KafkaStatus(rd_kafka_resp_err_t err, const std::string& context) {
+  std::string msg = context + ": " + ErrText(err);
+  switch (err) {
+    case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+    case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
+      return Status::TooLarge(msg);
+    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+      return Status::NotFound(msg);
+    case RD_KAFKA_RESP_ERR_INVALID_CONFIG:
+    case RD_KAFKA_RESP_ERR_INVALID_REPLICATION_FACTOR:
+    case RD_KAFKA_RESP_ERR_INVALID_PARTITIONS:
+    case RD_KAFKA_RESP_ERR_POLICY_VIOLATION:
+    case RD_KAFKA_RESP_ERR__INVALID_ARG:
+      return Status::InvalidArgument(msg);
+    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+      return Status::PermissionDenied(msg);
+    case RD_KAFKA_RESP_ERR__AUTHENTICATION:
+    case RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED:
+      return Status::Unauthenticated(msg);
+    default:
+      if (IsBrokerDownError(err)) return Status::Unavailable("brokers unreachable: " + msg);
+      if (err == RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS ||
+          err == RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND) {
+        return Status::Unavailable("not enough in-sync replicas: " + msg);
+      }
+      return Status::Unavailable(msg);
+  }
+}
+
+// The last problem any client of one log (or one EnsureTopics call) reported; cleared by the next
+// successful operation. Thread-safe.
+class HealthTracker {
+ public:
+  void Error(std::string what) {
+    std::lock_guard lk(mu_);
+    last_error_ = std::move(what);
+    has_error_.store(true, std::memory_order_release);
+  }
+  void Success() {
+    if (!has_error_.load(std::memory_order_acquire)) return;
+    std::lock_guard lk(mu_);
+    has_error_.store(false, std::memory_order_release);
+  }
+  std::string Get() {
+    std::lock_guard lk(mu_);
+    return has_error_.load(std::memory_order_relaxed) ? last_error_ : "ok";
+  }
+  std::string LastError() {
+    std::lock_guard lk(mu_);
+    return last_error_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::string last_error_;
+  std::atomic<bool> has_error_{false};
+};
+
+struct Producer;
+
+// The opaque of every librdkafka handle this file creates.
+struct HandleContext {
+  HealthTracker* health = nullptr;
+  Producer* producer = nullptr;  // set for the appending producer only
+};
+
+// One append in flight: owns the payload until librdkafka reports delivery (no copy is made).
+struct PendingAppend {
+  std::promise<Result<Offset>> promise;
+  std::string data;
+};
+
+// One generation of the idempotent producer. A fatal idempotence error retires the generation and
+// the poll thread creates a new one.
+struct Producer {
+  rd_kafka_t* rk = nullptr;
+  rd_kafka_topic_t* rkt = nullptr;
+  HandleContext ctx;
+  std::atomic<bool> fatal{false};
+  std::mutex mu;
+  std::unordered_set<PendingAppend*> pending;  // guarded by mu
+
+  void Resolve(PendingAppend* pa, Result<Offset> r) {
+    {
+      std::lock_guard lk(mu);
+      pending.erase(pa);
+    }
+    pa->promise.set_value(std::move(r));
+    delete pa;
+  }
+};
+
+void LogCallback(const rd_kafka_t* rk, int level, const char* fac, const char* buf) {
+  const char* name = rd_kafka_name(rk);
+  if (level <= 3) {
+    spdlog::error("kafka {} {}: {}", name, fac, buf);
+  } else if (level == 4) {
+    spdlog::warn("kafka {} {}: {}", name, fac, buf);
+  } else if (level <= 6) {
+    spdlog::info("kafka {} {}: {}", name, fac, buf);
+  } else {
+    spdlog::debug("kafka {} {}: {}", name, fac, buf);
+  }
+}
+
+void ErrorCallback(rd_kafka_t* rk, int err_int, const char* reason, void* opaque) {
+  auto* ctx = static_cast<HandleContext*>(opaque);
+  auto err = static_cast<rd_kafka_resp_err_t>(err_int);
+  std::string what;
+  if (err == RD_KAFKA_RESP_ERR__FATAL) {
+    char buf[512];
+    rd_kafka_resp_err_t orig = rd_kafka_fatal_error(rk, buf, sizeof(buf));
+    what = std::string("producer fatal error (producer is recreated): ") + buf + " (" +
+           rd_kafka_err2name(orig) + ")";
+    if (ctx->producer != nullptr) ctx->producer->fatal.store(true);
+  } else if (IsBrokerDownError(err)) {
+    what = std::string("brokers unreachable: ") + reason;
+  } else {
+    what = std::string("kafka error: ") + reason;
+  }
+  spdlog::warn("kafka {}: {}", rd_kafka_name(rk), what);
+  if (ctx->health != nullptr) ctx->health->Error(std::move(what));
+}
+
+void DeliveryCallback(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaque) {
+  auto* ctx = static_cast<HandleContext*>(opaque);
+  auto* pa = static_cast<PendingAppend*>(m->_private);
+  if (pa == nullptr || ctx->producer == nullptr) return;
+  if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    ctx->health->Success();
+    ctx->producer->Resolve(pa, Offset(m->offset));
+    return;
+  }
+  Status st = KafkaStatus(m->err, "append not acknowledged");
+  if (st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kNotFound) {
+    st = Status::Unavailable(st.message());
+  }
+  ctx->health->Error(st.message());
+  ctx->producer->Resolve(pa, std::move(st));
+}
+
+using ConfPtr = std::unique_ptr<rd_kafka_conf_t, decltype(&rd_kafka_conf_destroy)>;
+using Settings = std::vector<std::pair<std::string, std::string>>;
+
+// Builds a configuration: bootstrap servers, the user's properties, then `fixed` (which wins).
+// `ctx` must outlive the handle created from it.
+Result<ConfPtr> MakeConf(const KafkaOptions& o, const Settings& fixed, HandleContext* ctx) {
+  ConfPtr conf(rd_kafka_conf_new(), &rd_kafka_conf_destroy);
+  char errstr[512];
+  auto set = [&](const std::string& k, const std::string& v) -> Status {
+    if (rd_kafka_conf_set(conf.get(), k.c_str(), v.c_str(), errstr, sizeof(errstr)) !=
+        RD_KAFKA_CONF_OK) {
+      return Status::InvalidArgument("kafka property " + k + ": " + errstr);
+    }
+    return Status::OK();
+  };
+  RETURN_IF_ERROR(set("bootstrap.servers", o.brokers));
+  for (const auto& [k, v] : o.properties) RETURN_IF_ERROR(set(k, v));
+  for (const auto& [k, v] : fixed) RETURN_IF_ERROR(set(k, v));
+  rd_kafka_conf_set_log_cb(conf.get(), &LogCallback);
+  rd_kafka_conf_set_error_cb(conf.get(), &ErrorCallback);
+  rd_kafka_conf_set_opaque(conf.get(), ctx);
+  return conf;
+}
+
+Result<rd_kafka_t*> NewHandle(rd_kafka_type_t type, ConfPtr conf) {
+  char errstr[512];
+  rd_kafka_t* rk = rd_kafka_new(type, conf.get(), errstr, sizeof(errstr));
+  if (rk == nullptr) return Status::InvalidArgument(std::string("kafka client: ") + errstr);
+  conf.release();  // owned by rk now
+  return rk;
+}
+
+struct HandleDeleter {
+  void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
+};
+using HandlePtr = std::unique_ptr<rd_kafka_t, HandleDeleter>;
+
+// A handle for metadata, admin and watermark requests.
+Result<HandlePtr> NewAdminHandle(const KafkaOptions& o, HandleContext* ctx) {
+  ASSIGN_OR_RETURN(ConfPtr conf, MakeConf(o, {{"client.id", "sediment-admin"}}, ctx));
+  ASSIGN_OR_RETURN(rd_kafka_t * rk, NewHandle(RD_KAFKA_PRODUCER, std::move(conf)));
+  return HandlePtr(rk);
+}
+
+struct MetadataDeleter {
+  void operator()(const rd_kafka_metadata_t* md) const { rd_kafka_metadata_destroy(md); }
+};
+using MetadataPtr = std::unique_ptr<const rd_kafka_metadata_t, MetadataDeleter>;
+
+Result<MetadataPtr> FetchMetadata(rd_kafka_t* rk, const KafkaOptions& o) {
+  const rd_kafka_metadata_t* md = nullptr;
+  rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 1, nullptr, &md, ToMs(o.admin_timeout));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    Status st = KafkaStatus(err, "cannot get metadata from Kafka brokers " + o.brokers);
+    if (st.code() == StatusCode::kUnavailable) {
+      return Status::Unavailable("Kafka brokers " + o.brokers + " unreachable within " +
+                                 std::to_string(o.admin_timeout.count()) +
+                                 " ms: check --kafka-brokers and the brokers (" + ErrText(err) +
+                                 ")");
+    }
+    return st;
+  }
+  return MetadataPtr(md);
+}
+
+const rd_kafka_metadata_topic_t* FindTopic(const rd_kafka_metadata_t* md, const std::string& t) {
+  for (int i = 0; i < md->topic_cnt; ++i) {
+    if (t == md->topics[i].topic) return &md->topics[i];
+  }
+  return nullptr;
+}
+
+Status ValidateOptions(const KafkaOptions& o) {
+  if (o.brokers.empty()) return Status::InvalidArgument("--kafka-brokers is empty");
+  if (o.ingest_partitions < 1) return Status::InvalidArgument("--ingest-partitions must be >= 1");
+  if (o.replication_factor < 1) {
+    return Status::InvalidArgument("--kafka-replication-factor must be >= 1");
+  }
+  if (o.min_insync_replicas < 1 || o.min_insync_replicas > o.replication_factor) {
+    return Status::InvalidArgument(
+        "--kafka-min-insync-replicas must be between 1 and "
+        "--kafka-replication-factor (" +
+        std::to_string(o.replication_factor) + ")");
+  }
+  if (o.produce_timeout.count() < 1 || o.admin_timeout.count() < 1) {
+    return Status::InvalidArgument("kafka timeouts must be positive");
+  }
+  return Status::OK();
+}
+
+// Runs one admin request whose result arrives on a temporary queue; returns the result event
+// (caller destroys) or the request-level error.
+template <typename Start>
+Result<rd_kafka_event_t*> RunAdmin(rd_kafka_t* rk, rd_kafka_admin_op_t op,
+                                   std::chrono::milliseconds timeout, const std::string& what,
+                                   Start start) {
+  char errstr[512];
+  rd_kafka_AdminOptions_t* ao = rd_kafka_AdminOptions_new(rk, op);
+  rd_kafka_AdminOptions_set_request_timeout(ao, ToMs(timeout), errstr, sizeof(errstr));
+  if (op == RD_KAFKA_ADMIN_OP_CREATETOPICS || op == RD_KAFKA_ADMIN_OP_DELETERECORDS) {
+    rd_kafka_AdminOptions_set_operation_timeout(ao, ToMs(timeout), errstr, sizeof(errstr));
+  }
+  rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
+  start(ao, q);
+  rd_kafka_event_t* ev = rd_kafka_queue_poll(q, ToMs(timeout) + 2000);
+  rd_kafka_queue_destroy(q);
+  rd_kafka_AdminOptions_destroy(ao);
+  if (ev == nullptr) {
+    return Status::Unavailable(what + ": no answer from Kafka within " +
+                               std::to_string(timeout.count()) + " ms");
+  }
+  rd_kafka_resp_err_t err = rd_kafka_event_error(ev);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    Status st = KafkaStatus(err, what);
+    const char* es = rd_kafka_event_error_string(ev);
+    if (es != nullptr) st = Status(st.code(), st.message() + ": " + es);
+    rd_kafka_event_destroy(ev);
+    return st;
+  }
+  return ev;
+}
+
+struct TopicSpec {
+  std::string name;
+  int32_t partitions;
+  Settings configs;
+};
+
+Status CheckExistingTopic(const rd_kafka_metadata_topic_t& t, const TopicSpec& spec,
+                          const KafkaOptions& o) {
+  if (t.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return KafkaStatus(t.err, "topic " + spec.name);
+  }
+  if (t.partition_cnt < spec.partitions) {
+    std::string msg = "topic " + spec.name + " has " + std::to_string(t.partition_cnt) +
+                      " partitions, sediment is configured for " + std::to_string(spec.partitions) +
+                      ": raise the topic's partitions (kafka-topics --alter --partitions " +
+                      std::to_string(spec.partitions) + ")";
+    if (spec.partitions == o.ingest_partitions && spec.name == KafkaIngestTopic(o)) {
+      msg += " or set --ingest-partitions " + std::to_string(t.partition_cnt);
+    }
+    return Status::InvalidArgument(msg);
+  }
+  int min_rf = INT32_MAX;
+  for (int i = 0; i < t.partition_cnt; ++i) min_rf = std::min(min_rf, t.partitions[i].replica_cnt);
+  if (t.partition_cnt > 0 && min_rf < o.replication_factor) {
+    return Status::InvalidArgument(
+        "topic " + spec.name + " has replication factor " + std::to_string(min_rf) +
+        ", sediment is configured for " + std::to_string(o.replication_factor) +
+        ": raise the topic's replication factor (kafka-reassign-partitions) or set "
+        "--kafka-replication-factor " +
+        std::to_string(min_rf));
+  }
+  return Status::OK();
+}
+
+// Verifies min.insync.replicas of every topic (DescribeConfigs).
+Status CheckMinInsync(rd_kafka_t* rk, const std::vector<TopicSpec>& specs, const KafkaOptions& o) {
+  std::vector<rd_kafka_ConfigResource_t*> res;
+  for (const auto& s : specs) {
+    res.push_back(rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, s.name.c_str()));
+  }
+  auto ev_or =
+      RunAdmin(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS, o.admin_timeout, "describe topic configs",
+               [&](rd_kafka_AdminOptions_t* ao, rd_kafka_queue_t* q) {
+                 rd_kafka_DescribeConfigs(rk, res.data(), res.size(), ao, q);
+               });
+  for (auto* r : res) rd_kafka_ConfigResource_destroy(r);
+  if (!ev_or.ok()) return ev_or.status();
+  rd_kafka_event_t* ev = ev_or.value();
+  Status result;
+  size_t cnt = 0;
+  const rd_kafka_ConfigResource_t** rs =
+      rd_kafka_DescribeConfigs_result_resources(rd_kafka_event_DescribeConfigs_result(ev), &cnt);
+  for (size_t i = 0; i < cnt && result.ok(); ++i) {
+    std::string topic = rd_kafka_ConfigResource_name(rs[i]);
+    rd_kafka_resp_err_t err = rd_kafka_ConfigResource_error(rs[i]);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      result = KafkaStatus(err, "describe configs of topic " + topic);
+      break;
+    }
+    size_t ncfg = 0;
+    const rd_kafka_ConfigEntry_t** entries = rd_kafka_ConfigResource_configs(rs[i], &ncfg);
+    for (size_t j = 0; j < ncfg; ++j) {
+      if (std::strcmp(rd_kafka_ConfigEntry_name(entries[j]), "min.insync.replicas") != 0) {
+        continue;
+      }
+      const char* v = rd_kafka_ConfigEntry_value(entries[j]);
+      int value = v != nullptr ? std::atoi(v) : 0;
+      if (value < o.min_insync_replicas) {
+        result = Status::InvalidArgument(
+            "topic " + topic + " has min.insync.replicas=" + std::to_string(value) +
+            ", sediment is configured for " + std::to_string(o.min_insync_replicas) +
+            ": raise it (kafka-configs --alter --entity-type topics --entity-name " + topic +
+            " --add-config min.insync.replicas=" + std::to_string(o.min_insync_replicas) +
+            ") or set --kafka-min-insync-replicas " + std::to_string(value));
+      }
+    }
+  }
+  rd_kafka_event_destroy(ev);
+  return result;
+}
+
+Status CreateTopics(rd_kafka_t* rk, const std::vector<const TopicSpec*>& specs,
+                    const KafkaOptions& o) {
+  char errstr[512];
+  std::vector<rd_kafka_NewTopic_t*> nts;
+  Status st;
+  for (const TopicSpec* s : specs) {
+    rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(s->name.c_str(), s->partitions,
+                                                    o.replication_factor, errstr, sizeof(errstr));
+    if (nt == nullptr) {
+      st = Status::InvalidArgument("topic " + s->name + ": " + errstr);
+      break;
+    }
+    nts.push_back(nt);
+    Settings cfg = s->configs;
+    cfg.emplace_back("min.insync.replicas", std::to_string(o.min_insync_replicas));
+    cfg.emplace_back("max.message.bytes", std::to_string(kMaxBatchBytes));
+    for (const auto& [k, v] : cfg) {
+      if (rd_kafka_NewTopic_set_config(nt, k.c_str(), v.c_str()) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        st = Status::InvalidArgument("topic " + s->name + ": bad config " + k);
+      }
+    }
+  }
+  if (st.ok()) {
+    auto ev_or = RunAdmin(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS, o.admin_timeout, "create topics",
+                          [&](rd_kafka_AdminOptions_t* ao, rd_kafka_queue_t* q) {
+                            rd_kafka_CreateTopics(rk, nts.data(), nts.size(), ao, q);
+                          });
+    if (!ev_or.ok()) {
+      st = ev_or.status();
+    } else {
+      size_t cnt = 0;
+      const rd_kafka_topic_result_t** trs = rd_kafka_CreateTopics_result_topics(
+          rd_kafka_event_CreateTopics_result(ev_or.value()), &cnt);
+      for (size_t i = 0; i < cnt && st.ok(); ++i) {
+        rd_kafka_resp_err_t err = rd_kafka_topic_result_error(trs[i]);
+        if (err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+          continue;
+        }
+        std::string name = rd_kafka_topic_result_name(trs[i]);
+        const char* es = rd_kafka_topic_result_error_string(trs[i]);
+        st = KafkaStatus(err,
+                         "create topic " + name + (es != nullptr ? std::string(": ") + es : ""));
+        if (err == RD_KAFKA_RESP_ERR_INVALID_REPLICATION_FACTOR) {
+          st = Status::InvalidArgument(st.message() + ": lower --kafka-replication-factor");
+        }
+      }
+      rd_kafka_event_destroy(ev_or.value());
+    }
+  }
+  for (auto* nt : nts) rd_kafka_NewTopic_destroy(nt);
+  return st;
+}
+
+bool TopicReady(const rd_kafka_metadata_topic_t* t) {
+  if (t == nullptr || t->err != RD_KAFKA_RESP_ERR_NO_ERROR || t->partition_cnt == 0) return false;
+  for (int i = 0; i < t->partition_cnt; ++i) {
+    if (t->partitions[i].err != RD_KAFKA_RESP_ERR_NO_ERROR || t->partitions[i].leader < 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+// One consumer per partition read so far. Positioned only by Read's `from`.
+struct PartitionReader {
+  std::mutex mu;
+  rd_kafka_t* rk = nullptr;            // guarded by mu; created lazily
+  int64_t next = -1;                   // offset the consumer delivers next; -1 = not positioned
+  rd_kafka_message_t* held = nullptr;  // consumed but not returned (over max_bytes)
+};
+
+class KafkaLog final : public CommitLog {
+ public:
+  KafkaLog(KafkaOptions options, std::string topic, int32_t partitions)
+      : options_(std::move(options)), topic_(std::move(topic)), partitions_(partitions) {
+    ctx_.health = &health_;
+    for (int32_t i = 0; i < partitions_; ++i)
+      readers_.push_back(std::make_unique<PartitionReader>());
+  }
+
+  Status Start() {
+    ASSIGN_OR_RETURN(admin_, NewAdminHandle(options_, &ctx_));
+    ASSIGN_OR_RETURN(producer_, NewProducer());
+    poller_ = std::thread([this] { PollLoop(); });
+    return Status::OK();
+  }
+
+  ~KafkaLog() override {
+    stop_.store(true);
+    if (poller_.joinable()) poller_.join();
+    if (producer_) {
+      RetireProducer(std::move(producer_), std::min(options_.produce_timeout, kCloseFlushBound));
+    }
+    for (auto& r : readers_) {
+      if (r->held != nullptr) rd_kafka_message_destroy(r->held);
+      if (r->rk != nullptr) {
+        rd_kafka_consumer_close(r->rk);
+        rd_kafka_destroy(r->rk);
+      }
+    }
+  }
+
+  int32_t partition_count() const override { return partitions_; }
+
+  std::future<Result<Offset>> Append(PartitionId p, std::string record) override {
+    auto ready = [](Status st) {
+      std::promise<Result<Offset>> pr;
+      pr.set_value(std::move(st));
+      return pr.get_future();
+    };
+    if (Status st = CheckPartition(p); !st.ok()) return ready(std::move(st));
+    if (record.size() > kKafkaMaxRecordBytes) {
+      return ready(Status::TooLarge("record of " + std::to_string(record.size()) +
+                                    " bytes is over the Kafka log's limit of " +
+                                    std::to_string(kKafkaMaxRecordBytes)));
+    }
+    auto* pa = new PendingAppend{{}, std::move(record)};
+    std::future<Result<Offset>> fut = pa->promise.get_future();
+    std::shared_lock lk(producer_mu_);
+    Producer* prod = producer_.get();
+    {
+      std::lock_guard plk(prod->mu);
+      prod->pending.insert(pa);
+    }
+    rd_kafka_resp_err_t err =
+        rd_kafka_producev(prod->rk, RD_KAFKA_V_RKT(prod->rkt), RD_KAFKA_V_PARTITION(p.value),
+                          RD_KAFKA_V_VALUE(pa->data.data(), pa->data.size()),
+                          RD_KAFKA_V_MSGFLAGS(0), RD_KAFKA_V_OPAQUE(pa), RD_KAFKA_V_END);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      Status st = err == RD_KAFKA_RESP_ERR__QUEUE_FULL
+                      ? Status::Unavailable("kafka producer queue is full")
+                      : KafkaStatus(err, "append");
+      if (st.code() == StatusCode::kNotFound) st = Status::Unavailable(st.message());
+      prod->Resolve(pa, std::move(st));
+    }
+    return fut;
+  }
+
+  Result<std::vector<LogRecord>> Read(PartitionId p, Offset from, size_t max_bytes,
+                                      std::chrono::milliseconds max_wait) override {
+    RETURN_IF_ERROR(CheckPartition(p));
+    if (from.value < 0) return Status::InvalidArgument("negative offset");
+    const Clock::time_point deadline = Clock::now() + max_wait;
+    PartitionReader& r = *readers_[p.value];
+    std::lock_guard lk(r.mu);
+    if (r.rk == nullptr) {
+      ASSIGN_OR_RETURN(r.rk, NewConsumer(p));
+    }
+    if (r.next != from.value) RETURN_IF_ERROR(Position(r, p, from));
+
+    std::vector<LogRecord> out;
+    size_t bytes = 0;
+    // Returns false when m did not fit and is held for the next call.
+    auto take = [&](rd_kafka_message_t* m) {
+      if (!out.empty() && bytes + m->len > max_bytes) {
+        r.held = m;
+        return false;
+      }
+      out.push_back(
+          LogRecord{Offset(m->offset), std::string(static_cast<const char*>(m->payload), m->len)});
+      bytes += m->len;
+      r.next = m->offset + 1;
+      rd_kafka_message_destroy(m);
+      return true;
+    };
+    if (r.held != nullptr) {
+      rd_kafka_message_t* m = r.held;
+      r.held = nullptr;
+      take(m);
+    }
+    while (out.empty() || bytes < max_bytes) {
+      rd_kafka_message_t* m = rd_kafka_consumer_poll(r.rk, out.empty() ? RemainingMs(deadline) : 0);
+      if (m == nullptr) {
+        if (out.empty() && Clock::now() < deadline) continue;
+        break;
+      }
+      if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        rd_kafka_resp_err_t err = m->err;
+        std::string es = rd_kafka_message_errstr(m);
+        rd_kafka_message_destroy(m);
+        if (err == RD_KAFKA_RESP_ERR__PARTITION_EOF) continue;
+        if (err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
+            err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE) {
+          r.next = -1;  // the fetcher stopped: position again on the next call
+          if (!out.empty()) break;
+          return OutOfRange(p, from, deadline);
+        }
+        health_.Error("read partition " + std::to_string(p.value) + ": " + es);
+        continue;
+      }
+      if (m->offset < from.value) {
+        rd_kafka_message_destroy(m);
+        continue;
+      }
+      health_.Success();
+      if (!take(m)) break;
+    }
+    return out;
+  }
+
+  Status DeleteBefore(PartitionId p, Offset offset) override {
+    RETURN_IF_ERROR(CheckPartition(p));
+    ASSIGN_OR_RETURN(Offset end, EndOffset(p));
+    int64_t off = std::min(offset.value, end.value);
+    if (off <= 0) return Status::OK();
+    rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(list, topic_.c_str(), p.value)->offset = off;
+    rd_kafka_DeleteRecords_t* dr = rd_kafka_DeleteRecords_new(list);
+    rd_kafka_topic_partition_list_destroy(list);
+    const std::string what = "delete records of " + topic_ + "/" + std::to_string(p.value) +
+                             " below " + std::to_string(off);
+    auto ev_or = RunAdmin(admin_.get(), RD_KAFKA_ADMIN_OP_DELETERECORDS, options_.admin_timeout,
+                          what, [&](rd_kafka_AdminOptions_t* ao, rd_kafka_queue_t* q) {
+                            rd_kafka_DeleteRecords(admin_.get(), &dr, 1, ao, q);
+                          });
+    rd_kafka_DeleteRecords_destroy(dr);
+    if (!ev_or.ok()) return NoteFailure(ev_or.status());
+    const rd_kafka_topic_partition_list_t* res =
+        rd_kafka_DeleteRecords_result_offsets(rd_kafka_event_DeleteRecords_result(ev_or.value()));
+    Status st;
+    for (int i = 0; res != nullptr && i < res->cnt; ++i) {
+      if (res->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        st = KafkaStatus(res->elems[i].err, what);
+      }
+    }
+    rd_kafka_event_destroy(ev_or.value());
+    if (st.ok()) health_.Success();
+    return NoteFailure(st);
+  }
+
+  Result<Offset> StartOffset(PartitionId p) override {
+    ASSIGN_OR_RETURN(auto wm, Watermarks(p));
+    return Offset(wm.first);
+  }
+  Result<Offset> EndOffset(PartitionId p) override {
+    ASSIGN_OR_RETURN(auto wm, Watermarks(p));
+    return Offset(wm.second);
+  }
+
+  std::string Health() override {
+    std::string h = health_.Get();
+    return h == "ok" ? h : "kafka " + topic_ + ": " + h;
+  }
+
+ private:
+  Status CheckPartition(PartitionId p) const {
+    if (p.value < 0 || p.value >= partitions_) {
+      return Status::InvalidArgument("partition " + std::to_string(p.value) + " of topic " +
+                                     topic_ + " does not exist (" + std::to_string(partitions_) +
+                                     " partitions)");
+    }
+    return Status::OK();
+  }
+
+  Status NoteFailure(Status st) {
+    if (!st.ok() && st.code() == StatusCode::kUnavailable) health_.Error(st.message());
+    return st;
+  }
+
+  // Low and high watermark. Errors that mean "metadata not settled yet" (a fresh topic, a leader
+  // change) are retried until admin_timeout.
+  Result<std::pair<int64_t, int64_t>> Watermarks(PartitionId p) {
+    RETURN_IF_ERROR(CheckPartition(p));
+    const Clock::time_point deadline = Clock::now() + options_.admin_timeout;
+    while (true) {
+      int64_t low = 0, high = 0;
+      rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
+          admin_.get(), topic_.c_str(), p.value, &low, &high, std::max(RemainingMs(deadline), 1));
+      if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        health_.Success();
+        return std::make_pair(low, high);
+      }
+      const bool settling = err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION ||
+                            err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+                            err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
+                            err == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION ||
+                            err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+      if (!settling || Clock::now() + std::chrono::milliseconds(100) >= deadline) {
+        return NoteFailure(
+            KafkaStatus(err, "watermarks of " + topic_ + "/" + std::to_string(p.value)));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
+  // `from` was out of the partition's range: NotFound below the start; otherwise it is past the
+  // end, which is not an error (the record does not exist yet): empty after waiting.
+  Result<std::vector<LogRecord>> OutOfRange(PartitionId p, Offset from,
+                                            Clock::time_point deadline) {
+    ASSIGN_OR_RETURN(auto wm, Watermarks(p));
+    if (from.value < wm.first) {
+      return Status::NotFound("offset " + std::to_string(from.value) + " of " + topic_ + "/" +
+                              std::to_string(p.value) + " was deleted (start offset " +
+                              std::to_string(wm.first) + ")");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(RemainingMs(deadline)));
+    return std::vector<LogRecord>{};
+  }
+
+  Status Position(PartitionReader& r, PartitionId p, Offset from) {
+    if (r.held != nullptr) {
+      rd_kafka_message_destroy(r.held);
+      r.held = nullptr;
+    }
+    rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(list, topic_.c_str(), p.value)->offset = from.value;
+    rd_kafka_resp_err_t err = rd_kafka_assign(r.rk, list);
+    rd_kafka_topic_partition_list_destroy(list);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      r.next = -1;
+      return KafkaStatus(err, "position consumer of " + topic_ + "/" + std::to_string(p.value));
+    }
+    r.next = from.value;
+    return Status::OK();
+  }
+
+  Result<rd_kafka_t*> NewConsumer(PartitionId p) {
+    Settings fixed = {
+        {"client.id", "sediment-reader-" + std::to_string(p.value)},
+        // Required by the assign() API; no subscription is made and nothing is committed.
+        {"group.id", options_.topic_prefix + "log-reader"},
+        {"enable.auto.commit", "false"},
+        {"enable.auto.offset.store", "false"},
+        {"auto.offset.reset", "error"},
+        {"enable.partition.eof", "false"},
+        {"max.partition.fetch.bytes", std::to_string(kMaxBatchBytes)},
+        {"fetch.max.bytes", std::to_string(4 * kMaxBatchBytes)},
+        {"receive.message.max.bytes", std::to_string(4 * kMaxBatchBytes + (1 << 20))},
+        {"queued.max.messages.kbytes", "16384"},
+        {"fetch.wait.max.ms", "200"},
+    };
+    ASSIGN_OR_RETURN(ConfPtr conf, MakeConf(options_, fixed, &ctx_));
+    return NewHandle(RD_KAFKA_CONSUMER, std::move(conf));
+  }
+
+  Result<std::unique_ptr<Producer>> NewProducer() {
+    auto prod = std::make_unique<Producer>();
+    prod->ctx.health = &health_;
+    prod->ctx.producer = prod.get();
+    const int timeout_ms = std::max(ToMs(options_.produce_timeout), 10);
+    Settings fixed = {
+        {"client.id", "sediment-producer"},
+        {"acks", "all"},
+        {"enable.idempotence", "true"},
+        {"compression.type", "none"},
+        {"linger.ms", std::to_string(std::min(5, timeout_ms - 1))},
+        {"batch.num.messages", "10000"},
+        {"batch.size", std::to_string(kMaxBatchBytes)},
+        {"message.max.bytes", std::to_string(kMaxBatchBytes)},
+        {"message.timeout.ms", std::to_string(timeout_ms)},
+        {"request.timeout.ms", std::to_string(std::clamp(timeout_ms, 1000, 30000))},
+    };
+    ASSIGN_OR_RETURN(ConfPtr conf, MakeConf(options_, fixed, &prod->ctx));
+    rd_kafka_conf_set_dr_msg_cb(conf.get(), &DeliveryCallback);
+    ASSIGN_OR_RETURN(prod->rk, NewHandle(RD_KAFKA_PRODUCER, std::move(conf)));
+    prod->rkt = rd_kafka_topic_new(prod->rk, topic_.c_str(), nullptr);
+    if (prod->rkt == nullptr) {
+      rd_kafka_destroy(prod->rk);
+      return KafkaStatus(rd_kafka_last_error(), "producer topic " + topic_);
+    }
+    return prod;
+  }
+
+  // Flushes for at most `flush`, then purges what is left (those appends fail: their outcome is
+  // unknown to us) and destroys the producer.
+  void RetireProducer(std::unique_ptr<Producer> prod, std::chrono::milliseconds flush) {
+    if (!prod->fatal.load()) rd_kafka_flush(prod->rk, ToMs(flush));
+    rd_kafka_purge(prod->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_flush(prod->rk, 1000);  // serves the purge delivery reports
+    rd_kafka_topic_destroy(prod->rkt);
+    rd_kafka_destroy(prod->rk);
+    std::unordered_set<PendingAppend*> left;
+    {
+      std::lock_guard lk(prod->mu);
+      left.swap(prod->pending);
+    }
+    for (PendingAppend* pa : left) {
+      pa->promise.set_value(
+          Status::Unavailable("kafka producer closed before the record was acknowledged"));
+      delete pa;
+    }
+  }
+
+  // Serves delivery reports and replaces the producer after a fatal idempotence error. Only this
+  // thread (and the destructor, after joining it) replaces producer_.
+  void PollLoop() {
+    while (!stop_.load()) {
+      rd_kafka_poll(producer_->rk, 100);
+      if (!producer_->fatal.load()) continue;
+      auto fresh = NewProducer();
+      if (!fresh.ok()) {
+        health_.Error("cannot recreate kafka producer: " + fresh.status().message());
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        continue;
+      }
+      std::unique_ptr<Producer> old;
+      {
+        std::unique_lock lk(producer_mu_);
+        old = std::move(producer_);
+        producer_ = std::move(fresh).value();
+      }
+      spdlog::warn("kafka {}: producer recreated after a fatal error", topic_);
+      RetireProducer(std::move(old), std::chrono::milliseconds(0));
+    }
+  }
+
+  const KafkaOptions options_;
+  const std::string topic_;
+  const int32_t partitions_;
+  HealthTracker health_;
+  HandleContext ctx_;  // for the admin handle and the consumers
+  HandlePtr admin_;
+  std::shared_mutex producer_mu_;  // shared: producing; exclusive: replacing producer_
+  std::unique_ptr<Producer> producer_;
+  std::vector<std::unique_ptr<PartitionReader>> readers_;
+  std::atomic<bool> stop_{false};
+  std::thread poller_;
+};
+
+std::string Trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+}  // namespace
+
+std::string KafkaIngestTopic(const KafkaOptions& o) { return o.topic_prefix + "ingest"; }
+std::string KafkaGlobalTopic(const KafkaOptions& o) { return o.topic_prefix + "global"; }
+std::string KafkaChatterTopic(const KafkaOptions& o) { return o.topic_prefix + "chatter"; }
+
+Status EnsureTopics(const KafkaOptions& o) {
+  RETURN_IF_ERROR(ValidateOptions(o));
+  HealthTracker health;
+  HandleContext ctx{&health, nullptr};
+  ASSIGN_OR_RETURN(HandlePtr admin, NewAdminHandle(o, &ctx));
+  ASSIGN_OR_RETURN(MetadataPtr md, FetchMetadata(admin.get(), o));
+  if (md->broker_cnt < o.replication_factor) {
+    return Status::InvalidArgument("replication factor " + std::to_string(o.replication_factor) +
+                                   " needs " + std::to_string(o.replication_factor) +
+                                   " brokers, the cluster has " + std::to_string(md->broker_cnt) +
+                                   ": lower --kafka-replication-factor");
+  }
+  const std::vector<TopicSpec> specs = {
+      {KafkaIngestTopic(o), o.ingest_partitions, {{"cleanup.policy", "delete"}}},
+      {KafkaGlobalTopic(o), 1, {{"cleanup.policy", "delete"}, {"retention.ms", "-1"}}},
+      {KafkaChatterTopic(o),
+       1,
+       {{"cleanup.policy", "delete"}, {"retention.ms", std::to_string(kChatterRetentionMs)}}},
+  };
+  std::vector<const TopicSpec*> missing;
+  for (const auto& s : specs) {
+    const rd_kafka_metadata_topic_t* t = FindTopic(md.get(), s.name);
+    if (t == nullptr || t->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
+      missing.push_back(&s);
+    } else {
+      RETURN_IF_ERROR(CheckExistingTopic(*t, s, o));
+    }
+  }
+  if (!missing.empty()) {
+    RETURN_IF_ERROR(CreateTopics(admin.get(), missing, o));
+    // Wait until every topic is visible with leaders; then check them as existing topics (another
+    // node may have created one concurrently with other settings).
+    const Clock::time_point deadline = Clock::now() + o.admin_timeout;
+    while (true) {
+      ASSIGN_OR_RETURN(md, FetchMetadata(admin.get(), o));
+      bool ready = true;
+      for (const auto& s : specs) ready = ready && TopicReady(FindTopic(md.get(), s.name));
+      if (ready) break;
+      if (Clock::now() >= deadline) {
+        return Status::Unavailable("created topics did not get partition leaders within " +
+                                   std::to_string(o.admin_timeout.count()) + " ms");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    for (const auto& s : specs)
+      RETURN_IF_ERROR(CheckExistingTopic(*FindTopic(md.get(), s.name), s, o));
+  }
+  return CheckMinInsync(admin.get(), specs, o);
+}
+
+Result<std::unique_ptr<CommitLog>> OpenKafkaLog(const KafkaOptions& options,
+                                                const std::string& topic,
+                                                int32_t known_partition_count) {
+  RETURN_IF_ERROR(ValidateOptions(options));
+  int32_t partitions = known_partition_count;
+  if (partitions <= 0) {
+    HealthTracker health;
+    HandleContext ctx{&health, nullptr};
+    ASSIGN_OR_RETURN(HandlePtr admin, NewAdminHandle(options, &ctx));
+    ASSIGN_OR_RETURN(MetadataPtr md, FetchMetadata(admin.get(), options));
+    const rd_kafka_metadata_topic_t* t = FindTopic(md.get(), topic);
+    if (t == nullptr || t->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
+      return Status::NotFound("kafka topic " + topic + " does not exist");
+    }
+    if (t->err != RD_KAFKA_RESP_ERR_NO_ERROR) return KafkaStatus(t->err, "topic " + topic);
+    partitions = t->partition_cnt;
+  }
+  auto log = std::make_unique<KafkaLog>(options, topic, partitions);
+  RETURN_IF_ERROR(log->Start());
+  return std::unique_ptr<CommitLog>(std::move(log));
+}
+
+Result<std::map<std::string, std::string>> ParseKafkaProperties(std::string_view text) {
+  std::map<std::string, std::string> out;
+  size_t line_no = 0;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    std::string line = Trim(text.substr(0, nl));
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    ++line_no;
+    if (line.empty() || line[0] == '#' || line[0] == '!') continue;
+    size_t eq = line.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Status::InvalidArgument("kafka properties line " + std::to_string(line_no) +
+                                     ": expected key=value");
+    }
+    out[Trim(std::string_view(line).substr(0, eq))] = Trim(std::string_view(line).substr(eq + 1));
+  }
+  return out;
+}
+
+std::map<std::string, std::string> KafkaPropertiesFromEnv(char** environ_entries,
+                                                          const std::vector<std::string>& exclude) {
+  static constexpr std::string_view kPrefix = "SEDIMENT_KAFKA_";
+  std::map<std::string, std::string> out;
+  for (char** e = environ_entries; e != nullptr && *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    size_t eq = entry.find('=');
+    if (eq == std::string_view::npos || entry.substr(0, kPrefix.size()) != kPrefix) continue;
+    std::string var(entry.substr(0, eq));
+    if (var.size() == kPrefix.size()) continue;
+    if (std::find(exclude.begin(), exclude.end(), var) != exclude.end()) continue;
+    std::string key = var.substr(kPrefix.size());
+    for (char& c : key) {
+      c = c == '_' ? '.' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+    out[key] = std::string(entry.substr(eq + 1));
+  }
+  return out;
+}
+
+}  // namespace sediment

@@ -1,0 +1,78 @@
+// KafkaLog: the commit log on a Kafka cluster through librdkafka (DESIGN section 4, `kafka`).
+// The contract is CommitLog (log/commit_log.h); this header adds topic setup and configuration.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "log/commit_log.h"
+
+namespace sediment {
+
+struct KafkaOptions {
+  // Bootstrap servers, "host:port[,host:port...]".
+  std::string brokers;
+  std::string topic_prefix = "sediment-";
+  int32_t ingest_partitions = 24;
+  int16_t replication_factor = 1;
+  int16_t min_insync_replicas = 1;
+  // Extra librdkafka properties applied to every client (producer, consumers, admin), e.g.
+  // security.protocol, sasl.*, ssl.*. The log's durability settings (acks, idempotence,
+  // compression, auto commit) are applied after these and cannot be overridden.
+  std::map<std::string, std::string> properties;
+  // Bound on one Append: the future fails (Unavailable) when Kafka has not acknowledged the
+  // record with acks=all within this time (librdkafka message.timeout.ms).
+  std::chrono::milliseconds produce_timeout{10000};
+  // Bound on metadata, admin and watermark requests.
+  std::chrono::milliseconds admin_timeout{30000};
+};
+
+// Largest record Append accepts (larger: TooLarge). Topics are created to hold it.
+inline constexpr size_t kKafkaMaxRecordBytes = 8u << 20;
+
+std::string KafkaIngestTopic(const KafkaOptions& options);   // <prefix>ingest
+std::string KafkaGlobalTopic(const KafkaOptions& options);   // <prefix>global
+std::string KafkaChatterTopic(const KafkaOptions& options);  // <prefix>chatter
+
+// Creates the ingest (ingest_partitions), global (1 partition, no retention) and chatter
+// (1 partition, retention 60 s) topics with the configured replication factor and
+// min.insync.replicas, or verifies existing ones. InvalidArgument, with a message that says what to
+// change, when the cluster has fewer brokers than the replication factor, a topic has fewer
+// partitions than configured, a lower replication factor, or a lower min.insync.replicas.
+// Unavailable when the brokers cannot be reached within admin_timeout.
+Status EnsureTopics(const KafkaOptions& options);
+
+// Opens a CommitLog over one existing topic (full name, e.g. KafkaIngestTopic(options));
+// partition_count() is the topic's partition count, asked from the brokers (Unavailable when they
+// cannot be reached within admin_timeout, NotFound when the topic does not exist). When
+// known_partition_count > 0 the brokers are not asked and that count is used (the caller has
+// verified it, e.g. with EnsureTopics), so the log can be opened while the brokers are down.
+//
+// Append: acks=all, idempotent producer, no Kafka compression; the future resolves with the offset
+// Kafka assigned once the in-sync replicas have the record, or Unavailable within produce_timeout.
+// Read: one consumer per partition read so far, positioned by `from` only (committed offsets are
+// never used). DeleteBefore: Admin DeleteRecords (clamped to EndOffset). Start/EndOffset: low and
+// high watermarks. Destruction flushes pending appends for at most min(produce_timeout, 5 s);
+// appends not acknowledged by then fail with Unavailable. No call may be in progress during
+// destruction.
+Result<std::unique_ptr<CommitLog>> OpenKafkaLog(const KafkaOptions& options,
+                                                const std::string& topic,
+                                                int32_t known_partition_count = 0);
+
+// Parses librdkafka properties in Java properties style: `key=value` lines, `#`/`!` comments,
+// blank lines ignored, whitespace around key and value trimmed. InvalidArgument on a line without
+// '=' (with its line number).
+Result<std::map<std::string, std::string>> ParseKafkaProperties(std::string_view text);
+
+// Properties from environment entries ("NAME=value", as in `environ`):
+// SEDIMENT_KAFKA_SASL_MECHANISM becomes sasl.mechanism (prefix dropped, lower-cased, '_' -> '.').
+// Names listed in `exclude` (full variable names, e.g. SEDIMENT_KAFKA_BROKERS used for a flag) are
+// skipped.
+std::map<std::string, std::string> KafkaPropertiesFromEnv(
+    char** environ_entries, const std::vector<std::string>& exclude = {});
+
+}  // namespace sediment

@@ -1,0 +1,574 @@
+// Tests of the Kafka commit log. Broker tests need SEDIMENT_TEST_KAFKA=host:port (a real broker);
+// without it they skip. Every test uses its own topic prefix and deletes its topics afterwards.
+#include "log/kafka_log.h"
+
+#include <gtest/gtest.h>
+#include <librdkafka/rdkafka.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+namespace sediment {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+std::string Bootstrap() {
+  const char* v = std::getenv("SEDIMENT_TEST_KAFKA");
+  return v != nullptr ? v : "";
+}
+
+#define REQUIRE_BROKER()                                                                 \
+  do {                                                                                   \
+    if (Bootstrap().empty()) GTEST_SKIP() << "set SEDIMENT_TEST_KAFKA=host:port to run"; \
+  } while (0)
+
+std::string UniquePrefix() {
+  static std::atomic<int> counter{0};
+  std::random_device rd;
+  return "kltest-" + std::to_string(getpid()) + "-" + std::to_string(rd() % 100000) + "-" +
+         std::to_string(counter++) + "-";
+}
+
+// Raw librdkafka admin access for setting up (and removing) topics the code under test must meet.
+class RawAdmin {
+ public:
+  RawAdmin() {
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    char errstr[512];
+    rd_kafka_conf_set(conf, "bootstrap.servers", Bootstrap().c_str(), errstr, sizeof(errstr));
+    rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+  }
+  ~RawAdmin() {
+    if (!created_.empty()) DeleteTopics(created_);
+    rd_kafka_destroy(rk_);
+  }
+
+  int BrokerCount() {
+    const rd_kafka_metadata_t* md = nullptr;
+    if (rd_kafka_metadata(rk_, 1, nullptr, &md, 10000) != RD_KAFKA_RESP_ERR_NO_ERROR) return -1;
+    int n = md->broker_cnt;
+    rd_kafka_metadata_destroy(md);
+    return n;
+  }
+
+  rd_kafka_resp_err_t CreateTopic(const std::string& name, int partitions, int rf,
+                                  const std::map<std::string, std::string>& configs = {}) {
+    char errstr[512];
+    rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(name.c_str(), partitions, rf, errstr, 512);
+    for (const auto& [k, v] : configs) rd_kafka_NewTopic_set_config(nt, k.c_str(), v.c_str());
+    rd_kafka_queue_t* q = rd_kafka_queue_new(rk_);
+    rd_kafka_CreateTopics(rk_, &nt, 1, nullptr, q);
+    rd_kafka_event_t* ev = rd_kafka_queue_poll(q, 30000);
+    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR__TIMED_OUT;
+    if (ev != nullptr) {
+      err = rd_kafka_event_error(ev);
+      size_t cnt = 0;
+      const rd_kafka_topic_result_t** tr =
+          rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &cnt);
+      if (err == RD_KAFKA_RESP_ERR_NO_ERROR && cnt == 1) err = rd_kafka_topic_result_error(tr[0]);
+      rd_kafka_event_destroy(ev);
+    }
+    rd_kafka_queue_destroy(q);
+    rd_kafka_NewTopic_destroy(nt);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      created_.push_back(name);
+      WaitForLeaders(name);
+    }
+    return err;
+  }
+
+  // Topics created by the code under test, removed at the end of the test.
+  void Track(const std::string& name) { created_.push_back(name); }
+
+ private:
+  void WaitForLeaders(const std::string& name) {
+    for (int i = 0; i < 100; ++i) {
+      const rd_kafka_metadata_t* md = nullptr;
+      bool ok = false;
+      if (rd_kafka_metadata(rk_, 1, nullptr, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        for (int t = 0; t < md->topic_cnt; ++t) {
+          if (name != md->topics[t].topic || md->topics[t].partition_cnt == 0) continue;
+          ok = true;
+          for (int p = 0; p < md->topics[t].partition_cnt; ++p) {
+            ok = ok && md->topics[t].partitions[p].leader >= 0;
+          }
+        }
+        rd_kafka_metadata_destroy(md);
+      }
+      if (ok) return;
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+
+  void DeleteTopics(const std::vector<std::string>& names) {
+    std::vector<rd_kafka_DeleteTopic_t*> dts;
+    for (const auto& n : names) dts.push_back(rd_kafka_DeleteTopic_new(n.c_str()));
+    rd_kafka_queue_t* q = rd_kafka_queue_new(rk_);
+    rd_kafka_DeleteTopics(rk_, dts.data(), dts.size(), nullptr, q);
+    rd_kafka_event_t* ev = rd_kafka_queue_poll(q, 30000);
+    if (ev != nullptr) rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    for (auto* d : dts) rd_kafka_DeleteTopic_destroy(d);
+  }
+
+  rd_kafka_t* rk_ = nullptr;
+  std::vector<std::string> created_;
+};
+
+class KafkaLogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (Bootstrap().empty()) GTEST_SKIP() << "set SEDIMENT_TEST_KAFKA=host:port to run";
+    admin_ = std::make_unique<RawAdmin>();
+    opts_.brokers = Bootstrap();
+    opts_.topic_prefix = UniquePrefix();
+    opts_.ingest_partitions = 3;
+    opts_.admin_timeout = 20s;
+    opts_.produce_timeout = 10s;
+    // On a cluster, exercise replication: acks=all then waits for 2 of 3 replicas.
+    const int brokers = admin_->BrokerCount();
+    opts_.replication_factor = static_cast<int16_t>(std::clamp(brokers, 1, 3));
+    opts_.min_insync_replicas = opts_.replication_factor > 1 ? 2 : 1;
+  }
+
+  // Creates the three topics with EnsureTopics and opens the ingest topic.
+  std::unique_ptr<CommitLog> OpenIngest() {
+    Status st = EnsureTopics(opts_);
+    TrackTopics();
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    auto log = OpenKafkaLog(opts_, KafkaIngestTopic(opts_));
+    EXPECT_TRUE(log.ok()) << log.status().ToString();
+    return log.ok() ? std::move(log).value() : nullptr;
+  }
+
+  void TrackTopics() {
+    admin_->Track(KafkaIngestTopic(opts_));
+    admin_->Track(KafkaGlobalTopic(opts_));
+    admin_->Track(KafkaChatterTopic(opts_));
+  }
+
+  std::unique_ptr<RawAdmin> admin_;
+  KafkaOptions opts_;
+};
+
+Offset MustAppend(CommitLog& log, int32_t p, std::string data) {
+  Result<Offset> r = log.Append(PartitionId(p), std::move(data)).get();
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? r.value() : Offset(-1);
+}
+
+// Reads [from, until) with repeated Reads.
+std::vector<LogRecord> ReadRange(CommitLog& log, int32_t p, int64_t from, int64_t until) {
+  std::vector<LogRecord> out;
+  auto deadline = Clock::now() + 30s;
+  while (from < until && Clock::now() < deadline) {
+    auto r = log.Read(PartitionId(p), Offset(from), 1 << 20, 1000ms);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) break;
+    for (auto& rec : r.value()) {
+      EXPECT_EQ(rec.offset.value, from);
+      from = rec.offset.value + 1;
+      out.push_back(std::move(rec));
+    }
+  }
+  return out;
+}
+
+TEST_F(KafkaLogTest, EnsureTopicsCreatesTopicsAndIsIdempotent) {
+  Status st = EnsureTopics(opts_);
+  TrackTopics();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  st = EnsureTopics(opts_);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  // A node configured for fewer partitions than the topic has accepts the topic.
+  KafkaOptions fewer = opts_;
+  fewer.ingest_partitions = 2;
+  st = EnsureTopics(fewer);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+
+  auto ingest = OpenKafkaLog(opts_, KafkaIngestTopic(opts_));
+  ASSERT_TRUE(ingest.ok()) << ingest.status().ToString();
+  EXPECT_EQ((*ingest)->partition_count(), 3);
+  auto global = OpenKafkaLog(opts_, KafkaGlobalTopic(opts_));
+  ASSERT_TRUE(global.ok()) << global.status().ToString();
+  EXPECT_EQ((*global)->partition_count(), 1);
+  auto chatter = OpenKafkaLog(opts_, KafkaChatterTopic(opts_));
+  ASSERT_TRUE(chatter.ok()) << chatter.status().ToString();
+  EXPECT_EQ((*chatter)->partition_count(), 1);
+  EXPECT_EQ((*ingest)->Health(), "ok");
+
+  auto missing = OpenKafkaLog(opts_, opts_.topic_prefix + "nope");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound) << missing.status().ToString();
+}
+
+TEST_F(KafkaLogTest, EnsureTopicsRefusesTopicWithFewerPartitions) {
+  ASSERT_EQ(admin_->CreateTopic(KafkaIngestTopic(opts_), 2, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  opts_.ingest_partitions = 4;
+  Status st = EnsureTopics(opts_);
+  TrackTopics();
+  ASSERT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("has 2 partitions, sediment is configured for 4"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("--ingest-partitions 2"), std::string::npos) << st.message();
+}
+
+TEST_F(KafkaLogTest, EnsureTopicsRefusesReplicationFactorAboveBrokerCount) {
+  int brokers = admin_->BrokerCount();
+  ASSERT_GT(brokers, 0);
+  opts_.replication_factor = static_cast<int16_t>(brokers + 1);
+  Status st = EnsureTopics(opts_);
+  ASSERT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  std::string want = "replication factor " + std::to_string(brokers + 1) + " needs " +
+                     std::to_string(brokers + 1) + " brokers, the cluster has " +
+                     std::to_string(brokers) + ": lower --kafka-replication-factor";
+  EXPECT_EQ(st.message(), want);
+}
+
+TEST_F(KafkaLogTest, EnsureTopicsRefusesLowerReplicationFactorOrMinInsync) {
+  if (admin_->BrokerCount() < 2) GTEST_SKIP() << "needs a cluster of at least 2 brokers";
+  ASSERT_EQ(admin_->CreateTopic(KafkaIngestTopic(opts_), 3, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
+  opts_.replication_factor = 2;
+  Status st = EnsureTopics(opts_);
+  TrackTopics();
+  ASSERT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("has replication factor 1, sediment is configured for 2"),
+            std::string::npos)
+      << st.message();
+
+  KafkaOptions other = opts_;
+  other.topic_prefix = UniquePrefix();
+  ASSERT_EQ(admin_->CreateTopic(KafkaGlobalTopic(other), 1, 2, {{"min.insync.replicas", "1"}}),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  other.min_insync_replicas = 2;
+  st = EnsureTopics(other);
+  admin_->Track(KafkaIngestTopic(other));
+  admin_->Track(KafkaChatterTopic(other));
+  ASSERT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("min.insync.replicas=1, sediment is configured for 2"),
+            std::string::npos)
+      << st.message();
+}
+
+TEST_F(KafkaLogTest, AppendReadRoundTripOnSeveralPartitions) {
+  auto log = OpenIngest();
+  ASSERT_NE(log, nullptr);
+  for (int32_t p = 0; p < 3; ++p) {
+    EXPECT_EQ(log->StartOffset(PartitionId(p))->value, 0);
+    EXPECT_EQ(log->EndOffset(PartitionId(p))->value, 0);
+  }
+  for (int i = 0; i < 10; ++i) {
+    for (int32_t p = 0; p < 3; ++p) {
+      EXPECT_EQ(MustAppend(*log, p, "p" + std::to_string(p) + "-r" + std::to_string(i)).value, i);
+    }
+  }
+  for (int32_t p = 0; p < 3; ++p) {
+    EXPECT_EQ(log->EndOffset(PartitionId(p))->value, 10);
+    std::vector<LogRecord> recs = ReadRange(*log, p, 0, 10);
+    ASSERT_EQ(recs.size(), 10u);
+    for (int i = 0; i < 10; ++i) {
+      EXPECT_EQ(recs[i].data, "p" + std::to_string(p) + "-r" + std::to_string(i));
+    }
+  }
+  // Re-positioning backwards and forwards.
+  auto r = log->Read(PartitionId(1), Offset(7), 1 << 20, 5s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_FALSE(r->empty());
+  EXPECT_EQ(r->front().offset.value, 7);
+  EXPECT_EQ(r->front().data, "p1-r7");
+  r = log->Read(PartitionId(1), Offset(2), 1 << 20, 5s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_FALSE(r->empty());
+  EXPECT_EQ(r->front().offset.value, 2);
+  EXPECT_EQ(r->front().data, "p1-r2");
+  // Binary payloads survive unchanged; an empty record is a record.
+  std::string binary("\0\x01\xff\n", 4);
+  Offset b = MustAppend(*log, 2, binary);
+  Offset e = MustAppend(*log, 2, "");
+  std::vector<LogRecord> tail = ReadRange(*log, 2, b.value, e.value + 1);
+  ASSERT_EQ(tail.size(), 2u);
+  EXPECT_EQ(tail[0].data, binary);
+  EXPECT_EQ(tail[1].data, "");
+  EXPECT_EQ(log->Health(), "ok");
+}
+
+TEST_F(KafkaLogTest, ConcurrentAppendsGetUniqueOffsets) {
+  auto log = OpenIngest();
+  ASSERT_NE(log, nullptr);
+  constexpr int kThreads = 4, kPerThread = 250;
+  std::vector<std::map<int64_t, std::string>> got(2);
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::pair<std::future<Result<Offset>>, std::string>> futs;
+      for (int i = 0; i < kPerThread; ++i) {
+        std::string data = "t" + std::to_string(t) + "-" + std::to_string(i);
+        futs.emplace_back(log->Append(PartitionId(i % 2), data), data);
+      }
+      for (int i = 0; i < kPerThread; ++i) {
+        Result<Offset> r = futs[i].first.get();
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+        std::lock_guard lk(mu);
+        EXPECT_TRUE(got[i % 2].emplace(r->value, futs[i].second).second)
+            << "duplicate offset " << r->value;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int32_t p = 0; p < 2; ++p) {
+    const int64_t n = kThreads * kPerThread / 2;
+    ASSERT_EQ(static_cast<int64_t>(got[p].size()), n);
+    EXPECT_EQ(got[p].begin()->first, 0);
+    EXPECT_EQ(got[p].rbegin()->first, n - 1);
+    std::vector<LogRecord> recs = ReadRange(*log, p, 0, n);
+    ASSERT_EQ(static_cast<int64_t>(recs.size()), n);
+    for (const auto& rec : recs) EXPECT_EQ(rec.data, got[p][rec.offset.value]);
+  }
+}
+
+TEST_F(KafkaLogTest, ReadHonoursMaxBytesAndContinues) {
+  auto log = OpenIngest();
+  ASSERT_NE(log, nullptr);
+  for (int i = 0; i < 6; ++i) MustAppend(*log, 0, std::string(1000, static_cast<char>('a' + i)));
+  // Make sure everything is fetchable, then read in small steps.
+  ASSERT_EQ(ReadRange(*log, 0, 0, 6).size(), 6u);
+  auto r = log->Read(PartitionId(0), Offset(0), 2500, 5s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_GE(r->size(), 1u);
+  ASSERT_LE(r->size(), 2u);
+  int64_t next = r->back().offset.value + 1;
+  r = log->Read(PartitionId(0), Offset(next), 1, 5s);  // always at least one record
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ(r->front().offset.value, next);
+  EXPECT_EQ(r->front().data, std::string(1000, static_cast<char>('a' + next)));
+  std::vector<LogRecord> rest = ReadRange(*log, 0, next + 1, 6);
+  EXPECT_EQ(static_cast<int64_t>(rest.size()), 6 - next - 1);
+}
+
+TEST_F(KafkaLogTest, DeleteBeforeMovesStartOffset) {
+  auto log = OpenIngest();
+  ASSERT_NE(log, nullptr);
+  for (int i = 0; i < 10; ++i) MustAppend(*log, 1, "r" + std::to_string(i));
+  for (int64_t o = 0; o < 3; ++o) {  // leaves the consumer positioned at 3
+    auto r = log->Read(PartitionId(1), Offset(o), 1, 5s);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r->size(), 1u);
+  }
+  ASSERT_TRUE(log->DeleteBefore(PartitionId(1), Offset(4)).ok());
+  EXPECT_EQ(log->StartOffset(PartitionId(1))->value, 4);
+  EXPECT_EQ(log->EndOffset(PartitionId(1))->value, 10);
+  auto r = log->Read(PartitionId(1), Offset(2), 1 << 20, 5s);
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status().ToString();
+  std::vector<LogRecord> recs = ReadRange(*log, 1, 4, 10);
+  ASSERT_EQ(recs.size(), 6u);
+  EXPECT_EQ(recs.front().data, "r4");
+  // Beyond the end: clamped to EndOffset.
+  ASSERT_TRUE(log->DeleteBefore(PartitionId(1), Offset(1000)).ok());
+  EXPECT_EQ(log->StartOffset(PartitionId(1))->value, 10);
+  r = log->Read(PartitionId(1), Offset(9), 1 << 20, 5s);
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status().ToString();
+  // Appends continue after the deleted range.
+  EXPECT_EQ(MustAppend(*log, 1, "r10").value, 10);
+  recs = ReadRange(*log, 1, 10, 11);
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].data, "r10");
+  // Other partitions are untouched.
+  EXPECT_EQ(log->StartOffset(PartitionId(0))->value, 0);
+}
+
+TEST_F(KafkaLogTest, ReadWaitsForRecordsAndTimesOutEmpty) {
+  auto log = OpenIngest();
+  ASSERT_NE(log, nullptr);
+  auto t0 = Clock::now();
+  auto r = log->Read(PartitionId(0), Offset(0), 1 << 20, 700ms);
+  auto waited = Clock::now() - t0;
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->empty());
+  EXPECT_GE(waited, 650ms);
+  EXPECT_LT(waited, 5s);
+  // Past the end: also empty, not an error.
+  r = log->Read(PartitionId(0), Offset(5), 1 << 20, 300ms);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->empty());
+
+  std::thread writer([&] {
+    std::this_thread::sleep_for(300ms);
+    MustAppend(*log, 0, "late");
+  });
+  t0 = Clock::now();
+  r = log->Read(PartitionId(0), Offset(0), 1 << 20, 15s);
+  waited = Clock::now() - t0;
+  writer.join();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ(r->front().data, "late");
+  EXPECT_LT(waited, 10s);
+}
+
+// Opt-in (it stops the broker for a few seconds, disturbing other clients): with
+// SEDIMENT_TEST_KAFKA_PAUSE_PID=<pid>[,<pid>...] (every broker) the brokers are paused with
+// SIGSTOP. Appends fail within produce_timeout and are never acknowledged; after SIGCONT appends
+// and reads resume on the same log object and every acknowledged record is readable.
+TEST_F(KafkaLogTest, ResumesAfterBrokerPause) {
+  const char* pid_env = std::getenv("SEDIMENT_TEST_KAFKA_PAUSE_PID");
+  if (pid_env == nullptr) GTEST_SKIP() << "set SEDIMENT_TEST_KAFKA_PAUSE_PID to run";
+  std::vector<pid_t> brokers;
+  for (std::string_view rest(pid_env); !rest.empty();) {
+    size_t comma = rest.find(',');
+    brokers.push_back(static_cast<pid_t>(std::atoll(std::string(rest.substr(0, comma)).c_str())));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  auto signal_all = [&](int sig) {
+    for (pid_t b : brokers) ASSERT_EQ(kill(b, sig), 0);
+  };
+  opts_.produce_timeout = 2s;
+  opts_.admin_timeout = 3s;
+  auto log = OpenIngest();
+  ASSERT_NE(log, nullptr);
+  EXPECT_EQ(MustAppend(*log, 0, "before").value, 0);
+
+  signal_all(SIGSTOP);
+  auto t0 = Clock::now();
+  std::vector<std::future<Result<Offset>>> futs;
+  for (int i = 0; i < 5; ++i) futs.push_back(log->Append(PartitionId(0), "during"));
+  int failed = 0;
+  for (auto& f : futs) {
+    if (f.wait_for(8s) != std::future_status::ready) continue;
+    Result<Offset> r = f.get();
+    if (!r.ok()) {
+      ++failed;
+      EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+    }
+  }
+  auto took = Clock::now() - t0;
+  std::string health = log->Health();
+  signal_all(SIGCONT);
+  EXPECT_EQ(failed, 5);
+  EXPECT_LT(took, 8s);
+  EXPECT_NE(health, "ok");
+
+  // Resumes without reopening.
+  Result<Offset> after(Status::Unavailable("not yet"));
+  for (int i = 0; i < 30 && !after.ok(); ++i) after = log->Append(PartitionId(0), "after").get();
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  std::vector<LogRecord> recs = ReadRange(*log, 0, 0, after->value + 1);
+  ASSERT_EQ(static_cast<int64_t>(recs.size()), after->value + 1);
+  EXPECT_EQ(recs.front().data, "before");
+  EXPECT_EQ(recs.back().data, "after");
+  EXPECT_EQ(log->Health(), "ok");
+}
+
+TEST_F(KafkaLogTest, BadArguments) {
+  auto log = OpenIngest();
+  ASSERT_NE(log, nullptr);
+  EXPECT_EQ(log->Append(PartitionId(3), "x").get().status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(log->Append(PartitionId(-1), "x").get().status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      log->Append(PartitionId(0), std::string(kKafkaMaxRecordBytes + 1, 'x')).get().status().code(),
+      StatusCode::kTooLarge);
+  EXPECT_EQ(log->Read(PartitionId(7), Offset(0), 100, 0ms).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(log->EndOffset(PartitionId(7)).status().code(), StatusCode::kInvalidArgument);
+  // A record at the limit goes through and reads back intact.
+  std::string big(kKafkaMaxRecordBytes, 'b');
+  big[12345] = 'c';
+  Offset o = MustAppend(*log, 0, big);
+  std::vector<LogRecord> recs = ReadRange(*log, 0, o.value, o.value + 1);
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_TRUE(recs[0].data == big);
+}
+
+TEST_F(KafkaLogTest, BadPropertyIsInvalidArgument) {
+  opts_.properties["no.such.property"] = "1";
+  EXPECT_EQ(EnsureTopics(opts_).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenKafkaLog(opts_, "x", 1).status().code(), StatusCode::kInvalidArgument);
+}
+
+// No broker needed: nothing listens on port 1.
+TEST(KafkaLogUnreachable, FailsWithinBounds) {
+  KafkaOptions o;
+  o.brokers = "127.0.0.1:1";
+  o.topic_prefix = UniquePrefix();
+  o.admin_timeout = 2s;
+  o.produce_timeout = 2s;
+
+  auto t0 = Clock::now();
+  Status st = EnsureTopics(o);
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+  EXPECT_NE(st.message().find("127.0.0.1:1"), std::string::npos) << st.message();
+  EXPECT_LT(Clock::now() - t0, 5s);
+
+  t0 = Clock::now();
+  auto open = OpenKafkaLog(o, KafkaIngestTopic(o));
+  EXPECT_EQ(open.status().code(), StatusCode::kUnavailable) << open.status().ToString();
+  EXPECT_LT(Clock::now() - t0, 5s);
+
+  auto log = OpenKafkaLog(o, KafkaIngestTopic(o), 4);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  EXPECT_EQ((*log)->partition_count(), 4);
+  t0 = Clock::now();
+  std::vector<std::future<Result<Offset>>> futs;
+  for (int i = 0; i < 20; ++i) futs.push_back((*log)->Append(PartitionId(i % 4), "x"));
+  for (auto& f : futs) {
+    ASSERT_EQ(f.wait_for(6s), std::future_status::ready);
+    Result<Offset> r = f.get();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+  }
+  EXPECT_LT(Clock::now() - t0, 6s);
+  EXPECT_NE((*log)->Health(), "ok");
+  EXPECT_EQ((*log)->EndOffset(PartitionId(0)).status().code(), StatusCode::kUnavailable);
+  t0 = Clock::now();
+  auto r = (*log)->Read(PartitionId(0), Offset(0), 100, 500ms);
+  EXPECT_TRUE(!r.ok() || r->empty());
+  EXPECT_LT(Clock::now() - t0, 5s);
+}
+
+// No broker needed: destruction fails appends that were never acknowledged.
+TEST(KafkaLogUnreachable, DestructionFailsPendingAppends) {
+  KafkaOptions o;
+  o.brokers = "127.0.0.1:1";
+  o.produce_timeout = 60s;
+  auto log = OpenKafkaLog(o, "t", 1);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  auto f = (*log)->Append(PartitionId(0), "x");
+  EXPECT_EQ(f.wait_for(200ms), std::future_status::timeout);
+  log = Status::Aborted("drop");  // destroys the log
+  ASSERT_EQ(f.wait_for(0s), std::future_status::ready);
+  EXPECT_EQ(f.get().status().code(), StatusCode::kUnavailable);
+}
+
+TEST(KafkaProperties, ParseAndEnv) {
+  auto p = ParseKafkaProperties(
+      "# comment\n security.protocol = SASL_SSL\n\n! other\nsasl.mechanism=PLAIN\n"
+      "sasl.password=a=b\n");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->size(), 3u);
+  EXPECT_EQ(p->at("security.protocol"), "SASL_SSL");
+  EXPECT_EQ(p->at("sasl.mechanism"), "PLAIN");
+  EXPECT_EQ(p->at("sasl.password"), "a=b");
+  auto bad = ParseKafkaProperties("ok=1\nbroken line\n");
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("line 2"), std::string::npos);
+
+  std::string e1 = "SEDIMENT_KAFKA_SASL_MECHANISM=SCRAM-SHA-512";
+  std::string e2 = "SEDIMENT_KAFKA_BROKERS=x:1";
+  std::string e3 = "PATH=/bin";
+  std::string e4 = "SEDIMENT_KAFKA_=y";
+  char* env[] = {e1.data(), e2.data(), e3.data(), e4.data(), nullptr};
+  auto m = KafkaPropertiesFromEnv(env, {"SEDIMENT_KAFKA_BROKERS"});
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m.at("sasl.mechanism"), "SCRAM-SHA-512");
+}
+
+}  // namespace
+}  // namespace sediment
