@@ -95,11 +95,16 @@ class DigestTest : public ::testing::Test {
     return seen;
   }
 
+  // Waits until every partition is read to its end and nothing is buffered.
   void WaitFlushed() {
     for (int i = 0; i < 200; ++i) {
-      uint64_t buffered = 0;
-      for (const auto& s : digest_->PartitionStatuses()) buffered += s.buffered_events;
-      if (buffered == 0) return;
+      bool done = true;
+      for (const auto& s : digest_->PartitionStatuses()) {
+        if (s.buffered_events > 0 || s.next_offset < log_->EndOffset(s.partition).value()) {
+          done = false;
+        }
+      }
+      if (done) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     FAIL() << "buffers did not drain";
@@ -140,7 +145,12 @@ TEST_F(DigestTest, RestartReplaysWithoutDuplicatesOrLoss) {
   Close();
   Open(std::chrono::milliseconds(60'000));  // nothing flushes by age: everything stays buffered
   for (int i = 0; i < 10; ++i) Append("a", i * 10, 10);
+  for (int i = 0; i < 100 && Visible().size() < 100; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ASSERT_TRUE(digest_->FlushAll().ok());
+  size_t segments = 0;
+  global_->Read([&](const GlobalState& s) { segments = s.segments.size(); });
+  EXPECT_EQ(segments, 1u);
   for (int i = 10; i < 20; ++i) Append("a", i * 10, 10);  // buffered only, then "crash"
   for (int i = 0; i < 100 && Visible().size() < 200; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

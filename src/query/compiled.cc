@@ -36,6 +36,24 @@ void CollectTerms(const FilterNode& n, std::vector<std::string>* out) {
     case FilterNode::Kind::kAnd:
       for (const auto& c : n.children) CollectTerms(*c, out);
       break;
+    case FilterNode::Kind::kOr: {
+      // A term is implied by both sides when one side requires it and the other requires a term
+      // containing it. Anything else could be absent from events matching one side.
+      std::vector<std::string> a, b;
+      CollectTerms(*n.children[0], &a);
+      CollectTerms(*n.children[1], &b);
+      auto implied_by = [](const std::string& t, const std::vector<std::string>& other) {
+        return std::any_of(other.begin(), other.end(),
+                           [&](const std::string& u) { return u.find(t) != std::string::npos; });
+      };
+      for (const std::string& t : a) {
+        if (implied_by(t, b)) out->push_back(t);
+      }
+      for (const std::string& u : b) {
+        if (implied_by(u, a)) out->push_back(u);
+      }
+      break;
+    }
     case FilterNode::Kind::kText:
       if (!n.text.empty()) out->push_back(n.text);
       break;

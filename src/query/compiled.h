@@ -18,15 +18,15 @@ namespace sediment::query {
 
 struct FilterNode {
   enum class Kind {
-    kTrue,        // matches every event
-    kFalse,       // matches no event
-    kAnd,         // children[0] AND children[1]
-    kOr,          // children[0] OR children[1]
-    kNot,         // NOT children[0]
-    kText,        // case-insensitive substring `text` (lower-cased) of @rawstring
-    kTextGlob,    // bare word with '*': `re` (case-insensitive) searched in @rawstring
-    kRawRegex,    // /re/ searched in @rawstring
-    kFieldEq,     // field == text (whole value, case-sensitive)
+    kTrue,      // matches every event
+    kFalse,     // matches no event
+    kAnd,       // children[0] AND children[1]
+    kOr,        // children[0] OR children[1]
+    kNot,       // NOT children[0]
+    kText,      // case-insensitive substring `text` (lower-cased) of @rawstring
+    kTextGlob,  // free-text pattern with '*' (`text`, lower-cased): `pieces` in order in @rawstring
+    kRawRegex,  // /re/ searched in @rawstring
+    kFieldEq,   // field == text (whole value, case-sensitive)
     kFieldGlob,   // field matches the anchored '*' glob `text` (case-sensitive)
     kFieldRegex,  // `re` found in the field's value
   };
@@ -36,7 +36,9 @@ struct FilterNode {
   std::string text;   // literal / glob pattern / regex source
   std::shared_ptr<const re2::RE2> re;
   std::shared_ptr<const CiSearcher> searcher;  // kText
-  size_t position = 0;                         // byte offset of the construct in the query text
+  // kTextGlob: the non-empty pieces between '*' (lower-cased), at least one.
+  std::vector<CiSearcher> pieces;
+  size_t position = 0;  // byte offset of the construct in the query text
 };
 using FilterPtr = std::shared_ptr<const FilterNode>;
 
@@ -59,7 +61,8 @@ class CompiledQuery {
 };
 
 // Lower-cased literals that every event matching `filter` contains (case-insensitively) in its
-// @rawstring or a field value: taken from the AND-spine (free text, phrases, field literals).
+// @rawstring or a field value: taken from the AND-spine (free text, phrases, field literals,
+// wildcard pieces); an OR contributes only terms implied by both of its sides.
 std::vector<std::string> RequiredTerms(const FilterNode& filter);
 
 // `filter` with every comparison on a datasource tag (#repo, #type, ...) replaced by its constant

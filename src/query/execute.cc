@@ -150,6 +150,19 @@ void EvalText(const CiSearcher& s, const BlockView& v, const Mask& cand, Mask* o
   }
 }
 
+// Whether the pieces occur in `hay` in order without overlapping (ASCII case-insensitive): the
+// unanchored wildcard match. Leftmost matching of each piece is optimal.
+bool GlobPiecesInOrder(const std::vector<CiSearcher>& pieces, std::string_view hay) {
+  const char* p = hay.data();
+  const char* end = hay.data() + hay.size();
+  for (const CiSearcher& piece : pieces) {
+    const char* at = piece.Find(p, end);
+    if (at == nullptr) return false;
+    p = at + piece.size();
+  }
+  return true;
+}
+
 void Eval(const FilterNode& node, const BlockView& v, const Mask& cand, Mask* out) {
   out->assign(v.n, 0);
   const DecodedBlock& b = *v.b;
@@ -185,6 +198,10 @@ void Eval(const FilterNode& node, const BlockView& v, const Mask& cand, Mask* ou
       EvalText(*node.searcher, v, cand, out);
       return;
     case K::kTextGlob:
+      for (size_t i = 0; i < v.n; ++i) {
+        if (cand[i] && GlobPiecesInOrder(node.pieces, b.raw[i])) (*out)[i] = 1;
+      }
+      return;
     case K::kRawRegex:
       for (size_t i = 0; i < v.n; ++i) {
         if (cand[i] &&

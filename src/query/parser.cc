@@ -5,6 +5,7 @@
 #include <charconv>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "query/compiled.h"
 #include "query/query.h"
@@ -39,6 +40,19 @@ std::string Lower(std::string_view s) {
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return a.size() == b.size() && Lower(a) == Lower(b);
+}
+
+// The non-empty runs between '*' characters, lower-cased.
+std::vector<std::string> GlobPieces(std::string_view pattern) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t i = 0; i <= pattern.size(); ++i) {
+    if (i == pattern.size() || pattern[i] == '*') {
+      if (i > start) out.push_back(Lower(pattern.substr(start, i - start)));
+      start = i + 1;
+    }
+  }
+  return out;
 }
 
 // A parsed function argument value: a word/string, a [list], or a call like count().
@@ -80,7 +94,7 @@ class Parser {
     if (AtEnd() || Peek() == '|') {
       q->filter = MakeNode(FilterNode::Kind::kTrue, pos_);
     } else {
-      q->filter = ParseOr();
+      q->filter = ParseAnd();
       if (!ok()) return err_;
       SkipWs();
       if (!AtEnd() && Peek() != '|') {
@@ -143,30 +157,32 @@ class Parser {
     return true;
   }
 
-  FilterPtr ParseOr() {
+  // LogScale precedence: NOT binds tightest, then OR, then AND (explicit or implicit), so
+  // `a b OR c` is `a AND (b OR c)`. Both binary operators are left-associative.
+  FilterPtr ParseAnd() {
     size_t start = pos_;
-    FilterPtr left = ParseAnd();
+    FilterPtr left = ParseOr();
     while (ok()) {
       SkipWs();
-      if (!AtKeyword("or")) break;
-      pos_ += 2;
-      FilterPtr right = ParseAnd();
+      if (AtEnd() || Peek() == '|' || Peek() == ')') break;
+      if (AtKeyword("and")) pos_ += 3;
+      FilterPtr right = ParseOr();
       if (!ok()) return nullptr;
-      left = Combine(FilterNode::Kind::kOr, left, right, start);
+      left = Combine(FilterNode::Kind::kAnd, left, right, start);
     }
     return ok() ? left : nullptr;
   }
 
-  FilterPtr ParseAnd() {
+  FilterPtr ParseOr() {
     size_t start = pos_;
     FilterPtr left = ParseNot();
     while (ok()) {
       SkipWs();
-      if (AtEnd() || Peek() == '|' || Peek() == ')' || AtKeyword("or")) break;
-      if (AtKeyword("and")) pos_ += 3;
+      if (!AtKeyword("or")) break;
+      pos_ += 2;
       FilterPtr right = ParseNot();
       if (!ok()) return nullptr;
-      left = Combine(FilterNode::Kind::kAnd, left, right, start);
+      left = Combine(FilterNode::Kind::kOr, left, right, start);
     }
     return ok() ? left : nullptr;
   }
@@ -207,7 +223,7 @@ class Parser {
         Error(pos_, "empty parentheses");
         return nullptr;
       }
-      FilterPtr inner = ParseOr();
+      FilterPtr inner = ParseAnd();
       if (!ok()) return nullptr;
       SkipWs();
       if (Peek() != ')') {
@@ -236,6 +252,9 @@ class Parser {
     } else if (EndsWord(c)) {
       Error(pos_, Unexpected());
       return nullptr;
+    } else if (AtKeyword("and") || AtKeyword("or")) {
+      Error(pos_, "expected a filter but found '" + std::string(WordAt(pos_)) + "'");
+      return nullptr;
     } else {
       word = std::string(WordAt(pos_));
       pos_ += word.size();
@@ -254,28 +273,14 @@ class Parser {
       return nullptr;
     }
     pos_ = after;
-    if (!quoted && word.find('*') != std::string::npos) {
-      // Unanchored, case-insensitive glob over @rawstring.
-      std::string pattern;
-      bool only_stars = true;
-      size_t piece_start = 0;
-      for (size_t i = 0; i <= word.size(); ++i) {
-        if (i == word.size() || word[i] == '*') {
-          std::string_view piece(word.data() + piece_start, i - piece_start);
-          if (!piece.empty()) only_stars = false;
-          if (!pattern.empty() || piece_start > 0) pattern += ".*";
-          pattern += RE2::QuoteMeta(re2::StringPiece(piece.data(), piece.size()));
-          piece_start = i + 1;
-        }
-      }
-      if (only_stars) return MakeNode(FilterNode::Kind::kTrue, start);
+    if (word.find('*') != std::string::npos) {
+      // Unanchored, case-insensitive wildcard over @rawstring (quoted or not; '*' cannot be
+      // escaped).
+      std::vector<std::string> pieces = GlobPieces(word);
+      if (pieces.empty()) return MakeNode(FilterNode::Kind::kTrue, start);
       auto n = MakeNode(FilterNode::Kind::kTextGlob, start);
       n->text = Lower(word);
-      RE2::Options opts;
-      opts.set_case_sensitive(false);
-      opts.set_dot_nl(true);
-      opts.set_log_errors(false);
-      n->re = std::make_shared<RE2>(pattern, opts);
+      for (const std::string& piece : pieces) n->pieces.emplace_back(piece);
       return n;
     }
     auto n = MakeNode(FilterNode::Kind::kText, start);
@@ -313,8 +318,9 @@ class Parser {
     } else if (Peek() == '"') {
       std::string value;
       if (!ParseQuoted(&value)) return nullptr;
-      n = MakeNode(FilterNode::Kind::kFieldEq, start);
-      n->text = value;
+      bool glob = value.find('*') != std::string::npos;
+      n = MakeNode(glob ? FilterNode::Kind::kFieldGlob : FilterNode::Kind::kFieldEq, start);
+      n->text = std::move(value);
     } else {
       std::string_view value = WordAt(pos_);
       if (value.empty()) {

@@ -51,6 +51,19 @@ TEST(ParserTest, FilterConstructs) {
   EXPECT_EQ(Parsed(R"(/a\/b/)"), R"((regex "a/b"))");
   EXPECT_EQ(Parsed("method=/get|post/i"), R"((fregex "method" "(?i)get|post"))");
   EXPECT_EQ(Parsed("foo*bar"), R"((textglob "foo*bar"))");
+  EXPECT_EQ(Parsed("Foo*BAR"), R"((textglob "foo*bar"))");
+  EXPECT_EQ(Parsed("**"), "true");
+  // Quoted patterns are wildcards too; '*' cannot be escaped.
+  EXPECT_EQ(Parsed(R"("Foo*bar baz")"), R"((textglob "foo*bar baz"))");
+  EXPECT_EQ(Parsed(R"("*")"), "true");
+  EXPECT_EQ(Parsed(R"("")"), R"((text ""))");
+  EXPECT_EQ(Parsed(R"(url="*Api*v1")"), R"((glob "url" "*Api*v1"))");
+  EXPECT_EQ(Parsed(R"(msg="a \\*b")"), R"((glob "msg" "a \\*b"))");
+  EXPECT_EQ(Parsed(R"(status="*")"), R"((glob "status" "*"))");
+  EXPECT_EQ(Parsed("status=*"), R"((glob "status" "*"))");
+  EXPECT_EQ(Parsed("status!=*"), R"((not (glob "status" "*")))");
+  EXPECT_EQ(Parsed("NOT status=*"), R"((not (glob "status" "*")))");
+  EXPECT_EQ(Parsed(R"(status!="*")"), R"((not (glob "status" "*")))");
   EXPECT_EQ(Parsed("!a"), R"((not (text "a")))");
   EXPECT_EQ(Parsed("NOT a"), R"((not (text "a")))");
   EXPECT_EQ(Parsed("a AND b"), R"((and (text "a") (text "b")))");
@@ -59,14 +72,29 @@ TEST(ParserTest, FilterConstructs) {
 }
 
 TEST(ParserTest, Precedence) {
-  EXPECT_EQ(Parsed("a or b and c"), R"((or (text "a") (and (text "b") (text "c"))))");
-  EXPECT_EQ(Parsed("a b OR c"), R"((or (and (text "a") (text "b")) (text "c")))");
+  // LogScale: NOT binds tightest, then OR, then AND (explicit or implicit).
+  EXPECT_EQ(Parsed("a b OR c"), R"((and (text "a") (or (text "b") (text "c"))))");
+  EXPECT_EQ(Parsed("a OR b c"), R"((and (or (text "a") (text "b")) (text "c")))");
+  EXPECT_EQ(Parsed("a or b and c"), R"((and (or (text "a") (text "b")) (text "c")))");
+  EXPECT_EQ(Parsed("a AND b OR c AND d"),
+            R"((and (and (text "a") (or (text "b") (text "c"))) (text "d")))");
+  EXPECT_EQ(Parsed("a b OR c d"),
+            R"((and (and (text "a") (or (text "b") (text "c"))) (text "d")))");
+  EXPECT_EQ(Parsed("a OR b OR c d"),
+            R"((and (or (or (text "a") (text "b")) (text "c")) (text "d")))");
+  EXPECT_EQ(Parsed("x=1 or y=2 z=3"), R"((and (or (eq "x" "1") (eq "y" "2")) (eq "z" "3")))");
   EXPECT_EQ(Parsed("not a and b"), R"((and (not (text "a")) (text "b")))");
   EXPECT_EQ(Parsed("not a or b"), R"((or (not (text "a")) (text "b")))");
+  EXPECT_EQ(Parsed("a or not b c"), R"((and (or (text "a") (not (text "b"))) (text "c")))");
   EXPECT_EQ(Parsed("(a or b) c"), R"((and (or (text "a") (text "b")) (text "c")))");
+  EXPECT_EQ(Parsed("a (b c) or d"),
+            R"((and (text "a") (or (and (text "b") (text "c")) (text "d"))))");
   EXPECT_EQ(Parsed("not (a or b)"), R"((not (or (text "a") (text "b"))))");
   EXPECT_EQ(Parsed("!!a"), R"((not (not (text "a"))))");
   EXPECT_EQ(Parsed("a or b or c"), R"((or (or (text "a") (text "b")) (text "c")))");
+  EXPECT_EQ(Parsed("a and b and c"), R"((and (and (text "a") (text "b")) (text "c")))");
+  EXPECT_EQ(Parsed("a OR b | count()"), R"((or (text "a") (text "b")))");
+  EXPECT_EQ(Parsed("or=1 OR and=2"), R"((or (eq "or" "1") (eq "and" "2")))");
 }
 
 TEST(ParserTest, Pipeline) {
@@ -135,6 +163,12 @@ TEST(ParserTest, ErrorsCarryPositions) {
   EXPECT_EQ(ParseError("a b)"), "unexpected ')' at position 3");
   EXPECT_EQ(ParseError("(a"), "missing ')' for '(' at position 0 at position 2");
   EXPECT_EQ(ParseError("a or"), "expected a filter but found end of query at position 4");
+  EXPECT_EQ(ParseError("a b OR"), "expected a filter but found end of query at position 6");
+  EXPECT_EQ(ParseError("a or or b"), "expected a filter but found 'or' at position 5");
+  EXPECT_EQ(ParseError("a AND OR b"), "expected a filter but found 'OR' at position 6");
+  EXPECT_EQ(ParseError("and b"), "expected a filter but found 'and' at position 0");
+  EXPECT_EQ(ParseError("a OR (b c"), "missing ')' for '(' at position 5 at position 9");
+  EXPECT_EQ(ParseError(R"(a OR f="x*)"), "unterminated string at position 7");
   EXPECT_EQ(ParseError("a-b=c"), "invalid character '-' in field name 'a-b' at position 1");
   EXPECT_EQ(ParseError("a==b"), "unsupported operator '==' at position 1");
   EXPECT_EQ(ParseError("a>5"), "unsupported operator '>' at position 1");
@@ -147,8 +181,8 @@ TEST(ParserTest, ErrorsCarryPositions) {
 TEST(ParserTest, RequiredTermsFollowAndSpine) {
   auto terms = [](std::string_view q) {
     auto r = Compile(q);
-    EXPECT_TRUE(r.ok());
-    return RequiredTerms(*(*r)->filter);
+    EXPECT_TRUE(r.ok()) << q;
+    return r.ok() ? RequiredTerms(*(*r)->filter) : std::vector<std::string>{"ERROR"};
   };
   using V = std::vector<std::string>;
   EXPECT_EQ(terms("Foo \"Bar Baz\" status=OK"), (V{"bar baz", "foo", "ok"}));
@@ -156,6 +190,20 @@ TEST(ParserTest, RequiredTermsFollowAndSpine) {
   EXPECT_EQ(terms("foo not bar"), V{"foo"});
   EXPECT_EQ(terms("url=*Api*v1 #repo=web @timestamp=5 x=/re/"), (V{"api", "v1"}));
   EXPECT_EQ(terms("abc*def"), (V{"abc", "def"}));
+  // OR binds tighter than AND: only the AND operands outside the OR are required.
+  EXPECT_EQ(terms("alpha beta OR gamma"), V{"alpha"});
+  EXPECT_EQ(terms("alpha OR beta gamma"), V{"gamma"});
+  EXPECT_EQ(terms("alpha AND beta OR gamma AND delta"), (V{"alpha", "delta"}));
+  EXPECT_EQ(terms("alpha or not beta"), V{});
+  EXPECT_EQ(terms("alpha or *"), V{});
+  // A term implied by both sides of an OR is required.
+  EXPECT_EQ(terms("(error user=x) or (error user=y)"), V{"error"});
+  EXPECT_EQ(terms("errors or ERROR"), V{"error"});
+  EXPECT_EQ(terms("errors or error*x"), V{"error"});
+  // Quoted wildcards contribute their literal pieces; a bare '*' nothing.
+  EXPECT_EQ(terms(R"("ab*CD ef")"), (V{"ab", "cd ef"}));
+  EXPECT_EQ(terms(R"(url="*Api*v1")"), (V{"api", "v1"}));
+  EXPECT_EQ(terms(R"("*" f=* g="*")"), V{});
 }
 
 TEST(ParserTest, SpecializeFoldsTags) {
@@ -353,7 +401,35 @@ TEST(EvalTest, FilterTable) {
       {"!error", "125"},
       {"error and not slow", "4"},
       {"error AND NOT slow", "4"},
-      {"login or error and boom", "24"},
+      {"login or error and boom", "4"},
+      {"boom login or error", "4"},
+      {"get or post error", "3"},
+      {"get or (post error)", "13"},
+      {"error or index.html status=200", "13"},
+      {"users AND slow OR boom AND delete", "4"},
+      {"(users AND slow) OR (boom AND delete)", "34"},
+      {"not error or login", "125"},
+      {"not (error or login)", "15"},
+      {"*", "12345"},
+      {R"("*")", "12345"},
+      {R"("ERR*boom")", "4"},
+      {R"("e*r slow")", "3"},
+      {R"("/API/*S/7")", "4"},
+      {R"("hello*\"world\"")", "5"},
+      {"hel*lo", "5"},
+      {"hell*llo", ""},
+      {"lo*lo", ""},
+      {"l*l*l", "5"},
+      {R"(url="/api/*")", "234"},
+      {R"(url="*users*")", "34"},
+      {R"(url="/api/users")", "3"},
+      {R"(method="G*")", "1"},
+      {R"(method="g*")", "3"},
+      {R"(status="*")", "1234"},
+      {R"(status!="*")", "5"},
+      {"NOT status=*", "5"},
+      {"not missing=*", "12345"},
+      {"missing=*", ""},
       {"(login or error) and boom", "4"},
       {"(login or boom) and (post or delete)", "24"},
       {R"("Hello \"World\"")", "5"},
@@ -588,13 +664,24 @@ TEST_F(SegmentExecTest, RareTermPrunesBlocksAndMatchesUnprunedResult) {
   EXPECT_TRUE(a->warnings.empty());
 
   // Common terms and aggregates agree with and without pruning.
-  for (const char* q : {"user=u3 | count()", "served | groupBy(user)", "request 42",
-                        "alert or \"request 7 \"", "user=u1* | tail(5)"}) {
+  for (const char* q :
+       {"user=u3 | count()", "served | groupBy(user)", "request 42", "alert or \"request 7 \"",
+        "user=u1* | tail(5)", "served alert or zebrafish", "zebrafish or served alert",
+        "\"zebra*ALERT\"", "user=\"u1*\" | count()", "zebrafish or zebra"}) {
     auto x = RunQuery(q, in, TimeRange{0, 100000}, pruned);
     auto y = RunQuery(q, in, TimeRange{0, 100000}, full);
     ASSERT_TRUE(x.ok() && y.ok()) << q;
     EXPECT_EQ(x->rows, y->rows) << q;
     EXPECT_FALSE(x->rows.empty()) << q;
+  }
+  // Wildcard pieces and terms implied by both sides of an OR still prune.
+  for (const char* q : {"\"ZEBRA*alert\"", "zebr*sh", "zebrafish or zebra",
+                        "served (zebrafish alert) or (zebrafish user=u12)"}) {
+    auto x = RunQuery(q, in, TimeRange{0, 100000}, pruned);
+    ASSERT_TRUE(x.ok()) << q;
+    ASSERT_EQ(x->rows.size(), 1u) << q;
+    EXPECT_EQ(std::get<int64_t>(*Get(x->rows[0], "@timestamp")), 11234) << q;
+    EXPECT_LT(x->stats.blocks_scanned, x->stats.blocks_total / 4) << q;
   }
   auto c = RunQuery("user=u3 | count()", in, TimeRange{0, 100000});
   ASSERT_TRUE(c.ok());
