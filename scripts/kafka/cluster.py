@@ -116,7 +116,12 @@ def _port_open(port: int, timeout: float = 1.0) -> bool:
 
 
 def _random_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    """A Kafka cluster id (url-safe base64 of 16 random bytes). Like Kafka's Uuid.randomUuid it
+    never starts with '-', which command-line parsers would take for an option."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def fetch_libs(kafka_version: Optional[str] = None) -> Path:
@@ -298,7 +303,7 @@ class KafkaCluster:
         for node in todo:
             cmd = self._java_base(256, node) + [
                 "kafka.tools.StorageTool", "format", "--config", node["config"],
-                "--cluster-id", self.state["cluster_id"], "--ignore-formatted"]
+                f"--cluster-id={self.state['cluster_id']}", "--ignore-formatted"]
             out = open(Path(node["dir"]) / "format.log", "wb")
             running.append((node, subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                                    stdin=subprocess.DEVNULL), out))
@@ -348,6 +353,17 @@ class KafkaCluster:
             return pid
         return None
 
+    def _gone(self, i: int, pid: int) -> bool:
+        """True once pid (signalled as node i) has exited. Unlike _pid_alive this does not trust
+        /proc/<pid>/cmdline, which is empty while a killed process is still tearing down."""
+        self._reap(i, pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read().decode("ascii", "replace")
+            return stat[stat.rindex(")") + 2] in "ZX"
+        except (OSError, ValueError, IndexError):
+            return True
+
     def is_running(self, i: int) -> bool:
         return self._pid_alive(i) is not None
 
@@ -363,10 +379,24 @@ class KafkaCluster:
         self._procs[i] = proc
         node["pid"] = proc.pid
         self._save_state()
+        # Popen returns (vfork) before execve has set up the new argv: /proc/<pid>/cmdline reads
+        # empty for a few ms. Wait for it, so that _pid_alive does not mistake the node for gone.
+        deadline = time.monotonic() + 10
+        while self._pid_alive(i) is None and proc.poll() is None:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.005)
 
     def _diagnose(self, i: int, why: str) -> str:
         node = self.node(i)
         d = Path(node["dir"])
+        proc = self._procs.get(i)
+        if proc is not None:
+            try:
+                rc = proc.wait(timeout=10)  # the JVM's last threads may still be exiting
+                why += f" (exit status {rc})" if rc >= 0 else f" (killed by signal {-rc})"
+            except subprocess.TimeoutExpired:
+                pass
         return (f"node {i} (127.0.0.1:{node['broker_port']}, pid {node.get('pid')}): {why}\n"
                 f"--- {d / 'server.log'} (tail)\n{_log_tail(d / 'server.log')}\n"
                 f"--- {d / 'stdout.log'} (tail)\n{_log_tail(d / 'stdout.log', 20)}")
@@ -465,19 +495,22 @@ class KafkaCluster:
                 pass
         deadline = time.monotonic() + timeout
         while alive and time.monotonic() < deadline:
-            alive = {i: p for i, p in alive.items() if self._pid_alive(i)}
+            alive = {i: p for i, p in alive.items() if not self._gone(i, p)}
             if alive:
                 time.sleep(0.2)
         for i, pid in alive.items():
             self._kill9(i, pid)
 
     def _kill9(self, i: int, pid: int) -> None:
+        """SIGKILLs pid (node i, identity checked by the caller) and waits until it has exited."""
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        deadline = time.monotonic() + 10
-        while self._pid_alive(i) and time.monotonic() < deadline:
+        deadline = time.monotonic() + 20
+        while not self._gone(i, pid):
+            if time.monotonic() > deadline:
+                raise KafkaClusterError(f"node {i} (pid {pid}) survived SIGKILL for 20 s")
             time.sleep(0.05)
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -496,8 +529,6 @@ class KafkaCluster:
         pid = self._pid_alive(i)
         if pid:
             self._kill9(i, pid)
-        if self._pid_alive(i):
-            raise KafkaClusterError(f"node {i} (pid {pid}) survived SIGKILL")
         self.node(i)["pid"] = None
         self._procs.pop(i, None)
         self._save_state()

@@ -5,7 +5,9 @@
 #include <CLI/CLI.hpp>
 
 #include <strings.h>
+#include <unistd.h>
 #include <algorithm>
+
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -15,6 +17,7 @@
 #include "common/json_writer.h"
 #include "common/time_parse.h"
 #include "http/http_client.h"
+#include "log/kafka_log.h"
 #include "server/server.h"
 
 namespace {
@@ -214,11 +217,42 @@ int main(int argc, char** argv) {
       ->envname("SEDIMENT_API_TOKEN")
       ->delimiter(',');
   server
-      ->add_option("--partitions", config.partitions,
-                   "ingest partitions of the embedded log (fixed when the data dir is created)")
-      ->envname("SEDIMENT_PARTITIONS")
+      ->add_option("--ingest-partitions,--partitions", config.partitions,
+                   "ingest partitions (default 8 on the embedded log, fixed when the data dir is "
+                   "created; 24 on Kafka)")
+      ->envname("SEDIMENT_INGEST_PARTITIONS")
+      ->check(CLI::Range(1, 10000));
+  server
+      ->add_option("--kafka-brokers", config.kafka_brokers,
+                   "host:port,... of a Kafka cluster to use as the commit log (default: the "
+                   "embedded log)")
+      ->envname("SEDIMENT_KAFKA_BROKERS");
+  server->add_option("--kafka-topic-prefix", config.kafka_topic_prefix, "prefix of the topics")
+      ->envname("SEDIMENT_KAFKA_TOPIC_PREFIX")
+      ->capture_default_str();
+  server
+      ->add_option("--kafka-replication-factor", config.kafka_replication_factor,
+                   "replication factor of the topics sediment creates")
+      ->envname("SEDIMENT_KAFKA_REPLICATION_FACTOR")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
+      ->check(CLI::Range(1, 32));
+  server
+      ->add_option("--kafka-min-insync-replicas", config.kafka_min_insync_replicas,
+                   "min.insync.replicas of the topics sediment creates")
+      ->envname("SEDIMENT_KAFKA_MIN_INSYNC_REPLICAS")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 32));
+  server
+      ->add_option("--kafka-properties-file", config.kafka_properties_file,
+                   "librdkafka properties (key=value lines: security.protocol, sasl.*, ssl.*); "
+                   "SEDIMENT_KAFKA_<NAME> variables add more (SEDIMENT_KAFKA_SASL_MECHANISM -> "
+                   "sasl.mechanism)")
+      ->envname("SEDIMENT_KAFKA_PROPERTIES_FILE");
+  server
+      ->add_option("--kafka-produce-timeout-ms", config.kafka_produce_timeout_ms,
+                   "ingest answers 503 when Kafka has not acknowledged within this time")
+      ->envname("SEDIMENT_KAFKA_PRODUCE_TIMEOUT_MS")
+      ->capture_default_str();
   server->add_option("--max-body-bytes", config.max_body_bytes, "largest accepted request body")
       ->envname("SEDIMENT_MAX_BODY_BYTES")
       ->capture_default_str();
@@ -267,7 +301,13 @@ int main(int argc, char** argv) {
   status->add_option("--url", url, "server URL")->envname("SEDIMENT_URL")->capture_default_str();
 
   CLI11_PARSE(app, argc, argv);
-  if (server->parsed()) return RunServer(config);
+  if (server->parsed()) {
+    config.kafka_properties = sediment::KafkaPropertiesFromEnv(
+        environ, {"SEDIMENT_KAFKA_BROKERS", "SEDIMENT_KAFKA_TOPIC_PREFIX",
+                  "SEDIMENT_KAFKA_REPLICATION_FACTOR", "SEDIMENT_KAFKA_MIN_INSYNC_REPLICAS",
+                  "SEDIMENT_KAFKA_PROPERTIES_FILE", "SEDIMENT_KAFKA_PRODUCE_TIMEOUT_MS"});
+    return RunServer(config);
+  }
   if (ingest->parsed()) return RunIngest(url, token, files, batch_lines);
   if (query->parsed()) return RunQuery(url, token, repo, query_string, start, end, format);
   if (status->parsed()) return RunStatus(url);

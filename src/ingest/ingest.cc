@@ -258,7 +258,9 @@ Result<ParseResult> ParseRequest(Format format, std::string_view body,
   return Status::InvalidArgument("unknown ingest format");
 }
 
-Status AppendAll(CommitLog* log, std::vector<IngestMessage> messages) {
+Status AppendAll(CommitLog* log, std::vector<IngestMessage> messages,
+                 std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   if (messages.empty()) return Status::OK();
   if (log == nullptr) return Status::Internal("AppendAll: no commit log");
   const int32_t partitions = log->partition_count();
@@ -279,8 +281,13 @@ Status AppendAll(CommitLog* log, std::vector<IngestMessage> messages) {
   for (size_t i = 0; i < futures.size(); ++i) {
     Status st;
     try {
-      Result<Offset> r = futures[i].get();
-      st = r.status();
+      if (futures[i].wait_until(deadline) != std::future_status::ready) {
+        st = Status::Unavailable("the commit log did not acknowledge within " +
+                                 std::to_string(timeout.count()) + " ms");
+      } else {
+        Result<Offset> r = futures[i].get();
+        st = r.status();
+      }
     } catch (const std::exception& e) {
       st = Status::Internal(std::string("append failed: ") + e.what());
     }

@@ -3,6 +3,7 @@
 // Parsing validates the whole request before anything is appended (P6).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -51,6 +52,9 @@ Result<ParseResult> ParseRequest(Format format, std::string_view body, const Par
 
 // Appends every message and waits until all are durable. OK only when every one is (P1): on any
 // error the caller must answer with an error status, never 200.
-Status AppendAll(CommitLog* log, std::vector<IngestMessage> messages);
+// Waits at most `timeout` in all: messages not acknowledged by then make it Unavailable (they may
+// still become durable later, but they were not acknowledged).
+Status AppendAll(CommitLog* log, std::vector<IngestMessage> messages,
+                 std::chrono::milliseconds timeout = std::chrono::hours(1));
 
 }  // namespace sediment::ingest

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <deque>
+#include <future>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -562,6 +565,37 @@ TEST(AppendAll, FailureIsReportedAfterAllAppendsComplete) {
   EXPECT_NE(st.message().find("disk on fire"), std::string::npos);
   EXPECT_EQ(log.appends(), 4);
   EXPECT_EQ(log.completed(), 4);
+}
+
+// A log that never acknowledges (a broker that stopped answering).
+class SilentLog final : public CommitLog {
+ public:
+  int32_t partition_count() const override { return 2; }
+  std::future<Result<Offset>> Append(PartitionId, std::string) override {
+    promises_.emplace_back();
+    return promises_.back().get_future();
+  }
+  Result<std::vector<LogRecord>> Read(PartitionId, Offset, size_t,
+                                      std::chrono::milliseconds) override {
+    return std::vector<LogRecord>{};
+  }
+  Status DeleteBefore(PartitionId, Offset) override { return Status::OK(); }
+  Result<Offset> StartOffset(PartitionId) override { return Offset(0); }
+  Result<Offset> EndOffset(PartitionId) override { return Offset(0); }
+  std::string Health() override { return "silent"; }
+
+ private:
+  std::deque<std::promise<Result<Offset>>> promises_;
+};
+
+TEST(AppendAll, UnacknowledgedWithinTheTimeoutIsUnavailable) {
+  SilentLog log;
+  auto start = std::chrono::steady_clock::now();
+  Status st = AppendAll(&log, SampleMessages(), std::chrono::milliseconds(100));
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+  EXPECT_NE(st.message().find("did not acknowledge within 100 ms"), std::string::npos);
+  // The bound covers all messages together, not each one.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
 TEST(AppendAll, EmptyIsOk) {

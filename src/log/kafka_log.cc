@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <thread>
 #include <unordered_set>
@@ -87,6 +88,7 @@ class HealthTracker {
   void Error(std::string what) {
     std::lock_guard lk(mu_);
     last_error_ = std::move(what);
+    error_at_ = std::chrono::steady_clock::now();
     has_error_.store(true, std::memory_order_release);
   }
   void Success() {
@@ -102,10 +104,20 @@ class HealthTracker {
     std::lock_guard lk(mu_);
     return last_error_;
   }
+  // The last error when the log is unhealthy and it was recorded less than `window` ago: callers
+  // fail fast with it instead of waiting for a broker known to be down.
+  std::optional<std::string> RecentError(std::chrono::milliseconds window) {
+    if (!has_error_.load(std::memory_order_acquire)) return std::nullopt;
+    std::lock_guard lk(mu_);
+    if (!has_error_.load(std::memory_order_relaxed)) return std::nullopt;
+    if (std::chrono::steady_clock::now() - error_at_ > window) return std::nullopt;
+    return last_error_;
+  }
 
  private:
   std::mutex mu_;
   std::string last_error_;
+  std::chrono::steady_clock::time_point error_at_;
   std::atomic<bool> has_error_{false};
 };
 
@@ -657,10 +669,18 @@ class KafkaLog final : public CommitLog {
   }
 
   // Low and high watermark. Errors that mean "metadata not settled yet" (a fresh topic, a leader
-  // change) are retried until admin_timeout.
+  // change) are retried until the deadline: min(admin_timeout, 5 s). While the brokers are known
+  // to be unreachable (an Unavailable error in the last 2 s), fails fast without asking them, so
+  // status pages and loops over partitions do not stall for a timeout per partition.
   Result<std::pair<int64_t, int64_t>> Watermarks(PartitionId p) {
     RETURN_IF_ERROR(CheckPartition(p));
-    const Clock::time_point deadline = Clock::now() + options_.admin_timeout;
+    if (auto recent = health_.RecentError(std::chrono::milliseconds(2000))) {
+      return Status::Unavailable("watermarks of " + topic_ + "/" + std::to_string(p.value) + ": " +
+                                 *recent);
+    }
+    const Clock::time_point deadline =
+        Clock::now() + std::min<std::chrono::milliseconds>(options_.admin_timeout,
+                                                           std::chrono::milliseconds(5000));
     while (true) {
       int64_t low = 0, high = 0;
       rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(

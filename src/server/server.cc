@@ -15,6 +15,7 @@
 #include "global/global.h"
 #include "http/http_server.h"
 #include "ingest/ingest.h"
+#include "log/kafka_log.h"
 #include "log/local_log.h"
 #include "query/query.h"
 
@@ -152,18 +153,45 @@ Status Server::Start() {
   RETURN_IF_ERROR(s.env->CreateDirs(s.config.data_dir));
   s.segment_dir = JoinPath(s.config.data_dir, "segments");
 
-  LocalLogOptions log_options;
-  log_options.partitions = s.config.partitions;
-  auto ingest_log = OpenLocalLog(s.env, JoinPath(s.config.data_dir, "log/ingest"), log_options);
-  if (!ingest_log.ok()) return ingest_log.status().WithContext("opening the ingest log");
-  s.ingest_log = std::move(ingest_log).value();
+  if (s.config.kafka_brokers.empty()) {
+    LocalLogOptions log_options;
+    log_options.partitions = s.config.partitions > 0 ? s.config.partitions : 8;
+    auto ingest_log = OpenLocalLog(s.env, JoinPath(s.config.data_dir, "log/ingest"), log_options);
+    if (!ingest_log.ok()) return ingest_log.status().WithContext("opening the ingest log");
+    s.ingest_log = std::move(ingest_log).value();
 
-  LocalLogOptions global_log_options;
-  global_log_options.partitions = 1;
-  auto global_log =
-      OpenLocalLog(s.env, JoinPath(s.config.data_dir, "log/global"), global_log_options);
-  if (!global_log.ok()) return global_log.status().WithContext("opening the global log");
-  s.global_log = std::move(global_log).value();
+    LocalLogOptions global_log_options;
+    global_log_options.partitions = 1;
+    auto global_log =
+        OpenLocalLog(s.env, JoinPath(s.config.data_dir, "log/global"), global_log_options);
+    if (!global_log.ok()) return global_log.status().WithContext("opening the global log");
+    s.global_log = std::move(global_log).value();
+  } else {
+    KafkaOptions ko;
+    ko.brokers = s.config.kafka_brokers;
+    ko.topic_prefix = s.config.kafka_topic_prefix;
+    ko.ingest_partitions = s.config.partitions > 0 ? s.config.partitions : 24;
+    ko.replication_factor = s.config.kafka_replication_factor;
+    ko.min_insync_replicas = s.config.kafka_min_insync_replicas;
+    ko.produce_timeout = std::chrono::milliseconds(s.config.kafka_produce_timeout_ms);
+    if (!s.config.kafka_properties_file.empty()) {
+      auto text = s.env->ReadFile(s.config.kafka_properties_file);
+      if (!text.ok()) return text.status().WithContext("reading --kafka-properties-file");
+      auto props = ParseKafkaProperties(*text);
+      if (!props.ok()) return props.status().WithContext(s.config.kafka_properties_file);
+      ko.properties = *props;
+    }
+    for (const auto& [k, v] : s.config.kafka_properties) ko.properties[k] = v;
+    RETURN_IF_ERROR(EnsureTopics(ko).WithContext("preparing the Kafka topics"));
+    auto ingest_log = OpenKafkaLog(ko, KafkaIngestTopic(ko));
+    if (!ingest_log.ok()) return ingest_log.status().WithContext("opening the Kafka ingest topic");
+    s.ingest_log = std::move(ingest_log).value();
+    auto global_log = OpenKafkaLog(ko, KafkaGlobalTopic(ko), 1);
+    if (!global_log.ok()) return global_log.status().WithContext("opening the Kafka global topic");
+    s.global_log = std::move(global_log).value();
+    spdlog::info("commit log: Kafka at {} (topics {}*, {} ingest partitions)", ko.brokers,
+                 ko.topic_prefix, s.ingest_log->partition_count());
+  }
 
   auto global =
       Global::Open(s.env, s.global_log.get(), JoinPath(s.config.data_dir, "global-snapshots"));
@@ -358,7 +386,10 @@ http::Response Server::Impl::HandleIngest(const http::Request& req, ingest::Form
     return fail(HttpStatusFor(parsed.status()), m, code);
   }
   size_t events = parsed->event_count;
-  Status st = ingest::AppendAll(ingest_log.get(), std::move(parsed->messages));
+  // P1 with a bound: a commit log that cannot acknowledge gets the client a 503 in time.
+  const auto ack_timeout = std::chrono::milliseconds(
+      config.kafka_brokers.empty() ? 30000 : config.kafka_produce_timeout_ms + 1000);
+  Status st = ingest::AppendAll(ingest_log.get(), std::move(parsed->messages), ack_timeout);
   if (!st.ok()) {
     spdlog::warn("ingest: append failed: {}", st.ToString());
     http::Response r = fail(503, "events were not stored durably, retry: " + st.message(), 9);
@@ -500,13 +531,10 @@ http::Response Server::Impl::HandleStatus() {
   w.BeginObject();
   w.Key("status").String("OK").Key("version").String(kVersion);
   std::string health = ingest_log->Health();
-  w.Key("commitLog")
-      .BeginObject()
-      .Key("type")
-      .String("local")
-      .Key("health")
-      .String(health)
-      .EndObject();
+  w.Key("commitLog").BeginObject();
+  w.Key("type").String(config.kafka_brokers.empty() ? "local" : "kafka");
+  if (!config.kafka_brokers.empty()) w.Key("brokers").String(config.kafka_brokers);
+  w.Key("health").String(health).EndObject();
   size_t segments = 0;
   uint64_t segment_bytes = 0, events = 0;
   std::vector<std::string> repos;

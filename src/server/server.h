@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,7 +17,17 @@ struct ServerConfig {
   std::string listen = "127.0.0.1:8080";   // HOST:PORT; port 0 picks a free port
   std::vector<std::string> ingest_tokens;  // "REPO:TOKEN"
   std::vector<std::string> api_tokens;
-  int32_t partitions = 8;  // embedded log partitions (fixed at creation)
+  // Ingest partitions: of the embedded log (fixed when the data dir is created) or of the Kafka
+  // ingest topic. 0 = the default: 8 embedded, 24 on Kafka.
+  int32_t partitions = 0;
+  // Kafka (DESIGN section 4): empty brokers = the embedded log.
+  std::string kafka_brokers;
+  std::string kafka_topic_prefix = "sediment-";
+  int16_t kafka_replication_factor = 1;
+  int16_t kafka_min_insync_replicas = 1;
+  std::string kafka_properties_file;                    // librdkafka properties, key=value lines
+  std::map<std::string, std::string> kafka_properties;  // e.g. from SEDIMENT_KAFKA_* variables
+  int64_t kafka_produce_timeout_ms = 10000;  // ingest answers 503 after at most this long
   size_t max_body_bytes = 32u << 20;
   size_t max_event_bytes = 1u << 20;
   int64_t flush_age_ms = 2000;

@@ -230,3 +230,12 @@ def test_broker_exit_during_start_reports_log_and_cleans_up(tmp_path):
         assert not kc.is_running(0)
     finally:
         blocker.close()
+
+
+def test_cluster_ids_are_valid_for_the_storage_tool():
+    # an id starting with '-' would be parsed as an option by kafka-storage format
+    from cluster import _random_cluster_id
+
+    ids = {_random_cluster_id() for _ in range(5000)}
+    assert len(ids) == 5000
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)
