@@ -1,30 +1,53 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: installs dependencies when missing, builds warnings-as-errors, runs
-# the unit tests (ctest), the end-to-end tests against the real binary (pytest), the benchmark
-# driver's smoke run, and the unit tests of the storage libraries under ASan+UBSan.
-# Set SEDIMENT_SKIP_SANITIZERS=1 to skip the sanitizer build.
+# the unit tests (ctest), the end-to-end tests against the real binary on the embedded log and on a
+# real Kafka broker (pytest), the broker fault tests, the benchmark drivers' smoke runs, and the
+# unit tests under ASan+UBSan. Set SEDIMENT_SKIP_SANITIZERS=1 to skip the sanitizer build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --test
+export PYTHONDONTWRITEBYTECODE=1
+PYTEST=(python3 -m pytest -q -p no:cacheprovider)
 
 echo "== build"
 BUILD_DIR=build scripts/build.sh -DSEDIMENT_WERROR=ON
 
 echo "== unit tests"
-ctest --test-dir build --output-on-failure -j2 --timeout 300
+ctest --test-dir build --output-on-failure -j2 --timeout 300 -E '^bench_smoke$'
 
-echo "== end-to-end tests"
-SEDIMENT_BIN="$PWD/build/src/cli/sediment" python3 -m pytest -q tests/e2e -p no:cacheprovider
+echo "== end-to-end tests, embedded commit log"
+export SEDIMENT_BIN="$PWD/build/src/cli/sediment"
+"${PYTEST[@]}" tests/e2e
 
-if [[ -f bench/run_benchmarks.py ]]; then
-  echo "== benchmark driver smoke run"
-  python3 bench/run_benchmarks.py --build-dir build --smoke --work-dir "$(mktemp -d)"
-fi
+echo "== Kafka: one broker for the commit-log tests"
+scripts/kafka/fetch.sh >/dev/null
+KAFKA_DIR="$(mktemp -d /tmp/sediment-test-kafka.XXXXXX)"
+stop_kafka() { python3 scripts/kafka/cluster.py stop --dir "$KAFKA_DIR" >/dev/null 2>&1 || true; rm -rf "$KAFKA_DIR"; }
+trap stop_kafka EXIT
+BOOTSTRAP="$(python3 scripts/kafka/cluster.py start --dir "$KAFKA_DIR" --brokers 1 | tail -n 1)"
+echo "broker at $BOOTSTRAP"
+SEDIMENT_TEST_KAFKA="$BOOTSTRAP" ctest --test-dir build --output-on-failure --timeout 300 -R 'Kafka'
+
+echo "== end-to-end tests, Kafka commit log"
+SEDIMENT_E2E_KAFKA="$BOOTSTRAP" "${PYTEST[@]}" tests/e2e
+stop_kafka
+trap - EXIT
+
+echo "== Kafka broker faults (1 and 3 brokers) and the broker scripts"
+"${PYTEST[@]}" tests/kafka tests/kafka_harness
+
+echo "== benchmark drivers, smoke runs"
+ctest --test-dir build --output-on-failure --timeout 300 -R '^bench_smoke$'
 
 if [[ "${SEDIMENT_SKIP_SANITIZERS:-0}" != "1" ]]; then
   echo "== unit tests under ASan+UBSan"
-  BUILD_DIR=build-asan scripts/build.sh -DSEDIMENT_SANITIZE=address,undefined >/dev/null
+  TESTS=(common_test model_test log_test segment_test global_test ingest_test digest_test
+         query_test http_test)
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DSEDIMENT_SANITIZE=address,undefined >/dev/null
+  ninja -C build-asan -j"$(nproc)" "${TESTS[@]}"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    ctest --test-dir build-asan --output-on-failure -j2 --timeout 600
+    ctest --test-dir build-asan --output-on-failure -j2 --timeout 600 \
+          -E 'NOT_BUILT|^bench_|Kafka|IngestPerf'
 fi
 echo "== all tests passed"

@@ -12,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sys/socket.h>
 #include <zlib.h>
 
 #include "common/json_writer.h"
@@ -156,24 +157,22 @@ void Server::Stop() {
   if (!impl_ || !impl_->acceptor) return;
   if (impl_->stopping.exchange(true)) return;
   beast::error_code ec;
-  impl_->acceptor->cancel(ec);
-  impl_->acceptor->close(ec);
-  // A blocking accept() is not always woken by close(); connect to ourselves to be sure.
-  try {
+  // Wake the accept thread with a connection to ourselves; the acceptor object is only touched by
+  // that thread until it has exited (asio objects are not thread-safe).
+  {
+    std::string host = impl_->options.host;
+    if (host == "0.0.0.0") host = "127.0.0.1";
+    if (host == "::") host = "::1";
     net::io_context ioc;
     tcp::socket s(ioc);
-    s.connect(
-        tcp::endpoint(net::ip::make_address(impl_->options.host == "0.0.0.0" ? "127.0.0.1"
-                                                                             : impl_->options.host),
-                      port_),
-        ec);
-  } catch (...) {
+    auto addr = net::ip::make_address(host, ec);
+    if (!ec) s.connect(tcp::endpoint(addr, port_), ec);
   }
   if (impl_->accept_thread.joinable()) impl_->accept_thread.join();
+  impl_->acceptor->close(ec);
   std::unique_lock lock(impl_->mu);
-  for (auto& s : impl_->sockets) {
-    s->shutdown(tcp::socket::shutdown_both, ec);
-  }
+  // Unblock connection threads at the OS level; each thread still owns its socket object.
+  for (auto& s : impl_->sockets) ::shutdown(s->native_handle(), SHUT_RDWR);
   impl_->cv.wait_for(lock, std::chrono::seconds(10), [this] { return impl_->active == 0; });
 }
 
@@ -208,6 +207,8 @@ void Server::Impl::AcceptLoop() {
     std::thread([this, sock, it] {
       Serve(sock);
       std::lock_guard g(mu);
+      beast::error_code ec;
+      sock->close(ec);
       sockets.erase(it);
       --active;
       cv.notify_all();
@@ -340,7 +341,7 @@ void Server::Impl::Serve(std::shared_ptr<tcp::socket> sock) {
     }
   }
   sock->shutdown(tcp::socket::shutdown_both, ec);
-  sock->close(ec);
+  // The socket is closed by the caller under `mu`, where Stop() reads its native handle.
 }
 
 }  // namespace sediment::http
