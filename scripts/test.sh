@@ -41,13 +41,8 @@ ctest --test-dir build --output-on-failure --timeout 300 -R '^bench_smoke$'
 
 if [[ "${SEDIMENT_SKIP_SANITIZERS:-0}" != "1" ]]; then
   echo "== unit tests under ASan+UBSan"
-  TESTS=(common_test model_test log_test segment_test global_test ingest_test digest_test
-         query_test http_test)
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DSEDIMENT_SANITIZE=address,undefined >/dev/null
-  ninja -C build-asan -j"$(nproc)" "${TESTS[@]}"
-  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    ctest --test-dir build-asan --output-on-failure -j2 --timeout 600 \
-          -E 'NOT_BUILT|^bench_|Kafka|IngestPerf'
+  scripts/sanitize.sh asan
+  echo "== concurrency tests under TSan"
+  scripts/sanitize.sh tsan
 fi
 echo "== all tests passed"
