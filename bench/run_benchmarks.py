@@ -10,6 +10,10 @@ dir, and measures in one run:
   (b) search: the rest of a >= --size corpus is ingested, then a rare planted needle is searched
       (best of 3) as GB/s of raw data, beside `grep -c` / `grep -ci` on the same file.
   (c) stored size: bytes of segment files under the data dir vs `zstd -3` of the raw file.
+With --kafka it measures only (a), with sediment on a Kafka commit log (one local broker started
+by scripts/kafka/cluster.py, replication factor 1), and beside it `kcat -P` producing the same
+batches as messages (acks=all, idempotent) to a fresh topic with the same partition count; it
+prints the ratio of sediment's acknowledged MB/s to kcat's.
 Prints a report and writes it as JSON. Exits non-zero when any step fails (HTTP error, count
 mismatch, needle count mismatch, server not ready); speed never fails the run.
 Only loopback addresses are contacted; the server is stopped by pid on exit, error or Ctrl-C.
@@ -32,6 +36,8 @@ import time
 
 REPO = "bench"
 HOST = "127.0.0.1"
+KAFKA_SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                             "scripts", "kafka")
 
 
 class BenchError(Exception):
@@ -71,8 +77,9 @@ def free_port():
 class Server:
     """One `sediment server` child process. stop() is idempotent and bounded in time."""
 
-    def __init__(self, binary, data_dir, log_path, ingest_token, api_token):
+    def __init__(self, binary, data_dir, log_path, ingest_token, api_token, extra_args=()):
         self.binary = binary
+        self.extra_args = list(extra_args)
         self.data_dir = data_dir
         self.log_path = log_path
         self.ingest_token = ingest_token
@@ -88,7 +95,7 @@ class Server:
             "--listen", f"{HOST}:{self.port}",
             "--ingest-token", f"{REPO}:{self.ingest_token}",
             "--api-token", self.api_token,
-        ]
+        ] + self.extra_args
         log("starting: " + " ".join(cmd))
         self._log_file = open(self.log_path, "wb")
         # Own session: Ctrl-C reaches only the driver, which then stops the server by pid.
@@ -443,8 +450,24 @@ def main():
     ap.add_argument("--smoke", action="store_true",
                     help="tiny run (5M) to check the driver works; no speed expectations")
     ap.add_argument("--keep", action="store_true", help="keep the data dir and raw files")
+    ap.add_argument("--kafka", action="store_true",
+                    help="ingest on a local one-broker Kafka (RF 1) beside kcat producing the "
+                         "same bytes; measures --ingest-size only (no search or size parts)")
+    ap.add_argument("--kafka-partitions", type=int, default=24,
+                    help="ingest partitions of sediment's topic and of the kcat topic (24)")
+    ap.add_argument("--kafka-timeout", type=float, default=180,
+                    help="seconds for the broker to start and for topics to get leaders")
+    ap.add_argument("--kcat-property", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra librdkafka property for the kcat producer (-X), repeatable")
     args = ap.parse_args()
 
+    if args.kafka:
+        missing = kafka_available()
+        if missing:
+            print(f"run_benchmarks --kafka: missing {missing}; skipped", file=sys.stderr)
+            return 77  # ctest SKIP_RETURN_CODE
+        if args.size == parse_size("1G"):
+            args.size = args.ingest_size
     if args.smoke:
         args.size = parse_size("5M")
         args.ingest_size = parse_size("5M")
@@ -457,7 +480,8 @@ def main():
     gen = os.path.join(tools, "sediment-gen")
     benchutil = os.path.join(tools, "sediment-benchutil")
     work = os.path.abspath(args.work_dir or os.path.join(build, "bench-work"))
-    report_path = args.report or os.path.join(work, "report.json")
+    report_path = args.report or os.path.join(
+        work, "report-kafka.json" if args.kafka else "report.json")
     for path in (server_bin, gen):
         if not os.access(path, os.X_OK):
             print(f"run_benchmarks: missing executable {path} (build it first)", file=sys.stderr)
@@ -474,11 +498,15 @@ def main():
                     "python": platform.python_version()},
         "params": {"size": args.size, "ingest_size": args.ingest_size, "clients": args.clients,
                    "batch_lines": args.batch_lines, "seed": args.seed, "runs": args.runs,
-                   "smoke": args.smoke},
+                   "smoke": args.smoke, "kafka": args.kafka},
         "ok": False,
     }
-    server = Server(server_bin, data_dir, os.path.join(work, "server.log"),
-                    "ingest-" + secrets.token_hex(12), "api-" + secrets.token_hex(12))
+    # Whatever exists in ctx is stopped by pid in `finally`: the server first (a Kafka client),
+    # then the broker.
+    ctx = {"server": None, "cluster": None, "kafka_dir": None, "data_dir": data_dir}
+    if not args.kafka:
+        ctx["server"] = Server(server_bin, data_dir, os.path.join(work, "server.log"),
+                               "ingest-" + secrets.token_hex(12), "api-" + secrets.token_hex(12))
 
     def on_term(signum, frame):
         raise KeyboardInterrupt()
@@ -487,7 +515,10 @@ def main():
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with it ignored
     rc = 1
     try:
-        run(args, server, gen, benchutil, work, report)
+        if args.kafka:
+            run_kafka(args, ctx, server_bin, gen, work, report)
+        else:
+            run(args, ctx["server"], gen, benchutil, work, report)
         report["ok"] = True
         rc = 0
     except BenchError as e:
@@ -498,15 +529,28 @@ def main():
         print("\ninterrupted", file=sys.stderr)
         rc = 130
     finally:
-        server.stop()
-        if server.proc is not None:
-            log(f"server pid {server.proc.pid} stopped (exit {server.proc.returncode})")
+        server = ctx["server"]
+        if server is not None and server.proc is not None:
+            was_running = server.alive()
+            server.stop()
+            if was_running:
+                log(f"server pid {server.proc.pid} stopped (exit {server.proc.returncode})")
+        if ctx["cluster"] is not None:
+            try:
+                ctx["cluster"].stop()
+                log(f"Kafka broker stopped ({ctx['kafka_dir']})")
+            except Exception as e:  # noqa: BLE001 - report and go on cleaning up
+                log(f"stopping the Kafka broker failed: {e}")
+                rc = rc or 1
         with open(report_path, "w") as f:
             json.dump(report, f, indent=2)
         log(f"report written to {report_path}")
         if not args.keep:
             shutil.rmtree(data_dir, ignore_errors=True)
-            for name in ("corpus.log", "ingest.log", "rest.log"):
+            kc = ctx["cluster"]
+            if ctx["kafka_dir"] and (kc is None or kc.state is None or not kc.is_running(0)):
+                shutil.rmtree(ctx["kafka_dir"], ignore_errors=True)
+            for name in ("corpus.log", "ingest.log", "rest.log", "kcat-input.bin"):
                 try:
                     os.unlink(os.path.join(work, name))
                 except OSError:
@@ -640,6 +684,236 @@ def run(args, server, gen, benchutil, work, report):
         "target": "segments <= 1.1x zstd -3", "target_met": seg / z <= 1.1,
     }
     print_report(report)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kafka mode: sediment with a Kafka commit log beside kcat producing the same bytes
+
+
+KCAT_SEPARATORS = (b"\x1e", b"\x1f", b"\x1d", b"\x1c", b"\x00")
+
+
+def kcat_run(cmd, timeout, what):
+    try:
+        res = subprocess.run(cmd, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        raise BenchError(f"{what}: kcat did not finish within {timeout}s") from e
+    if res.returncode != 0:
+        raise BenchError(f"{what}: kcat exited {res.returncode}: "
+                         f"{res.stderr.decode('utf-8', 'replace')[-2000:]}")
+    return res
+
+
+def kcat_wait_topic(kcat, bootstrap, topic, partitions, timeout, create=False):
+    """Waits until `topic` has `partitions` partitions, each with a leader. With create=True the
+    metadata request asks the broker to auto-create it (auto.create.topics.enable=true)."""
+    deadline = time.monotonic() + timeout
+    seen = "no answer"
+    while True:
+        cmd = [kcat, "-L", "-J", "-q", "-m", "10", "-b", bootstrap, "-t", topic]
+        if create:
+            cmd += ["-X", "allow.auto.create.topics=true"]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        if res.returncode == 0:
+            try:
+                md = json.loads(res.stdout)
+                t = [x for x in md.get("topics", []) if x.get("topic") == topic]
+                parts = t[0].get("partitions", []) if t else []
+                seen = f"{len(parts)} partitions, error {t[0].get('error') if t else 'no topic'}"
+                if len(parts) == partitions and all(p.get("leader", -1) >= 0 for p in parts):
+                    return
+            except (ValueError, KeyError, IndexError) as e:
+                seen = f"bad metadata JSON: {e}"
+        else:
+            seen = res.stderr.strip()[-300:]
+        if time.monotonic() > deadline:
+            raise BenchError(f"topic {topic} not ready with {partitions} partitions after "
+                             f"{timeout}s ({seen})")
+        time.sleep(0.3)
+
+
+def kcat_end_offsets(kcat, bootstrap, topic, partitions):
+    """[end offset of partition p for p in 0..partitions-1] (kcat -Q, timestamp -1 = end)."""
+    cmd = [kcat, "-Q", "-J", "-m", "30", "-b", bootstrap]
+    for p in range(partitions):
+        cmd += ["-t", f"{topic}:{p}:-1"]
+    res = kcat_run(cmd, 120, f"end offsets of {topic}")
+    try:
+        d = json.loads(res.stdout)[topic]
+        return [int(d[str(p)]["offset"]) for p in range(partitions)]
+    except (ValueError, KeyError, TypeError) as e:
+        raise BenchError(f"end offsets of {topic}: unexpected kcat -Q output "
+                         f"{res.stdout[:500]!r} ({e})") from e
+
+
+def kcat_message_sizes(kcat, bootstrap, topic, timeout):
+    """Payload sizes of every message in `topic`, read from the beginning to the end."""
+    res = kcat_run([kcat, "-C", "-q", "-e", "-o", "beginning", "-m", "30", "-b", bootstrap,
+                    "-t", topic, "-f", "%S\n"], timeout, f"reading back {topic}")
+    return [int(x) for x in res.stdout.split()]
+
+
+def kafka_available():
+    """None when kcat, java and the Kafka scripts are there, else what is missing."""
+    missing = [c for c in ("kcat", "java") if not shutil.which(c)]
+    if not os.path.exists(os.path.join(KAFKA_SCRIPTS, "cluster.py")):
+        missing.append(os.path.join(KAFKA_SCRIPTS, "cluster.py"))
+    return ", ".join(missing) or None
+
+
+def run_kafka(args, ctx, server_bin, gen, work, report):
+    """One broker (RF 1): sediment's acknowledged ingest, then `kcat -P` of the same batches as
+    messages to a fresh topic with the same partition count. ctx["server"] / ctx["cluster"] are
+    set as soon as they exist so that the caller stops them (by pid) whatever happens here."""
+    sys.path.insert(0, KAFKA_SCRIPTS)
+    from cluster import KafkaCluster, KafkaClusterError  # noqa: E402 (scripts/kafka)
+
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    parts = args.kafka_partitions
+    now_ms = int(time.time() * 1000)
+    start_ms = (now_ms - 3_600_000) // 60_000 * 60_000
+    rate = max(1000.0, args.ingest_size // 210 / 3000.0)
+    q_start, q_end = start_ms - 86_400_000, now_ms + 86_400_000
+
+    corpus = os.path.join(work, "corpus.log")
+    g = run_gen(gen, corpus, args.ingest_size, args.seed, start_ms, rate)
+    report["corpus"] = dict(g, path=corpus)
+    with open(corpus, "rb") as f:
+        data = f.read()
+    sep = next((c for c in KCAT_SEPARATORS if c not in data), None)
+    if sep is None:
+        raise BenchError("every candidate kcat message separator occurs in the corpus")
+    batches = split_batches(data, args.batch_lines)
+    del data
+    events = sum(k for _, k in batches)
+    nbytes = sum(len(b) for b, _ in batches)
+    kcat_input = os.path.join(work, "kcat-input.bin")
+    with open(kcat_input, "wb") as f:
+        f.write(sep.join(b for b, _ in batches))  # no trailing separator: exactly len(batches)
+
+    run_id = secrets.token_hex(4)
+    prefix = f"bench-{run_id}-"
+    kafka_dir = os.path.join(work, f"kafka-{run_id}")
+    ctx["kafka_dir"] = kafka_dir
+    cluster = KafkaCluster(kafka_dir, brokers=1, extra_props={
+        # Only for the kcat topic: kcat cannot create topics. sediment creates its own.
+        "auto.create.topics.enable": "true", "num.partitions": str(parts)})
+    ctx["cluster"] = cluster
+    log(f"starting one Kafka broker in {kafka_dir}")
+    try:
+        bootstrap = cluster.start(timeout=args.kafka_timeout)
+    except KafkaClusterError as e:
+        raise BenchError(f"Kafka broker did not start: {e}") from e
+    log(f"Kafka ready at {bootstrap} (pid {cluster.node(0)['pid']})")
+
+    server = Server(server_bin, ctx["data_dir"], os.path.join(work, "server.log"),
+                    "ingest-" + secrets.token_hex(12), "api-" + secrets.token_hex(12),
+                    extra_args=["--kafka-brokers", bootstrap, "--kafka-topic-prefix", prefix,
+                                "--kafka-replication-factor", "1",
+                                "--kafka-min-insync-replicas", "1",
+                                "--ingest-partitions", str(parts)])
+    ctx["server"] = server
+    server.start(args.server_timeout)
+
+    log(f"(a) sediment ingest on Kafka: {events} events, {human_bytes(nbytes)}, "
+        f"{len(batches)} batches, {args.clients} clients")
+    t0, secs, st = ingest_batches(server, batches, args.clients)
+    if st["events"] != events or st["bytes"] != nbytes:
+        raise BenchError(f"acknowledged {st['events']} events / {st['bytes']} bytes, sent "
+                         f"{events} / {nbytes}")
+    t_searchable = wait_searchable(server, events, q_start, q_end, args.searchable_timeout)
+    secs_searchable = t_searchable - t0
+    total = count_events(server, q_start, q_end)
+    if total != events:
+        raise BenchError(f"count() = {total}, sent {events}")
+    # The server is stopped before kcat runs so that both have the machine to themselves.
+    server.stop()
+    log(f"server pid {server.proc.pid} stopped (exit {server.proc.returncode})")
+    # Only end offsets: sediment deletes records below what its segments hold (DeleteRecords),
+    # so the topic cannot be read back whole.
+    ingest_topic = prefix + "ingest"
+    sed_offsets = kcat_end_offsets(kcat, bootstrap, ingest_topic, parts)
+    sediment = {
+        "events": events, "bytes": nbytes, "clients": args.clients,
+        "batch_lines": args.batch_lines, "retries": st["retries"],
+        "avg_event_bytes": nbytes / max(1, events),
+        "seconds_to_last_ack": secs,
+        "events_per_s_acked": events / secs, "mb_per_s_acked": nbytes / secs / 1e6,
+        "seconds_to_searchable": secs_searchable,
+        "events_per_s_searchable": events / secs_searchable,
+        "mb_per_s_searchable": nbytes / secs_searchable / 1e6,
+        "topic": ingest_topic, "topic_messages": sum(sed_offsets),
+        "topic_partitions_used": sum(1 for o in sed_offsets if o > 0),
+    }
+    report["sediment"] = sediment
+
+    # (b) kcat: the same batches, one message each, to a fresh topic with the same partitions.
+    topic = prefix + "kcat"
+    kcat_wait_topic(kcat, bootstrap, topic, parts, args.kafka_timeout, create=True)
+    props = ["acks=all", "enable.idempotence=true", "compression.type=none", "linger.ms=5"]
+    props += args.kcat_property
+    cmd = [kcat, "-P", "-b", bootstrap, "-t", topic, "-l", "-D", f"\\x{sep[0]:02x}"]
+    for p in props:
+        cmd += ["-X", p]
+    cmd.append(kcat_input)
+    log(f"(b) kcat produce: {len(batches)} messages, {human_bytes(nbytes)}: " + " ".join(cmd))
+    t0 = time.monotonic()
+    res = kcat_run(cmd, 3600, "kcat -P")
+    ksecs = time.monotonic() - t0
+    kstderr = res.stderr.decode("utf-8", "replace")
+    offsets = kcat_end_offsets(kcat, bootstrap, topic, parts)
+    if sum(offsets) != len(batches):
+        raise BenchError(f"kcat: {topic} holds {sum(offsets)} messages, produced "
+                         f"{len(batches)}; kcat stderr: {kstderr[-1000:]}")
+    sizes = kcat_message_sizes(kcat, bootstrap, topic, args.searchable_timeout)
+    if sorted(sizes) != sorted(len(b) for b, _ in batches):
+        raise BenchError(f"kcat: message sizes read back ({len(sizes)} messages, "
+                         f"{sum(sizes)} bytes) differ from the batches ({len(batches)}, {nbytes})")
+    kraw = {
+        "messages": len(batches), "bytes": nbytes, "seconds": ksecs,
+        "mb_per_s": nbytes / ksecs / 1e6, "events_per_s_equivalent": events / ksecs,
+        "topic": topic, "partitions_used": sum(1 for o in offsets if o > 0),
+        "command": " ".join(cmd), "stderr_tail": kstderr[-500:],
+    }
+    report["kcat"] = kraw
+    ratio = sediment["mb_per_s_acked"] / kraw["mb_per_s"]
+    report["kafka"] = {
+        "brokers": 1, "replication_factor": 1, "partitions": parts, "bootstrap": bootstrap,
+        "topic_prefix": prefix, "ratio_sediment_acked_vs_kcat": ratio,
+        "target": "sediment acked ingest >= 0.7x raw kcat produce",
+        "target_met": ratio >= 0.7,
+    }
+    print_kafka_report(report)
+
+
+def print_kafka_report(r):
+    a, k, kf = r["sediment"], r["kcat"], r["kafka"]
+    lines = [
+        "",
+        "sediment on Kafka benchmark" + (" (smoke: sizes too small for meaningful speed)"
+                                         if r["params"]["smoke"] else ""),
+        "=" * 78,
+        f"Kafka: {kf['brokers']} local broker, replication factor {kf['replication_factor']}, "
+        f"{kf['partitions']} partitions per ingest topic",
+        f"(a) sediment ingest  {a['events']} events, {human_bytes(a['bytes'])}, avg "
+        f"{a['avg_event_bytes']:.0f} B/event, {a['clients']} clients x {a['batch_lines']}-line "
+        f"batches",
+        f"    until last 200:    {a['events_per_s_acked']:>12,.0f} events/s "
+        f"{a['mb_per_s_acked']:>8.1f} MB/s  ({a['seconds_to_last_ack']:.2f}s)",
+        f"    until searchable:  {a['events_per_s_searchable']:>12,.0f} events/s "
+        f"{a['mb_per_s_searchable']:>8.1f} MB/s  ({a['seconds_to_searchable']:.2f}s)",
+        f"    wrote {a['topic_messages']} messages to {a['topic']} "
+        f"({a['topic_partitions_used']} partitions used)",
+        f"(b) kcat -P, same bytes as {k['messages']} messages "
+        f"(acks=all, idempotent, no compression, linger 5 ms)",
+        f"    until kcat exits:  {k['events_per_s_equivalent']:>12,.0f} events/s "
+        f"{k['mb_per_s']:>8.1f} MB/s  ({k['seconds']:.2f}s, {k['partitions_used']} partitions "
+        f"used)",
+        f"ratio sediment acked / kcat produce: {kf['ratio_sediment_acked_vs_kcat']:.3f}",
+        f"target ratio >= 0.7: {'MET' if kf['target_met'] else 'NOT MET'}",
+        "",
+    ]
+    print("\n".join(lines), flush=True)
 
 
 def count_events_query(server, needle, start_ms, end_ms):
