@@ -13,7 +13,7 @@ echo "== build"
 BUILD_DIR=build scripts/build.sh -DSEDIMENT_WERROR=ON
 
 echo "== unit tests"
-ctest --test-dir build --output-on-failure -j2 --timeout 300 -E '^bench_smoke$'
+ctest --test-dir build --output-on-failure -j2 --timeout 300 -E '^bench_(kafka_)?smoke$|Kafka'
 
 echo "== end-to-end tests, embedded commit log"
 export SEDIMENT_BIN="$PWD/build/src/cli/sediment"
@@ -37,7 +37,7 @@ echo "== Kafka broker faults (1 and 3 brokers) and the broker scripts"
 "${PYTEST[@]}" tests/kafka tests/kafka_harness
 
 echo "== benchmark drivers, smoke runs"
-ctest --test-dir build --output-on-failure --timeout 300 -R '^bench_smoke$'
+ctest --test-dir build --output-on-failure --timeout 300 -R '^bench_(kafka_)?smoke$'
 
 if [[ "${SEDIMENT_SKIP_SANITIZERS:-0}" != "1" ]]; then
   echo "== unit tests under ASan+UBSan"
