@@ -28,6 +28,13 @@ struct Digest::Partition {
   };
   std::map<std::string, Buffer> buffers;    // datasource key -> buffer
   std::map<std::string, Position> flushed;  // datasource key -> flushed_through (skip rule)
+  // Segments written whose registration outcome is unknown (Submit failed without a verdict),
+  // by datasource key. Touched only by the work_mu holder.
+  struct PendingFlush {
+    SegmentRecord record;
+    Offset new_replay_point;
+  };
+  std::map<std::string, PendingFlush> pending;
   Offset next_offset;
   Offset registered_replay_point;
   Offset truncated_before;
@@ -148,56 +155,105 @@ sediment::Status Digest::ProcessRecords(Partition* p, std::vector<LogRecord>& re
   return sediment::Status::OK();
 }
 
+bool Digest::IsRegistered(const std::string& file_name) const {
+  bool found = false;
+  global_->Read([&](const GlobalState& s) {
+    for (const auto& [id, seg] : s.segments) {
+      if (seg.node == options_.node && seg.file_name == file_name) {
+        found = true;
+        break;
+      }
+    }
+  });
+  return found;
+}
+
+void Digest::CompleteFlush(Partition* p, const std::string& key, Position max_pos,
+                           Offset new_replay_point) {
+  std::lock_guard lock(p->mu);
+  p->flushed[key] = max_pos;
+  auto it = p->buffers.find(key);
+  if (it != p->buffers.end()) {
+    // Events that arrived after the segment was written stay buffered.
+    auto& events = it->second.events;
+    auto keep = std::find_if(events.begin(), events.end(),
+                             [&](const PositionedEvent& e) { return e.pos > max_pos; });
+    size_t dropped_bytes = 0;
+    for (auto e = events.begin(); e != keep; ++e) dropped_bytes += e->event.ByteSize();
+    events.erase(events.begin(), keep);
+    it->second.bytes -= std::min(it->second.bytes, dropped_bytes);
+    if (events.empty()) p->buffers.erase(it);
+  }
+  p->pending.erase(key);
+  p->registered_replay_point = std::max(p->registered_replay_point, new_replay_point);
+}
+
 sediment::Status Digest::Flush(Partition* p, const std::string& key) {
-  // Only the work_mu holder mutates buffers, so reading this buffer without mu is safe.
-  const Partition::Buffer& buf = p->buffers.at(key);
-  if (buf.events.empty()) return sediment::Status::OK();
-  const Position first = buf.events.front().pos;
-  std::string name = "p" + std::to_string(p->id.value) + "-e" + std::to_string(p->epoch.value) +
-                     "-o" + std::to_string(first.offset.value) + "-i" +
-                     std::to_string(first.index) + ".seg";
-  std::string path = JoinPath(options_.segment_dir, name);
-  auto info = WriteSegment(env_, path, buf.datasource, p->id, buf.events, options_.segment);
-  if (!info.ok()) {
-    (void)env_->RemoveFile(path);
-    return info.status().WithContext("writing segment " + name);
-  }
-  Offset new_rp;
-  {
-    std::lock_guard lock(p->mu);
-    new_rp = p->next_offset;
-    for (const auto& [k, b] : p->buffers) {
-      if (k != key && !b.events.empty()) new_rp = std::min(new_rp, b.events.front().pos.offset);
-    }
-  }
-  SegmentRecord rec;
-  rec.datasource = buf.datasource;
-  rec.partition = p->id;
-  rec.min_pos = info->min_pos;
-  rec.max_pos = info->max_pos;
-  rec.min_ts = info->min_ts;
-  rec.max_ts = info->max_ts;
-  rec.event_count = info->event_count;
-  rec.raw_bytes = info->raw_bytes;
-  rec.file_size = info->file_size;
-  rec.content_hash = info->content_hash;
-  rec.epoch = p->epoch;
-  rec.file_name = name;
-  rec.node = options_.node;
-  auto outcome = global_->Submit(RegisterSegment{rec, new_rp});
-  if (!outcome.ok()) {
-    if (outcome.status().code() == StatusCode::kRejected) {
+  // Only the work_mu holder mutates buffers and `pending`, so reading them without mu is safe.
+  auto pending = p->pending.find(key);
+  if (pending == p->pending.end()) {
+    const Partition::Buffer& buf = p->buffers.at(key);
+    if (buf.events.empty()) return sediment::Status::OK();
+    const Position first = buf.events.front().pos;
+    std::string name = "p" + std::to_string(p->id.value) + "-e" + std::to_string(p->epoch.value) +
+                       "-o" + std::to_string(first.offset.value) + "-i" +
+                       std::to_string(first.index) + ".seg";
+    std::string path = JoinPath(options_.segment_dir, name);
+    auto info = WriteSegment(env_, path, buf.datasource, p->id, buf.events, options_.segment);
+    if (!info.ok()) {
       (void)env_->RemoveFile(path);
+      return info.status().WithContext("writing segment " + name);
     }
-    // Any other error: the registration may still be applied later; the file stays until the
-    // next start decides (orphan removal keeps it if Global knows it).
+    Partition::PendingFlush f;
+    {
+      std::lock_guard lock(p->mu);
+      f.new_replay_point = p->next_offset;
+      for (const auto& [k, b] : p->buffers) {
+        if (k != key && !b.events.empty()) {
+          f.new_replay_point = std::min(f.new_replay_point, b.events.front().pos.offset);
+        }
+      }
+    }
+    SegmentRecord& rec = f.record;
+    rec.datasource = buf.datasource;
+    rec.partition = p->id;
+    rec.min_pos = info->min_pos;
+    rec.max_pos = info->max_pos;
+    rec.min_ts = info->min_ts;
+    rec.max_ts = info->max_ts;
+    rec.event_count = info->event_count;
+    rec.raw_bytes = info->raw_bytes;
+    rec.file_size = info->file_size;
+    rec.content_hash = info->content_hash;
+    rec.epoch = p->epoch;
+    rec.file_name = name;
+    rec.node = options_.node;
+    pending = p->pending.emplace(key, std::move(f)).first;
+  }
+  // A registration whose outcome was unknown (the log did not answer) is resubmitted unchanged:
+  // the file on disk is exactly what it describes.
+  const Partition::PendingFlush f = pending->second;
+  const std::string& name = f.record.file_name;
+  auto outcome = global_->Submit(RegisterSegment{f.record, f.new_replay_point});
+  if (outcome.ok()) {
+    CompleteFlush(p, key, f.record.max_pos, f.new_replay_point);
+    return sediment::Status::OK();
+  }
+  if (outcome.status().code() != StatusCode::kRejected) {
+    // The registration may or may not be in the log; it stays pending and is retried. The file
+    // is kept (orphan removal at the next start keeps it if Global knows it).
     return outcome.status().WithContext("registering segment " + name);
   }
-  std::lock_guard lock(p->mu);
-  p->flushed[key] = info->max_pos;
-  p->buffers.erase(key);
-  p->registered_replay_point = std::max(p->registered_replay_point, new_rp);
-  return sediment::Status::OK();
+  // Rejected. Global has applied everything up to our event, including an earlier attempt of
+  // ours that the log took after all: if that one registered the file, the flush is done.
+  if (IsRegistered(name)) {
+    spdlog::info("digest: segment {} was registered by an earlier attempt", name);
+    CompleteFlush(p, key, f.record.max_pos, f.new_replay_point);
+    return sediment::Status::OK();
+  }
+  (void)env_->RemoveFile(JoinPath(options_.segment_dir, name));
+  p->pending.erase(key);
+  return outcome.status().WithContext("registering segment " + name);
 }
 
 void Digest::Run(Partition* p) {

@@ -81,6 +81,12 @@ class Digest {
   struct Partition;
   void Run(Partition* p);
   sediment::Status Flush(Partition* p, const std::string& key);
+  // After a registration was applied: records flushed_through, drops the flushed events (keeping
+  // any that arrived since the segment was written) and raises the replay point.
+  void CompleteFlush(Partition* p, const std::string& key, Position max_pos,
+                     Offset new_replay_point);
+  // Whether Global has a segment of this node with this file name.
+  bool IsRegistered(const std::string& file_name) const;
   sediment::Status ProcessRecords(Partition* p, std::vector<LogRecord>& records);
   Offset ReplayPointLocked(const Partition& p) const;
 

@@ -7,10 +7,43 @@
 #include <set>
 #include <thread>
 
+#include "global/global.h"
 #include "log/local_log.h"
 
 namespace sediment {
 namespace {
+
+// Wraps the global log: while `lie` is set, a RegisterSegment is appended but its caller is told
+// Unavailable, as a Kafka producer reports a timeout for a record the brokers committed after all.
+class LateAckLog final : public CommitLog {
+ public:
+  explicit LateAckLog(std::unique_ptr<CommitLog> inner) : inner_(std::move(inner)) {}
+  int32_t partition_count() const override { return inner_->partition_count(); }
+  std::future<Result<Offset>> Append(PartitionId p, std::string record) override {
+    auto ev = DecodeGlobalEvent(record);
+    bool is_registration = ev.ok() && std::holds_alternative<RegisterSegment>(*ev);
+    auto f = inner_->Append(p, std::move(record));
+    if (!is_registration || lies_left.load() <= 0) return f;
+    --lies_left;
+    (void)f.get();  // durable and in the log, but the caller hears otherwise
+    std::promise<Result<Offset>> lie;
+    lie.set_value(Status::Unavailable("injected: acknowledgement timed out"));
+    return lie.get_future();
+  }
+  Result<std::vector<LogRecord>> Read(PartitionId p, Offset from, size_t max_bytes,
+                                      std::chrono::milliseconds max_wait) override {
+    return inner_->Read(p, from, max_bytes, max_wait);
+  }
+  Status DeleteBefore(PartitionId p, Offset o) override { return inner_->DeleteBefore(p, o); }
+  Result<Offset> StartOffset(PartitionId p) override { return inner_->StartOffset(p); }
+  Result<Offset> EndOffset(PartitionId p) override { return inner_->EndOffset(p); }
+  std::string Health() override { return inner_->Health(); }
+
+  std::atomic<int> lies_left{0};
+
+ private:
+  std::unique_ptr<CommitLog> inner_;
+};
 
 class DigestTest : public ::testing::Test {
  protected:
@@ -31,7 +64,10 @@ class DigestTest : public ::testing::Test {
     log_ = OpenLocalLog(env_, dir_ / "ingest", lo).value();
     LocalLogOptions go;
     go.partitions = 1;
-    glog_ = OpenLocalLog(env_, dir_ / "global", go).value();
+    auto late = std::make_unique<LateAckLog>(OpenLocalLog(env_, dir_ / "global", go).value());
+    late_ack_ = late.get();
+    late_ack_->lies_left = lies_;
+    glog_ = std::move(late);
     global_ = Global::Open(env_, glog_.get(), dir_ / "snap").value();
     DigestOptions o;
     o.segment_dir = dir_ / "segments";
@@ -115,6 +151,8 @@ class DigestTest : public ::testing::Test {
   std::unique_ptr<CommitLog> log_, glog_;
   std::unique_ptr<Global> global_;
   std::unique_ptr<Digest> digest_;
+  LateAckLog* late_ack_ = nullptr;
+  int lies_ = 0;  // registrations whose acknowledgement is lost, for the next Open()
 };
 
 TEST_F(DigestTest, EventsReachSegmentsExactlyOnce) {
@@ -161,6 +199,30 @@ TEST_F(DigestTest, RestartReplaysWithoutDuplicatesOrLoss) {
   auto seen = Visible();
   ASSERT_EQ(seen.size(), 200u);
   for (const auto& [raw, n] : seen) EXPECT_EQ(n, 1) << raw;
+}
+
+// A registration that the log took although its append reported a failure: the retry is rejected
+// as already flushed, and the digest must recognise its own segment instead of deleting it.
+TEST_F(DigestTest, RegistrationWhoseAckWasLostIsNotUndone) {
+  Close();
+  lies_ = 2;
+  Open();
+  for (int i = 0; i < 10; ++i) Append("a", i * 10, 10);
+  WaitFlushed();
+  EXPECT_EQ(late_ack_->lies_left.load(), 0);
+  auto seen = Visible();  // opens every registered segment file: none may be missing
+  ASSERT_EQ(seen.size(), 100u);
+  for (const auto& [raw, n] : seen) EXPECT_EQ(n, 1) << raw;
+  for (const auto& s : digest_->PartitionStatuses())
+    EXPECT_EQ(s.error.find("lost"), std::string::npos);
+  // More data still flows: the worker did not stop.
+  for (int i = 10; i < 15; ++i) Append("a", i * 10, 10);
+  WaitFlushed();
+  EXPECT_EQ(Visible().size(), 150u);
+  Close();
+  lies_ = 0;
+  Open();
+  EXPECT_EQ(Visible().size(), 150u);
 }
 
 TEST_F(DigestTest, OrphanSegmentFilesAreRemovedOnStart) {

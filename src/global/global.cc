@@ -178,9 +178,14 @@ Status GlobalImpl::CatchUp() {
                               " but the state covers only offsets below " + std::to_string(next) +
                               "; events in between are gone and the state cannot be rebuilt");
   }
+  // A remote log (Kafka) may answer a read empty until its consumer has fetched, so an empty
+  // answer below the end offset means "wait", not "done": replay must reach `end` before the
+  // state is used (claims and registrations compare epochs and positions against it).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::chrono::milliseconds wait{0};
   while (next < end.value) {
     Result<std::vector<LogRecord>> recs =
-        log_->Read(kGlobalPartition, Offset(next), kReadMaxBytes, std::chrono::milliseconds(0));
+        log_->Read(kGlobalPartition, Offset(next), kReadMaxBytes, wait);
     if (!recs.ok()) {
       if (recs.status().code() == StatusCode::kNotFound) {
         return Status::Corruption("global: log truncated below offset " + std::to_string(next) +
@@ -188,7 +193,15 @@ Status GlobalImpl::CatchUp() {
       }
       return recs.status().WithContext("global: replaying the log");
     }
-    if (recs->empty()) break;  // a gap at the end; the tailer continues from here
+    if (recs->empty()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        return Status::Unavailable("global: the log ends at offset " + std::to_string(end.value) +
+                                   " but offset " + std::to_string(next) +
+                                   " could not be read within 60 s");
+      }
+      wait = std::chrono::milliseconds(200);
+      continue;
+    }
     for (const LogRecord& rec : *recs) {
       ApplyRecord(rec);
       next = rec.offset.value + 1;

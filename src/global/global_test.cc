@@ -44,6 +44,11 @@ class MemLog : public CommitLog {
                                       std::chrono::milliseconds max_wait) override {
     std::unique_lock lock(mu_);
     if (from.value < start_) return Status::NotFound("below start offset");
+    if (empty_reads_ > 0) {
+      // Like a Kafka consumer that has not fetched yet: nothing, though records exist.
+      --empty_reads_;
+      return std::vector<LogRecord>{};
+    }
     cv_.wait_for(lock, max_wait, [&] { return end_ > from.value; });
     std::vector<LogRecord> out;
     size_t bytes = 0;
@@ -75,6 +80,11 @@ class MemLog : public CommitLog {
     std::lock_guard lock(mu_);
     fail_appends_ = v;
   }
+  // The next n reads answer empty whatever the log holds.
+  void set_empty_reads(int n) {
+    std::lock_guard lock(mu_);
+    empty_reads_ = n;
+  }
 
  private:
   std::mutex mu_;
@@ -83,6 +93,7 @@ class MemLog : public CommitLog {
   int64_t start_ = 0;
   int64_t end_ = 0;
   bool fail_appends_ = false;
+  int empty_reads_ = 0;
 };
 
 class TempDir {
@@ -609,6 +620,23 @@ TEST(Global, ReopenFromTheLogOnly) {
   ASSERT_TRUE(log.Append(PartitionId(0), EncodeGlobalEvent(CreateRepo{"late"})).get().ok());
   ASSERT_TRUE(WaitApplied(**g2, static_cast<int64_t>(events.size())));
   (*g2)->Read([](const GlobalState& s) { EXPECT_EQ(s.repos.count("late"), 1u); });
+}
+
+// A remote log may answer reads empty until it has fetched; Open must still replay to the log's
+// end before anyone uses the state (a stale epoch would make the next claim fail).
+TEST(Global, OpenReplaysToTheEndThoughReadsAnswerEmptyAtFirst) {
+  MemLog log;
+  TempDir dir;
+  const auto events = Workload(20);
+  {
+    auto g = Global::Open(Env::Default(), &log, dir.Sub("a"));
+    ASSERT_TRUE(g.ok());
+    for (const auto& ev : events) (void)(*g)->Submit(ev);
+  }
+  log.set_empty_reads(3);
+  auto g2 = Global::Open(Env::Default(), &log, dir.Sub("b"));
+  ASSERT_TRUE(g2.ok()) << g2.status().ToString();
+  EXPECT_EQ(Encoded(**g2), EncodeGlobalState(ReferenceState(events)));
 }
 
 TEST(Global, ReopenFromSnapshotPlusLogTailAndCorruptNewestSnapshot) {

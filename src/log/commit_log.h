@@ -30,9 +30,11 @@ class CommitLog {
   // Records appended by one thread to one partition keep their order.
   virtual std::future<Result<Offset>> Append(PartitionId p, std::string record) = 0;
 
-  // Returns durable records of partition p with offset >= from, in offset order: at least one when
-  // one exists, at most about max_bytes (always at least one record). When none exists yet, waits up
-  // to max_wait for one and returns an empty vector on timeout. NotFound when from < StartOffset(p).
+  // Returns durable records of partition p with offset >= from, in offset order, at most about
+  // max_bytes (always at least one record). Waits up to max_wait for one and returns an empty
+  // vector on timeout. A local log returns at once when a record exists; a remote log (Kafka) may
+  // need part of max_wait to fetch, and may answer empty with max_wait 0 even below EndOffset(p):
+  // callers that must reach the end compare with EndOffset. NotFound when from < StartOffset(p).
   virtual Result<std::vector<LogRecord>> Read(PartitionId p, Offset from, size_t max_bytes,
                                               std::chrono::milliseconds max_wait) = 0;
 

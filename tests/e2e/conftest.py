@@ -1,312 +1,51 @@
-"""End-to-end harness: runs the real `sediment server` binary on loopback.
+"""End-to-end fixtures: run the real `sediment server` binary on loopback (harness: harness.py).
 
 Contract:
-- The binary comes from $SEDIMENT_BIN (default /work/main/build/src/cli/sediment).
-- Every server runs on 127.0.0.1 with a fresh data dir under pytest's tmp dirs, output (stdout and
-  stderr) goes to a log file in that dir; failures include the log tail.
-- Every process started here is ended by pid in fixture teardown (SIGTERM, then SIGKILL). Children
-  also get PR_SET_PDEATHSIG=SIGKILL, so a killed pytest does not leave servers behind; start
-  servers from the main test thread only (the signal fires when the forking thread exits).
+- Every process started here is ended by pid in fixture teardown (SIGTERM, then SIGKILL).
 - Each test is bounded: faulthandler aborts the run with tracebacks after E2E_TEST_TIMEOUT seconds.
+- Commit log: the embedded log, or Kafka when SEDIMENT_E2E_KAFKA=<bootstrap servers> is set; then
+  every server the fixtures make uses those brokers with its own topic prefix (kept across its
+  restarts) and 4 ingest partitions unless the test asks for another count. Tests that are about
+  the embedded log's files are skipped under Kafka with a reason (`embedded_log_only` marker, or
+  the EMBEDDED_LOG_ONLY table below for tests that do not carry the marker).
+- The names tests import from here (`from conftest import SedimentServer, ...`) are re-exported
+  from harness.py.
 """
 
 from __future__ import annotations
 
-import ctypes
 import faulthandler
-import json
-import os
-import signal
-import socket
-import subprocess
-import time
-import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterable
 
 import pytest
-import requests
 
-DEFAULT_BIN = "/work/main/build/src/cli/sediment"
-REPO = "e2e"
-INGEST_TOKEN = "e2e-ingest-token-0123456789"
-API_TOKEN = "e2e-api-token-abcdef"
-HTTP_TIMEOUT = 15.0
-TEST_TIMEOUT = float(os.environ.get("E2E_TEST_TIMEOUT", "180"))
+from harness import (  # noqa: F401 - re-exported for the test modules
+    API_TOKEN,
+    DEFAULT_BIN,
+    HTTP_TIMEOUT,
+    INGEST_TOKEN,
+    KAFKA_DEFAULT_PARTITIONS,
+    REPO,
+    TEST_TIMEOUT,
+    SedimentServer,
+    clean_env,
+    e2e_kafka_brokers,
+    free_port,
+    marker,
+    new_kafka_topic_prefix,
+    sediment_bin,
+    wait_until,
+)
 
+KAFKA_BROKERS = e2e_kafka_brokers()
 
-def sediment_bin() -> str:
-    path = os.environ.get("SEDIMENT_BIN", DEFAULT_BIN)
-    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        pytest.fail(f"sediment binary not found at {path}: build it or set SEDIMENT_BIN", pytrace=False)
-    return path
+# Tests that read or damage the embedded log's files (nodeid suffix -> reason), skipped under Kafka.
+EMBEDDED_LOG_ONLY = {
+    "test_corruption.py::test_torn_commit_log_tail_is_repaired":
+        "tears the embedded commit log's files in the data dir; Kafka's log is not in the data dir",
+}
 
-
-def clean_env() -> dict[str, str]:
-    """The environment for child processes: no SEDIMENT_* settings leak in from the caller."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("SEDIMENT_")}
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _die_with_parent() -> None:
-    _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(pred: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05, what: str = "") -> Any:
-    """Polls pred() until it returns a truthy value (returned) or fails with AssertionError after
-    `timeout` seconds. Exceptions raised by pred count as 'not yet'; the last one is reported."""
-    deadline = time.monotonic() + timeout
-    last_exc: BaseException | None = None
-    last_val: Any = None
-    while True:
-        try:
-            last_val = pred()
-            if last_val:
-                return last_val
-        except Exception as e:  # noqa: BLE001 - reported below
-            last_exc = e
-        if time.monotonic() >= deadline:
-            detail = f"last value {last_val!r}" if last_exc is None else f"last error {last_exc!r}"
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or pred}: {detail}")
-        time.sleep(interval)
-
-
-def marker(prefix: str = "mk") -> str:
-    return f"{prefix}{uuid.uuid4().hex[:16]}"
-
-
-class SedimentServer:
-    """One `sediment server` process over a data dir that survives restarts."""
-
-    def __init__(
-        self,
-        data_dir: Path,
-        log_dir: Path,
-        *,
-        tokens: bool = True,
-        ingest_tokens: Iterable[str] | None = None,
-        api_tokens: Iterable[str] | None = None,
-        flush_age_ms: int | None = None,
-        max_body_bytes: int | None = None,
-        max_event_bytes: int | None = None,
-        partitions: int | None = None,
-        extra_args: Iterable[str] = (),
-    ) -> None:
-        self.bin = sediment_bin()
-        self.data_dir = Path(data_dir)
-        self.log_dir = Path(log_dir)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
-        self.ingest_token = INGEST_TOKEN
-        self.api_token = API_TOKEN
-        self.repo = REPO
-        args = ["server", "--data-dir", str(self.data_dir), "--listen", f"127.0.0.1:{self.port}"]
-        if tokens:
-            for spec in ingest_tokens if ingest_tokens is not None else [f"{REPO}:{INGEST_TOKEN}"]:
-                args += ["--ingest-token", spec]
-            for t in api_tokens if api_tokens is not None else [API_TOKEN]:
-                args += ["--api-token", t]
-        for flag, value in (
-            ("--flush-age-ms", flush_age_ms),
-            ("--max-body-bytes", max_body_bytes),
-            ("--max-event-bytes", max_event_bytes),
-            ("--partitions", partitions),
-        ):
-            if value is not None:
-                args += [flag, str(value)]
-        args += list(extra_args)
-        self.args = args
-        self.proc: subprocess.Popen | None = None
-        self.starts = 0
-        self.log_path: Path | None = None
-        self.session = requests.Session()
-
-    # ---- process control ----
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 30.0) -> None:
-        assert self.proc is None or self.proc.poll() is not None, "server already running"
-        self.starts += 1
-        self.log_path = self.log_dir / f"server-{self.port}-{self.starts}.log"
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                [self.bin, *self.args],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=clean_env(),
-                preexec_fn=_die_with_parent,
-            )
-        self.session = requests.Session()
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise AssertionError(
-                    f"sediment server exited with {self.proc.returncode} during start\n{self.describe()}"
-                )
-            try:
-                r = requests.get(self.url + "/api/v1/status", timeout=2)
-                if r.status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            if time.monotonic() >= deadline:
-                out = self.describe()
-                self.kill()
-                raise AssertionError(f"sediment server not ready within {timeout}s\n{out}")
-            time.sleep(0.05)
-
-    def stop(self, timeout: float = 20.0) -> int | None:
-        """SIGTERM, then SIGKILL after `timeout`. Returns the exit code (None if not running)."""
-        p = self.proc
-        if p is None or p.poll() is not None:
-            return None if p is None else p.returncode
-        p.send_signal(signal.SIGTERM)
-        try:
-            return p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=10)
-            raise AssertionError(f"server did not stop within {timeout}s of SIGTERM\n{self.describe()}")
-
-    def kill(self) -> None:
-        """SIGKILL (a crash): no shutdown code runs."""
-        p = self.proc
-        if p is not None and p.poll() is None:
-            p.kill()
-            p.wait(timeout=10)
-
-    def restart(self, hard: bool = False) -> None:
-        if hard:
-            self.kill()
-        else:
-            self.stop()
-        self.start()
-
-    def cleanup(self) -> None:
-        try:
-            self.stop(timeout=10)
-        except AssertionError:
-            pass
-        self.kill()
-        self.session.close()
-
-    def log_text(self, all_runs: bool = False) -> str:
-        paths = sorted(self.log_dir.glob(f"server-{self.port}-*.log")) if all_runs else [self.log_path]
-        out = []
-        for p in paths:
-            if p and p.exists():
-                out.append(p.read_text(errors="replace"))
-        return "\n".join(out)
-
-    def describe(self, tail: int = 6000) -> str:
-        text = self.log_text()
-        return f"--- server log ({self.log_path}) ---\n{text[-tail:]}\n--- end of log ---"
-
-    # ---- HTTP helpers ----
-
-    def status(self) -> dict:
-        r = self.session.get(self.url + "/api/v1/status", timeout=HTTP_TIMEOUT)
-        assert r.status_code == 200, f"status: {r.status_code} {r.text}"
-        return r.json()
-
-    def log_end_sum(self) -> int:
-        return sum(p["logEnd"] for p in self.status()["partitions"])
-
-    def buffered_events(self) -> int:
-        return sum(p["bufferedEvents"] for p in self.status()["partitions"])
-
-    def digested(self) -> bool:
-        """True when the digest has consumed every partition up to the log end."""
-        return all(p["nextOffset"] >= p["logEnd"] for p in self.status()["partitions"])
-
-    def quiet(self) -> bool:
-        """Everything consumed and flushed to segments."""
-        st = self.status()
-        return all(p["nextOffset"] >= p["logEnd"] and p["bufferedEvents"] == 0 for p in st["partitions"])
-
-    def ingest(
-        self,
-        path: str,
-        body: str | bytes | Any,
-        token: str | None = "",
-        *,
-        scheme: str = "Bearer",
-        params: dict | None = None,
-        method: str = "POST",
-        headers: dict | None = None,
-        timeout: float = HTTP_TIMEOUT,
-    ) -> requests.Response:
-        """POSTs `body` (str/bytes as is, anything else as JSON) to `path`. token "" means the
-        server's ingest token, None means no Authorization header."""
-        if token == "":
-            token = self.ingest_token
-        h = dict(headers or {})
-        if token is not None:
-            h["Authorization"] = f"{scheme} {token}"
-        if not isinstance(body, (str, bytes)):
-            body = json.dumps(body)
-            h.setdefault("Content-Type", "application/json")
-        if isinstance(body, str):
-            body = body.encode()
-        return self.session.request(method, self.url + path, data=body, headers=h, params=params, timeout=timeout)
-
-    def query_raw(
-        self,
-        q: str,
-        start: Any = "1d",
-        end: Any = None,
-        *,
-        ndjson: bool = False,
-        repo: str | None = None,
-        token: str | None = "",
-        body: Any = None,
-    ) -> requests.Response:
-        if token == "":
-            token = self.api_token
-        h = {"Content-Type": "application/json"}
-        if token is not None:
-            h["Authorization"] = f"Bearer {token}"
-        if ndjson:
-            h["Accept"] = "application/x-ndjson"
-        if body is None:
-            payload: dict[str, Any] = {"queryString": q, "isLive": False}
-            if start is not None:
-                payload["start"] = start
-            if end is not None:
-                payload["end"] = end
-            body = json.dumps(payload)
-        return self.session.post(
-            f"{self.url}/api/v1/repositories/{repo or self.repo}/query", data=body, headers=h, timeout=60
-        )
-
-    def query(self, q: str, start: Any = "1d", end: Any = None, *, ndjson: bool = False, repo: str | None = None) -> list[dict]:
-        r = self.query_raw(q, start, end, ndjson=ndjson, repo=repo)
-        assert r.status_code == 200, f"query {q!r}: {r.status_code} {r.text[:2000]}"
-        if ndjson:
-            return [json.loads(line) for line in r.text.splitlines() if line.strip()]
-        rows = r.json()
-        assert isinstance(rows, list), f"query {q!r}: expected a JSON array, got {r.text[:500]}"
-        return rows
-
-    def count(self, q: str = "", start: Any = 0, end: Any = None) -> int:
-        """count() of `q`; the default range is everything from the epoch to an hour from now."""
-        if end is None:
-            end = int(time.time() * 1000) + 3_600_000
-        rows = self.query(f"{q} | count()", start, end)
-        assert len(rows) == 1 and "_count" in rows[0], f"count() answered {rows}"
-        return int(rows[0]["_count"])
+embedded_log_only = pytest.mark.embedded_log_only
 
 
 @pytest.fixture(autouse=True)
@@ -322,12 +61,15 @@ def _factory(base: Path):
 
     def make(name: str = "node", start: bool = True, **kw) -> SedimentServer:
         root = base / f"{name}-{len(servers)}"
+        if KAFKA_BROKERS:
+            kw.setdefault("kafka_brokers", KAFKA_BROKERS)
         s = SedimentServer(root / "data", root / "logs", **kw)
         servers.append(s)
         if start:
             s.start()
         return s
 
+    make.servers = servers  # type: ignore[attr-defined] - read by pytest_runtest_makereport
     return make, servers
 
 
@@ -355,15 +97,39 @@ def server(server_factory) -> SedimentServer:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long-running (crash/kill) end-to-end tests")
+    config.addinivalue_line(
+        "markers", "embedded_log_only(reason): needs the embedded commit log; skipped under SEDIMENT_E2E_KAFKA")
+
+
+def pytest_report_header(config):
+    if KAFKA_BROKERS:
+        return f"sediment commit log: Kafka at {KAFKA_BROKERS} (SEDIMENT_E2E_KAFKA)"
+    return "sediment commit log: embedded (set SEDIMENT_E2E_KAFKA=host:port to use Kafka)"
+
+
+def pytest_collection_modifyitems(config, items):
+    if not KAFKA_BROKERS:
+        return
+    for item in items:
+        reason = next((r for k, r in EMBEDDED_LOG_ONLY.items() if item.nodeid.endswith(k)), None)
+        mark = item.get_closest_marker("embedded_log_only")
+        if mark is not None:
+            reason = (mark.args[0] if mark.args else mark.kwargs.get("reason")) or "needs the embedded commit log"
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=f"under Kafka: {reason}"))
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """On failure, attach the log tails of every server the test used."""
+    """On failure, attach the log tails of every server the test used (directly or through a
+    factory fixture)."""
     outcome = yield
     rep = outcome.get_result()
     if rep.when == "call" and rep.failed:
-        for name in ("server", "srv"):
-            s = item.funcargs.get(name)
-            if isinstance(s, SedimentServer):
-                rep.sections.append((f"sediment log {s.port}", s.log_text(all_runs=True)[-8000:]))
+        seen: list[SedimentServer] = []
+        for value in getattr(item, "funcargs", {}).values():
+            for s in [value, *getattr(value, "servers", [])]:
+                if isinstance(s, SedimentServer) and all(s is not x for x in seen):
+                    seen.append(s)
+        for s in seen:
+            rep.sections.append((f"sediment log {s.port}", s.log_text(all_runs=True)[-8000:]))

@@ -1,0 +1,390 @@
+"""Shared harness for the end-to-end suites (tests/e2e, tests/kafka): runs the real `sediment
+server` binary on loopback. Importable without pytest's conftest machinery:
+
+    sys.path.insert(0, "<repo>/tests/e2e"); from harness import SedimentServer, wait_until
+
+Contract:
+- The binary comes from $SEDIMENT_BIN (default /work/main/build/src/cli/sediment).
+- Every server runs on 127.0.0.1 with its own data dir; output (stdout and stderr) goes to a log
+  file per start in `log_dir`; `describe()` gives the tail for failure messages.
+- Processes are signalled only by the pid this object started (SIGTERM, then SIGKILL). Children
+  get PR_SET_PDEATHSIG=SIGKILL, so a killed pytest does not leave servers behind; start servers
+  from the main test thread only (the signal fires when the forking thread exits).
+- Commit log: the embedded log unless `kafka_brokers` is given. With Kafka every SedimentServer
+  object gets its own topic prefix (`e2e-<random>-` unless given), kept across restarts of the
+  same object, because the data dir holds Global's snapshot that belongs to those topics.
+  `SEDIMENT_E2E_KAFKA` (bootstrap servers) is read by `e2e_kafka_brokers()`; the e2e fixtures use it
+  as the default for every server they make.
+- Child processes never see the caller's SEDIMENT_* variables (`clean_env`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import pytest
+import requests
+
+DEFAULT_BIN = "/work/main/build/src/cli/sediment"
+REPO = "e2e"
+INGEST_TOKEN = "e2e-ingest-token-0123456789"
+API_TOKEN = "e2e-api-token-abcdef"
+HTTP_TIMEOUT = 15.0
+TEST_TIMEOUT = float(os.environ.get("E2E_TEST_TIMEOUT", "180"))
+# Ingest partitions of a Kafka-backed server when the test does not choose (fewer = faster start).
+KAFKA_DEFAULT_PARTITIONS = 4
+
+
+def e2e_kafka_brokers() -> str | None:
+    """Bootstrap servers from SEDIMENT_E2E_KAFKA, or None (embedded log)."""
+    v = os.environ.get("SEDIMENT_E2E_KAFKA", "").strip()
+    return v or None
+
+
+def new_kafka_topic_prefix() -> str:
+    """A fresh topic prefix (Kafka topic names allow [a-zA-Z0-9._-])."""
+    return f"e2e-{uuid.uuid4().hex[:12]}-"
+
+
+def sediment_bin() -> str:
+    path = os.environ.get("SEDIMENT_BIN", DEFAULT_BIN)
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        pytest.fail(f"sediment binary not found at {path}: build it or set SEDIMENT_BIN", pytrace=False)
+    return path
+
+
+def clean_env() -> dict[str, str]:
+    """The environment for child processes: no SEDIMENT_* settings leak in from the caller."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("SEDIMENT_")}
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_parent() -> None:
+    _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(pred: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05, what: str = "") -> Any:
+    """Polls pred() until it returns a truthy value (returned) or fails with AssertionError after
+    `timeout` seconds. Exceptions raised by pred count as 'not yet'; the last one is reported."""
+    deadline = time.monotonic() + timeout
+    last_exc: BaseException | None = None
+    last_val: Any = None
+    while True:
+        try:
+            last_val = pred()
+            if last_val:
+                return last_val
+        except Exception as e:  # noqa: BLE001 - reported below
+            last_exc = e
+        if time.monotonic() >= deadline:
+            detail = f"last value {last_val!r}" if last_exc is None else f"last error {last_exc!r}"
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or pred}: {detail}")
+        time.sleep(interval)
+
+
+def marker(prefix: str = "mk") -> str:
+    return f"{prefix}{uuid.uuid4().hex[:16]}"
+
+
+class SedimentServer:
+    """One `sediment server` process over a data dir that survives restarts."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        log_dir: Path,
+        *,
+        tokens: bool = True,
+        ingest_tokens: Iterable[str] | None = None,
+        api_tokens: Iterable[str] | None = None,
+        flush_age_ms: int | None = None,
+        max_body_bytes: int | None = None,
+        max_event_bytes: int | None = None,
+        partitions: int | None = None,
+        kafka_brokers: str | None = None,
+        kafka_topic_prefix: str | None = None,
+        kafka_replication_factor: int | None = None,
+        kafka_min_insync_replicas: int | None = None,
+        kafka_produce_timeout_ms: int | None = None,
+        extra_args: Iterable[str] = (),
+    ) -> None:
+        self.bin = sediment_bin()
+        self.data_dir = Path(data_dir)
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.ingest_token = INGEST_TOKEN
+        self.api_token = API_TOKEN
+        self.repo = REPO
+        args = ["server", "--data-dir", str(self.data_dir), "--listen", f"127.0.0.1:{self.port}"]
+        if tokens:
+            for spec in ingest_tokens if ingest_tokens is not None else [f"{REPO}:{INGEST_TOKEN}"]:
+                args += ["--ingest-token", spec]
+            for t in api_tokens if api_tokens is not None else [API_TOKEN]:
+                args += ["--api-token", t]
+        self.kafka_brokers = kafka_brokers or None
+        self.kafka_topic_prefix: str | None = None
+        if self.kafka_brokers:
+            self.kafka_topic_prefix = kafka_topic_prefix or new_kafka_topic_prefix()
+            if partitions is None:
+                partitions = KAFKA_DEFAULT_PARTITIONS
+            args += ["--kafka-brokers", self.kafka_brokers, "--kafka-topic-prefix", self.kafka_topic_prefix]
+        else:
+            assert not (kafka_topic_prefix or kafka_replication_factor or kafka_min_insync_replicas
+                        or kafka_produce_timeout_ms), "Kafka settings without kafka_brokers"
+        for flag, value in (
+            ("--kafka-replication-factor", kafka_replication_factor),
+            ("--kafka-min-insync-replicas", kafka_min_insync_replicas),
+            ("--kafka-produce-timeout-ms", kafka_produce_timeout_ms),
+            ("--flush-age-ms", flush_age_ms),
+            ("--max-body-bytes", max_body_bytes),
+            ("--max-event-bytes", max_event_bytes),
+            ("--partitions", partitions),
+        ):
+            if value is not None:
+                args += [flag, str(value)]
+        args += list(extra_args)
+        self.args = args
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+        self.log_path: Path | None = None
+        self.session = requests.Session()
+
+    # ---- process control ----
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def uses_kafka(self) -> bool:
+        return self.kafka_brokers is not None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def launch(self) -> None:
+        """Starts the process without waiting for it to serve."""
+        assert self.proc is None or self.proc.poll() is not None, "server already running"
+        self.starts += 1
+        self.log_path = self.log_dir / f"server-{self.port}-{self.starts}.log"
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [self.bin, *self.args],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=clean_env(),
+                preexec_fn=_die_with_parent,
+            )
+        self.session = requests.Session()
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Launches and waits until /api/v1/status answers 200; AssertionError (with the log tail)
+        when the process exits first or is not ready within `timeout` (then it is killed)."""
+        self.launch()
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    f"sediment server exited with {self.proc.returncode} during start\n{self.describe()}"
+                )
+            try:
+                r = requests.get(self.url + "/api/v1/status", timeout=2)
+                if r.status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            if time.monotonic() >= deadline:
+                out = self.describe()
+                self.kill()
+                raise AssertionError(f"sediment server not ready within {timeout}s\n{out}")
+            time.sleep(0.05)
+
+    def start_expect_exit(self, timeout: float = 30.0) -> tuple[int, str, float]:
+        """Launches a server that is expected to refuse to start. Returns (exit code, its output,
+        seconds until it exited). AssertionError when it is still running after `timeout` (it is
+        killed) or when it came up and serves."""
+        self.launch()
+        assert self.proc is not None
+        t0 = time.monotonic()
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            serving = False
+            try:
+                serving = requests.get(self.url + "/api/v1/status", timeout=2).status_code == 200
+            except requests.RequestException:
+                pass
+            out = self.describe()
+            self.kill()
+            raise AssertionError(f"server still running {timeout}s after start (serving: {serving})\n{out}")
+        return rc, self.log_text(), time.monotonic() - t0
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM, then SIGKILL after `timeout`. Returns the exit code (None if not running)."""
+        p = self.proc
+        if p is None or p.poll() is not None:
+            return None if p is None else p.returncode
+        p.send_signal(signal.SIGTERM)
+        try:
+            return p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=10)
+            raise AssertionError(f"server did not stop within {timeout}s of SIGTERM\n{self.describe()}")
+
+    def kill(self) -> None:
+        """SIGKILL (a crash): no shutdown code runs."""
+        p = self.proc
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait(timeout=10)
+
+    def restart(self, hard: bool = False) -> None:
+        if hard:
+            self.kill()
+        else:
+            self.stop()
+        self.start()
+
+    def cleanup(self) -> None:
+        try:
+            self.stop(timeout=10)
+        except AssertionError:
+            pass
+        self.kill()
+        self.session.close()
+
+    def log_text(self, all_runs: bool = False) -> str:
+        paths = sorted(self.log_dir.glob(f"server-{self.port}-*.log")) if all_runs else [self.log_path]
+        out = []
+        for p in paths:
+            if p and p.exists():
+                out.append(p.read_text(errors="replace"))
+        return "\n".join(out)
+
+    def describe(self, tail: int = 6000) -> str:
+        text = self.log_text()
+        return f"--- server log ({self.log_path}) ---\n{text[-tail:]}\n--- end of log ---"
+
+    # ---- HTTP helpers ----
+
+    def status(self) -> dict:
+        r = self.session.get(self.url + "/api/v1/status", timeout=HTTP_TIMEOUT)
+        assert r.status_code == 200, f"status: {r.status_code} {r.text}"
+        return r.json()
+
+    def commit_log(self, timeout: float = HTTP_TIMEOUT) -> dict:
+        """The status page's commitLog object: {type, brokers (Kafka only), health}."""
+        r = self.session.get(self.url + "/api/v1/status", timeout=timeout)
+        assert r.status_code == 200, f"status: {r.status_code} {r.text}"
+        return r.json()["commitLog"]
+
+    def log_end_sum(self) -> int:
+        return sum(p["logEnd"] for p in self.status()["partitions"])
+
+    def buffered_events(self) -> int:
+        return sum(p["bufferedEvents"] for p in self.status()["partitions"])
+
+    def digested(self) -> bool:
+        """True when the digest has consumed every partition up to the log end."""
+        return all(p["nextOffset"] >= p["logEnd"] for p in self.status()["partitions"])
+
+    def quiet(self) -> bool:
+        """Everything consumed and flushed to segments."""
+        st = self.status()
+        return all(p["nextOffset"] >= p["logEnd"] and p["bufferedEvents"] == 0 for p in st["partitions"])
+
+    def ingest(
+        self,
+        path: str,
+        body: str | bytes | Any,
+        token: str | None = "",
+        *,
+        scheme: str = "Bearer",
+        params: dict | None = None,
+        method: str = "POST",
+        headers: dict | None = None,
+        timeout: float = HTTP_TIMEOUT,
+    ) -> requests.Response:
+        """POSTs `body` (str/bytes as is, anything else as JSON) to `path`. token "" means the
+        server's ingest token, None means no Authorization header."""
+        if token == "":
+            token = self.ingest_token
+        h = dict(headers or {})
+        if token is not None:
+            h["Authorization"] = f"{scheme} {token}"
+        if not isinstance(body, (str, bytes)):
+            body = json.dumps(body)
+            h.setdefault("Content-Type", "application/json")
+        if isinstance(body, str):
+            body = body.encode()
+        return self.session.request(method, self.url + path, data=body, headers=h, params=params, timeout=timeout)
+
+    def query_raw(
+        self,
+        q: str,
+        start: Any = "1d",
+        end: Any = None,
+        *,
+        ndjson: bool = False,
+        repo: str | None = None,
+        token: str | None = "",
+        body: Any = None,
+    ) -> requests.Response:
+        if token == "":
+            token = self.api_token
+        h = {"Content-Type": "application/json"}
+        if token is not None:
+            h["Authorization"] = f"Bearer {token}"
+        if ndjson:
+            h["Accept"] = "application/x-ndjson"
+        if body is None:
+            payload: dict[str, Any] = {"queryString": q, "isLive": False}
+            if start is not None:
+                payload["start"] = start
+            if end is not None:
+                payload["end"] = end
+            body = json.dumps(payload)
+        return self.session.post(
+            f"{self.url}/api/v1/repositories/{repo or self.repo}/query", data=body, headers=h, timeout=60
+        )
+
+    def query(self, q: str, start: Any = "1d", end: Any = None, *, ndjson: bool = False, repo: str | None = None) -> list[dict]:
+        r = self.query_raw(q, start, end, ndjson=ndjson, repo=repo)
+        assert r.status_code == 200, f"query {q!r}: {r.status_code} {r.text[:2000]}"
+        if ndjson:
+            return [json.loads(line) for line in r.text.splitlines() if line.strip()]
+        rows = r.json()
+        assert isinstance(rows, list), f"query {q!r}: expected a JSON array, got {r.text[:500]}"
+        return rows
+
+    def count(self, q: str = "", start: Any = 0, end: Any = None) -> int:
+        """count() of `q`; the default range is everything from the epoch to an hour from now."""
+        if end is None:
+            end = int(time.time() * 1000) + 3_600_000
+        rows = self.query(f"{q} | count()", start, end)
+        assert len(rows) == 1 and "_count" in rows[0], f"count() answered {rows}"
+        return int(rows[0]["_count"])
+
+

@@ -1,0 +1,217 @@
+"""sediment on real Kafka brokers under broker faults (DESIGN P1: 200 only for durable events).
+
+- one broker killed for ~15 s under continuous ingest: no 200 for what the broker cannot have
+  acknowledged, 503 with Retry-After in bounded time, ingest resumes without restarting sediment,
+  every acknowledged event exactly once;
+- three brokers, RF 3, min.insync.replicas 2: one broker down -> ingest continues, nothing lost;
+  two down -> no 200 for events that cannot be durable; both back -> ingest resumes; exactly once;
+- topic misconfiguration (too few partitions, replication factor above the broker count) is
+  refused at start with a message that names the problem and the fix;
+- /api/v1/status reports the commit log's health while the broker is down, and "ok" again after.
+
+Every request is timestamped (faults.Sent); "started after the kill and answered before the
+restart" is checked on monotonic time taken after the broker process is gone and before it is
+launched again.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+import requests
+
+from faults import ClientPool, Window, check_exactly_once, summarize, wait_all_found
+from harness import marker, wait_until
+
+PRODUCE_TIMEOUT_MS = 5000
+# Server contract: 503 when Kafka did not acknowledge within produce timeout + 1 s.
+ANSWER_BOUND_S = PRODUCE_TIMEOUT_MS / 1000 + 1
+# Scheduling slack on a loaded 2-core machine (JVMs starting, sediment, pytest threads).
+SLACK_S = 5.0
+HTTP_TIMEOUT_S = ANSWER_BOUND_S + 15
+CLIENTS = 4
+OUTAGE_S = 15.0
+
+
+def check_answers(records, label: str) -> None:
+    """Every answer is 200 or 503 (503 with Retry-After), within the produce-timeout bound."""
+    odd = [r for r in records if r.status not in (200, 503)]
+    assert not odd, f"{label}: answers other than 200/503: " + "; ".join(
+        f"{r.status} {r.body[:200]!r} after {r.end - r.start:.1f}s" for r in odd[:10])
+    no_retry = [r for r in records if r.status == 503 and not r.retry_after]
+    assert not no_retry, f"{label}: {len(no_retry)} 503 answers without Retry-After, e.g. {no_retry[0].body!r}"
+    slowest = max(records, key=lambda r: r.end - r.start)
+    took = slowest.end - slowest.start
+    print(f"{label}: slowest answer {took:.2f}s ({slowest.status})")
+    assert took <= ANSWER_BOUND_S + SLACK_S, (
+        f"{label}: an ingest request took {took:.1f}s (status {slowest.status}); the bound is the produce "
+        f"timeout + 1 s = {ANSWER_BOUND_S}s (+{SLACK_S}s slack)")
+
+
+def test_single_broker_outage_no_false_acks_and_resume(kafka1, servers):
+    s = servers(kafka1, kafka_produce_timeout_ms=PRODUCE_TIMEOUT_MS, flush_age_ms=1000)
+    run = marker("outage")
+    t0 = time.monotonic()
+    with ClientPool(s, run, CLIENTS, http_timeout=HTTP_TIMEOUT_S) as pool:
+        pool.wait_for_ok_started_after(t0, timeout=30, what="first acknowledged ingest")
+        time.sleep(2.0)
+        kafka1.kill(0)
+        outage = Window(begin=time.monotonic())
+        time.sleep(OUTAGE_S)
+        outage.end = time.monotonic()
+        kafka1.restart(0, timeout=120)
+        t_ready = time.monotonic()
+        resumed = pool.wait_for_ok_started_after(outage.end, timeout=60, what="ingest resumed after the restart")
+        time.sleep(2.0)
+    records = pool.records()
+    marks = {"kill": outage.begin, "restart": outage.end, "broker_ready": t_ready, "first_ok_after": resumed.end}
+    timeline = summarize(records, t0, marks)
+    print(timeline)
+
+    false_acks = outage.acked_inside(records)
+    assert not false_acks, (
+        f"{len(false_acks)} requests started after the broker was killed and were answered 200 before it was "
+        f"restarted, e.g. ids {false_acks[0].ids}\n{timeline}")
+    during = [r for r in records if outage.begin < r.start and r.end < outage.end]
+    assert during, f"no request was answered during the outage\n{timeline}"
+    assert any(r.status == 503 for r in during), f"no 503 during the outage\n{timeline}"
+    check_answers(records, "single-broker outage")
+    assert s.proc is not None and s.proc.poll() is None and s.starts == 1, "sediment was restarted or died"
+    print(f"ingest resumed {resumed.end - outage.end:.1f}s after the restart began "
+          f"({resumed.end - t_ready:.1f}s after the broker was ready)")
+
+    check_exactly_once(s, run, pool.acked_ids(), pool.attempted_ids(), "single-broker outage")
+
+
+def test_three_brokers_rf3_min_isr2_one_then_two_down(kafka3, servers):
+    s = servers(kafka3, kafka_replication_factor=3, kafka_min_insync_replicas=2,
+                kafka_produce_timeout_ms=PRODUCE_TIMEOUT_MS, flush_age_ms=1000)
+    run = marker("rf3")
+    t0 = time.monotonic()
+    with ClientPool(s, run, CLIENTS, http_timeout=HTTP_TIMEOUT_S) as pool:
+        pool.wait_for_ok_started_after(t0, timeout=30, what="first acknowledged ingest")
+        time.sleep(2.0)
+
+        # One broker down: two in-sync replicas remain, so ingest goes on (after Kafka fences the
+        # dead broker and shrinks the ISR, within broker.session.timeout.ms = 9 s).
+        kafka3.kill(2)
+        t_kill1 = time.monotonic()
+        first_ok = pool.wait_for_ok_started_after(t_kill1, timeout=45, what="a 200 after the first broker was killed")
+        time.sleep(3.0)
+        acked_one_down = pool.acked_ids(before=time.monotonic())
+        wait_all_found(s, run, acked_one_down, timeout=45)
+        t_checked = time.monotonic()
+
+        # Second broker down: one replica left, below min.insync.replicas: nothing can be durable.
+        kafka3.kill(1)
+        two_down = Window(begin=time.monotonic())
+        time.sleep(ANSWER_BOUND_S + SLACK_S + 3.0)
+        two_down.end = time.monotonic()
+        kafka3.start(timeout=180)  # launches nodes 1 and 2 again, waits until all three serve
+        t_ready = time.monotonic()
+        resumed = pool.wait_for_ok_started_after(two_down.end, timeout=90, what="ingest resumed after both restarts")
+        time.sleep(2.0)
+    records = pool.records()
+    marks = {"kill1": t_kill1, "first_ok_after_kill1": first_ok.end, "checked": t_checked,
+             "kill2": two_down.begin, "restart": two_down.end, "brokers_ready": t_ready,
+             "first_ok_after_restart": resumed.end}
+    timeline = summarize(records, t0, marks)
+    print(timeline)
+
+    one_down_ok = [r for r in records if r.status == 200 and t_kill1 < r.start and r.end < two_down.begin]
+    assert len(one_down_ok) >= 10, f"ingest did not continue with one broker down: {len(one_down_ok)} 200s\n{timeline}"
+    print(f"first 200 after the first kill: {first_ok.end - t_kill1:.1f}s; 200s with one broker down: "
+          f"{len(one_down_ok)}")
+
+    false_acks = two_down.acked_inside(records)
+    assert not false_acks, (
+        f"{len(false_acks)} requests started after the second broker was killed (1 of 3 replicas left, "
+        f"min.insync.replicas 2) and were answered 200, e.g. ids {false_acks[0].ids}\n{timeline}")
+    late = [r for r in records if r.status == 200 and two_down.begin + ANSWER_BOUND_S + SLACK_S < r.end < two_down.end]
+    assert not late, (f"200 answers kept coming {max(r.end for r in late) - two_down.begin:.1f}s after the second "
+                      f"kill (bound {ANSWER_BOUND_S}s + {SLACK_S}s slack)\n{timeline}")
+    assert any(r.status == 503 and r.start > two_down.begin for r in records), f"no 503 with two brokers down\n{timeline}"
+    check_answers(records, "rf3 faults")
+    assert s.proc is not None and s.proc.poll() is None and s.starts == 1, "sediment was restarted or died"
+
+    check_exactly_once(s, run, pool.acked_ids(), pool.attempted_ids(), "rf3 faults")
+
+
+def test_topic_misconfiguration_is_refused(kafka1, servers):
+    # Too few partitions: the ingest topic exists with 2, sediment is now asked for 4.
+    first = servers(kafka1, name="twoparts", partitions=2)
+    prefix = first.kafka_topic_prefix
+    assert first.stop() == 0
+    again = servers(kafka1, start=False, root=first.data_dir.parent, kafka_topic_prefix=prefix, partitions=4)
+    rc, out, took = again.start_expect_exit(timeout=30)
+    print(f"too few partitions: exit {rc} after {took:.1f}s")
+    topic = f"{prefix}ingest"
+    assert rc != 0, out
+    assert took < 15, f"took {took:.1f}s to refuse\n{out}"
+    assert topic in out, f"the message does not name the topic {topic}:\n{out}"
+    assert re.search(r"\b2 partitions\b", out) and re.search(r"\b4\b", out), f"counts 2 and 4 not named:\n{out}"
+    assert "--ingest-partitions" in out or "--partitions" in out, f"no hint which flag to change:\n{out}"
+    md = kafka1.metadata(0, timeout_s=10)
+    parts = {t["topic"]: len(t["partitions"]) for t in md["topics"]}
+    assert parts.get(topic) == 2, f"the refused start changed the topic: {parts.get(topic)} partitions"
+
+    # Replication factor above the broker count.
+    rf = servers(kafka1, name="rf3", start=False, kafka_replication_factor=3)
+    rc, out, took = rf.start_expect_exit(timeout=30)
+    print(f"replication factor 3 on 1 broker: exit {rc} after {took:.1f}s")
+    assert rc != 0, out
+    assert took < 15, f"took {took:.1f}s to refuse\n{out}"
+    assert re.search(r"replication factor 3\b", out), f"the factor is not named:\n{out}"
+    assert re.search(r"\b1\b", out) and "broker" in out, f"the broker count is not named:\n{out}"
+    assert "--kafka-replication-factor" in out, f"no hint which flag to change:\n{out}"
+    md = kafka1.metadata(0, timeout_s=10)
+    created = [t["topic"] for t in md["topics"] if t["topic"].startswith(rf.kafka_topic_prefix)]
+    assert not created, f"topics created although the start was refused: {created}"
+
+
+def test_status_reports_commit_log_health(kafka1, servers):
+    s = servers(kafka1, kafka_produce_timeout_ms=PRODUCE_TIMEOUT_MS)
+    cl = s.commit_log()
+    assert cl["type"] == "kafka" and cl["brokers"] == kafka1.bootstrap() and cl["health"] == "ok", cl
+    m = marker()
+    assert s.ingest("/api/v1/ingest/raw", f"{m} before").status_code == 200
+
+    kafka1.kill(0)
+    t_kill = time.monotonic()
+    timings: list[float] = []
+
+    def unhealthy():
+        t = time.monotonic()
+        try:
+            health = s.commit_log(timeout=10)["health"]
+        finally:
+            timings.append(time.monotonic() - t)
+        return health if health != "ok" else None
+
+    health = wait_until(unhealthy, timeout=30, interval=0.5, what="commitLog.health != ok with the broker down")
+    print(f"health with the broker down ({time.monotonic() - t_kill:.1f}s after the kill): {health!r}")
+    # Keep asking while the broker stays down: the page answers in bounded time and stays unhealthy.
+    for _ in range(3):
+        assert unhealthy(), "health went back to ok while the broker is down"
+        time.sleep(0.5)
+    print(f"status answer times with the broker down: {[round(t, 2) for t in timings]}")
+    assert max(timings) < 6.0, f"/api/v1/status took {max(timings):.1f}s with the broker down: {timings}"
+    r = s.ingest("/api/v1/ingest/raw", f"{m} during", timeout=HTTP_TIMEOUT_S)
+    assert r.status_code == 503, (r.status_code, r.text)
+
+    kafka1.restart(0, timeout=120)
+    t_back = time.monotonic()
+    wait_until(lambda: s.commit_log(timeout=10)["health"] == "ok", timeout=45, interval=0.5,
+               what="commitLog.health back to ok after the broker returned")
+    print(f"health ok {time.monotonic() - t_back:.1f}s after the broker was ready")
+
+    def ingest_ok():
+        try:
+            return s.ingest("/api/v1/ingest/raw", f"{m} after", timeout=HTTP_TIMEOUT_S).status_code == 200
+        except requests.RequestException:
+            return False
+
+    wait_until(ingest_ok, timeout=30, interval=0.5, what="ingest 200 after the broker returned")
+    assert s.commit_log()["health"] == "ok"
