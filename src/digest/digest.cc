@@ -3,11 +3,18 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <set>
+#include <unordered_set>
 
 namespace sediment {
+namespace {
+// Messages remembered per partition for dropping duplicates (a producer's retries land within
+// seconds of the original; 100k messages is minutes of traffic at the highest rates).
+constexpr size_t kDedupWindow = 100'000;
+}  // namespace
 
 struct Digest::Partition {
   PartitionId id;
@@ -35,11 +42,15 @@ struct Digest::Partition {
     Offset new_replay_point;
   };
   std::map<std::string, PendingFlush> pending;
+  // Ids of the ingest messages read most recently (at most kDedupWindow): a copy of one of them
+  // at a later offset is a producer retry that the commit log stored twice and is dropped.
+  std::unordered_set<uint64_t> recent_ids;
+  std::deque<uint64_t> recent_order;
+  uint64_t duplicates_dropped = 0;
   Offset next_offset;
   Offset registered_replay_point;
-  Offset truncated_before;
+  Offset truncated_before;  // touched only by the truncation thread after Start()
   std::string error;
-  int64_t last_truncate_us = 0;
   int64_t last_advance_us = 0;
 };
 
@@ -102,11 +113,17 @@ sediment::Status Digest::Start() {
     Partition* raw = p.get();
     p->thread = std::thread([this, raw] { Run(raw); });
   }
+  truncate_thread_ = std::thread([this] { TruncateLoop(); });
   return sediment::Status::OK();
 }
 
 void Digest::Stop() {
-  stop_ = true;
+  {
+    std::lock_guard lock(truncate_mu_);
+    stop_ = true;
+  }
+  truncate_cv_.notify_all();
+  if (truncate_thread_.joinable()) truncate_thread_.join();
   for (auto& p : partitions_) {
     if (p->thread.joinable()) p->thread.join();
   }
@@ -123,6 +140,11 @@ Offset Digest::ReplayPointLocked(const Partition& p) const {
 sediment::Status Digest::ProcessRecords(Partition* p, std::vector<LogRecord>& records) {
   int64_t now_us = clock_->MonotonicMicros();
   for (auto& rec : records) {
+    {
+      std::lock_guard lock(p->mu);
+      // A record at or below what was already consumed would be buffered twice.
+      if (rec.offset < p->next_offset) continue;
+    }
     auto msg = DecodeIngestMessage(rec.data);
     if (!msg.ok()) {
       // P6: a corrupt record is reported and skipped; it can never be served.
@@ -135,6 +157,22 @@ sediment::Status Digest::ProcessRecords(Partition* p, std::vector<LogRecord>& re
     }
     std::string key = msg->datasource.Key();
     std::lock_guard lock(p->mu);
+    if (msg->id != 0) {
+      if (!p->recent_ids.insert(msg->id).second) {
+        spdlog::warn(
+            "digest: partition {} offset {}: dropped a second copy of ingest message {:016x} "
+            "(a producer retry the commit log stored twice)",
+            p->id.value, rec.offset.value, msg->id);
+        ++p->duplicates_dropped;
+        p->next_offset = Offset(rec.offset.value + 1);
+        continue;
+      }
+      p->recent_order.push_back(msg->id);
+      if (p->recent_order.size() > kDedupWindow) {
+        p->recent_ids.erase(p->recent_order.front());
+        p->recent_order.pop_front();
+      }
+    }
     auto fit = p->flushed.find(key);
     Partition::Buffer* buf = nullptr;
     for (uint32_t i = 0; i < msg->events.size(); ++i) {
@@ -341,21 +379,35 @@ void Digest::Run(Partition* p) {
         return;
       }
     }
+  }
+}
 
-    // P3: the commit log is truncated only below the registered replay point (the safe offset of
-    // a single node whose segments are durable once registered).
-    if (now_us - p->last_truncate_us > options_.truncate_every.count() * 1000) {
-      p->last_truncate_us = now_us;
-      Offset safe = p->registered_replay_point;
-      if (safe > p->truncated_before) {
-        auto st = log_->DeleteBefore(p->id, safe);
-        if (st.ok()) {
-          auto applied = global_->Submit(SetTruncationPoint{p->id, safe});
-          if (applied.ok()) p->truncated_before = safe;
-        } else {
-          spdlog::warn("digest: truncating partition {}: {}", p->id.value, st.ToString());
-        }
+void Digest::TruncateLoop() {
+  // P3: the commit log is truncated only below the registered replay point (the safe offset of
+  // a single node whose segments are durable once registered). This runs apart from the workers:
+  // admin calls can block for their timeout while brokers are down, and digesting must not wait.
+  while (true) {
+    {
+      std::unique_lock lock(truncate_mu_);
+      if (truncate_cv_.wait_for(lock, options_.truncate_every, [this] { return stop_.load(); })) {
+        return;
       }
+    }
+    for (auto& p : partitions_) {
+      if (stop_) return;
+      Offset safe;
+      {
+        std::lock_guard lock(p->mu);
+        safe = p->registered_replay_point;
+      }
+      if (safe <= p->truncated_before) continue;
+      auto st = log_->DeleteBefore(p->id, safe);
+      if (!st.ok()) {
+        spdlog::warn("digest: truncating partition {}: {}", p->id.value, st.ToString());
+        continue;
+      }
+      auto applied = global_->Submit(SetTruncationPoint{p->id, safe});
+      if (applied.ok()) p->truncated_before = safe;
     }
   }
 }
@@ -384,6 +436,7 @@ std::vector<PartitionDigestStatus> Digest::PartitionStatuses() const {
     s.replay_point = p->registered_replay_point;
     for (const auto& [k, b] : p->buffers) s.buffered_events += b.events.size();
     s.error = p->error;
+    s.duplicates_dropped = p->duplicates_dropped;
     out.push_back(std::move(s));
   }
   return out;

@@ -13,8 +13,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,7 +55,8 @@ struct PartitionDigestStatus {
   Offset next_offset;   // next offset to read
   Offset replay_point;  // as last registered
   uint64_t buffered_events = 0;
-  std::string error;  // last error, empty when healthy
+  uint64_t duplicates_dropped = 0;  // second copies of ingest messages (see IngestMessage::id)
+  std::string error;                // last error, empty when healthy
 };
 
 class Digest {
@@ -89,6 +92,9 @@ class Digest {
   bool IsRegistered(const std::string& file_name) const;
   sediment::Status ProcessRecords(Partition* p, std::vector<LogRecord>& records);
   Offset ReplayPointLocked(const Partition& p) const;
+  // Deletes commit-log records below each partition's registered replay point, every
+  // truncate_every, on its own thread.
+  void TruncateLoop();
 
   Env* env_;
   Clock* clock_;
@@ -97,6 +103,9 @@ class Digest {
   DigestOptions options_;
   std::vector<std::unique_ptr<Partition>> partitions_;
   std::atomic<bool> stop_{false};
+  std::mutex truncate_mu_;
+  std::condition_variable truncate_cv_;
+  std::thread truncate_thread_;
 };
 
 }  // namespace sediment

@@ -1,5 +1,7 @@
 #include "ingest/ingest.h"
 
+#include <random>
+
 #include <charconv>
 #include <cmath>
 #include <exception>
@@ -258,6 +260,19 @@ Result<ParseResult> ParseRequest(Format format, std::string_view body,
   return Status::InvalidArgument("unknown ingest format");
 }
 
+uint64_t RandomMessageId() {
+  thread_local std::mt19937_64 rng([] {
+    std::random_device rd;
+    return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+           static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }());
+  uint64_t id;
+  do {
+    id = rng();
+  } while (id == 0);
+  return id;
+}
+
 Status AppendAll(CommitLog* log, std::vector<IngestMessage> messages,
                  std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -269,8 +284,9 @@ Status AppendAll(CommitLog* log, std::vector<IngestMessage> messages,
   futures.reserve(messages.size());
   Status first;
   for (size_t i = 0; i < messages.size(); ++i) {
-    const IngestMessage& msg = messages[i];
+    IngestMessage& msg = messages[i];
     try {
+      if (msg.id == 0) msg.id = RandomMessageId();
       std::string record = EncodeIngestMessage(msg, Codec::kLz4);
       futures.push_back(log->Append(msg.datasource.PartitionFor(partitions), std::move(record)));
     } catch (const std::exception& e) {

@@ -52,7 +52,11 @@ Result<ParseResult> ParseRequest(Format format, std::string_view body, const Par
 
 // Appends every message and waits until all are durable. OK only when every one is (P1): on any
 // error the caller must answer with an error status, never 200.
-// Waits at most `timeout` in all: messages not acknowledged by then make it Unavailable (they may
+// A random non-zero 64-bit message id (IngestMessage::id).
+uint64_t RandomMessageId();
+
+// Gives every message without an id a random one, encodes and appends them. Waits at most
+// `timeout` in all: messages not acknowledged by then make it Unavailable (they may
 // still become durable later, but they were not acknowledged).
 Status AppendAll(CommitLog* log, std::vector<IngestMessage> messages,
                  std::chrono::milliseconds timeout = std::chrono::hours(1));

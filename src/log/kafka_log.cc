@@ -599,7 +599,9 @@ class KafkaLog final : public CommitLog {
         health_.Error("read partition " + std::to_string(p.value) + ": " + es);
         continue;
       }
-      if (m->offset < from.value) {
+      // Below `from`, or a record this call already returned (a fetcher that restarted after a
+      // leader change may deliver it again): never hand out a record twice.
+      if (m->offset < from.value || (!out.empty() && m->offset <= out.back().offset.value)) {
         rd_kafka_message_destroy(m);
         continue;
       }
@@ -669,7 +671,7 @@ class KafkaLog final : public CommitLog {
   }
 
   // Low and high watermark. Errors that mean "metadata not settled yet" (a fresh topic, a leader
-  // change) are retried until the deadline: min(admin_timeout, 5 s). While the brokers are known
+  // change) are retried until the deadline: min(admin_timeout, 2 s). While the brokers are known
   // to be unreachable (an Unavailable error in the last 2 s), fails fast without asking them, so
   // status pages and loops over partitions do not stall for a timeout per partition.
   Result<std::pair<int64_t, int64_t>> Watermarks(PartitionId p) {
@@ -680,7 +682,7 @@ class KafkaLog final : public CommitLog {
     }
     const Clock::time_point deadline =
         Clock::now() + std::min<std::chrono::milliseconds>(options_.admin_timeout,
-                                                           std::chrono::milliseconds(5000));
+                                                           std::chrono::milliseconds(2000));
     while (true) {
       int64_t low = 0, high = 0;
       rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
@@ -896,7 +898,14 @@ Status EnsureTopics(const KafkaOptions& o) {
     for (const auto& s : specs)
       RETURN_IF_ERROR(CheckExistingTopic(*FindTopic(md.get(), s.name), s, o));
   }
-  return CheckMinInsync(admin.get(), specs, o);
+  // Right after creation a broker may not know the topic yet (metadata propagates
+  // asynchronously); DescribeConfigs then answers UNKNOWN_TOPIC_OR_PART for a while.
+  const Clock::time_point describe_deadline = Clock::now() + o.admin_timeout;
+  while (true) {
+    Status st = CheckMinInsync(admin.get(), specs, o);
+    if (st.code() != StatusCode::kNotFound || Clock::now() >= describe_deadline) return st;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
 }
 
 Result<std::unique_ptr<CommitLog>> OpenKafkaLog(const KafkaOptions& options,

@@ -11,7 +11,7 @@
 namespace sediment {
 namespace {
 constexpr char kMagic[4] = {'S', 'D', 'I', 'M'};
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion = 2;                    // 2 added the message id; 1 is still read
 constexpr size_t kHeaderSize = 4 + 1 + 1 + 4 + 4;  // magic, version, codec, raw length, crc
 constexpr uint32_t kMaxRawSize = 256u << 20;
 }  // namespace
@@ -101,6 +101,7 @@ Status DecodeEvents(std::string_view* in, std::vector<Event>* out) {
 
 std::string EncodeIngestMessage(const IngestMessage& msg, Codec codec) {
   std::string payload;
+  PutFixed64(&payload, msg.id);
   PutLengthPrefixed(&payload, msg.datasource.repo);
   PutVarint64(&payload, msg.datasource.tags.size());
   for (const auto& [name, value] : msg.datasource.tags) {
@@ -145,7 +146,7 @@ Result<IngestMessage> DecodeIngestMessage(std::string_view data) {
     return Status::Corruption("ingest message: bad magic");
   }
   uint8_t version = static_cast<uint8_t>(data[4]);
-  if (version != kVersion) {
+  if (version != kVersion && version != 1) {
     return Status::Corruption("ingest message: unsupported version " + std::to_string(version));
   }
   auto codec = static_cast<Codec>(data[5]);
@@ -182,6 +183,11 @@ Result<IngestMessage> DecodeIngestMessage(std::string_view data) {
 
   IngestMessage msg;
   std::string_view in = payload;
+  if (version >= 2) {
+    uint64_t id;
+    if (!GetFixed64(&in, &id)) return Status::Corruption("ingest message: bad id");
+    msg.id = id;
+  }
   std::string_view repo;
   uint64_t ntags;
   if (!GetLengthPrefixed(&in, &repo) || !GetVarint64(&in, &ntags) || ntags > in.size()) {

@@ -60,6 +60,10 @@ enum class Codec : uint8_t { kNone = 0, kLz4 = 1, kZstd = 2 };
 
 // A batch of events of one datasource, from one ingest request. One commit-log record each.
 struct IngestMessage {
+  // Identifies this batch across commit-log copies: a producer that retries after losing an
+  // acknowledgement (Kafka's epoch bump) can append the same message twice, and the digest drops
+  // the second copy by this id. Random, assigned by the ingest path; 0 = unknown (format v1).
+  uint64_t id = 0;
   Datasource datasource;
   std::vector<Event> events;
 };

@@ -24,8 +24,10 @@ IngestMessage Sample() {
 TEST(IngestMessage, RoundTripsWithEveryCodec) {
   for (Codec c : {Codec::kNone, Codec::kLz4, Codec::kZstd}) {
     auto msg = Sample();
+    msg.id = 0x0123456789abcdefull;
     auto decoded = DecodeIngestMessage(EncodeIngestMessage(msg, c));
     ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+    EXPECT_EQ(decoded->id, msg.id);
     EXPECT_EQ(decoded->datasource, msg.datasource);
     EXPECT_EQ(decoded->events, msg.events);
   }

@@ -555,17 +555,29 @@ http::Response Server::Impl::HandleStatus() {
   w.Key("bytes").Int(static_cast<int64_t>(segment_bytes));
   w.Key("events").Int(static_cast<int64_t>(events)).EndObject();
   w.Key("partitions").BeginArray();
+  // The status page must answer while the commit log is down: once one offset query fails (or the
+  // log already reports trouble) the rest are not asked, and show -1.
+  // Offsets are asked for at most ~2 s in all (a remote log answers slowly while its leaders move).
+  bool ask_log = health == "ok";
+  const int64_t ask_until_us = clock->MonotonicMicros() + 2'000'000;
+  auto offset_or_unknown = [&](Result<Offset> r) -> int64_t {
+    if (clock->MonotonicMicros() > ask_until_us) ask_log = false;
+    if (r.ok()) return r->value;
+    ask_log = false;
+    return -1;
+  };
   for (const auto& p : digest->PartitionStatuses()) {
     w.BeginObject().Key("partition").Int(p.partition.value).Key("epoch").Int(p.epoch.value);
-    auto end = ingest_log->EndOffset(p.partition);
-    auto start = ingest_log->StartOffset(p.partition);
-    w.Key("logStart").Int(start.ok() ? start->value : -1);
-    w.Key("logEnd").Int(end.ok() ? end->value : -1);
+    int64_t start = ask_log ? offset_or_unknown(ingest_log->StartOffset(p.partition)) : -1;
+    int64_t end = ask_log ? offset_or_unknown(ingest_log->EndOffset(p.partition)) : -1;
+    w.Key("logStart").Int(start);
+    w.Key("logEnd").Int(end);
     w.Key("nextOffset").Int(p.next_offset.value);
     w.Key("replayPoint").Int(p.replay_point.value);
     auto ps = pstates.find(p.partition.value);
     w.Key("truncatedBefore").Int(ps == pstates.end() ? 0 : ps->second.truncated_before.value);
     w.Key("bufferedEvents").Int(static_cast<int64_t>(p.buffered_events));
+    w.Key("duplicateMessagesDropped").Int(static_cast<int64_t>(p.duplicates_dropped));
     w.Key("error").String(p.error).EndObject();
   }
   w.EndArray();
