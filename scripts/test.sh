@@ -34,7 +34,8 @@ stop_kafka
 trap - EXIT
 
 echo "== Kafka broker faults (1 and 3 brokers) and the broker scripts"
-"${PYTEST[@]}" tests/kafka tests/kafka_harness
+"${PYTEST[@]}" tests/kafka
+"${PYTEST[@]}" tests/kafka_harness
 
 echo "== benchmark drivers, smoke runs"
 ctest --test-dir build --output-on-failure --timeout 300 -R '^bench_(kafka_)?smoke$'
