@@ -506,7 +506,8 @@ bool SegmentReaderImpl::BlockMayContainAll(size_t i, const std::vector<std::stri
   return true;
 }
 
-Status SegmentReaderImpl::ReadBlock(size_t i, DecodedBlock* out) const {
+// Empties every column (the buffer is reused by the next decode).
+void ClearColumns(DecodedBlock* out) {
   out->timestamps.clear();
   out->ingest_ts.clear();
   out->positions.clear();
@@ -514,6 +515,10 @@ Status SegmentReaderImpl::ReadBlock(size_t i, DecodedBlock* out) const {
   out->fields.clear();
   out->field_begin.clear();
   out->field_names.clear();
+}
+
+Status SegmentReaderImpl::ReadBlock(size_t i, DecodedBlock* out) const {
+  ClearColumns(out);
   if (i >= blocks_.size()) return Status::InvalidArgument("segment: block index out of range");
   const BlockInfo& b = blocks_[i];
   const std::string where = "block " + std::to_string(i) + ": ";
@@ -531,15 +536,7 @@ Status SegmentReaderImpl::ReadBlock(size_t i, DecodedBlock* out) const {
                                    stored.data(), stored.size());
   if (ZSTD_isError(got) || got != b.raw_size) return Corrupt(where + "decompression failed");
   Status st = DecodeColumns(i, out);
-  if (!st.ok()) {
-    out->timestamps.clear();
-    out->ingest_ts.clear();
-    out->positions.clear();
-    out->raw.clear();
-    out->fields.clear();
-    out->field_begin.clear();
-    out->field_names.clear();
-  }
+  if (!st.ok()) ClearColumns(out);
   return st;
 }
 
