@@ -4,9 +4,12 @@
 #include <spdlog/spdlog.h>
 
 #include <strings.h>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <random>
 #include <string_view>
+#include <thread>
 
 #include "common/clock.h"
 #include "common/env.h"
@@ -128,6 +131,24 @@ struct Server::Impl {
   std::string segment_dir;
   bool stopped = false;
 
+  // Commit-log offsets for the status page, asked by a thread of their own: a remote log's
+  // offset queries can block far beyond their timeout while brokers are down, and the status page
+  // must answer. A status request asks for a fresh reading and waits for it at most 2 s; after
+  // that it shows the last reading (and its age).
+  struct LogBounds {
+    int64_t start = -1, end = -1;  // -1: unknown
+  };
+  std::mutex bounds_mu;
+  std::condition_variable bounds_cv;
+  std::vector<LogBounds> bounds;
+  int64_t bounds_at_us = 0;    // monotonic time of the last completed reading
+  uint64_t bounds_done = 0;    // readings completed
+  uint64_t bounds_wanted = 0;  // readings asked for
+  bool bounds_stop = false;
+  std::thread bounds_thread;
+  void BoundsLoop();
+  std::vector<LogBounds> FreshBounds(int64_t* age_ms);
+
   Status Bootstrap();
   http::Response Handle(const http::Request& req);
   http::Response HandleIngest(const http::Request& req, ingest::Format format, bool hec);
@@ -209,6 +230,8 @@ Status Server::Start() {
       std::make_unique<Digest>(s.env, s.clock, s.ingest_log.get(), s.global.get(), digest_options);
   RETURN_IF_ERROR(s.digest->Start().WithContext("starting the digest"));
 
+  s.bounds_thread = std::thread([this] { impl_->BoundsLoop(); });
+
   http::ServerOptions http_options;
   http_options.host = host;
   http_options.port = port;
@@ -224,11 +247,58 @@ void Server::Stop() {
   if (s.stopped) return;
   s.stopped = true;
   if (s.http) s.http->Stop();
+  {
+    std::lock_guard lock(s.bounds_mu);
+    s.bounds_stop = true;
+  }
+  s.bounds_cv.notify_all();
+  if (s.bounds_thread.joinable()) s.bounds_thread.join();
   if (s.digest) s.digest->Stop();
   if (s.global) {
     auto st = s.global->Close();
     if (!st.ok()) spdlog::warn("closing Global: {}", st.ToString());
   }
+}
+
+void Server::Impl::BoundsLoop() {
+  while (true) {
+    {
+      std::unique_lock lock(bounds_mu);
+      bounds_cv.wait_for(lock, std::chrono::seconds(5),
+                         [this] { return bounds_stop || bounds_wanted > bounds_done; });
+      if (bounds_stop) return;
+    }
+    // While the log reports trouble only the first partition is asked (one slow call, not one
+    // per partition); the others show unknown.
+    bool ask = true;
+    std::vector<LogBounds> fresh(static_cast<size_t>(ingest_log->partition_count()));
+    for (size_t i = 0; i < fresh.size() && ask; ++i) {
+      auto start = ingest_log->StartOffset(PartitionId(static_cast<int32_t>(i)));
+      auto end = ingest_log->EndOffset(PartitionId(static_cast<int32_t>(i)));
+      if (!start.ok() || !end.ok()) {
+        ask = false;
+        continue;
+      }
+      fresh[i] = LogBounds{start->value, end->value};
+    }
+    {
+      std::lock_guard lock(bounds_mu);
+      bounds = std::move(fresh);
+      bounds_at_us = clock->MonotonicMicros();
+      ++bounds_done;
+    }
+    bounds_cv.notify_all();
+  }
+}
+
+std::vector<Server::Impl::LogBounds> Server::Impl::FreshBounds(int64_t* age_ms) {
+  std::unique_lock lock(bounds_mu);
+  const uint64_t target = bounds_done + 1;
+  bounds_wanted = std::max(bounds_wanted, target);
+  bounds_cv.notify_all();
+  bounds_cv.wait_for(lock, std::chrono::seconds(2), [&] { return bounds_done >= target; });
+  *age_ms = bounds_done == 0 ? -1 : (clock->MonotonicMicros() - bounds_at_us) / 1000;
+  return bounds;
 }
 
 Status Server::Impl::Bootstrap() {
@@ -554,24 +624,17 @@ http::Response Server::Impl::HandleStatus() {
   w.Key("segments").BeginObject().Key("count").Int(static_cast<int64_t>(segments));
   w.Key("bytes").Int(static_cast<int64_t>(segment_bytes));
   w.Key("events").Int(static_cast<int64_t>(events)).EndObject();
+  int64_t bounds_age_ms = -1;
+  std::vector<LogBounds> log_bounds = FreshBounds(&bounds_age_ms);
+  w.Key("logOffsetsAgeMs").Int(bounds_age_ms);
   w.Key("partitions").BeginArray();
-  // The status page must answer while the commit log is down: once one offset query fails (or the
-  // log already reports trouble) the rest are not asked, and show -1.
-  // Offsets are asked for at most ~2 s in all (a remote log answers slowly while its leaders move).
-  bool ask_log = health == "ok";
-  const int64_t ask_until_us = clock->MonotonicMicros() + 2'000'000;
-  auto offset_or_unknown = [&](Result<Offset> r) -> int64_t {
-    if (clock->MonotonicMicros() > ask_until_us) ask_log = false;
-    if (r.ok()) return r->value;
-    ask_log = false;
-    return -1;
-  };
   for (const auto& p : digest->PartitionStatuses()) {
     w.BeginObject().Key("partition").Int(p.partition.value).Key("epoch").Int(p.epoch.value);
-    int64_t start = ask_log ? offset_or_unknown(ingest_log->StartOffset(p.partition)) : -1;
-    int64_t end = ask_log ? offset_or_unknown(ingest_log->EndOffset(p.partition)) : -1;
-    w.Key("logStart").Int(start);
-    w.Key("logEnd").Int(end);
+    LogBounds lb;
+    if (static_cast<size_t>(p.partition.value) < log_bounds.size())
+      lb = log_bounds[p.partition.value];
+    w.Key("logStart").Int(lb.start);
+    w.Key("logEnd").Int(lb.end);
     w.Key("nextOffset").Int(p.next_offset.value);
     w.Key("replayPoint").Int(p.replay_point.value);
     auto ps = pstates.find(p.partition.value);
