@@ -122,15 +122,7 @@ class PosixEnv final : public Env {
     return out;
   }
   Status WriteFileAtomic(const std::string& path, std::string_view data) override {
-    std::string tmp = path + ".tmp";
-    {
-      ASSIGN_OR_RETURN(auto f, NewWritableFile(tmp));
-      RETURN_IF_ERROR(f->Append(data));
-      RETURN_IF_ERROR(f->Sync());
-      RETURN_IF_ERROR(f->Close());
-    }
-    RETURN_IF_ERROR(RenameFile(tmp, path));
-    return SyncDir(DirName(path));
+    return WriteFileAtomicWith(this, path, data);
   }
   bool FileExists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
   Result<std::vector<std::string>> ListDir(const std::string& dir) override {
@@ -192,6 +184,18 @@ class PosixEnv final : public Env {
 Env* Env::Default() {
   static PosixEnv env;
   return &env;
+}
+
+Status WriteFileAtomicWith(Env* env, const std::string& path, std::string_view data) {
+  std::string tmp = path + ".tmp";
+  {
+    ASSIGN_OR_RETURN(auto f, env->NewWritableFile(tmp));
+    RETURN_IF_ERROR(f->Append(data));
+    RETURN_IF_ERROR(f->Sync());
+    RETURN_IF_ERROR(f->Close());
+  }
+  RETURN_IF_ERROR(env->RenameFile(tmp, path));
+  return env->SyncDir(DirName(path));
 }
 
 std::string JoinPath(std::string_view a, std::string_view b) {

@@ -65,6 +65,10 @@ class Env {
   static Env* Default();
 };
 
+// Env::WriteFileAtomic done through `env`'s own file operations (temp file, Sync, rename, SyncDir),
+// for implementations whose durability tracking must see every step.
+Status WriteFileAtomicWith(Env* env, const std::string& path, std::string_view data);
+
 // "a/b" + "c" -> "a/b/c"
 std::string JoinPath(std::string_view a, std::string_view b);
 std::string DirName(std::string_view path);

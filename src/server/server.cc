@@ -455,7 +455,6 @@ http::Response Server::Impl::HandleIngest(const http::Request& req, ingest::Form
     int code = m.find("Event field is required") != std::string::npos ? 12 : 6;
     return fail(HttpStatusFor(parsed.status()), m, code);
   }
-  size_t events = parsed->event_count;
   // P1 with a bound: a commit log that cannot acknowledge gets the client a 503 in time.
   const auto ack_timeout = std::chrono::milliseconds(
       config.kafka_brokers.empty() ? 30000 : config.kafka_produce_timeout_ms + 1000);
@@ -472,7 +471,6 @@ http::Response Server::Impl::HandleIngest(const http::Request& req, ingest::Form
   } else {
     r.body = "{}";
   }
-  (void)events;
   return r;
 }
 

@@ -227,15 +227,7 @@ Result<std::unique_ptr<RandomAccessFile>> FaultEnv::NewRandomAccessFile(const st
 Result<std::string> FaultEnv::ReadFile(const std::string& path) { return base_->ReadFile(path); }
 
 Status FaultEnv::WriteFileAtomic(const std::string& path, std::string_view data) {
-  std::string tmp = path + ".tmp";
-  {
-    ASSIGN_OR_RETURN(auto f, NewWritableFile(tmp));
-    RETURN_IF_ERROR(f->Append(data));
-    RETURN_IF_ERROR(f->Sync());
-    RETURN_IF_ERROR(f->Close());
-  }
-  RETURN_IF_ERROR(RenameFile(tmp, path));
-  return SyncDir(DirName(path));
+  return WriteFileAtomicWith(this, path, data);
 }
 
 bool FaultEnv::FileExists(const std::string& path) { return base_->FileExists(path); }
