@@ -307,13 +307,26 @@ class SedimentServer:
         return sum(p["bufferedEvents"] for p in self.status()["partitions"])
 
     def digested(self) -> bool:
-        """True when the digest has consumed every partition up to the log end."""
-        return all(p["nextOffset"] >= p["logEnd"] for p in self.status()["partitions"])
+        """True when the digest has consumed every partition up to the log end. A log end the
+        server could not read (-1, e.g. while Kafka reconnects) or an old reading never counts as
+        caught up."""
+        return self._caught_up(self.status(), need_flushed=False)
 
     def quiet(self) -> bool:
         """Everything consumed and flushed to segments."""
-        st = self.status()
-        return all(p["nextOffset"] >= p["logEnd"] and p["bufferedEvents"] == 0 for p in st["partitions"])
+        return self._caught_up(self.status(), need_flushed=True)
+
+    @staticmethod
+    def _caught_up(st: dict, need_flushed: bool) -> bool:
+        age = st.get("logOffsetsAgeMs", 0)
+        if age is None or age < 0 or age > 5000:
+            return False
+        for p in st["partitions"]:
+            if p["logEnd"] < 0 or p["nextOffset"] < p["logEnd"]:
+                return False
+            if need_flushed and p["bufferedEvents"] != 0:
+                return False
+        return True
 
     def ingest(
         self,
