@@ -25,6 +25,13 @@ class Applier {
     return Status::OK();
   }
 
+  Status operator()(const SetClusterSecret& e) {
+    if (e.secret.empty()) return Status::Rejected("SetClusterSecret: empty secret");
+    if (!s_->cluster_secret.empty()) return Status::Rejected("SetClusterSecret: already set");
+    s_->cluster_secret = e.secret;
+    return Status::OK();
+  }
+
   Status operator()(const CreateRepo& e) {
     if (e.name.empty()) return Status::Rejected("CreateRepo: empty repository name");
     if (s_->repos.count(e.name) != 0) {
@@ -148,9 +155,9 @@ Status ApplyGlobalEvent(GlobalState* state, const GlobalEvent& ev, SegmentId* as
 
 const char* GlobalEventName(const GlobalEvent& ev) {
   static constexpr const char* kNames[] = {
-      "SetClusterId",       "CreateRepo",         "AddIngestToken",
-      "AddApiToken",        "ClaimPartition",     "RegisterSegment",
-      "AdvanceReplayPoint", "SetTruncationPoint", "RemoveSegments"};
+      "SetClusterId",   "CreateRepo",      "AddIngestToken",     "AddApiToken",
+      "ClaimPartition", "RegisterSegment", "AdvanceReplayPoint", "SetTruncationPoint",
+      "RemoveSegments", "SetClusterSecret"};
   static_assert(std::size(kNames) == std::variant_size_v<GlobalEvent>);
   return kNames[ev.index()];
 }

@@ -12,13 +12,15 @@ namespace {
 constexpr char kEventMagic[2] = {'G', 'E'};
 constexpr char kStateMagic[4] = {'G', 'S', 'N', 'P'};
 constexpr uint8_t kEventVersion = 1;
-constexpr uint8_t kStateVersion = 1;
+// Snapshot v2 appends the cluster secret; v1 (no secret) is still read.
+constexpr uint8_t kStateVersion = 2;
+constexpr uint8_t kStateVersionMin = 1;
 constexpr size_t kEventHeader = 4;  // magic(2) version(1) type(1)
 constexpr size_t kStateHeader = 5;  // magic(4) version(1)
 constexpr size_t kCrcSize = 4;
 
 // Type tags: the variant index plus one. Never renumber: they are on disk.
-static_assert(std::variant_size_v<GlobalEvent> == 9, "new events need a tag in FORMAT.md");
+static_assert(std::variant_size_v<GlobalEvent> == 10, "new events need a tag in FORMAT.md");
 
 // ---- writing ----
 void PutI64(std::string* out, int64_t v) { PutVarsint64(out, v); }
@@ -57,6 +59,7 @@ void PutStringSet(std::string* out, const std::set<std::string>& set) {
 
 void PutBody(std::string* out, const SetClusterId& e) { PutLengthPrefixed(out, e.cluster_id); }
 void PutBody(std::string* out, const CreateRepo& e) { PutLengthPrefixed(out, e.name); }
+void PutBody(std::string* out, const SetClusterSecret& e) { PutLengthPrefixed(out, e.secret); }
 void PutBody(std::string* out, const AddIngestToken& e) {
   PutLengthPrefixed(out, e.repo);
   PutLengthPrefixed(out, e.token);
@@ -195,6 +198,7 @@ class Reader {
 
 bool GetBody(Reader* r, SetClusterId* e) { return r->Str(&e->cluster_id, "cluster_id"); }
 bool GetBody(Reader* r, CreateRepo* e) { return r->Str(&e->name, "repo name"); }
+bool GetBody(Reader* r, SetClusterSecret* e) { return r->Str(&e->secret, "cluster secret"); }
 bool GetBody(Reader* r, AddIngestToken* e) {
   return r->Str(&e->repo, "repo") && r->Str(&e->token, "token");
 }
@@ -235,7 +239,8 @@ bool DecodeAlternative(size_t index, Reader* r, GlobalEvent* out) {
 
 // Splits framed data into body after checking size, magic, version and CRC.
 Result<std::string_view> Unframe(std::string_view data, std::string_view magic, uint8_t version,
-                                 size_t header, const char* what) {
+                                 size_t header, const char* what, uint8_t min_version = 0) {
+  if (min_version == 0) min_version = version;
   if (data.size() < header + kCrcSize) {
     return Status::Corruption(std::string(what) + ": too short (" + std::to_string(data.size()) +
                               " bytes)");
@@ -247,7 +252,8 @@ Result<std::string_view> Unframe(std::string_view data, std::string_view magic, 
   if (data.substr(0, magic.size()) != magic) {
     return Status::Corruption(std::string(what) + ": bad magic");
   }
-  if (static_cast<uint8_t>(data[magic.size()]) != version) {
+  const uint8_t got = static_cast<uint8_t>(data[magic.size()]);
+  if (got < min_version || got > version) {
     return Status::Corruption(std::string(what) + ": unsupported version " +
                               std::to_string(static_cast<uint8_t>(data[magic.size()])));
   }
@@ -316,12 +322,13 @@ std::string EncodeGlobalState(const GlobalState& s) {
     PutI64(&out, ps.replay_point.value);
     PutI64(&out, ps.truncated_before.value);
   }
+  PutLengthPrefixed(&out, s.cluster_secret);
   AppendCrc(&out);
   return out;
 }
 
 namespace {
-bool DecodeStateBody(Reader* r, GlobalState* s) {
+bool DecodeStateBody(Reader* r, GlobalState* s, uint8_t version) {
   uint64_t n;
   if (!r->Strong64(&s->applied_through, "applied_through") ||
       !r->Str(&s->cluster_id, "cluster_id") || !r->Count(&n, "repo count")) {
@@ -381,6 +388,7 @@ bool DecodeStateBody(Reader* r, GlobalState* s) {
     }
     s->partitions.emplace_hint(s->partitions.end(), p, ps);
   }
+  if (version >= 2 && !r->Str(&s->cluster_secret, "cluster secret")) return false;
   return true;
 }
 }  // namespace
@@ -388,10 +396,11 @@ bool DecodeStateBody(Reader* r, GlobalState* s) {
 Result<GlobalState> DecodeGlobalState(std::string_view data) {
   ASSIGN_OR_RETURN(std::string_view body,
                    Unframe(data, std::string_view(kStateMagic, sizeof(kStateMagic)), kStateVersion,
-                           kStateHeader, "global snapshot"));
+                           kStateHeader, "global snapshot", kStateVersionMin));
+  const uint8_t version = static_cast<uint8_t>(data[sizeof(kStateMagic)]);
   GlobalState s;
   Reader r(body);
-  if (!DecodeStateBody(&r, &s)) return r.Error("global snapshot");
+  if (!DecodeStateBody(&r, &s, version)) return r.Error("global snapshot");
   if (!r.done()) return Status::Corruption("global snapshot: trailing bytes");
   return s;
 }

@@ -59,6 +59,16 @@ class GlobalImpl final : public Global {
   }
   Status WriteSnapshot() override;
   Status Close() override;
+  std::pair<Offset, std::string> EncodedState() const override { return EncodeSnapshot(); }
+  Offset Applied() const override {
+    std::lock_guard lock(mu_);
+    return Offset(applied_);
+  }
+  bool WaitApplied(Offset offset, std::chrono::milliseconds timeout) override {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, timeout, [&] { return applied_ >= offset.value || stopping_; });
+    return applied_ >= offset.value;
+  }
 
  private:
   struct Recorded {
@@ -94,7 +104,7 @@ class GlobalImpl final : public Global {
   mutable std::shared_mutex state_mu_;
   GlobalState state_;  // exclusive lock to write (ApplyRecord only), shared lock to read
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;       // applied_ advanced, stopping_, tail_error_
   std::condition_variable snap_cv_;  // pending_snapshot_ set, stopping_
   int64_t applied_ = -1;             // == state_.applied_through
@@ -328,7 +338,7 @@ Status GlobalImpl::PruneAndTruncateLocked() {
   }
   // Truncate only once kKeepSnapshots snapshots exist, so a corrupt newest snapshot always has an
   // older one plus the log tail to fall back on.
-  if (snaps.size() < kKeepSnapshots) return Status::OK();
+  if (snaps.size() < kKeepSnapshots || !options_.truncate_log) return Status::OK();
   return log_->DeleteBefore(kGlobalPartition, Offset(snaps.front().first + 1))
       .WithContext("global: truncating the log");
 }
@@ -423,6 +433,18 @@ std::string GlobalSnapshotFileName(Offset applied_through) {
   std::string digits = std::to_string(applied_through.value);
   if (digits.size() < kOffsetDigits) digits.insert(0, kOffsetDigits - digits.size(), '0');
   return std::string(kSnapshotPrefix) + digits + std::string(kSnapshotSuffix);
+}
+
+Result<Offset> InstallGlobalSnapshot(Env* env, const std::string& snapshot_dir,
+                                     std::string_view bytes) {
+  ASSIGN_OR_RETURN(GlobalState state, DecodeGlobalState(bytes));
+  if (state.applied_through.value < 0) {
+    return Status::InvalidArgument("global: an empty state is not a snapshot");
+  }
+  RETURN_IF_ERROR(env->CreateDirs(snapshot_dir).WithContext("global snapshot dir"));
+  const std::string path = JoinPath(snapshot_dir, GlobalSnapshotFileName(state.applied_through));
+  RETURN_IF_ERROR(env->WriteFileAtomic(path, bytes).WithContext("global: writing " + path));
+  return state.applied_through;
 }
 
 Result<std::unique_ptr<Global>> Global::Open(Env* env, CommitLog* log,

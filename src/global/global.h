@@ -4,6 +4,7 @@
 // (epoch checks) are accepted or rejected by the apply rule. Encoding: global/FORMAT.md.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -54,6 +55,8 @@ struct PartitionState {
 struct GlobalState {
   Offset applied_through{-1};  // log offset of the last applied event (-1: none)
   std::string cluster_id;
+  // Authenticates node-to-node requests (DESIGN section 11). Set once by the first node.
+  std::string cluster_secret;
   std::map<std::string, RepoInfo> repos;
   std::map<std::string, std::string> ingest_tokens;  // token -> repo
   std::set<std::string> api_tokens;
@@ -106,10 +109,14 @@ struct SetTruncationPoint {
 struct RemoveSegments {
   std::vector<SegmentId> ids;
 };
+// Rejected when a secret is already set or the secret is empty.
+struct SetClusterSecret {
+  std::string secret;
+};
 
-using GlobalEvent =
-    std::variant<SetClusterId, CreateRepo, AddIngestToken, AddApiToken, ClaimPartition,
-                 RegisterSegment, AdvanceReplayPoint, SetTruncationPoint, RemoveSegments>;
+using GlobalEvent = std::variant<SetClusterId, CreateRepo, AddIngestToken, AddApiToken,
+                                 ClaimPartition, RegisterSegment, AdvanceReplayPoint,
+                                 SetTruncationPoint, RemoveSegments, SetClusterSecret>;
 
 std::string EncodeGlobalEvent(const GlobalEvent& ev);
 Result<GlobalEvent> DecodeGlobalEvent(std::string_view data);
@@ -130,7 +137,17 @@ Status ApplyGlobalEvent(GlobalState* state, const GlobalEvent& ev, SegmentId* as
 struct GlobalOptions {
   // Write a snapshot after this many applied events (and on Close).
   uint64_t snapshot_every = 1000;
+  // Truncate the log below the older of the two newest local snapshots. Only safe when this
+  // node is the only reader of the log (embedded); a cluster's nodes need the log from the oldest
+  // snapshot any of them may start from.
+  bool truncate_log = true;
 };
+
+// Validates `bytes` as a snapshot (DecodeGlobalState) and writes it into snapshot_dir under its
+// canonical name, atomically, so that the next Global::Open starts from it. Returns the offset it
+// reflects.
+Result<Offset> InstallGlobalSnapshot(Env* env, const std::string& snapshot_dir,
+                                     std::string_view bytes);
 
 // Global on a commit log. Thread-safe.
 class Global {
@@ -154,8 +171,14 @@ class Global {
   // Runs fn with the current state under a shared lock; fn must not call back into Global.
   virtual void Read(const std::function<void(const GlobalState&)>& fn) const = 0;
 
-  // Writes a snapshot now (atomically) and truncates the log below it.
+  // Writes a snapshot now (atomically) and truncates the log below it (if truncate_log).
   virtual Status WriteSnapshot() = 0;
+  // The current state, encoded as a snapshot (for a peer that starts without one).
+  virtual std::pair<Offset, std::string> EncodedState() const = 0;
+  // Offset of the last applied event (-1: none).
+  virtual Offset Applied() const = 0;
+  // Waits until every event through `offset` is applied; false on timeout or close.
+  virtual bool WaitApplied(Offset offset, std::chrono::milliseconds timeout) = 0;
   // Stops the tailer (after a final snapshot). Idempotent.
   virtual Status Close() = 0;
 };

@@ -152,6 +152,7 @@ std::vector<GlobalEvent> OneOfEach() {
       AdvanceReplayPoint{PartitionId(2147483647), Epoch(1), Offset(123456789)},
       SetTruncationPoint{PartitionId(0), Offset(-1)},
       RemoveSegments{{SegmentId(1), SegmentId(-3), SegmentId(1ll << 62)}},
+      SetClusterSecret{"s3cr\x00t"},
   };
 }
 
@@ -162,7 +163,7 @@ GlobalState Populated() {
            AddIngestToken{"web", "t2"}, AddIngestToken{"db", "t3"}, AddApiToken{"a1"},
            ClaimPartition{PartitionId(0), NodeId(1), Epoch(0)},
            ClaimPartition{PartitionId(5), NodeId(2), Epoch(0)},
-           ClaimPartition{PartitionId(5), NodeId(3), Epoch(1)}}) {
+           ClaimPartition{PartitionId(5), NodeId(3), Epoch(1)}, SetClusterSecret{"sec"}}) {
     EXPECT_TRUE(ApplyGlobalEvent(&s, ev).ok());
   }
   EXPECT_TRUE(ApplyGlobalEvent(
@@ -295,6 +296,7 @@ TEST(GlobalCodec, PopulatedStateRoundTrips) {
   EXPECT_EQ(dec->partitions.at(5).owner, NodeId(3));
   EXPECT_EQ(dec->partitions.at(0).replay_point, Offset(10));
   EXPECT_EQ(dec->partitions.at(0).truncated_before, Offset(4));
+  EXPECT_EQ(dec->cluster_secret, "sec");
 
   Result<GlobalState> empty = DecodeGlobalState(EncodeGlobalState(GlobalState{}));
   ASSERT_TRUE(empty.ok());
@@ -344,6 +346,30 @@ TEST(GlobalCodec, CorruptStateIsCorruption) {
 }
 
 // ---------------- apply rules ----------------
+
+TEST(GlobalCodec, VersionOneSnapshotIsStillRead) {
+  // A v1 snapshot is a v2 one without the trailing secret (an empty string is one 0x00 byte).
+  GlobalState s = Populated();
+  s.cluster_secret.clear();
+  std::string v2 = EncodeGlobalState(s);
+  std::string v1 = v2.substr(0, v2.size() - 4 - 1);  // drop crc and the empty secret
+  v1[4] = 1;
+  v1 = WithCrc(v1);
+  Result<GlobalState> dec = DecodeGlobalState(v1);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_EQ(EncodeGlobalState(*dec), v2);
+  std::string v3 = v2.substr(0, v2.size() - 4);
+  v3[4] = 3;
+  EXPECT_EQ(DecodeGlobalState(WithCrc(v3)).status().code(), StatusCode::kCorruption);
+}
+
+TEST(GlobalApply, ClusterSecretIsSetOnce) {
+  GlobalState s;
+  ExpectRejected(&s, SetClusterSecret{""});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetClusterSecret{"one"}).ok());
+  ExpectRejected(&s, SetClusterSecret{"two"});
+  EXPECT_EQ(s.cluster_secret, "one");
+}
 
 TEST(GlobalApply, ClusterIdIsSetOnce) {
   GlobalState s;
@@ -737,6 +763,44 @@ TEST(Global, SnapshotsAutomaticallyAndTruncatesTheLog) {
   auto g2 = Global::Open(Env::Default(), &log, dir.path());
   ASSERT_TRUE(g2.ok()) << g2.status().ToString();
   EXPECT_EQ(Encoded(**g2), EncodeGlobalState(ReferenceState(events)));
+}
+
+TEST(Global, ClusterModeKeepsTheLogAndPeersInstallSnapshots) {
+  MemLog log;
+  TempDir dir, peer_dir;
+  GlobalOptions opts{.snapshot_every = 3, .truncate_log = false};
+  auto g = Global::Open(Env::Default(), &log, dir.path(), opts);
+  ASSERT_TRUE(g.ok());
+  const auto events = Workload(20);
+  for (const auto& ev : events) (void)(*g)->Submit(ev);
+  ASSERT_TRUE((*g)->WriteSnapshot().ok());
+  EXPECT_EQ(log.StartOffset(PartitionId(0))->value, 0) << "truncate_log=false must keep the log";
+  const Offset last = (*g)->Applied();
+  EXPECT_GE(last.value, static_cast<int64_t>(events.size()) - 1);
+  EXPECT_EQ(log.EndOffset(PartitionId(0))->value, last.value + 1);
+  EXPECT_TRUE((*g)->WaitApplied(last, 1ms));
+  EXPECT_FALSE((*g)->WaitApplied(Offset(last.value + 1), 20ms));
+
+  // A peer without snapshots installs this node's encoded state and starts from it.
+  auto [off, bytes] = (*g)->EncodedState();
+  EXPECT_EQ(off, last);
+  auto installed = InstallGlobalSnapshot(Env::Default(), peer_dir.path(), bytes);
+  ASSERT_TRUE(installed.ok()) << installed.status().ToString();
+  EXPECT_EQ(*installed, last);
+  EXPECT_EQ(SnapshotFiles(peer_dir.path()), std::vector<std::string>{GlobalSnapshotFileName(last)});
+  // Later events reach the peer through the log.
+  (void)(*g)->Submit(CreateRepo{"after-snapshot"});
+  auto peer = Global::Open(Env::Default(), &log, peer_dir.path(), opts);
+  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+  EXPECT_EQ(Encoded(**peer), Encoded(**g));
+
+  std::string bad = bytes;
+  bad[bad.size() / 2] ^= 0x20;
+  EXPECT_EQ(InstallGlobalSnapshot(Env::Default(), peer_dir.path(), bad).status().code(),
+            StatusCode::kCorruption);
+  EXPECT_FALSE(
+      InstallGlobalSnapshot(Env::Default(), peer_dir.path(), EncodeGlobalState(GlobalState{}))
+          .ok());
 }
 
 TEST(Global, TwoInstancesOnOneLogReachIdenticalStates) {
