@@ -185,11 +185,79 @@ int RunQuery(const std::string& url, const std::string& token, const std::string
   return 0;
 }
 
-int RunStatus(const std::string& url) {
-  auto r = sediment::http::Fetch("GET", url + "/api/v1/status", {}, "");
+// The cluster view (GET /api/v1/cluster) as tables: nodes, partitions, warnings.
+int PrintCluster(const std::string& body) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(body).get(doc)) return Fail("the cluster view is not JSON: " + body);
+  auto str = [](simdjson::dom::element e, const char* k) {
+    std::string_view v;
+    return e[k].get(v) ? std::string() : std::string(v);
+  };
+  auto num = [](simdjson::dom::element e, const char* k) {
+    int64_t v = 0;
+    return e[k].get(v) ? int64_t{-1} : v;
+  };
+  auto flag = [](simdjson::dom::element e, const char* k) {
+    bool v = false;
+    return !e[k].get(v) && v;
+  };
+  simdjson::dom::array nodes, partitions, warnings;
+  if (doc["nodes"].get(nodes) || doc["partitions"].get(partitions) ||
+      doc["warnings"].get(warnings)) {
+    return Fail("the cluster view lacks nodes/partitions/warnings: " + body);
+  }
+  size_t alive = 0, total = 0;
+  for (auto n : nodes) {
+    ++total;
+    alive += flag(n, "alive") ? 1 : 0;
+  }
+  std::printf("cluster %s: %zu of %zu nodes alive; this node %lld; Global applied through %lld\n\n",
+              str(doc, "clusterId").c_str(), alive, total, static_cast<long long>(num(doc, "self")),
+              static_cast<long long>(num(doc, "globalApplied")));
+  std::printf("%-12s %-22s %-6s %-10s %-10s %-9s %s\n", "NODE", "ADDRESS", "ALIVE", "HEARTBEAT",
+              "PARTITIONS", "SEGMENTS", "BYTES");
+  for (auto n : nodes) {
+    std::string id = std::to_string(num(n, "id")) + (flag(n, "self") ? "*" : "");
+    std::string hb = flag(n, "alive") || num(n, "lastHeartbeatMsAgo") >= 0
+                         ? std::to_string(num(n, "lastHeartbeatMsAgo")) + " ms"
+                         : "never";
+    std::printf("%-12s %-22s %-6s %-10s %-10lld %-9lld %lld\n", id.c_str(),
+                str(n, "address").c_str(), flag(n, "alive") ? "yes" : "NO", hb.c_str(),
+                static_cast<long long>(num(n, "partitionsOwned")),
+                static_cast<long long>(num(n, "segments")),
+                static_cast<long long>(num(n, "segmentBytes")));
+  }
+  std::printf("\n%-9s %-12s %-6s %-7s %-10s %-10s %-10s %-8s %s\n", "PARTITION", "OWNER", "EPOCH",
+              "ALIVE", "REPLAY", "LOG START", "LOG END", "LAG", "BUFFERED");
+  auto opt = [](int64_t v) { return v < 0 ? std::string("?") : std::to_string(v); };
+  for (auto p : partitions) {
+    std::printf("%-9lld %-12s %-6lld %-7s %-10lld %-10s %-10s %-8s %lld\n",
+                static_cast<long long>(num(p, "partition")),
+                num(p, "owner") > 0 ? std::to_string(num(p, "owner")).c_str() : "-",
+                static_cast<long long>(num(p, "epoch")), flag(p, "ownerAlive") ? "yes" : "NO",
+                static_cast<long long>(num(p, "replayPoint")), opt(num(p, "logStart")).c_str(),
+                opt(num(p, "logEnd")).c_str(), opt(num(p, "lag")).c_str(),
+                static_cast<long long>(num(p, "bufferedEvents")));
+  }
+  size_t nw = 0;
+  for (auto w : warnings) {
+    std::string_view text;
+    if (w.get(text)) continue;
+    if (nw++ == 0) std::printf("\nwarnings:\n");
+    std::printf("  - %.*s\n", static_cast<int>(text.size()), text.data());
+  }
+  if (nw == 0) std::printf("\nno warnings\n");
+  return 0;
+}
+
+int RunStatus(const std::string& url, bool cluster, bool json) {
+  auto r =
+      sediment::http::Fetch("GET", url + (cluster ? "/api/v1/cluster" : "/api/v1/status"), {}, "");
   if (!r.ok()) return Fail(r.status().ToString());
   if (r->status != 200)
     return Fail("server answered " + std::to_string(r->status) + ": " + r->body);
+  if (cluster && !json) return PrintCluster(r->body);
   std::printf("%s\n", r->body.c_str());
   return 0;
 }
@@ -270,6 +338,29 @@ int main(int argc, char** argv) {
   server->add_option("--query-threads", config.query_threads, "threads per query")
       ->envname("SEDIMENT_QUERY_THREADS")
       ->capture_default_str();
+  server
+      ->add_option("--advertise", config.advertise,
+                   "HOST:PORT other nodes and clients use to reach this node (default: the "
+                   "listen address)")
+      ->envname("SEDIMENT_ADVERTISE");
+  server
+      ->add_option("--cluster-secret", config.cluster_secret,
+                   "secret for node-to-node requests (default: one the cluster generates and "
+                   "keeps in its metadata)")
+      ->envname("SEDIMENT_CLUSTER_SECRET");
+  server
+      ->add_option("--digest-session-timeout-ms", config.digest_session_timeout_ms,
+                   "Kafka consumer-group session timeout: a silent node keeps its partitions "
+                   "this long")
+      ->envname("SEDIMENT_DIGEST_SESSION_TIMEOUT_MS")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1000}, int64_t{1800000}));
+  server
+      ->add_option("--heartbeat-timeout-ms", config.heartbeat_timeout_ms,
+                   "a node silent on the chatter topic this long is shown dead")
+      ->envname("SEDIMENT_HEARTBEAT_TIMEOUT_MS")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{200}, int64_t{600000}));
 
   std::string url = "http://127.0.0.1:8080";
   std::string token;
@@ -297,8 +388,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   query->add_option("query", query_string, "LogScale query, e.g. 'error | count()'")->required();
 
-  auto* status = app.add_subcommand("status", "print the node's status");
+  auto* status =
+      app.add_subcommand("status",
+                         "print the node's status (JSON), or with --cluster the cluster's nodes, "
+                         "partitions and warnings");
   status->add_option("--url", url, "server URL")->envname("SEDIMENT_URL")->capture_default_str();
+  bool status_cluster = false, status_json = false;
+  status->add_flag("--cluster", status_cluster, "the cluster view (GET /api/v1/cluster) as tables");
+  status->add_flag("--json", status_json, "with --cluster: the raw JSON");
 
   CLI11_PARSE(app, argc, argv);
   if (server->parsed()) {
@@ -310,6 +407,6 @@ int main(int argc, char** argv) {
   }
   if (ingest->parsed()) return RunIngest(url, token, files, batch_lines);
   if (query->parsed()) return RunQuery(url, token, repo, query_string, start, end, format);
-  if (status->parsed()) return RunStatus(url);
+  if (status->parsed()) return RunStatus(url, status_cluster, status_json);
   return 1;
 }

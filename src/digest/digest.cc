@@ -54,6 +54,16 @@ struct Digest::Partition {
   int64_t last_advance_us = 0;
 };
 
+// One assigned partition. `stop` is set by Revoke/Stop; `current` is the Partition digested
+// under an applied claim (null while claiming or between claims).
+struct Digest::Slot {
+  PartitionId id;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+  std::shared_ptr<Partition> current;  // guarded by Digest::slots_mu_
+  std::atomic<bool> done{false};       // the thread has finished
+};
+
 Digest::Digest(Env* env, Clock* clock, CommitLog* log, Global* global, DigestOptions options)
     : env_(env), clock_(clock), log_(log), global_(global), options_(std::move(options)) {}
 
@@ -76,45 +86,71 @@ sediment::Status Digest::Start() {
       RETURN_IF_ERROR(env_->RemoveFile(JoinPath(options_.segment_dir, name)));
     }
   }
-
-  for (int32_t i = 0; i < log_->partition_count(); ++i) {
-    auto p = std::make_unique<Partition>();
-    p->id = PartitionId(i);
-    Epoch current{0};
-    global_->Read([&](const GlobalState& s) {
-      auto it = s.partitions.find(i);
-      if (it != s.partitions.end()) current = it->second.epoch;
-    });
-    auto claimed = global_->Submit(ClaimPartition{p->id, options_.node, current});
-    if (!claimed.ok()) {
-      return claimed.status().WithContext("claiming partition " + std::to_string(i));
-    }
-    Offset start_offset{0};
-    ASSIGN_OR_RETURN(start_offset, log_->StartOffset(p->id));
-    global_->Read([&](const GlobalState& s) {
-      const PartitionState& ps = s.partitions.at(i);
-      p->epoch = ps.epoch;
-      p->registered_replay_point = ps.replay_point;
-      p->truncated_before = ps.truncated_before;
-      for (const auto& [key, pos] : s.flushed_through) {
-        if (key.second == i) p->flushed[key.first] = pos;
-      }
-    });
-    p->next_offset = std::max(p->registered_replay_point, start_offset);
-    if (p->registered_replay_point < start_offset) {
-      spdlog::error(
-          "digest: partition {} replay point {} is below the log start {}: events in between "
-          "are lost",
-          i, p->registered_replay_point.value, start_offset.value);
-    }
-    partitions_.push_back(std::move(p));
-  }
-  for (auto& p : partitions_) {
-    Partition* raw = p.get();
-    p->thread = std::thread([this, raw] { Run(raw); });
-  }
   truncate_thread_ = std::thread([this] { TruncateLoop(); });
   return sediment::Status::OK();
+}
+
+void Digest::Assign(const std::vector<PartitionId>& partitions) {
+  std::lock_guard lock(slots_mu_);
+  if (stop_) return;
+  for (PartitionId id : partitions) {
+    if (id.value < 0 || id.value >= log_->partition_count()) {
+      spdlog::error("digest: cannot assign partition {}: the log has {} partitions", id.value,
+                    log_->partition_count());
+      continue;
+    }
+    if (slots_.count(id.value) != 0) continue;
+    auto slot = std::make_shared<Slot>();
+    slot->id = id;
+    slot->thread = std::thread([this, slot] { Supervise(slot); });
+    slots_.emplace(id.value, std::move(slot));
+  }
+  // Join workers of earlier revocations that have finished.
+  for (auto it = retired_.begin(); it != retired_.end();) {
+    if ((*it)->done) {
+      if ((*it)->thread.joinable()) (*it)->thread.join();
+      it = retired_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Digest::AssignAll() {
+  std::vector<PartitionId> all;
+  for (int32_t i = 0; i < log_->partition_count(); ++i) all.emplace_back(i);
+  Assign(all);
+}
+
+void Digest::Revoke(const std::vector<PartitionId>& partitions) {
+  std::lock_guard lock(slots_mu_);
+  for (PartitionId id : partitions) {
+    auto it = slots_.find(id.value);
+    if (it == slots_.end()) continue;
+    it->second->stop = true;
+    it->second->current.reset();  // no longer answers queries
+    retired_.push_back(std::move(it->second));
+    slots_.erase(it);
+    spdlog::info("digest: partition {} revoked", id.value);
+  }
+  slots_cv_.notify_all();
+}
+
+std::vector<PartitionId> Digest::Assigned() const {
+  std::lock_guard lock(slots_mu_);
+  std::vector<PartitionId> out;
+  for (const auto& [id, slot] : slots_) out.emplace_back(id);
+  return out;
+}
+
+bool Digest::WaitClaimed(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(slots_mu_);
+  return slots_cv_.wait_for(lock, timeout, [this] {
+    for (const auto& [id, slot] : slots_) {
+      if (slot->current == nullptr) return false;
+    }
+    return true;
+  });
 }
 
 void Digest::Stop() {
@@ -124,9 +160,146 @@ void Digest::Stop() {
   }
   truncate_cv_.notify_all();
   if (truncate_thread_.joinable()) truncate_thread_.join();
-  for (auto& p : partitions_) {
-    if (p->thread.joinable()) p->thread.join();
+  std::vector<std::shared_ptr<Slot>> all;
+  {
+    std::lock_guard lock(slots_mu_);
+    for (auto& [id, slot] : slots_) {
+      slot->stop = true;
+      all.push_back(slot);
+    }
+    for (auto& slot : retired_) all.push_back(slot);
+    slots_.clear();
+    retired_.clear();
   }
+  slots_cv_.notify_all();
+  for (auto& slot : all) {
+    if (slot->thread.joinable()) slot->thread.join();
+  }
+}
+
+bool Digest::Stopping(const Slot* slot) const { return stop_ || slot->stop; }
+
+bool Digest::SleepUnlessStopping(const Slot* slot, std::chrono::milliseconds d) const {
+  std::unique_lock lock(slots_mu_);
+  return slots_cv_.wait_for(lock, d, [&] { return Stopping(slot); });
+}
+
+std::vector<std::shared_ptr<Digest::Partition>> Digest::Current() const {
+  std::lock_guard lock(slots_mu_);
+  std::vector<std::shared_ptr<Partition>> out;
+  for (const auto& [id, slot] : slots_) {
+    if (slot->current != nullptr) out.push_back(slot->current);
+  }
+  return out;
+}
+
+void Digest::Supervise(std::shared_ptr<Slot> slot) {
+  while (!Stopping(slot.get())) {
+    auto p = std::make_shared<Partition>();
+    p->id = slot->id;
+    if (!Claim(slot.get(), p.get())) break;
+    {
+      std::lock_guard lock(slots_mu_);
+      if (!Stopping(slot.get())) slot->current = p;
+    }
+    slots_cv_.notify_all();
+    const bool stopped = Run(slot.get(), p.get());
+    {
+      std::lock_guard lock(slots_mu_);
+      slot->current.reset();
+    }
+    DropPending(p.get());
+    if (stopped || Stopping(slot.get())) break;
+    spdlog::warn(
+        "digest: partition {} lost its claim (epoch {}); claiming again in {} ms if it "
+        "is still assigned here",
+        p->id.value, p->epoch.value, options_.reclaim_backoff.count());
+    if (SleepUnlessStopping(slot.get(), options_.reclaim_backoff)) break;
+  }
+  slot->done = true;
+}
+
+bool Digest::Claim(Slot* slot, Partition* p) {
+  const int32_t i = p->id.value;
+  std::chrono::milliseconds backoff{0};
+  auto fail = [&](const std::string& what) {
+    spdlog::warn("digest: partition {}: {}; retrying", i, what);
+    std::lock_guard lock(p->mu);
+    p->error = what;
+    backoff = std::min<std::chrono::milliseconds>(
+        std::max<std::chrono::milliseconds>(backoff * 2, std::chrono::milliseconds(100)),
+        std::chrono::milliseconds(5000));
+  };
+  while (true) {
+    if (backoff.count() > 0 && SleepUnlessStopping(slot, backoff)) return false;
+    if (Stopping(slot)) return false;
+    Epoch current{0};
+    global_->Read([&](const GlobalState& s) {
+      auto it = s.partitions.find(i);
+      if (it != s.partitions.end()) current = it->second.epoch;
+    });
+    auto claimed = global_->Submit(ClaimPartition{p->id, options_.node, current});
+    if (!claimed.ok()) {
+      // Rejected: another claim came first; read the new epoch and try again.
+      if (claimed.status().code() == StatusCode::kRejected) continue;
+      fail("claiming: " + claimed.status().ToString());
+      continue;
+    }
+    p->epoch = Epoch(current.value + 1);
+    break;
+  }
+  // The claim is applied; the log's start offset bounds where replay can begin.
+  Offset start_offset{0};
+  backoff = std::chrono::milliseconds(0);
+  while (true) {
+    if (backoff.count() > 0 && SleepUnlessStopping(slot, backoff)) return false;
+    if (Stopping(slot)) return false;
+    auto start = log_->StartOffset(p->id);
+    if (start.ok()) {
+      start_offset = *start;
+      break;
+    }
+    fail("reading the log start: " + start.status().ToString());
+  }
+  std::lock_guard lock(p->mu);
+  p->error.clear();
+  global_->Read([&](const GlobalState& s) {
+    const PartitionState& ps = s.partitions.at(i);
+    p->registered_replay_point = ps.replay_point;
+    p->truncated_before = ps.truncated_before;
+    for (const auto& [key, pos] : s.flushed_through) {
+      if (key.second == i) p->flushed[key.first] = pos;
+    }
+  });
+  p->next_offset = std::max(p->registered_replay_point, start_offset);
+  if (p->registered_replay_point < start_offset) {
+    spdlog::error(
+        "digest: partition {} replay point {} is below the log start {}: events in between "
+        "are lost",
+        i, p->registered_replay_point.value, start_offset.value);
+  }
+  spdlog::info("digest: claimed partition {} (epoch {}), replaying from offset {}", i,
+               p->epoch.value, p->next_offset.value);
+  return true;
+}
+
+void Digest::DropPending(Partition* p) {
+  std::lock_guard work(p->work_mu);
+  Epoch now{0};
+  global_->Read([&](const GlobalState& s) {
+    auto it = s.partitions.find(p->id.value);
+    if (it != s.partitions.end()) now = it->second.epoch;
+  });
+  for (const auto& [key, f] : p->pending) {
+    if (IsRegistered(f.record.file_name)) continue;
+    // A registration that is still in flight may land and be applied while the epoch is ours;
+    // once the epoch moved on it can only be rejected, so its file is an orphan.
+    if (now == p->epoch) continue;
+    spdlog::info("digest: removing {} (its registration can no longer be applied)",
+                 f.record.file_name);
+    (void)env_->RemoveFile(JoinPath(options_.segment_dir, f.record.file_name));
+  }
+  p->pending.clear();
 }
 
 Offset Digest::ReplayPointLocked(const Partition& p) const {
@@ -294,12 +467,11 @@ sediment::Status Digest::Flush(Partition* p, const std::string& key) {
   return outcome.status().WithContext("registering segment " + name);
 }
 
-void Digest::Run(Partition* p) {
+bool Digest::Run(Slot* slot, Partition* p) {
   int64_t backoff_ms = 0;
-  while (!stop_) {
+  while (!Stopping(slot)) {
     if (backoff_ms > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
-      if (stop_) break;
+      if (SleepUnlessStopping(slot, std::chrono::milliseconds(backoff_ms))) break;
     }
     Offset from;
     {
@@ -310,6 +482,7 @@ void Digest::Run(Partition* p) {
         log_->Read(p->id, from, options_.read_batch_bytes, std::chrono::milliseconds(200));
     std::lock_guard work(p->work_mu);
     if (!records.ok()) {
+      if (Stopping(slot)) break;  // a revoked worker: the next owner may have truncated
       if (records.status().code() == StatusCode::kNotFound) {
         auto start = log_->StartOffset(p->id);
         if (start.ok()) {
@@ -347,10 +520,7 @@ void Digest::Run(Partition* p) {
         std::lock_guard lock(p->mu);
         p->error = st.ToString();
         failed = true;
-        if (st.code() == StatusCode::kRejected) {
-          spdlog::error("digest: partition {} lost its claim; stopping its worker", p->id.value);
-          return;
-        }
+        if (st.code() == StatusCode::kRejected) return false;
       }
     }
     backoff_ms = failed ? std::min<int64_t>(std::max<int64_t>(backoff_ms * 2, 100), 5000) : 0;
@@ -374,12 +544,12 @@ void Digest::Run(Partition* p) {
         std::lock_guard lock(p->mu);
         p->registered_replay_point = rp;
       } else if (st.status().code() == StatusCode::kRejected) {
-        spdlog::error("digest: partition {} lost its claim: {}", p->id.value,
-                      st.status().ToString());
-        return;
+        spdlog::warn("digest: partition {}: {}", p->id.value, st.status().ToString());
+        return false;
       }
     }
   }
+  return true;
 }
 
 void Digest::TruncateLoop() {
@@ -393,8 +563,16 @@ void Digest::TruncateLoop() {
         return;
       }
     }
-    for (auto& p : partitions_) {
+    if (!options_.truncate) continue;
+    for (auto& p : Current()) {
       if (stop_) return;
+      bool ours = false;
+      global_->Read([&](const GlobalState& s) {
+        auto it = s.partitions.find(p->id.value);
+        ours = it != s.partitions.end() && it->second.epoch == p->epoch &&
+               it->second.owner == options_.node;
+      });
+      if (!ours) continue;
       Offset safe;
       {
         std::lock_guard lock(p->mu);
@@ -412,14 +590,16 @@ void Digest::TruncateLoop() {
   }
 }
 
-std::vector<BufferedBatch> Digest::SnapshotBuffers() const {
+std::vector<BufferedBatch> Digest::SnapshotBuffers(const std::vector<PartitionId>* only) const {
   std::vector<BufferedBatch> out;
-  for (const auto& p : partitions_) {
+  for (const auto& p : Current()) {
+    if (only != nullptr && std::find(only->begin(), only->end(), p->id) == only->end()) continue;
     std::lock_guard lock(p->mu);
     for (const auto& [key, buf] : p->buffers) {
       if (buf.events.empty()) continue;
-      out.push_back(BufferedBatch{
-          buf.datasource, p->id, std::make_shared<const std::vector<PositionedEvent>>(buf.events)});
+      out.push_back(
+          BufferedBatch{buf.datasource, p->id, p->epoch,
+                        std::make_shared<const std::vector<PositionedEvent>>(buf.events)});
     }
   }
   return out;
@@ -427,10 +607,25 @@ std::vector<BufferedBatch> Digest::SnapshotBuffers() const {
 
 std::vector<PartitionDigestStatus> Digest::PartitionStatuses() const {
   std::vector<PartitionDigestStatus> out;
-  for (const auto& p : partitions_) {
+  std::vector<std::pair<PartitionId, std::shared_ptr<Partition>>> slots;
+  {
+    std::lock_guard lock(slots_mu_);
+    for (const auto& [id, slot] : slots_) slots.emplace_back(PartitionId(id), slot->current);
+  }
+  for (const auto& [id, p] : slots) {
+    if (p == nullptr) {
+      PartitionDigestStatus s;
+      s.partition = id;
+      s.next_offset = Offset(-1);
+      s.replay_point = Offset(-1);
+      s.error = "claiming";
+      out.push_back(std::move(s));
+      continue;
+    }
     std::lock_guard lock(p->mu);
     PartitionDigestStatus s;
     s.partition = p->id;
+    s.claimed = true;
     s.epoch = p->epoch;
     s.next_offset = p->next_offset;
     s.replay_point = p->registered_replay_point;
@@ -443,7 +638,7 @@ std::vector<PartitionDigestStatus> Digest::PartitionStatuses() const {
 }
 
 sediment::Status Digest::FlushAll() {
-  for (auto& p : partitions_) {
+  for (auto& p : Current()) {
     std::lock_guard work(p->work_mu);
     std::vector<std::string> keys;
     {

@@ -1,5 +1,12 @@
 // Digest (DESIGN section 6): turns ingest partitions into segment files registered in Global.
 //
+// Ownership: the caller assigns partitions (Assign/AssignAll: the embedded log's single node owns
+// everything; on Kafka the consumer group decides) and revokes them (Revoke). For each assigned
+// partition a worker first claims it through Global (ClaimPartition, epoch + 1) and digests only
+// once the claim is applied. A worker whose claim is lost (a registration rejected because another
+// node claimed a newer epoch) drops its buffers and, while the partition is still assigned here,
+// claims again after `reclaim_backoff`.
+//
 // For each partition it owns (claimed through Global with a new epoch), a worker thread reads the
 // commit log from the partition's replay point, skips every event at or below its datasource's
 // flushed_through (replayed events already in segments are never written twice), keeps one
@@ -15,6 +22,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,6 +47,12 @@ struct DigestOptions {
   std::chrono::milliseconds flush_age{2000};  // oldest buffered event's age
   size_t read_batch_bytes = 8u << 20;
   std::chrono::milliseconds truncate_every{10000};  // DeleteBefore(safe offset) period
+  // Truncate the commit log below the replay point (DESIGN P3 with segments durable once
+  // registered). Off when segments need more copies before they count as durable.
+  bool truncate = true;
+  // Wait before claiming again a partition whose claim was lost while it is still assigned here
+  // (gives the consumer group time to tell this node it lost the partition).
+  std::chrono::milliseconds reclaim_backoff{3000};
   SegmentWriterOptions segment;
 };
 
@@ -46,11 +60,13 @@ struct DigestOptions {
 struct BufferedBatch {
   Datasource datasource;
   PartitionId partition;
+  Epoch epoch;  // claim epoch under which the events were read
   std::shared_ptr<const std::vector<PositionedEvent>> events;
 };
 
 struct PartitionDigestStatus {
   PartitionId partition;
+  bool claimed = false;  // false while the claim is being made (then offsets are -1)
   Epoch epoch;
   Offset next_offset;   // next offset to read
   Offset replay_point;  // as last registered
@@ -65,15 +81,28 @@ class Digest {
   ~Digest();
 
   // Removes segment files of this node that Global does not know (orphans of a crash between
-  // write and registration), claims every partition of `log`, and starts one worker per partition.
+  // write and registration) and starts the truncation thread. Owns no partition yet.
   Status Start();
+  // Starts a worker (claim, then digest) for each partition not already assigned. Non-blocking.
+  void Assign(const std::vector<PartitionId>& partitions);
+  // Every partition of the log (a single node on the embedded log).
+  void AssignAll();
+  // Tells the partitions' workers to stop; their buffers are dropped (the next owner replays them
+  // from the log). Non-blocking; a worker in the middle of a flush finishes it first (a
+  // registration it completes is still fenced by its epoch).
+  void Revoke(const std::vector<PartitionId>& partitions);
+  // Assigned partitions (claimed or still claiming).
+  std::vector<PartitionId> Assigned() const;
+  // Waits until every assigned partition is claimed and digesting; false on timeout.
+  bool WaitClaimed(std::chrono::milliseconds timeout) const;
   // Stops the workers (buffers are not flushed: they are replayed from the log on the next start).
   void Stop();
 
-  // A copy of every buffered event. Callers combining it with Global's segments must take this
+  // A copy of every buffered event of the partitions this node digests under an applied claim
+  // (of `only` when non-null). Callers combining it with Global's segments must take this
   // snapshot FIRST and then read Global, keeping only buffered events above flushed_through: that
   // cut counts every event exactly once while flushes happen concurrently.
-  std::vector<BufferedBatch> SnapshotBuffers() const;
+  std::vector<BufferedBatch> SnapshotBuffers(const std::vector<PartitionId>* only = nullptr) const;
 
   std::vector<PartitionDigestStatus> PartitionStatuses() const;
 
@@ -82,7 +111,20 @@ class Digest {
 
  private:
   struct Partition;
-  void Run(Partition* p);
+  struct Slot;
+  // A slot's worker: claim, digest until revoked or the claim is lost, claim again if still
+  // assigned.
+  void Supervise(std::shared_ptr<Slot> slot);
+  // Claims slot's partition and loads its state; false when the slot was stopped first.
+  bool Claim(Slot* slot, Partition* p);
+  // Digests until stopped (returns true) or the claim is lost (returns false).
+  bool Run(Slot* slot, Partition* p);
+  // After a worker ended: deletes files of registrations that can no longer be applied.
+  void DropPending(Partition* p);
+  bool Stopping(const Slot* slot) const;
+  bool SleepUnlessStopping(const Slot* slot, std::chrono::milliseconds d) const;
+  // The partitions currently digested under an applied claim.
+  std::vector<std::shared_ptr<Partition>> Current() const;
   sediment::Status Flush(Partition* p, const std::string& key);
   // After a registration was applied: records flushed_through, drops the flushed events (keeping
   // any that arrived since the segment was written) and raises the replay point.
@@ -101,7 +143,10 @@ class Digest {
   CommitLog* log_;
   Global* global_;
   DigestOptions options_;
-  std::vector<std::unique_ptr<Partition>> partitions_;
+  mutable std::mutex slots_mu_;
+  mutable std::condition_variable slots_cv_;        // a slot's claim state changed
+  std::map<int32_t, std::shared_ptr<Slot>> slots_;  // assigned partitions
+  std::vector<std::shared_ptr<Slot>> retired_;      // revoked, thread not joined yet
   std::atomic<bool> stop_{false};
   std::mutex truncate_mu_;
   std::condition_variable truncate_cv_;

@@ -75,6 +75,8 @@ class DigestTest : public ::testing::Test {
     o.truncate_every = std::chrono::milliseconds(100);
     digest_ = std::make_unique<Digest>(env_, Clock::Real(), log_.get(), global_.get(), o);
     ASSERT_TRUE(digest_->Start().ok());
+    digest_->AssignAll();
+    ASSERT_TRUE(digest_->WaitClaimed(std::chrono::seconds(10)));
   }
   void Close() {
     if (digest_) digest_->Stop();
@@ -282,5 +284,79 @@ TEST_F(DigestTest, CommitLogIsTruncatedOnlyBelowTheReplayPoint) {
   EXPECT_EQ(Visible().size(), 100u);
 }
 
+// Two nodes on one commit log and one global log. Node 1 owns everything; node 2 takes one
+// partition over (the group moved it while node 1 was paused). Node 1 must not register anything
+// for it any more, must delete the file whose registration was rejected, and the cut over both
+// nodes' buffers (the current owner's only) plus the segments counts each event exactly once.
+TEST_F(DigestTest, TakeoverFencesTheStaleOwner) {
+  Close();
+  Open(std::chrono::milliseconds(60'000));  // node 1 flushes only when asked
+  const Datasource ds{"repo", {{"#host", "a"}}};
+  const PartitionId part = ds.PartitionFor(log_->partition_count());
+  for (int i = 0; i < 5; ++i) Append("a", i * 10, 10);
+  for (int i = 0; i < 100 && Visible().size() < 50; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(digest_->FlushAll().ok());  // segment 1 registered by node 1
+  for (int i = 5; i < 10; ++i) Append("a", i * 10, 10);
+  for (int i = 0; i < 100 && Visible().size() < 100; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+
+  // Node 2: its own Global replica and segment directory.
+  auto global2 = Global::Open(env_, glog_.get(), (dir_ / "snap2").string()).value();
+  DigestOptions o2;
+  o2.segment_dir = (dir_ / "segments2").string();
+  o2.node = NodeId(2);
+  o2.flush_age = std::chrono::milliseconds(50);
+  auto digest2 = std::make_unique<Digest>(env_, Clock::Real(), log_.get(), global2.get(), o2);
+  ASSERT_TRUE(digest2->Start().ok());
+  digest2->Assign({part});
+  ASSERT_TRUE(digest2->WaitClaimed(std::chrono::seconds(10)));
+
+  // Node 1 still believes it owns the partition: its flush is rejected and its file removed.
+  Status stale = digest_->FlushAll();
+  EXPECT_EQ(stale.code(), StatusCode::kRejected) << stale.ToString();
+  std::set<std::string> node1_files;
+  for (const auto& e : std::filesystem::directory_iterator(dir_ / "segments")) {
+    node1_files.insert(e.path().filename().string());
+  }
+  size_t node1_registered = 0;
+  global_->Read([&](const GlobalState& s) {
+    for (const auto& [id, seg] : s.segments) {
+      EXPECT_TRUE(seg.node == NodeId(1) ? node1_files.count(seg.file_name) == 1 : true);
+      if (seg.node == NodeId(1)) ++node1_registered;
+    }
+  });
+  EXPECT_EQ(node1_files.size(), node1_registered) << "a rejected segment file was left behind";
+  digest_->Revoke({part});
+
+  // Node 2 replays from the replay point, skips what segment 1 holds and flushes the rest.
+  for (int i = 0; i < 300; ++i) {
+    size_t segs = 0;
+    global2->Read([&](const GlobalState& s) { segs = s.segments.size(); });
+    auto st = digest2->PartitionStatuses();
+    if (segs == 2 && !st.empty() && st[0].buffered_events == 0 &&
+        st[0].next_offset == log_->EndOffset(part).value()) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::map<std::string, int> seen;
+  global2->Read([&](const GlobalState& s) {
+    for (const auto& [id, seg] : s.segments) {
+      auto dir = seg.node == NodeId(1) ? dir_ / "segments" : dir_ / "segments2";
+      auto r = SegmentReader::Open(env_, (dir / seg.file_name).string());
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      for (size_t b = 0; b < (*r)->blocks().size(); ++b) {
+        DecodedBlock block;
+        ASSERT_TRUE((*r)->ReadBlock(b, &block).ok());
+        for (auto raw : block.raw) seen[std::string(raw)]++;
+      }
+    }
+  });
+  EXPECT_EQ(seen.size(), 100u);
+  for (const auto& [raw, n] : seen) EXPECT_EQ(n, 1) << raw;
+  digest2->Stop();
+  (void)global2->Close();
+}
 }  // namespace
 }  // namespace sediment

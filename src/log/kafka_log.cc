@@ -15,8 +15,20 @@
 #include <utility>
 #include <vector>
 
+#include "log/kafka_internal.h"
+
 namespace sediment {
 namespace {
+
+// Shared with kafka_group.cc.
+using kafka_internal::ConfPtr;
+using kafka_internal::ErrText;
+using kafka_internal::IsBrokerDownError;
+using kafka_internal::KafkaStatus;
+using kafka_internal::NewConf;
+using kafka_internal::NewHandle;
+using kafka_internal::Settings;
+using kafka_internal::ToMs;
 
 using Clock = std::chrono::steady_clock;
 
@@ -27,58 +39,9 @@ constexpr int kChatterRetentionMs = 60000;
 // Destruction waits at most this long (and at most produce_timeout) for pending appends.
 constexpr std::chrono::milliseconds kCloseFlushBound{5000};
 
-int ToMs(std::chrono::milliseconds d) {
-  return static_cast<int>(std::clamp<int64_t>(d.count(), 0, 24 * 3600 * 1000));
-}
-
 int RemainingMs(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   return ToMs(left);
-}
-
-std::string ErrText(rd_kafka_resp_err_t err) {
-  return std::string(rd_kafka_err2str(err)) + " (" + rd_kafka_err2name(err) + ")";
-}
-
-bool IsBrokerDownError(rd_kafka_resp_err_t err) {
-  return err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TRANSPORT ||
-         err == RD_KAFKA_RESP_ERR__RESOLVE || err == RD_KAFKA_RESP_ERR__TIMED_OUT ||
-         err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT;
-}
-
-// Maps a librdkafka error to a Status; everything not clearly the caller's fault is Unavailable
-// (transient: the server answers 503 and the client retries).
-Status KafkaStatus(rd_kafka_resp_err_t err, const std::string& context) {
-  std::string msg = context + ": " + ErrText(err);
-  switch (err) {
-    case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
-    case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
-      return Status::TooLarge(msg);
-    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
-    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
-    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
-      return Status::NotFound(msg);
-    case RD_KAFKA_RESP_ERR_INVALID_CONFIG:
-    case RD_KAFKA_RESP_ERR_INVALID_REPLICATION_FACTOR:
-    case RD_KAFKA_RESP_ERR_INVALID_PARTITIONS:
-    case RD_KAFKA_RESP_ERR_POLICY_VIOLATION:
-    case RD_KAFKA_RESP_ERR__INVALID_ARG:
-      return Status::InvalidArgument(msg);
-    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-      return Status::PermissionDenied(msg);
-    case RD_KAFKA_RESP_ERR__AUTHENTICATION:
-    case RD_KAFKA_RESP_ERR_SASL_AUTHENTICATION_FAILED:
-      return Status::Unauthenticated(msg);
-    default:
-      if (IsBrokerDownError(err)) return Status::Unavailable("brokers unreachable: " + msg);
-      if (err == RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS ||
-          err == RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND) {
-        return Status::Unavailable("not enough in-sync replicas: " + msg);
-      }
-      return Status::Unavailable(msg);
-  }
 }
 
 // The last problem any client of one log (or one EnsureTopics call) reported; cleared by the next
@@ -155,19 +118,6 @@ struct Producer {
   }
 };
 
-void LogCallback(const rd_kafka_t* rk, int level, const char* fac, const char* buf) {
-  const char* name = rd_kafka_name(rk);
-  if (level <= 3) {
-    spdlog::error("kafka {} {}: {}", name, fac, buf);
-  } else if (level == 4) {
-    spdlog::warn("kafka {} {}: {}", name, fac, buf);
-  } else if (level <= 6) {
-    spdlog::info("kafka {} {}: {}", name, fac, buf);
-  } else {
-    spdlog::debug("kafka {} {}: {}", name, fac, buf);
-  }
-}
-
 void ErrorCallback(rd_kafka_t* rk, int err_int, const char* reason, void* opaque) {
   auto* ctx = static_cast<HandleContext*>(opaque);
   auto err = static_cast<rd_kafka_resp_err_t>(err_int);
@@ -204,36 +154,13 @@ void DeliveryCallback(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaque)
   ctx->producer->Resolve(pa, std::move(st));
 }
 
-using ConfPtr = std::unique_ptr<rd_kafka_conf_t, decltype(&rd_kafka_conf_destroy)>;
-using Settings = std::vector<std::pair<std::string, std::string>>;
-
 // Builds a configuration: bootstrap servers, the user's properties, then `fixed` (which wins).
 // `ctx` must outlive the handle created from it.
 Result<ConfPtr> MakeConf(const KafkaOptions& o, const Settings& fixed, HandleContext* ctx) {
-  ConfPtr conf(rd_kafka_conf_new(), &rd_kafka_conf_destroy);
-  char errstr[512];
-  auto set = [&](const std::string& k, const std::string& v) -> Status {
-    if (rd_kafka_conf_set(conf.get(), k.c_str(), v.c_str(), errstr, sizeof(errstr)) !=
-        RD_KAFKA_CONF_OK) {
-      return Status::InvalidArgument("kafka property " + k + ": " + errstr);
-    }
-    return Status::OK();
-  };
-  RETURN_IF_ERROR(set("bootstrap.servers", o.brokers));
-  for (const auto& [k, v] : o.properties) RETURN_IF_ERROR(set(k, v));
-  for (const auto& [k, v] : fixed) RETURN_IF_ERROR(set(k, v));
-  rd_kafka_conf_set_log_cb(conf.get(), &LogCallback);
+  ASSIGN_OR_RETURN(ConfPtr conf, NewConf(o, fixed));
   rd_kafka_conf_set_error_cb(conf.get(), &ErrorCallback);
   rd_kafka_conf_set_opaque(conf.get(), ctx);
   return conf;
-}
-
-Result<rd_kafka_t*> NewHandle(rd_kafka_type_t type, ConfPtr conf) {
-  char errstr[512];
-  rd_kafka_t* rk = rd_kafka_new(type, conf.get(), errstr, sizeof(errstr));
-  if (rk == nullptr) return Status::InvalidArgument(std::string("kafka client: ") + errstr);
-  conf.release();  // owned by rk now
-  return rk;
 }
 
 struct HandleDeleter {

@@ -575,8 +575,8 @@ struct Warning {
   std::string text;
 };
 
-struct WorkerState {
-  Collector collector;
+// Per-thread scratch and partial statistics of a scan.
+struct ScanWorker {
   QueryStats stats;
   std::vector<Warning> warnings;
   DecodedBlock block;
@@ -584,7 +584,8 @@ struct WorkerState {
   Mask cand, matched;
 };
 
-void ScanBlock(const FilterNode& filter, const TimeRange& range, WorkerState* w) {
+// Evaluates `filter` and the time range over the block in w->view into w->matched.
+void ScanBlock(const FilterNode& filter, const TimeRange& range, ScanWorker* w) {
   BlockView& v = w->view;
   const DecodedBlock& b = *v.b;
   w->stats.events_scanned += v.n;
@@ -594,9 +595,6 @@ void ScanBlock(const FilterNode& filter, const TimeRange& range, WorkerState* w)
     w->cand[i] = b.timestamps[i] >= range.start_ms && b.timestamps[i] < range.end_ms;
   }
   Eval(filter, v, w->cand, &w->matched);
-  for (size_t i = 0; i < v.n; ++i) {
-    if (w->matched[i]) w->collector.Add(v, i);
-  }
 }
 
 bool ValidBlockShape(const DecodedBlock& b) {
@@ -611,36 +609,28 @@ bool ValidBlockShape(const DecodedBlock& b) {
   return b.field_begin[n] <= b.fields.size();
 }
 
-Result<QueryResult> ExecuteImpl(Env* env, const CompiledQuery& query, const TimeRange& range,
-                                const ScanInput& input, const ExecOptions& options) {
-  const auto t0 = std::chrono::steady_clock::now();
-  QueryResult result;
-  result.is_aggregate = query.is_aggregate;
-  QueryStats& stats = result.stats;
-  const int threads = std::max(1, options.threads);
+struct ScanOutcome {
+  QueryStats stats;                   // every counter but events_matched and elapsed_ms
+  std::vector<std::string> warnings;  // unreadable segments / blocks, in input order
+  bool stopped = false;               // `stop` ended the scan before every task ran
+};
 
-  // Plan: how the first stage is collected per worker.
-  Collector proto;
-  size_t first_stage = 0;
-  bool truncation_warning = false;
-  if (!query.stages.empty() && query.stages[0].kind == Stage::Kind::kCount) {
-    proto.mode = Collector::Mode::kCount;
-    first_stage = 1;
-  } else if (!query.stages.empty() && query.stages[0].kind == Stage::Kind::kGroupBy) {
-    proto.mode = Collector::Mode::kGroupBy;
-    proto.fields = query.stages[0].fields;
-    first_stage = 1;
-  } else if (!query.stages.empty() && query.stages[0].kind == Stage::Kind::kHead) {
-    proto.mode = Collector::Mode::kOldest;
-    proto.k = std::min(options.max_events, static_cast<size_t>(query.stages[0].limit));
-  } else if (!query.stages.empty() && query.stages[0].kind == Stage::Kind::kTail) {
-    proto.mode = Collector::Mode::kNewest;
-    proto.k = std::min(options.max_events, static_cast<size_t>(query.stages[0].limit));
-  } else {
-    proto.mode = Collector::Mode::kNewest;
-    proto.k = options.max_events;
-    truncation_warning = true;
-  }
+// The scan shared by Execute and CollectMatches: prunes segments (time range, datasource tags),
+// opens them and prunes blocks (time range, block filters) in parallel, then scans blocks and
+// 4096-event chunks of buffered events on max(1, options.threads) threads. For every scanned
+// block it calls visit(worker, task, view, matched) on a worker thread, where matched[i] != 0 for
+// the events of `view` in `range` that pass the filter; `task` numbers the scan tasks in input
+// order (segments in order with their blocks in order, then buffered sources in order with their
+// chunks in order). Calls with the same `worker` never overlap. `stop()` is asked (from worker
+// threads) before each task; once it returns true the remaining tasks are skipped and
+// `stopped` is set.
+template <typename Visit, typename Stop>
+Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const TimeRange& range,
+                         const ScanInput& input, const ExecOptions& options, Visit&& visit,
+                         Stop&& stop) {
+  ScanOutcome out;
+  const int threads = std::max(1, options.threads);
+  QueryStats& stats = out.stats;
 
   // Segment pruning by time range and datasource tags.
   std::vector<SegmentPlan> plans;
@@ -656,15 +646,14 @@ Result<QueryResult> ExecuteImpl(Env* env, const CompiledQuery& query, const Time
     plans.push_back(std::move(p));
   }
 
-  std::vector<WorkerState> workers(static_cast<size_t>(threads));
-  for (WorkerState& w : workers) w.collector = proto;
+  std::vector<ScanWorker> workers(static_cast<size_t>(threads));
 
   // Phase 1: open segments and prune their blocks.
   std::vector<std::vector<Task>> plan_tasks(plans.size());
   std::vector<uint8_t> opened(plans.size(), 0);
   RETURN_IF_ERROR(ParallelFor(threads, plans.size(), [&](size_t worker, size_t i) {
     SegmentPlan& p = plans[i];
-    WorkerState& w = workers[worker];
+    ScanWorker& w = workers[worker];
     Result<std::unique_ptr<SegmentReader>> r = SegmentReader::Open(env, p.src->path);
     if (!r.ok()) {
       w.warnings.push_back({i, 0,
@@ -706,14 +695,20 @@ Result<QueryResult> ExecuteImpl(Env* env, const CompiledQuery& query, const Time
   }
 
   // Phase 2: scan.
+  std::atomic<bool> stopped{false};
   RETURN_IF_ERROR(ParallelFor(threads, tasks.size(), [&](size_t worker, size_t ti) {
+    if (stop()) {
+      stopped.store(true, std::memory_order_relaxed);
+      return;
+    }
     const Task& t = tasks[ti];
-    WorkerState& w = workers[worker];
+    ScanWorker& w = workers[worker];
     if (t.buffered) {
       const BufferedSource& bs = input.buffered[t.source];
       BuildBufferedBlock(*bs.events, t.block, t.end, range, &w.block);
       w.view.Init(&w.block, &bs.datasource, bs.partition);
       ScanBlock(*buffered_filters[t.source], range, &w);
+      visit(worker, ti, static_cast<const BlockView&>(w.view), static_cast<const Mask&>(w.matched));
       return;
     }
     const SegmentPlan& p = plans[t.source];
@@ -733,24 +728,78 @@ Result<QueryResult> ExecuteImpl(Env* env, const CompiledQuery& query, const Time
     ++w.stats.blocks_scanned;
     w.view.Init(&w.block, &p.src->datasource, p.src->partition);
     ScanBlock(*p.filter, range, &w);
+    visit(worker, ti, static_cast<const BlockView&>(w.view), static_cast<const Mask&>(w.matched));
   }));
+  out.stopped = stopped.load();
 
-  // Merge.
+  // Merge statistics and warnings.
   std::vector<Warning> warnings;
-  uint64_t matched = 0;
-  for (WorkerState& w : workers) {
+  for (ScanWorker& w : workers) {
     stats.blocks_total += w.stats.blocks_total;
     stats.blocks_scanned += w.stats.blocks_scanned;
     stats.events_scanned += w.stats.events_scanned;
     stats.bytes_scanned += w.stats.bytes_scanned;
-    matched += w.collector.matched;
     for (Warning& wr : w.warnings) warnings.push_back(std::move(wr));
   }
-  stats.events_matched = matched;
   std::sort(warnings.begin(), warnings.end(), [](const Warning& a, const Warning& b) {
     return std::tie(a.order_a, a.order_b) < std::tie(b.order_a, b.order_b);
   });
-  for (Warning& w : warnings) result.warnings.push_back(std::move(w.text));
+  for (Warning& w : warnings) out.warnings.push_back(std::move(w.text));
+  return out;
+}
+
+int64_t MillisSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               t0)
+      .count();
+}
+
+Result<QueryResult> ExecuteImpl(Env* env, const CompiledQuery& query, const TimeRange& range,
+                                const ScanInput& input, const ExecOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  QueryResult result;
+  result.is_aggregate = query.is_aggregate;
+
+  // Plan: how the first stage is collected per worker.
+  Collector proto;
+  size_t first_stage = 0;
+  bool truncation_warning = false;
+  if (!query.stages.empty() && query.stages[0].kind == Stage::Kind::kCount) {
+    proto.mode = Collector::Mode::kCount;
+    first_stage = 1;
+  } else if (!query.stages.empty() && query.stages[0].kind == Stage::Kind::kGroupBy) {
+    proto.mode = Collector::Mode::kGroupBy;
+    proto.fields = query.stages[0].fields;
+    first_stage = 1;
+  } else if (!query.stages.empty() && query.stages[0].kind == Stage::Kind::kHead) {
+    proto.mode = Collector::Mode::kOldest;
+    proto.k = std::min(options.max_events, static_cast<size_t>(query.stages[0].limit));
+  } else if (!query.stages.empty() && query.stages[0].kind == Stage::Kind::kTail) {
+    proto.mode = Collector::Mode::kNewest;
+    proto.k = std::min(options.max_events, static_cast<size_t>(query.stages[0].limit));
+  } else {
+    proto.mode = Collector::Mode::kNewest;
+    proto.k = options.max_events;
+    truncation_warning = true;
+  }
+
+  std::vector<Collector> collectors(static_cast<size_t>(std::max(1, options.threads)), proto);
+  ASSIGN_OR_RETURN(ScanOutcome scan, Scan(
+                                         env, query, range, input, options,
+                                         [&](size_t worker, size_t /*task*/, const BlockView& v,
+                                             const Mask& matched) {
+                                           Collector& c = collectors[worker];
+                                           for (size_t i = 0; i < v.n; ++i) {
+                                             if (matched[i]) c.Add(v, i);
+                                           }
+                                         },
+                                         [] { return false; }));
+  result.stats = scan.stats;
+  QueryStats& stats = result.stats;
+  result.warnings = std::move(scan.warnings);
+  uint64_t matched = 0;
+  for (const Collector& c : collectors) matched += c.matched;
+  stats.events_matched = matched;
 
   std::vector<Row> rows;
   switch (proto.mode) {
@@ -759,9 +808,9 @@ Result<QueryResult> ExecuteImpl(Env* env, const CompiledQuery& query, const Time
       rows[0].emplace_back("_count", static_cast<int64_t>(matched));
       break;
     case Collector::Mode::kGroupBy: {
-      std::unordered_map<std::string, Group> all = std::move(workers[0].collector.groups);
-      for (size_t wi = 1; wi < workers.size(); ++wi) {
-        for (auto& [key, g] : workers[wi].collector.groups) {
+      std::unordered_map<std::string, Group> all = std::move(collectors[0].groups);
+      for (size_t wi = 1; wi < collectors.size(); ++wi) {
+        for (auto& [key, g] : collectors[wi].groups) {
           Group& dst = all[key];
           if (dst.count == 0) dst.values = std::move(g.values);
           dst.count += g.count;
@@ -773,8 +822,8 @@ Result<QueryResult> ExecuteImpl(Env* env, const CompiledQuery& query, const Time
     case Collector::Mode::kNewest:
     case Collector::Mode::kOldest: {
       std::vector<Collected> all;
-      for (WorkerState& w : workers) {
-        for (Collected& c : w.collector.heap) all.push_back(std::move(c));
+      for (Collector& c : collectors) {
+        for (Collected& e : c.heap) all.push_back(std::move(e));
       }
       std::sort(all.begin(), all.end(),
                 [](const Collected& a, const Collected& b) { return a.key < b.key; });
@@ -794,7 +843,7 @@ Result<QueryResult> ExecuteImpl(Env* env, const CompiledQuery& query, const Time
       break;
     }
   }
-  workers.clear();
+  collectors.clear();
 
   bool events = proto.mode == Collector::Mode::kNewest || proto.mode == Collector::Mode::kOldest;
   for (size_t s = first_stage; s < query.stages.size(); ++s) {
@@ -802,10 +851,111 @@ Result<QueryResult> ExecuteImpl(Env* env, const CompiledQuery& query, const Time
     events = events && !query.stages[s].IsAggregate();
   }
   result.rows = std::move(rows);
-  stats.elapsed_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
-          .count();
+  stats.elapsed_ms = MillisSince(t0);
   return result;
+}
+
+// Event i of a scanned block, copied out of the block's buffer.
+PositionedEvent ToPositionedEvent(const DecodedBlock& b, size_t i) {
+  PositionedEvent pe;
+  pe.pos = b.positions[i];
+  pe.event.timestamp_ms = b.timestamps[i];
+  pe.event.ingest_ms = b.ingest_ts[i];
+  pe.event.raw.assign(b.raw[i]);
+  pe.event.fields.reserve(b.field_begin[i + 1] - b.field_begin[i]);
+  for (uint32_t f = b.field_begin[i]; f < b.field_begin[i + 1]; ++f) {
+    pe.event.fields.push_back(Field{std::string(b.fields[f].name), std::string(b.fields[f].value)});
+  }
+  return pe;
+}
+
+// The matches of one scan task.
+struct MatchPiece {
+  size_t task = 0;
+  const Datasource* ds = nullptr;
+  PartitionId partition;
+  std::vector<PositionedEvent> events;
+};
+
+Result<MatchSet> CollectMatchesImpl(Env* env, const CompiledQuery& query, const TimeRange& range,
+                                    const ScanInput& input, const ExecOptions& options,
+                                    size_t max_events) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::vector<MatchPiece>> per_worker(
+      static_cast<size_t>(std::max(1, options.threads)));
+  std::atomic<size_t> found{0};
+  ASSIGN_OR_RETURN(ScanOutcome scan,
+                   Scan(
+                       env, query, range, input, options,
+                       [&](size_t worker, size_t task, const BlockView& v, const Mask& matched) {
+                         MatchPiece piece;
+                         for (size_t i = 0; i < v.n; ++i) {
+                           if (matched[i]) piece.events.push_back(ToPositionedEvent(*v.b, i));
+                         }
+                         if (piece.events.empty()) return;
+                         found.fetch_add(piece.events.size(), std::memory_order_relaxed);
+                         piece.task = task;
+                         piece.ds = v.ds;
+                         piece.partition = v.partition;
+                         per_worker[worker].push_back(std::move(piece));
+                       },
+                       [&] { return found.load(std::memory_order_relaxed) >= max_events; }));
+
+  MatchSet out;
+  out.stats = scan.stats;
+  out.warnings = std::move(scan.warnings);
+  out.truncated = scan.stopped;
+  const size_t total = found.load();
+  out.stats.events_matched = total;
+
+  std::vector<MatchPiece> pieces;
+  for (std::vector<MatchPiece>& w : per_worker) {
+    for (MatchPiece& p : w) pieces.push_back(std::move(p));
+  }
+  per_worker.clear();
+  std::sort(pieces.begin(), pieces.end(),
+            [](const MatchPiece& a, const MatchPiece& b) { return a.task < b.task; });
+
+  // Group by (datasource, partition) in order of first appearance; keep at most max_events,
+  // dropping from the last tasks.
+  std::map<std::pair<std::string, int32_t>, size_t> index;
+  std::vector<std::shared_ptr<std::vector<PositionedEvent>>> events;
+  size_t kept = 0;
+  for (MatchPiece& p : pieces) {
+    if (kept >= max_events) {
+      out.truncated = true;
+      break;
+    }
+    if (p.events.size() > max_events - kept) {
+      p.events.resize(max_events - kept);
+      out.truncated = true;
+    }
+    kept += p.events.size();
+    auto [it, inserted] =
+        index.try_emplace(std::make_pair(p.ds->Key(), p.partition.value), out.sources.size());
+    if (inserted) {
+      BufferedSource src;
+      src.datasource = *p.ds;
+      src.partition = p.partition;
+      out.sources.push_back(std::move(src));
+      events.push_back(std::make_shared<std::vector<PositionedEvent>>());
+    }
+    std::vector<PositionedEvent>& dst = *events[it->second];
+    if (dst.empty()) {
+      dst = std::move(p.events);
+    } else {
+      dst.insert(dst.end(), std::make_move_iterator(p.events.begin()),
+                 std::make_move_iterator(p.events.end()));
+    }
+  }
+  auto by_pos = [](const PositionedEvent& a, const PositionedEvent& b) { return a.pos < b.pos; };
+  for (size_t s = 0; s < out.sources.size(); ++s) {
+    std::vector<PositionedEvent>& v = *events[s];
+    if (!std::is_sorted(v.begin(), v.end(), by_pos)) std::stable_sort(v.begin(), v.end(), by_pos);
+    out.sources[s].events = std::move(events[s]);
+  }
+  out.stats.elapsed_ms = MillisSince(t0);
+  return out;
 }
 
 }  // namespace
@@ -818,5 +968,17 @@ Result<QueryResult> Execute(Env* env, const CompiledQuery& query, const TimeRang
     return Status::Internal(std::string("query execution failed: ") + e.what());
   }
 }
+
+Result<MatchSet> CollectMatches(Env* env, const CompiledQuery& query, const TimeRange& range,
+                                const ScanInput& input, const ExecOptions& options,
+                                size_t max_events) {
+  try {
+    return CollectMatchesImpl(env, query, range, input, options, max_events);
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("collecting matches failed: ") + e.what());
+  }
+}
+
+bool IsAggregate(const CompiledQuery& query) { return query.is_aggregate; }
 
 }  // namespace sediment::query

@@ -3,6 +3,7 @@
 // ScanInput must already hold each event exactly once (the digest/Global cut is the caller's job).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -85,5 +86,37 @@ struct ExecOptions {
 
 Result<QueryResult> Execute(Env* env, const CompiledQuery& query, const TimeRange& range,
                             const ScanInput& input, const ExecOptions& options = {});
+
+// The filter part of a query, for a coordinator that gathers matching events from the nodes that
+// hold them and then runs Execute over them (as `ScanInput::buffered`).
+struct MatchSet {
+  // One per (datasource, partition) present, each non-empty, in order of first appearance in
+  // the input (segments, then buffered sources). Events keep their datasource, partition and
+  // position and are in position order within a source.
+  std::vector<BufferedSource> sources;
+  // Segments / blocks that could not be read (same text as Execute's warnings), in input order.
+  std::vector<std::string> warnings;
+  // As Execute's; events_matched counts the matches found in the scanned blocks, which exceeds
+  // the returned events only when `truncated`.
+  QueryStats stats;
+  // The scan stopped at max_events: more matching events may exist.
+  bool truncated = false;
+};
+
+// The events of `input` in `range` that match the query's filter (free text, field filters,
+// regex, datasource tags); the pipeline stages are ignored. Uses Execute's scan: the same segment
+// and block pruning, the same block verification, `options.threads` worker threads;
+// options.max_events is ignored. Segment problems (missing file, checksum failure) become
+// warnings naming the segment id, as in Execute. Returns at most `max_events` events: once that
+// many matches are found the remaining blocks are skipped and `truncated` is set (which events
+// are kept is not specified; it is not the newest). Pass max_events only when !IsAggregate(query).
+// Errors only on internal failures. Reentrant.
+Result<MatchSet> CollectMatches(Env* env, const CompiledQuery& query, const TimeRange& range,
+                                const ScanInput& input, const ExecOptions& options = {},
+                                size_t max_events = SIZE_MAX);
+
+// Whether the query has an aggregate stage (count, groupBy, sort, table), which needs every
+// matching event.
+bool IsAggregate(const CompiledQuery& query);
 
 }  // namespace sediment::query

@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include "server/server_impl.h"
+
 #include <simdjson.h>
 #include <spdlog/spdlog.h>
 
@@ -11,6 +13,7 @@
 #include <string_view>
 #include <thread>
 
+#include "cluster/node_identity.h"
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/json_writer.h"
@@ -23,138 +26,6 @@
 #include "query/query.h"
 
 namespace sediment {
-namespace {
-
-constexpr const char* kVersion = "0.1.0";
-
-std::string RandomHex(size_t bytes) {
-  std::random_device rd;
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < bytes; ++i) {
-    unsigned v = rd() & 0xff;
-    out.push_back(kHex[v >> 4]);
-    out.push_back(kHex[v & 15]);
-  }
-  return out;
-}
-
-int HttpStatusFor(const Status& st) {
-  switch (st.code()) {
-    case StatusCode::kInvalidArgument:
-      return 400;
-    case StatusCode::kUnauthenticated:
-      return 401;
-    case StatusCode::kPermissionDenied:
-      return 403;
-    case StatusCode::kNotFound:
-      return 404;
-    case StatusCode::kTooLarge:
-      return 413;
-    case StatusCode::kUnavailable:
-      return 503;
-    default:
-      return 500;
-  }
-}
-
-// Token from "Authorization: Bearer T" (or "Splunk T" when allow_splunk).
-std::string TokenFrom(const http::Request& req, bool allow_splunk) {
-  std::string_view h = req.Header("Authorization");
-  auto strip = [&](std::string_view prefix) -> std::optional<std::string_view> {
-    if (h.size() > prefix.size() && strncasecmp(h.data(), prefix.data(), prefix.size()) == 0) {
-      std::string_view t = h.substr(prefix.size());
-      while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
-      return t;
-    }
-    return std::nullopt;
-  };
-  if (auto t = strip("Bearer ")) return std::string(*t);
-  if (allow_splunk) {
-    if (auto t = strip("Splunk ")) return std::string(*t);
-  }
-  return "";
-}
-
-// LogScale serializes every field as a string except @timestamp.
-void WriteRowJson(JsonWriter& w, const query::Row& row) {
-  w.BeginObject();
-  for (const auto& [name, value] : row) {
-    w.Key(name);
-    if (const auto* s = std::get_if<std::string>(&value)) {
-      w.String(*s);
-    } else if (const auto* i = std::get_if<int64_t>(&value)) {
-      if (name == "@timestamp") {
-        w.Int(*i);
-      } else {
-        w.String(std::to_string(*i));
-      }
-    } else {
-      JsonWriter num;
-      num.Double(std::get<double>(value));
-      w.String(num.str());
-    }
-  }
-  w.EndObject();
-}
-
-bool ParseListen(const std::string& listen, std::string* host, uint16_t* port) {
-  auto colon = listen.rfind(':');
-  if (colon == std::string::npos) return false;
-  *host = listen.substr(0, colon);
-  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
-    *host = host->substr(1, host->size() - 2);
-  }
-  if (*host == "localhost") *host = "127.0.0.1";
-  try {
-    int p = std::stoi(listen.substr(colon + 1));
-    if (p < 0 || p > 65535) return false;
-    *port = static_cast<uint16_t>(p);
-  } catch (...) {
-    return false;
-  }
-  return !host->empty();
-}
-
-}  // namespace
-
-struct Server::Impl {
-  ServerConfig config;
-  Env* env = Env::Default();
-  Clock* clock = Clock::Real();
-  NodeId node{1};
-  std::unique_ptr<CommitLog> ingest_log;
-  std::unique_ptr<CommitLog> global_log;
-  std::unique_ptr<Global> global;
-  std::unique_ptr<Digest> digest;
-  std::unique_ptr<http::Server> http;
-  std::string segment_dir;
-  bool stopped = false;
-
-  // Commit-log offsets for the status page, asked by a thread of their own: a remote log's
-  // offset queries can block far beyond their timeout while brokers are down, and the status page
-  // must answer. A status request asks for a fresh reading and waits for it at most 2 s; after
-  // that it shows the last reading (and its age).
-  struct LogBounds {
-    int64_t start = -1, end = -1;  // -1: unknown
-  };
-  std::mutex bounds_mu;
-  std::condition_variable bounds_cv;
-  std::vector<LogBounds> bounds;
-  int64_t bounds_at_us = 0;    // monotonic time of the last completed reading
-  uint64_t bounds_done = 0;    // readings completed
-  uint64_t bounds_wanted = 0;  // readings asked for
-  bool bounds_stop = false;
-  std::thread bounds_thread;
-  void BoundsLoop();
-  std::vector<LogBounds> FreshBounds(int64_t* age_ms);
-
-  Status Bootstrap();
-  http::Response Handle(const http::Request& req);
-  http::Response HandleIngest(const http::Request& req, ingest::Format format, bool hec);
-  http::Response HandleQuery(const http::Request& req, const std::string& repo);
-  http::Response HandleStatus();
-};
 
 Server::Server(ServerConfig config) : impl_(std::make_unique<Impl>()) {
   impl_->config = std::move(config);
@@ -164,6 +35,71 @@ Server::~Server() { Stop(); }
 
 uint16_t Server::port() const { return impl_->http ? impl_->http->port() : 0; }
 
+Status Server::Impl::OpenLogs() {
+  if (!kafka()) {
+    LocalLogOptions log_options;
+    log_options.partitions = config.partitions > 0 ? config.partitions : 8;
+    auto ingest = OpenLocalLog(env, JoinPath(config.data_dir, "log/ingest"), log_options);
+    if (!ingest.ok()) return ingest.status().WithContext("opening the ingest log");
+    ingest_log = std::move(ingest).value();
+    LocalLogOptions one;
+    one.partitions = 1;
+    auto glog = OpenLocalLog(env, JoinPath(config.data_dir, "log/global"), one);
+    if (!glog.ok()) return glog.status().WithContext("opening the global log");
+    global_log = std::move(glog).value();
+    auto chatter = OpenLocalLog(env, JoinPath(config.data_dir, "log/chatter"), one);
+    if (!chatter.ok()) return chatter.status().WithContext("opening the chatter log");
+    chatter_log = std::move(chatter).value();
+    return Status::OK();
+  }
+  ASSIGN_OR_RETURN(KafkaOptions ko, KafkaOptionsFromConfig());
+  RETURN_IF_ERROR(EnsureTopics(ko).WithContext("preparing the Kafka topics"));
+  auto ingest = OpenKafkaLog(ko, KafkaIngestTopic(ko));
+  if (!ingest.ok()) return ingest.status().WithContext("opening the Kafka ingest topic");
+  ingest_log = std::move(ingest).value();
+  auto glog = OpenKafkaLog(ko, KafkaGlobalTopic(ko), 1);
+  if (!glog.ok()) return glog.status().WithContext("opening the Kafka global topic");
+  global_log = std::move(glog).value();
+  auto chatter = OpenKafkaLog(ko, KafkaChatterTopic(ko), 1);
+  if (!chatter.ok()) return chatter.status().WithContext("opening the Kafka chatter topic");
+  chatter_log = std::move(chatter).value();
+  spdlog::info("commit log: Kafka at {} (topics {}*, {} ingest partitions)", ko.brokers,
+               ko.topic_prefix, ingest_log->partition_count());
+  return Status::OK();
+}
+
+Result<KafkaOptions> Server::Impl::KafkaOptionsFromConfig() const {
+  KafkaOptions ko;
+  ko.brokers = config.kafka_brokers;
+  ko.topic_prefix = config.kafka_topic_prefix;
+  ko.ingest_partitions = config.partitions > 0 ? config.partitions : 24;
+  ko.replication_factor = config.kafka_replication_factor;
+  ko.min_insync_replicas = config.kafka_min_insync_replicas;
+  ko.produce_timeout = std::chrono::milliseconds(config.kafka_produce_timeout_ms);
+  if (!config.kafka_properties_file.empty()) {
+    auto text = env->ReadFile(config.kafka_properties_file);
+    if (!text.ok()) return text.status().WithContext("reading --kafka-properties-file");
+    auto props = ParseKafkaProperties(*text);
+    if (!props.ok()) return props.status().WithContext(config.kafka_properties_file);
+    ko.properties = *props;
+  }
+  for (const auto& [k, v] : config.kafka_properties) ko.properties[k] = v;
+  return ko;
+}
+
+Status Server::Impl::OpenGlobal() {
+  const std::string snapshot_dir = JoinPath(config.data_dir, "global-snapshots");
+  global_source = "local snapshot or log replay";
+  if (kafka()) FetchPeerSnapshot(snapshot_dir);
+  GlobalOptions options;
+  // In a cluster other nodes may start from older snapshots: the global topic is kept.
+  options.truncate_log = !kafka();
+  auto g = Global::Open(env, global_log.get(), snapshot_dir, options);
+  if (!g.ok()) return g.status().WithContext("loading Global");
+  global = std::move(g).value();
+  return Status::OK();
+}
+
 Status Server::Start() {
   Impl& s = *impl_;
   std::string host;
@@ -171,54 +107,36 @@ Status Server::Start() {
   if (!ParseListen(s.config.listen, &host, &port)) {
     return Status::InvalidArgument("--listen must be HOST:PORT, got '" + s.config.listen + "'");
   }
+  s.started_ms = s.clock->NowMillis();
   RETURN_IF_ERROR(s.env->CreateDirs(s.config.data_dir));
   s.segment_dir = JoinPath(s.config.data_dir, "segments");
+  auto node = LoadOrCreateNodeId(s.env, s.config.data_dir);
+  if (!node.ok()) return node.status();
+  s.node = *node;
 
-  if (s.config.kafka_brokers.empty()) {
-    LocalLogOptions log_options;
-    log_options.partitions = s.config.partitions > 0 ? s.config.partitions : 8;
-    auto ingest_log = OpenLocalLog(s.env, JoinPath(s.config.data_dir, "log/ingest"), log_options);
-    if (!ingest_log.ok()) return ingest_log.status().WithContext("opening the ingest log");
-    s.ingest_log = std::move(ingest_log).value();
-
-    LocalLogOptions global_log_options;
-    global_log_options.partitions = 1;
-    auto global_log =
-        OpenLocalLog(s.env, JoinPath(s.config.data_dir, "log/global"), global_log_options);
-    if (!global_log.ok()) return global_log.status().WithContext("opening the global log");
-    s.global_log = std::move(global_log).value();
+  // The HTTP listener binds first (so port 0 resolves and peers learn the real address) but
+  // answers 503 until the node is ready.
+  http::ServerOptions http_options;
+  http_options.host = host;
+  http_options.port = port;
+  http_options.max_body_bytes = s.config.max_body_bytes;
+  s.http = std::make_unique<http::Server>(
+      http_options, [this](const http::Request& r) { return impl_->Handle(r); });
+  RETURN_IF_ERROR(s.http->Start());
+  if (!s.config.advertise.empty()) {
+    s.advertise = s.config.advertise;
+  } else if (host == "0.0.0.0" || host == "::") {
+    return Status::InvalidArgument("--listen " + s.config.listen +
+                                   " binds every address: set --advertise HOST:PORT to the "
+                                   "address other nodes and clients use to reach this node");
   } else {
-    KafkaOptions ko;
-    ko.brokers = s.config.kafka_brokers;
-    ko.topic_prefix = s.config.kafka_topic_prefix;
-    ko.ingest_partitions = s.config.partitions > 0 ? s.config.partitions : 24;
-    ko.replication_factor = s.config.kafka_replication_factor;
-    ko.min_insync_replicas = s.config.kafka_min_insync_replicas;
-    ko.produce_timeout = std::chrono::milliseconds(s.config.kafka_produce_timeout_ms);
-    if (!s.config.kafka_properties_file.empty()) {
-      auto text = s.env->ReadFile(s.config.kafka_properties_file);
-      if (!text.ok()) return text.status().WithContext("reading --kafka-properties-file");
-      auto props = ParseKafkaProperties(*text);
-      if (!props.ok()) return props.status().WithContext(s.config.kafka_properties_file);
-      ko.properties = *props;
-    }
-    for (const auto& [k, v] : s.config.kafka_properties) ko.properties[k] = v;
-    RETURN_IF_ERROR(EnsureTopics(ko).WithContext("preparing the Kafka topics"));
-    auto ingest_log = OpenKafkaLog(ko, KafkaIngestTopic(ko));
-    if (!ingest_log.ok()) return ingest_log.status().WithContext("opening the Kafka ingest topic");
-    s.ingest_log = std::move(ingest_log).value();
-    auto global_log = OpenKafkaLog(ko, KafkaGlobalTopic(ko), 1);
-    if (!global_log.ok()) return global_log.status().WithContext("opening the Kafka global topic");
-    s.global_log = std::move(global_log).value();
-    spdlog::info("commit log: Kafka at {} (topics {}*, {} ingest partitions)", ko.brokers,
-                 ko.topic_prefix, s.ingest_log->partition_count());
+    s.advertise = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+                  std::to_string(s.http->port());
   }
 
-  auto global =
-      Global::Open(s.env, s.global_log.get(), JoinPath(s.config.data_dir, "global-snapshots"));
-  if (!global.ok()) return global.status().WithContext("loading Global");
-  s.global = std::move(global).value();
-
+  RETURN_IF_ERROR(s.OpenLogs());
+  RETURN_IF_ERROR(s.StartMembership());
+  RETURN_IF_ERROR(s.OpenGlobal());
   RETURN_IF_ERROR(s.Bootstrap());
 
   DigestOptions digest_options;
@@ -229,16 +147,30 @@ Status Server::Start() {
   s.digest =
       std::make_unique<Digest>(s.env, s.clock, s.ingest_log.get(), s.global.get(), digest_options);
   RETURN_IF_ERROR(s.digest->Start().WithContext("starting the digest"));
+  if (s.kafka()) {
+    ASSIGN_OR_RETURN(KafkaOptions ko, s.KafkaOptionsFromConfig());
+    PartitionGroupOptions go;
+    go.group_id = ko.topic_prefix + "digest";
+    go.session_timeout = std::chrono::milliseconds(s.config.digest_session_timeout_ms);
+    go.heartbeat_interval =
+        std::max<std::chrono::milliseconds>(std::chrono::milliseconds(100), go.session_timeout / 4);
+    go.max_poll_interval =
+        std::max<std::chrono::milliseconds>(go.session_timeout, std::chrono::milliseconds(30000));
+    go.member_label = std::to_string(s.node.value);
+    auto group = PartitionGroup::Join(ko, KafkaIngestTopic(ko), go, impl_.get());
+    if (!group.ok()) return group.status().WithContext("joining the digest consumer group");
+    s.group = std::move(group).value();
+  } else {
+    s.digest->AssignAll();
+    if (!s.digest->WaitClaimed(std::chrono::seconds(60))) {
+      return Status::Unavailable("the digest could not claim the partitions within 60 s");
+    }
+  }
 
   s.bounds_thread = std::thread([this] { impl_->BoundsLoop(); });
-
-  http::ServerOptions http_options;
-  http_options.host = host;
-  http_options.port = port;
-  http_options.max_body_bytes = s.config.max_body_bytes;
-  s.http = std::make_unique<http::Server>(
-      http_options, [this](const http::Request& r) { return impl_->Handle(r); });
-  RETURN_IF_ERROR(s.http->Start());
+  s.ready = true;
+  spdlog::info("node {} ready at http://{} (data in {})", s.node.value, s.advertise,
+               s.config.data_dir);
   return Status::OK();
 }
 
@@ -246,7 +178,11 @@ void Server::Stop() {
   Impl& s = *impl_;
   if (s.stopped) return;
   s.stopped = true;
+  s.ready = false;
+  // Leave the group first so the other nodes take the partitions over at once.
+  if (s.group) s.group->Leave();
   if (s.http) s.http->Stop();
+  if (s.membership) s.membership->Stop();
   {
     std::lock_guard lock(s.bounds_mu);
     s.bounds_stop = true;
@@ -312,6 +248,12 @@ Status Server::Impl::Bootstrap() {
     auto r = global->Submit(SetClusterId{RandomHex(16)});
     if (!r.ok() && r.status().code() != StatusCode::kRejected) return r.status();
   }
+  bool has_secret = false;
+  global->Read([&](const GlobalState& st) { has_secret = !st.cluster_secret.empty(); });
+  if (!has_secret) {
+    auto r = global->Submit(SetClusterSecret{RandomHex(32)});
+    if (!r.ok() && r.status().code() != StatusCode::kRejected) return r.status();
+  }
   auto ensure_repo = [&](const std::string& repo) -> Status {
     bool exists = false;
     global->Read([&](const GlobalState& st) { exists = st.repos.count(repo) > 0; });
@@ -323,17 +265,23 @@ Status Server::Impl::Bootstrap() {
   };
   auto ensure_ingest_token = [&](const std::string& repo, const std::string& token) -> Status {
     RETURN_IF_ERROR(ensure_repo(repo));
-    std::string owner;
-    global->Read([&](const GlobalState& st) {
-      auto it = st.ingest_tokens.find(token);
-      if (it != st.ingest_tokens.end()) owner = it->second;
-    });
-    if (owner == repo) return Status::OK();
-    if (!owner.empty()) {
-      return Status::InvalidArgument("ingest token is already used by repository '" + owner + "'");
+    auto owner_of = [&] {
+      std::string owner;
+      global->Read([&](const GlobalState& st) {
+        auto it = st.ingest_tokens.find(token);
+        if (it != st.ingest_tokens.end()) owner = it->second;
+      });
+      return owner;
+    };
+    std::string owner = owner_of();
+    if (owner.empty()) {
+      auto r = global->Submit(AddIngestToken{repo, token});
+      if (r.ok()) return Status::OK();
+      if (r.status().code() != StatusCode::kRejected) return r.status();
+      owner = owner_of();  // another node added it first (nodes of a cluster start together)
     }
-    auto r = global->Submit(AddIngestToken{repo, token});
-    return r.ok() ? Status::OK() : r.status();
+    if (owner == repo) return Status::OK();
+    return Status::InvalidArgument("ingest token is already used by repository '" + owner + "'");
   };
   auto ensure_api_token = [&](const std::string& token) -> Status {
     bool exists = false;
@@ -377,6 +325,11 @@ Status Server::Impl::Bootstrap() {
 
 http::Response Server::Impl::Handle(const http::Request& req) {
   const std::string& path = req.path;
+  if (!ready) {
+    http::Response r = http::JsonError(503, "node " + std::to_string(node.value) + " is starting");
+    r.headers.emplace_back("Retry-After", "1");
+    return r;
+  }
   static const std::map<std::string, std::pair<ingest::Format, bool>> kIngest = {
       {"/api/v1/ingest/humio-structured", {ingest::Format::kHumioStructured, false}},
       {"/api/v1/ingest/humio-unstructured", {ingest::Format::kHumioUnstructured, false}},
@@ -397,6 +350,22 @@ http::Response Server::Impl::Handle(const http::Request& req) {
   if (path == "/api/v1/status") {
     if (req.method != "GET") return http::JsonError(405, "use GET for " + path);
     return HandleStatus();
+  }
+  if (path == "/api/v1/cluster") {
+    if (req.method != "GET") return http::JsonError(405, "use GET for " + path);
+    return HandleCluster();
+  }
+  if (path.rfind("/internal/v1/", 0) == 0) {
+    if (path == "/internal/v1/global/snapshot" && req.method == "GET") return HandleSnapshot(req);
+    if (!IsInternalCaller(req))
+      return http::JsonError(401, "internal endpoint: cluster secret required");
+    if (path == "/internal/v1/query/buffers" && req.method == "POST") {
+      return HandleInternalBuffers(req);
+    }
+    if (path == "/internal/v1/query/segments" && req.method == "POST") {
+      return HandleInternalSegments(req);
+    }
+    return http::JsonError(404, "no such internal endpoint: " + req.method + " " + path);
   }
   static const std::string kRepoPrefix = "/api/v1/repositories/";
   if (path.rfind(kRepoPrefix, 0) == 0) {
@@ -474,130 +443,12 @@ http::Response Server::Impl::HandleIngest(const http::Request& req, ingest::Form
   return r;
 }
 
-http::Response Server::Impl::HandleQuery(const http::Request& req, const std::string& repo) {
-  std::string token = TokenFrom(req, false);
-  if (token.empty())
-    return http::JsonError(401, "missing API token (Authorization: Bearer <token>)");
-  bool authorized = false;
-  bool repo_exists = false;
-  global->Read([&](const GlobalState& st) {
-    authorized = st.api_tokens.count(token) > 0;
-    repo_exists = st.repos.count(repo) > 0;
-  });
-  if (!authorized) return http::JsonError(401, "unknown API token");
-  if (!repo_exists) return http::JsonError(404, "no repository named '" + repo + "'");
-
-  std::string query_string, start, end;
-  try {
-    simdjson::dom::parser parser;
-    simdjson::dom::element doc;
-    auto error = parser.parse(req.body).get(doc);
-    if (error)
-      return http::JsonError(
-          400, std::string("query body is not JSON: ") + simdjson::error_message(error));
-    if (!doc.is_object()) return http::JsonError(400, "query body must be a JSON object");
-    std::string_view qs;
-    if (doc["queryString"].get(qs)) {
-      return http::JsonError(400, "query body needs a string field 'queryString'");
-    }
-    query_string = std::string(qs);
-    auto bound = [&](const char* name, std::string* out) -> std::optional<std::string> {
-      simdjson::dom::element v;
-      if (doc[name].get(v)) return std::nullopt;
-      if (v.is_string()) {
-        *out = std::string(v.get_string().value());
-      } else if (v.is_int64()) {
-        *out = std::to_string(v.get_int64().value());
-      } else if (v.is_uint64()) {
-        *out = std::to_string(v.get_uint64().value());
-      } else {
-        return std::string("'") + name + "' must be a string or epoch milliseconds";
-      }
-      return std::nullopt;
-    };
-    if (auto e = bound("start", &start)) return http::JsonError(400, *e);
-    if (auto e = bound("end", &end)) return http::JsonError(400, *e);
-    bool live = false;
-    if (!doc["isLive"].get(live) && live) {
-      return http::JsonError(400, "live queries (isLive: true) are not supported yet");
-    }
-  } catch (const simdjson::simdjson_error& e) {
-    return http::JsonError(400, std::string("query body: ") + e.what());
-  }
-
-  auto range = query::ParseTimeRange(start, end, clock->NowMillis());
-  if (!range.ok()) return http::JsonError(400, range.status().message());
-  auto compiled = query::Compile(query_string);
-  if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
-
-  // The cut (DESIGN section 6, query view): buffers first, then Global; buffered events at or
-  // below flushed_through are already in a registered segment and are dropped here.
-  std::vector<BufferedBatch> buffers = digest->SnapshotBuffers();
-  query::ScanInput input;
-  std::map<std::pair<std::string, int32_t>, Position> flushed;
-  global->Read([&](const GlobalState& st) {
-    for (const auto& [id, seg] : st.segments) {
-      if (seg.datasource.repo != repo || seg.node != node) continue;
-      query::SegmentSource src;
-      src.path = JoinPath(segment_dir, seg.file_name);
-      src.id = seg.id;
-      src.datasource = seg.datasource;
-      src.partition = seg.partition;
-      src.min_ts = seg.min_ts;
-      src.max_ts = seg.max_ts;
-      input.segments.push_back(std::move(src));
-    }
-    flushed = st.flushed_through;
-  });
-  for (auto& b : buffers) {
-    if (b.datasource.repo != repo) continue;
-    auto ft = flushed.find({b.datasource.Key(), b.partition.value});
-    std::shared_ptr<const std::vector<PositionedEvent>> events = b.events;
-    if (ft != flushed.end() && !events->empty() && events->front().pos <= ft->second) {
-      auto cut = std::make_shared<std::vector<PositionedEvent>>();
-      for (const auto& e : *events) {
-        if (e.pos > ft->second) cut->push_back(e);
-      }
-      events = std::move(cut);
-    }
-    if (events->empty()) continue;
-    input.buffered.push_back(query::BufferedSource{b.datasource, b.partition, events});
-  }
-
-  query::ExecOptions exec;
-  exec.threads = config.query_threads;
-  auto result = query::Execute(env, **compiled, *range, input, exec);
-  if (!result.ok())
-    return http::JsonError(HttpStatusFor(result.status()), result.status().message());
-
-  http::Response r;
-  bool ndjson = req.Header("Accept").find("application/x-ndjson") != std::string_view::npos;
-  if (ndjson) {
-    r.content_type = "application/x-ndjson";
-    for (const auto& row : result->rows) {
-      JsonWriter w;
-      WriteRowJson(w, row);
-      r.body.append(w.str());
-      r.body.push_back('\n');
-    }
-  } else {
-    JsonWriter w;
-    w.BeginArray();
-    for (const auto& row : result->rows) WriteRowJson(w, row);
-    w.EndArray();
-    r.body = w.Take();
-  }
-  for (const auto& warning : result->warnings) {
-    r.headers.emplace_back("X-Sediment-Warning", warning);
-  }
-  r.headers.emplace_back("X-Sediment-Events-Scanned", std::to_string(result->stats.events_scanned));
-  return r;
-}
-
 http::Response Server::Impl::HandleStatus() {
   JsonWriter w;
   w.BeginObject();
   w.Key("status").String("OK").Key("version").String(kVersion);
+  w.Key("node").Int(node.value).Key("address").String(advertise);
+  w.Key("globalApplied").Int(global->Applied().value).Key("globalSource").String(global_source);
   std::string health = ingest_log->Health();
   w.Key("commitLog").BeginObject();
   w.Key("type").String(config.kafka_brokers.empty() ? "local" : "kafka");
@@ -628,6 +479,7 @@ http::Response Server::Impl::HandleStatus() {
   w.Key("partitions").BeginArray();
   for (const auto& p : digest->PartitionStatuses()) {
     w.BeginObject().Key("partition").Int(p.partition.value).Key("epoch").Int(p.epoch.value);
+    w.Key("claimed").Bool(p.claimed);
     LogBounds lb;
     if (static_cast<size_t>(p.partition.value) < log_bounds.size())
       lb = log_bounds[p.partition.value];

@@ -33,6 +33,15 @@ struct ServerConfig {
   int64_t flush_age_ms = 2000;
   size_t flush_bytes = 32u << 20;
   int query_threads = 2;
+  // Cluster (DESIGN sections 6, 9, 11). The address peers and clients use to reach this node;
+  // empty = the listen address (which then must not be a wildcard).
+  std::string advertise;
+  // Authenticates node-to-node requests; empty = the secret the cluster generated (in Global).
+  std::string cluster_secret;
+  // Kafka consumer-group session timeout: how long a silent owner keeps its partitions.
+  int64_t digest_session_timeout_ms = 6000;
+  // A node whose heartbeat is older than this is shown dead and not sent query work.
+  int64_t heartbeat_timeout_ms = 5000;
 };
 
 class Server {

@@ -321,8 +321,10 @@ class SedimentServer:
         age = st.get("logOffsetsAgeMs", 0)
         if age is None or age < 0 or age > 5000:
             return False
+        if not st["partitions"]:
+            return False  # no partition assigned yet (a Kafka node joining its group)
         for p in st["partitions"]:
-            if p["logEnd"] < 0 or p["nextOffset"] < p["logEnd"]:
+            if not p.get("claimed", True) or p["logEnd"] < 0 or p["nextOffset"] < p["logEnd"]:
                 return False
             if need_flushed and p["bufferedEvents"] != 0:
                 return False

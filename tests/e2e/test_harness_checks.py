@@ -23,3 +23,8 @@ def test_caught_up_needs_known_fresh_log_ends():
     assert not SedimentServer._caught_up(status(10, [(6, 5, 0)]), need_flushed=False)
     assert SedimentServer._caught_up(status(10, [(5, 5, 3)]), need_flushed=False)
     assert not SedimentServer._caught_up(status(10, [(5, 5, 3)]), need_flushed=True)
+    # No partition assigned yet, or one still being claimed.
+    assert not SedimentServer._caught_up(status(10, []), need_flushed=False)
+    claiming = status(10, [(5, 5, 0)])
+    claiming["partitions"][0]["claimed"] = False
+    assert not SedimentServer._caught_up(claiming, need_flushed=False)

@@ -1,0 +1,43 @@
+// Heartbeat: what a node announces about itself on the chatter log every interval (DESIGN section
+// 9). Wire format (versioned, CRC32C-checked) in cluster/FORMAT.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "common/types.h"
+
+namespace sediment {
+
+// Progress of one ingest partition that the sending node digests.
+struct PartitionProgress {
+  PartitionId partition;
+  Epoch epoch;
+  Offset next_offset;   // next commit-log offset the digest worker reads
+  Offset replay_point;  // smallest offset not yet in a registered segment
+  uint64_t buffered_events = 0;
+  bool operator==(const PartitionProgress&) const = default;
+};
+
+struct Heartbeat {
+  NodeId node;             // must be > 0
+  std::string address;     // HTTP host:port peers and clients use
+  int64_t sent_ms = 0;     // wall clock when sent
+  int64_t started_ms = 0;  // wall clock when the node process started
+  std::string version;
+  Offset global_applied{-1};                  // Global offset this node has applied
+  std::vector<PartitionProgress> partitions;  // partitions this node digests right now
+  bool operator==(const Heartbeat&) const = default;
+};
+
+// Encodes `hb` as one chatter record (magic "SDHB", version 1, fields, CRC32C trailer).
+std::string EncodeHeartbeat(const Heartbeat& hb);
+// Decodes a record written by EncodeHeartbeat. Anything else (truncated, flipped bits, wrong magic
+// or version, trailing bytes, out-of-range values, node <= 0) is Corruption; never reads outside
+// `data` and never allocates more than `data` can describe.
+Result<Heartbeat> DecodeHeartbeat(std::string_view data);
+
+}  // namespace sediment

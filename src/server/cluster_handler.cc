@@ -1,0 +1,302 @@
+// Cluster membership of the node (heartbeats, peer snapshots, partition-group callbacks), the
+// cluster view (GET /api/v1/cluster) and the snapshot endpoint.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "cluster/node_identity.h"
+#include "common/json_writer.h"
+#include "common/time_parse.h"
+#include "http/http_client.h"
+#include "server/server_impl.h"
+
+namespace sediment {
+namespace {
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+bool HasSnapshot(Env* env, const std::string& dir) {
+  auto names = env->ListDir(dir);
+  if (!names.ok()) return false;
+  for (const auto& n : *names) {
+    if (n.rfind("snapshot-", 0) == 0 && n.size() > 4 && n.substr(n.size() - 4) == ".bin") {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+Status Server::Impl::StartMembership() {
+  MembershipOptions mo;
+  mo.liveness_timeout = std::chrono::milliseconds(config.heartbeat_timeout_ms);
+  mo.interval = std::max<std::chrono::milliseconds>(
+      std::chrono::milliseconds(100),
+      std::min<std::chrono::milliseconds>(std::chrono::milliseconds(1000),
+                                          mo.liveness_timeout / 4));
+  membership = std::make_unique<Membership>(chatter_log.get(), clock, mo,
+                                            [this] { return SelfHeartbeat(); });
+  return membership->Start().WithContext("starting the heartbeat on the chatter log");
+}
+
+Heartbeat Server::Impl::SelfHeartbeat() const {
+  Heartbeat hb;
+  hb.node = node;
+  hb.started_ms = started_ms;
+  hb.version = kVersion;
+  // Until the node serves, peers must not route requests to it: no address.
+  if (!ready) return hb;
+  hb.address = advertise;
+  hb.global_applied = global->Applied();
+  for (const auto& p : digest->PartitionStatuses()) {
+    if (!p.claimed) continue;
+    hb.partitions.push_back(
+        PartitionProgress{p.partition, p.epoch, p.next_offset, p.replay_point, p.buffered_events});
+  }
+  return hb;
+}
+
+void Server::Impl::FetchPeerSnapshot(const std::string& snapshot_dir) {
+  if (HasSnapshot(env, snapshot_dir)) {
+    global_source = "local snapshot";
+    return;
+  }
+  std::vector<NodeView> peers;
+  for (auto& v : membership->AliveNodes()) {
+    if (v.node != node && !v.address.empty()) peers.push_back(std::move(v));
+  }
+  if (peers.empty()) {
+    global_source = "global log replay (no peer alive)";
+    return;
+  }
+  std::string credential = config.cluster_secret;
+  if (credential.empty() && !config.api_tokens.empty()) credential = config.api_tokens.front();
+  if (credential.empty()) {
+    spdlog::warn(
+        "global: no local snapshot and no --cluster-secret or --api-token to authenticate to "
+        "peers; replaying the global log from its start");
+    global_source = "global log replay (no credential for peers)";
+    return;
+  }
+  // Most advanced peer first.
+  std::sort(peers.begin(), peers.end(), [](const NodeView& a, const NodeView& b) {
+    return a.last.global_applied > b.last.global_applied;
+  });
+  for (const auto& peer : peers) {
+    auto r = http::Fetch("GET", "http://" + peer.address + "/internal/v1/global/snapshot",
+                         {{"Authorization", "Bearer " + credential}}, "", std::chrono::seconds(30));
+    if (!r.ok() || r->status != 200) {
+      spdlog::warn("global: snapshot from peer node {} at {}: {}", peer.node.value, peer.address,
+                   r.ok() ? "HTTP " + std::to_string(r->status) + " " + r->body.substr(0, 200)
+                          : r.status().ToString());
+      continue;
+    }
+    auto installed = InstallGlobalSnapshot(env, snapshot_dir, r->body);
+    if (!installed.ok()) {
+      spdlog::warn("global: snapshot from peer node {} is unusable: {}", peer.node.value,
+                   installed.status().ToString());
+      continue;
+    }
+    spdlog::info("global: loaded snapshot from peer node {} at offset {} ({} bytes)",
+                 peer.node.value, installed->value, r->body.size());
+    global_source = "snapshot from peer node " + std::to_string(peer.node.value) + " at offset " +
+                    std::to_string(installed->value);
+    return;
+  }
+  global_source = "global log replay (no peer served a snapshot)";
+}
+
+std::string Server::Impl::ClusterSecret() const {
+  if (!config.cluster_secret.empty()) return config.cluster_secret;
+  std::string secret;
+  global->Read([&](const GlobalState& st) { secret = st.cluster_secret; });
+  return secret;
+}
+
+bool Server::Impl::IsInternalCaller(const http::Request& req) const {
+  const std::string secret = ClusterSecret();
+  return !secret.empty() && ConstantTimeEquals(TokenFrom(req, false), secret);
+}
+
+bool Server::Impl::IsApiCaller(const http::Request& req) const {
+  const std::string token = TokenFrom(req, false);
+  if (token.empty()) return false;
+  bool ok = false;
+  global->Read([&](const GlobalState& st) { ok = st.api_tokens.count(token) > 0; });
+  return ok;
+}
+
+void Server::Impl::OnAssigned(const std::vector<PartitionId>& partitions) {
+  std::string list;
+  for (auto p : partitions) list += (list.empty() ? "" : ",") + std::to_string(p.value);
+  spdlog::info("digest group: assigned partitions [{}]", list);
+  digest->Assign(partitions);
+}
+
+void Server::Impl::OnRevoked(const std::vector<PartitionId>& partitions, bool lost) {
+  std::string list;
+  for (auto p : partitions) list += (list.empty() ? "" : ",") + std::to_string(p.value);
+  spdlog::info("digest group: {} partitions [{}]", lost ? "lost" : "revoked", list);
+  digest->Revoke(partitions);
+}
+
+http::Response Server::Impl::HandleSnapshot(const http::Request& req) {
+  // The snapshot holds every token: cluster members (secret) or API-token holders only.
+  if (!IsInternalCaller(req) && !IsApiCaller(req)) {
+    return http::JsonError(401, "the Global snapshot needs the cluster secret or an API token");
+  }
+  auto [offset, bytes] = global->EncodedState();
+  http::Response r;
+  r.content_type = "application/octet-stream";
+  r.body = std::move(bytes);
+  r.headers.emplace_back("X-Sediment-Snapshot-Offset", std::to_string(offset.value));
+  return r;
+}
+
+http::Response Server::Impl::HandleCluster() {
+  struct NodeRow {
+    std::string address;
+    bool alive = false;
+    int64_t age_ms = -1;
+    uint64_t segments = 0, segment_bytes = 0, events = 0;
+    int64_t min_ts = INT64_MAX, max_ts = INT64_MIN;
+    int owned = 0;
+    const Heartbeat* hb = nullptr;
+  };
+  std::vector<NodeView> views = membership->Nodes();
+  std::map<int64_t, NodeRow> nodes;
+  for (const auto& v : views) {
+    NodeRow& row = nodes[v.node.value];
+    row.address = v.address;
+    row.alive = v.alive;
+    row.age_ms = v.age_ms;
+    row.hb = &v.last;
+  }
+  nodes[node.value].alive = true;
+  nodes[node.value].address = advertise;
+
+  std::string cluster_id;
+  std::map<int32_t, PartitionState> pstates;
+  uint64_t seg_count = 0, seg_bytes = 0;
+  global->Read([&](const GlobalState& st) {
+    cluster_id = st.cluster_id;
+    pstates = st.partitions;
+    for (const auto& [id, seg] : st.segments) {
+      NodeRow& row = nodes[seg.node.value];
+      ++row.segments;
+      row.segment_bytes += seg.file_size;
+      row.events += seg.event_count;
+      row.min_ts = std::min(row.min_ts, seg.min_ts);
+      row.max_ts = std::max(row.max_ts, seg.max_ts);
+      ++seg_count;
+      seg_bytes += seg.file_size;
+    }
+  });
+  for (const auto& [p, ps] : pstates) {
+    if (ps.epoch.value > 0) ++nodes[ps.owner.value].owned;
+  }
+
+  std::vector<std::string> warnings;
+  uint64_t unreachable = 0;
+  for (const auto& [id, row] : nodes) {
+    if (row.alive || row.segments == 0) continue;
+    unreachable += row.segments;
+    warnings.push_back("node " + std::to_string(id) + " is down: " + std::to_string(row.segments) +
+                       " segments (" + std::to_string(row.events) + " events, " +
+                       FormatIso8601Millis(row.min_ts) + " to " + FormatIso8601Millis(row.max_ts) +
+                       ") cannot be searched until it returns");
+  }
+
+  int64_t bounds_age_ms = -1;
+  std::vector<LogBounds> log_bounds = FreshBounds(&bounds_age_ms);
+  std::map<int32_t, PartitionDigestStatus> local;
+  for (auto& p : digest->PartitionStatuses()) local[p.partition.value] = p;
+
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("clusterId").String(cluster_id).Key("self").Int(node.value);
+  w.Key("globalApplied").Int(global->Applied().value);
+  w.Key("logOffsetsAgeMs").Int(bounds_age_ms);
+  w.Key("nodes").BeginArray();
+  for (const auto& [id, row] : nodes) {
+    if (id == 0) continue;
+    w.BeginObject().Key("id").Int(id).Key("address").String(row.address);
+    w.Key("alive").Bool(row.alive).Key("lastHeartbeatMsAgo").Int(id == node.value ? 0 : row.age_ms);
+    w.Key("self").Bool(id == node.value);
+    w.Key("segments").Int(static_cast<int64_t>(row.segments));
+    w.Key("segmentBytes").Int(static_cast<int64_t>(row.segment_bytes));
+    w.Key("partitionsOwned").Int(row.owned).EndObject();
+  }
+  w.EndArray();
+  w.Key("partitions").BeginArray();
+  const int32_t partitions = ingest_log->partition_count();
+  for (int32_t p = 0; p < partitions; ++p) {
+    PartitionState ps;
+    if (auto it = pstates.find(p); it != pstates.end()) ps = it->second;
+    const bool owned = ps.epoch.value > 0;
+    const bool owner_alive =
+        owned && nodes.count(ps.owner.value) != 0 && nodes[ps.owner.value].alive;
+    int64_t next = -1;
+    uint64_t buffered = 0;
+    if (owned && ps.owner == node) {
+      auto it = local.find(p);
+      if (it != local.end() && it->second.claimed && it->second.epoch == ps.epoch) {
+        next = it->second.next_offset.value;
+        buffered = it->second.buffered_events;
+      }
+    } else if (owner_alive && nodes[ps.owner.value].hb != nullptr) {
+      for (const auto& pp : nodes[ps.owner.value].hb->partitions) {
+        if (pp.partition.value == p && pp.epoch == ps.epoch) {
+          next = pp.next_offset.value;
+          buffered = pp.buffered_events;
+        }
+      }
+    }
+    LogBounds lb;
+    if (static_cast<size_t>(p) < log_bounds.size()) lb = log_bounds[p];
+    const int64_t lag = next >= 0 && lb.end >= 0 ? std::max<int64_t>(0, lb.end - next) : -1;
+    w.BeginObject().Key("partition").Int(p).Key("owner").Int(owned ? ps.owner.value : 0);
+    w.Key("ownerAlive").Bool(owner_alive).Key("epoch").Int(ps.epoch.value);
+    w.Key("replayPoint").Int(ps.replay_point.value);
+    w.Key("truncatedBefore").Int(ps.truncated_before.value);
+    w.Key("logStart").Int(lb.start).Key("logEnd").Int(lb.end);
+    w.Key("nextOffset").Int(next).Key("lag").Int(lag);
+    w.Key("bufferedEvents").Int(static_cast<int64_t>(buffered)).EndObject();
+    if (!owned) {
+      warnings.push_back("partition " + std::to_string(p) + " has no owner yet");
+    } else if (!owner_alive) {
+      warnings.push_back("partition " + std::to_string(p) + ": owner node " +
+                         std::to_string(ps.owner.value) +
+                         " is not alive; another node takes over after the group session timeout");
+    } else if (next < 0) {
+      warnings.push_back("partition " + std::to_string(p) + ": owner node " +
+                         std::to_string(ps.owner.value) + " is claiming it (epoch " +
+                         std::to_string(ps.epoch.value) + ")");
+    }
+  }
+  w.EndArray();
+  w.Key("segments").BeginObject().Key("count").Int(static_cast<int64_t>(seg_count));
+  w.Key("bytes").Int(static_cast<int64_t>(seg_bytes));
+  w.Key("unreachable").Int(static_cast<int64_t>(unreachable)).EndObject();
+  if (group) {
+    const std::string h = group->Health();
+    if (h != "ok") warnings.push_back(h);
+  }
+  w.Key("warnings").BeginArray();
+  for (const auto& s : warnings) w.String(s);
+  w.EndArray();
+  w.EndObject();
+  http::Response r;
+  r.body = w.Take();
+  return r;
+}
+
+}  // namespace sediment

@@ -1,0 +1,112 @@
+// Internal to the server library: the state of one node and the helpers its request handlers
+// share. server.cc starts/stops the node and serves ingest and status; query_handler.cc
+// coordinates queries across nodes and serves the internal query endpoints; cluster_handler.cc
+// serves the cluster view, the snapshot endpoint and partition-group callbacks.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cluster/membership.h"
+#include "common/clock.h"
+#include "common/env.h"
+#include "common/status.h"
+#include "common/types.h"
+#include "digest/digest.h"
+#include "global/global.h"
+#include "http/http_server.h"
+#include "ingest/ingest.h"
+#include "log/commit_log.h"
+#include "log/kafka_group.h"
+#include "log/kafka_log.h"
+#include "query/query.h"
+#include "server/server.h"
+
+namespace sediment {
+
+// ---- helpers shared by the handlers (server_util.cc) ----
+std::string RandomHex(size_t bytes);
+int HttpStatusFor(const Status& st);
+// Token from "Authorization: Bearer T" (or "Splunk T" when allow_splunk).
+std::string TokenFrom(const http::Request& req, bool allow_splunk);
+void WriteRowJson(class JsonWriter& w, const query::Row& row);
+bool ParseListen(const std::string& listen, std::string* host, uint16_t* port);
+
+inline constexpr const char* kVersion = "0.2.0";
+
+struct Server::Impl : public PartitionGroupListener {
+  ServerConfig config;
+  Env* env = Env::Default();
+  Clock* clock = Clock::Real();
+  NodeId node{0};
+  std::string advertise;  // HOST:PORT peers and clients use to reach this node
+  int64_t started_ms = 0;
+  std::string global_source;  // where Global started from, for the status page
+  std::unique_ptr<CommitLog> ingest_log;
+  std::unique_ptr<CommitLog> global_log;
+  std::unique_ptr<CommitLog> chatter_log;
+  std::unique_ptr<Global> global;
+  std::unique_ptr<Digest> digest;
+  std::unique_ptr<Membership> membership;
+  std::unique_ptr<PartitionGroup> group;
+  std::unique_ptr<http::Server> http;
+  std::string segment_dir;
+  std::atomic<bool> ready{false};  // HTTP serving: the heartbeat advertises the address
+  bool stopped = false;
+  bool kafka() const { return !config.kafka_brokers.empty(); }
+
+  // Commit-log offsets for the status page, asked by a thread of their own: a remote log's
+  // offset queries can block far beyond their timeout while brokers are down, and the status page
+  // must answer. A status request asks for a fresh reading and waits for it at most 2 s; after
+  // that it shows the last reading (and its age).
+  struct LogBounds {
+    int64_t start = -1, end = -1;  // -1: unknown
+  };
+  std::mutex bounds_mu;
+  std::condition_variable bounds_cv;
+  std::vector<LogBounds> bounds;
+  int64_t bounds_at_us = 0;    // monotonic time of the last completed reading
+  uint64_t bounds_done = 0;    // readings completed
+  uint64_t bounds_wanted = 0;  // readings asked for
+  bool bounds_stop = false;
+  std::thread bounds_thread;
+  void BoundsLoop();
+  std::vector<LogBounds> FreshBounds(int64_t* age_ms);
+
+  Result<KafkaOptions> KafkaOptionsFromConfig() const;
+  Status OpenLogs();
+  Status OpenGlobal();
+  Status Bootstrap();
+  Status StartMembership();
+  Heartbeat SelfHeartbeat() const;
+  // Before Global::Open on a node without a local snapshot: installs the newest snapshot an alive
+  // peer serves. Best effort: without one, Global replays the log from its start.
+  void FetchPeerSnapshot(const std::string& snapshot_dir);
+
+  // The secret node-to-node requests carry (config, else Global's).
+  std::string ClusterSecret() const;
+  bool IsInternalCaller(const http::Request& req) const;
+  bool IsApiCaller(const http::Request& req) const;
+
+  // PartitionGroupListener: the Kafka consumer group's decisions go to the digest.
+  void OnAssigned(const std::vector<PartitionId>& partitions) override;
+  void OnRevoked(const std::vector<PartitionId>& partitions, bool lost) override;
+
+  http::Response Handle(const http::Request& req);
+  http::Response HandleIngest(const http::Request& req, ingest::Format format, bool hec);
+  http::Response HandleQuery(const http::Request& req, const std::string& repo);
+  http::Response HandleStatus();
+  http::Response HandleCluster();
+  http::Response HandleSnapshot(const http::Request& req);
+  http::Response HandleInternalBuffers(const http::Request& req);
+  http::Response HandleInternalSegments(const http::Request& req);
+};
+
+}  // namespace sediment
