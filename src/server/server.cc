@@ -476,6 +476,8 @@ http::Response Server::Impl::HandleStatus() {
   int64_t bounds_age_ms = -1;
   std::vector<LogBounds> log_bounds = FreshBounds(&bounds_age_ms);
   w.Key("logOffsetsAgeMs").Int(bounds_age_ms);
+  // Partitions of the ingest log; "partitions" lists those this node digests.
+  w.Key("ingestPartitions").Int(ingest_log->partition_count());
   w.Key("partitions").BeginArray();
   for (const auto& p : digest->PartitionStatuses()) {
     w.BeginObject().Key("partition").Int(p.partition.value).Key("epoch").Int(p.epoch.value);

@@ -321,8 +321,8 @@ class SedimentServer:
         age = st.get("logOffsetsAgeMs", 0)
         if age is None or age < 0 or age > 5000:
             return False
-        if not st["partitions"]:
-            return False  # no partition assigned yet (a Kafka node joining its group)
+        if len(st["partitions"]) < st.get("ingestPartitions", 1):
+            return False  # not every partition assigned here yet (a Kafka node joining its group)
         for p in st["partitions"]:
             if not p.get("claimed", True) or p["logEnd"] < 0 or p["nextOffset"] < p["logEnd"]:
                 return False

@@ -6,7 +6,7 @@ from harness import SedimentServer
 
 
 def status(age_ms, parts):
-    return {"logOffsetsAgeMs": age_ms,
+    return {"logOffsetsAgeMs": age_ms, "ingestPartitions": max(1, len(parts)),
             "partitions": [{"logEnd": e, "nextOffset": n, "bufferedEvents": b} for e, n, b in parts]}
 
 
@@ -25,6 +25,9 @@ def test_caught_up_needs_known_fresh_log_ends():
     assert not SedimentServer._caught_up(status(10, [(5, 5, 3)]), need_flushed=True)
     # No partition assigned yet, or one still being claimed.
     assert not SedimentServer._caught_up(status(10, []), need_flushed=False)
+    some = status(10, [(5, 5, 0)])
+    some["ingestPartitions"] = 2
+    assert not SedimentServer._caught_up(some, need_flushed=False)
     claiming = status(10, [(5, 5, 0)])
     claiming["partitions"][0]["claimed"] = False
     assert not SedimentServer._caught_up(claiming, need_flushed=False)
