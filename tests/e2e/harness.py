@@ -290,8 +290,11 @@ class SedimentServer:
     # ---- HTTP helpers ----
 
     def status(self) -> dict:
-        r = self.session.get(self.url + "/api/v1/status", timeout=HTTP_TIMEOUT)
-        assert r.status_code == 200, f"status: {r.status_code} {r.text}"
+        return self.get_json("/api/v1/status")
+
+    def get_json(self, path: str) -> dict:
+        r = self.session.get(self.url + path, timeout=HTTP_TIMEOUT)
+        assert r.status_code == 200, f"{path}: {r.status_code} {r.text}"
         return r.json()
 
     def commit_log(self, timeout: float = HTTP_TIMEOUT) -> dict:

@@ -88,6 +88,20 @@ def test_first_start_bootstraps_sandbox_and_cli_roundtrip(server_factory, tmp_pa
     assert isinstance(status.get("partitions"), list) and status["partitions"], status
     assert "sandbox" in status.get("repositories", []), status
     assert sum(p["logEnd"] for p in status["partitions"]) >= 4  # four acknowledged ingest requests
+    assert status["node"] > 0 and status["address"], status
+
+    # The cluster view of a single node: itself alive, owning every partition, no warnings.
+    r = cli("status", "--url", s.url, "--cluster", "--json")
+    assert r.returncode == 0, r.stderr
+    view = json.loads(r.stdout)
+    assert [n["id"] for n in view["nodes"]] == [status["node"]], view
+    assert view["nodes"][0]["alive"] and view["nodes"][0]["self"], view
+    assert len(view["partitions"]) == status["ingestPartitions"], view
+    assert all(p["owner"] == status["node"] and p["ownerAlive"] for p in view["partitions"]), view
+    wait_until(lambda: all(p["lag"] == 0 for p in s.get_json("/api/v1/cluster")["partitions"]), timeout=15)
+    r = cli("status", "--url", s.url, "--cluster")
+    assert r.returncode == 0, r.stderr
+    assert "1 of 1 nodes alive" in r.stdout and "PARTITION" in r.stdout, r.stdout
 
     # A restart on the same data dir keeps the tokens and does not create new ones.
     s.restart()
