@@ -248,19 +248,10 @@ bool Digest::Claim(Slot* slot, Partition* p) {
     p->epoch = Epoch(current.value + 1);
     break;
   }
-  // The claim is applied; the log's start offset bounds where replay can begin.
-  Offset start_offset{0};
-  backoff = std::chrono::milliseconds(0);
-  while (true) {
-    if (backoff.count() > 0 && SleepUnlessStopping(slot, backoff)) return false;
-    if (Stopping(slot)) return false;
-    auto start = log_->StartOffset(p->id);
-    if (start.ok()) {
-      start_offset = *start;
-      break;
-    }
-    fail("reading the log start: " + start.status().ToString());
-  }
+  // The claim is applied. Replay starts at the replay point; when the log no longer has it, the
+  // first read says so (NotFound) and Run() reports the gap and moves to the log start. (The log's
+  // offset queries are not asked here: on Kafka they can block far beyond their timeout while a
+  // partition leader is down, and a claim must not wait for them.)
   std::lock_guard lock(p->mu);
   p->error.clear();
   global_->Read([&](const GlobalState& s) {
@@ -271,13 +262,7 @@ bool Digest::Claim(Slot* slot, Partition* p) {
       if (key.second == i) p->flushed[key.first] = pos;
     }
   });
-  p->next_offset = std::max(p->registered_replay_point, start_offset);
-  if (p->registered_replay_point < start_offset) {
-    spdlog::error(
-        "digest: partition {} replay point {} is below the log start {}: events in between "
-        "are lost",
-        i, p->registered_replay_point.value, start_offset.value);
-  }
+  p->next_offset = p->registered_replay_point;
   spdlog::info("digest: claimed partition {} (epoch {}), replaying from offset {}", i,
                p->epoch.value, p->next_offset.value);
   return true;

@@ -623,12 +623,33 @@ class KafkaLog final : public CommitLog {
                             err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
                             err == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION ||
                             err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
-      if (!settling || Clock::now() + std::chrono::milliseconds(100) >= deadline) {
+      if (!settling) {
         return NoteFailure(
             KafkaStatus(err, "watermarks of " + topic_ + "/" + std::to_string(p.value)));
       }
+      if (Clock::now() + std::chrono::milliseconds(100) >= deadline) {
+        // A leader change the handle has not learnt about is this partition's problem, not a
+        // sign that the brokers are down: it must not make other partitions' queries fail fast.
+        return Status::Unavailable("watermarks of " + topic_ + "/" + std::to_string(p.value) +
+                                   ": " + rd_kafka_err2str(err) + " (leader changing)");
+      }
+      // The handle's metadata may name a leader that is gone (librdkafka refreshes it lazily):
+      // ask for the topic's metadata now, then retry.
+      RefreshMetadata(RemainingMs(deadline));
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
+  }
+
+  void RefreshMetadata(int timeout_ms) {
+    rd_kafka_topic_t* rkt = rd_kafka_topic_new(admin_.get(), topic_.c_str(), nullptr);
+    if (rkt == nullptr) return;
+    const rd_kafka_metadata_t* md = nullptr;
+    if (rd_kafka_metadata(admin_.get(), 0, rkt, &md, std::max(timeout_ms, 1)) ==
+            RD_KAFKA_RESP_ERR_NO_ERROR &&
+        md != nullptr) {
+      rd_kafka_metadata_destroy(md);
+    }
+    rd_kafka_topic_destroy(rkt);
   }
 
   // `from` was out of the partition's range: NotFound below the start; otherwise it is past the

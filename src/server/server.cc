@@ -204,18 +204,17 @@ void Server::Impl::BoundsLoop() {
                          [this] { return bounds_stop || bounds_wanted > bounds_done; });
       if (bounds_stop) return;
     }
-    // While the log reports trouble only the first partition is asked (one slow call, not one
-    // per partition); the others show unknown.
-    bool ask = true;
+    // Every partition is asked: a partition whose leader is moving fails alone (unknown, -1), and
+    // while the brokers are known to be down the log fails each query fast.
     std::vector<LogBounds> fresh(static_cast<size_t>(ingest_log->partition_count()));
-    for (size_t i = 0; i < fresh.size() && ask; ++i) {
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      {
+        std::lock_guard lock(bounds_mu);
+        if (bounds_stop) return;
+      }
       auto start = ingest_log->StartOffset(PartitionId(static_cast<int32_t>(i)));
       auto end = ingest_log->EndOffset(PartitionId(static_cast<int32_t>(i)));
-      if (!start.ok() || !end.ok()) {
-        ask = false;
-        continue;
-      }
-      fresh[i] = LogBounds{start->value, end->value};
+      if (start.ok() && end.ok()) fresh[i] = LogBounds{start->value, end->value};
     }
     {
       std::lock_guard lock(bounds_mu);
