@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: installs dependencies when missing, builds warnings-as-errors, runs
 # the unit tests (ctest), the end-to-end tests against the real binary on the embedded log and on a
-# real Kafka broker (pytest), the broker fault tests, the benchmark drivers' smoke runs, and the
-# unit tests under ASan+UBSan. Set SEDIMENT_SKIP_SANITIZERS=1 to skip the sanitizer build.
+# real Kafka broker (pytest), the broker fault tests, the cluster fault harness, the benchmark
+# drivers' smoke runs, and the unit tests under ASan+UBSan and TSan. Set SEDIMENT_SKIP_SANITIZERS=1 to skip the sanitizer build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --test
@@ -36,6 +36,9 @@ trap - EXIT
 echo "== Kafka broker faults (1 and 3 brokers) and the broker scripts"
 "${PYTEST[@]}" tests/kafka
 "${PYTEST[@]}" tests/kafka_harness
+
+echo "== cluster fault harness (3 nodes on one broker: kill, pause, restart, wipe)"
+"${PYTEST[@]}" tests/cluster
 
 echo "== benchmark drivers, smoke runs"
 ctest --test-dir build --output-on-failure --timeout 300 -R '^bench_(kafka_)?smoke$'

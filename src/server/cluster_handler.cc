@@ -173,12 +173,18 @@ http::Response Server::Impl::HandleCluster() {
   };
   std::vector<NodeView> views = membership->Nodes();
   std::map<int64_t, NodeRow> nodes;
+  std::vector<std::string> warnings;
   for (const auto& v : views) {
     NodeRow& row = nodes[v.node.value];
     row.address = v.address;
-    row.alive = v.alive;
+    // A node that heartbeats without an address is still starting: it serves nothing yet, and
+    // queries treat it as down, so the view does too.
+    row.alive = v.alive && !v.address.empty();
     row.age_ms = v.age_ms;
     row.hb = &v.last;
+    if (v.alive && v.address.empty() && v.node != node) {
+      warnings.push_back("node " + std::to_string(v.node.value) + " is starting (not serving yet)");
+    }
   }
   nodes[node.value].alive = true;
   nodes[node.value].address = advertise;
@@ -204,7 +210,6 @@ http::Response Server::Impl::HandleCluster() {
     if (ps.epoch.value > 0) ++nodes[ps.owner.value].owned;
   }
 
-  std::vector<std::string> warnings;
   uint64_t unreachable = 0;
   for (const auto& [id, row] : nodes) {
     if (row.alive || row.segments == 0) continue;

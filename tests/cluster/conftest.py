@@ -1,0 +1,120 @@
+"""Fixtures for the cluster fault tests: one real Kafka broker per module (scripts/kafka/cluster.py)
+and SedimentClusters of real `sediment server` processes on it (cluster_harness.py), all on
+127.0.0.1.
+
+Contract:
+- The broker is started here and stopped by pid at module teardown, also when a test fails; before
+  each test it is restarted if an earlier test left it down. Every cluster a test makes gets its
+  own topic prefix and is stopped by pid (stop_all) at test teardown.
+- Each test is bounded: faulthandler aborts the run with tracebacks after CLUSTER_TEST_TIMEOUT
+  seconds (default 240).
+- Skipped with the reason when java or kcat is missing, or when the sediment binary has no
+  cluster flags yet (test_checker.py's pure tests run regardless).
+- On failure the fault timeline, every node's log tail and the broker's log tail are attached.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cluster_harness import KafkaCluster, SedimentCluster, cluster_support  # noqa: E402
+
+TEST_TIMEOUT = float(os.environ.get("CLUSTER_TEST_TIMEOUT", "240"))
+BROKER_START_TIMEOUT = 180.0
+
+_MISSING = [tool for tool in ("java", "kcat") if not shutil.which(tool)]
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs_cluster: starts Kafka and sediment nodes")
+    config.addinivalue_line("markers", "soak: the randomized soak (CLUSTER_SOAK_SECONDS)")
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = None
+    if _MISSING:
+        reason = f"needs {', '.join(_MISSING)} on PATH (see scripts/kafka/README.md)"
+    elif any(item.get_closest_marker("needs_cluster") for item in items):
+        reason = cluster_support()
+    if not reason:
+        return
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if item.get_closest_marker("needs_cluster"):
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _bounded_test():
+    """Aborts the whole run with tracebacks if one test hangs."""
+    faulthandler.dump_traceback_later(TEST_TIMEOUT, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+
+
+@pytest.fixture(scope="module")
+def _module_kafka(tmp_path_factory):
+    kc = KafkaCluster(tmp_path_factory.mktemp("kafka"), brokers=1)
+    try:
+        kc.start(timeout=BROKER_START_TIMEOUT)
+        yield kc
+    finally:
+        kc.stop()
+
+
+@pytest.fixture
+def kafka(_module_kafka) -> KafkaCluster:
+    """The module's 1-broker Kafka, running."""
+    if not _module_kafka.is_running(0):
+        _module_kafka.restart(0, timeout=BROKER_START_TIMEOUT)
+    return _module_kafka
+
+
+@pytest.fixture
+def make_cluster(kafka, tmp_path):
+    """make(n=3, **SedimentCluster kwargs) -> a started SedimentCluster on the module's broker;
+    every cluster is stopped by pid at teardown."""
+    made: list[SedimentCluster] = []
+
+    def make(n: int = 3, start: bool = True, **kw) -> SedimentCluster:
+        c = SedimentCluster(kafka, tmp_path / f"cluster-{len(made)}", n, **kw)
+        made.append(c)
+        if start:
+            c.start()
+        return c
+
+    make.clusters = made  # type: ignore[attr-defined] - read by pytest_runtest_makereport
+    try:
+        yield make
+    finally:
+        for c in made:
+            c.stop_all()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """On failure: the fault timeline, each node's log tail (every start) and the broker's log."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when != "call" or not rep.failed:
+        return
+    funcargs = getattr(item, "funcargs", {})
+    for ci, c in enumerate(getattr(funcargs.get("make_cluster"), "clusters", [])):
+        rep.sections.append((f"cluster {ci} timeline", c.timeline_text()))
+        for n in c.nodes:
+            rep.sections.append((f"cluster {ci} node {n.index} (:{n.port}, ids {n.node_ids}) log",
+                                 n.log_text(all_runs=True)[-8000:]))
+    kc = funcargs.get("kafka")
+    if isinstance(kc, KafkaCluster) and kc.state is not None:
+        for node in kc.state["nodes"]:
+            log = Path(node["dir"]) / "server.log"
+            if log.exists():
+                rep.sections.append((f"kafka node {node['index']} server.log", log.read_text(errors="replace")[-4000:]))

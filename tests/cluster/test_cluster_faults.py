@@ -1,0 +1,315 @@
+"""Faults in a 3-node sediment cluster on one Kafka broker (issue 4; DESIGN P2, P5, section 6).
+
+Each scenario has a fixed seed (which node is the victim, which node is queried, the clients'
+datasource choices) and runs a sustained workload of 4 clients spread round-robin over the up
+nodes. The checker (cluster_harness.check_cluster) waits until the cluster is quiet and then
+requires every acknowledged event exactly once, nothing unknown, no warnings -- or, while a node's
+only copies are gone (killed node still down, wiped data dir), missing events only together with a
+warning that names them (P5) and everything acknowledged after the fault present.
+
+- started together: one cluster id, distinct node ids, partitions spread, strict check everywhere;
+- broker restart under ingest: no node dies, ingest resumes on every node, strict check;
+- kill -9 an owner: takeover, recovery time printed, relaxed check while it is down, rejoin with
+  the same id, strict check through every node, no orphan files; queries meanwhile never
+  return an event twice;
+- SIGSTOP an owner past the session timeout, SIGCONT: fenced (no ownership or segment files
+  under the old epoch), strict check;
+- wiped data dir: new node id, Global from a peer's snapshot, relaxed check.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+
+import pytest
+
+from cluster_harness import (
+    ClusterWorkload,
+    SEGMENT_NAME_RE,
+    DuplicateWatcher,
+    SedimentCluster,
+    check_cluster,
+    format_view,
+    log_lines,
+    marker,
+    measure_recovery,
+    now_ms,
+    owned_by,
+    pick_owner,
+    segment_files,
+    summarize,
+    wait_no_orphans,
+    wait_until,
+)
+
+pytestmark = pytest.mark.needs_cluster
+
+CLIENTS = 4
+PAUSE_S = 12.0  # SIGSTOP length: twice the 6000 ms session timeout
+RECOVERY_TARGET_S = 15.0
+TAKEOVER_TIMEOUT_S = 60.0
+PEER_SNAPSHOT_RE = r"global: loaded snapshot from peer node (\d+) at offset (\d+)"
+
+
+def start_workload(c: SedimentCluster, run: str, seed: int) -> ClusterWorkload:
+    wl = ClusterWorkload(c, run, CLIENTS, seed=seed)
+    wl.__enter__()
+    wl.wait_for_ok_started_after(c.t0, timeout=30, what="first acknowledged ingest")
+    return wl
+
+
+def takeover_done(view: dict, old: dict[int, int], victim_id: int) -> bool:
+    """Every partition in `old` (partition -> epoch the victim held) is owned by another live node
+    under a newer epoch."""
+    by_p = {p["partition"]: p for p in view["partitions"]}
+    return all(by_p[p]["owner"] not in (0, victim_id) and by_p[p]["ownerAlive"] and by_p[p]["epoch"] > e
+               for p, e in old.items())
+
+
+def node_alive(view: dict, node_id: int) -> bool:
+    return any(n["id"] == node_id and n["alive"] for n in view["nodes"])
+
+
+def test_nodes_started_together_form_one_cluster(make_cluster):
+    """Three nodes launched at once with the same flags: one cluster id, distinct node ids, every
+    node alive in every view, every partition owned, each node owning some; ingest through each
+    node and a strict check through each node."""
+    c = make_cluster(3)
+    c.wait_quiet(timeout=60)
+    ids = [n.node_id for n in c.nodes]
+    assert all(ids) and len(set(ids)) == 3, f"node ids {ids}"
+    views = [c.cluster_view(i) for i in range(3)]
+    assert len({v["clusterId"] for v in views}) == 1, f"cluster ids {[v['clusterId'] for v in views]}"
+    for i, v in enumerate(views):
+        assert v["self"] == ids[i], f"node {i}: self {v['self']}, status says {ids[i]}"
+        alive = {n["id"] for n in v["nodes"] if n["alive"]}
+        assert alive >= set(ids), f"node {i} sees alive {alive}, want {ids}\n{format_view(v)}"
+        addrs = {n["id"]: n["address"] for n in v["nodes"]}
+        assert all(addrs.get(n.node_id) == n.address for n in c.nodes), f"node {i}: addresses {addrs}"
+    spread = c.wait_view(0, lambda v: all(c.owners(v).get(i) for i in ids), timeout=30,
+                         what="every node owning some partition")
+    print(f"partition owners: {c.owners(spread)}")
+    run = marker("join")
+    wl = start_workload(c, run, seed=4000)
+    try:
+        time.sleep(3.0)
+        wl.hold()
+        per_node = {i: sum(1 for r in wl.records() if r.status == 200 and r.node == i) for i in range(3)}
+        assert all(per_node.values()), f"acknowledged requests per node: {per_node}"
+        check_cluster(c, wl, "started together", all_nodes=True)
+    finally:
+        wl.stop()
+
+
+def test_broker_restart_under_ingest(make_cluster):
+    """The broker is killed for 10 s under ingest and restarted: no node dies, ingest resumes on
+    every node, the cluster becomes quiet again and the strict check passes through every node;
+    queries meanwhile never return an event twice."""
+    c = make_cluster(3)
+    c.wait_quiet(timeout=60)
+    run = marker("broker")
+    wl = start_workload(c, run, seed=4404)
+    watcher = DuplicateWatcher(c, run, c.up_nodes)
+    watcher.start()
+    try:
+        time.sleep(3.0)
+        t_kill = c.kill_broker()
+        time.sleep(10.0)
+        t_back = c.restart_broker()
+        first = wl.wait_for_ok_started_after(t_back, timeout=60, what="ingest resumed after the broker restart")
+        print(f"first 200 {first.end - t_back:.1f}s after the broker served again")
+        resumed = wait_until(
+            lambda: {r.node for r in wl.records() if r.status == 200 and r.start > t_back} >= {0, 1, 2},
+            timeout=60, interval=0.5, what="a 200 from every node after the broker restart")
+        time.sleep(3.0)
+        wl.hold()
+        watcher.stop()
+        print(watcher.summary())
+        print(summarize(wl.records(), c.t0, {"broker_kill": t_kill, "broker_back": t_back}))
+        print(f"ingest answers: {wl.status_counts()}")
+        c.assert_running()
+        check_cluster(c, wl, "after broker restart", all_nodes=True, quiet_timeout=120)
+        assert resumed
+        assert not watcher.violations, "queries returned events twice:\n" + "\n".join(watcher.violations[:10])
+    finally:
+        if watcher.is_alive():
+            watcher.stop()
+        wl.stop()
+
+
+def test_kill_owner_takeover_rejoin_and_queries_never_duplicate(make_cluster):
+    """kill -9 a partition owner during sustained ingest: its partitions go to the others, the
+    recovery time is printed, nothing acknowledged is lost (missing only with a warning while the
+    killed node, the only holder of its segments, is down); restarted, it rejoins under the same
+    node id and the strict check passes on every node. A thread queries a surviving node all along:
+    no answer may hold an event twice."""
+    rng = random.Random(4101)
+    c = make_cluster(3)
+    c.wait_quiet(timeout=60)
+    run = marker("kill")
+    wl = start_workload(c, run, seed=4101)
+    watcher = None
+    try:
+        time.sleep(4.0)
+        view = c.cluster_view(c.up_nodes()[0].index)
+        victim = pick_owner(c, view, rng)
+        via = rng.choice([n.index for n in c.up_nodes() if n.index != victim])
+        victim_id = c.node(victim).node_id
+        old = owned_by(view, victim_id)
+        print(f"victim node {victim} (id {victim_id}) owns partitions {old}; querying through node {via}")
+        watcher = DuplicateWatcher(c, run, lambda: [c.node(via)])
+        watcher.start()
+        time.sleep(1.0)
+
+        wall_kill = now_ms()
+        t_kill = c.kill(victim)
+        rec = measure_recovery(c, wl, t_kill, wall_kill, via, old)
+        c.mark(f"recovered: {rec.seconds:.1f}s")
+        print(rec.line(RECOVERY_TARGET_S))
+        took = c.wait_view(via, lambda v: takeover_done(v, old, victim_id), timeout=TAKEOVER_TIMEOUT_S,
+                           what=f"partitions {sorted(old)} of the killed node owned by others under new epochs")
+        t_taken = c.mark("takeover visible in the view")
+        print(f"takeover visible {t_taken - t_kill:.1f}s after the kill")
+        print(format_view(took))
+        time.sleep(3.0)
+        wl.hold()
+        c.mark("workload held")
+        after_kill = {i for r in wl.records() if r.status == 200 and r.start > t_kill for i in r.ids}
+        check_cluster(c, wl, "killed node down", via=via, allow_missing_with_warning=True, required=after_kill)
+
+        wl.release()
+        c.restart(victim)
+        assert c.node(victim).node_id == victim_id, (
+            f"node {victim} came back with id {c.node(victim).node_id}, had {victim_id} (node-id must be stable)")
+        c.wait_view(via, lambda v: node_alive(v, victim_id), timeout=30, what=f"restarted node {victim_id} alive")
+        time.sleep(6.0)  # ingest across the rebalance the rejoin causes
+        wl.hold()
+        c.mark("workload held")
+        watcher.stop()
+        c.mark("watcher stopped")
+        print(watcher.summary())
+        print(summarize(wl.records(), c.t0, {"kill": t_kill, "takeover": t_taken}))
+        print(f"ingest answers: {wl.status_counts()}")
+        check_cluster(c, wl, "after rejoin", all_nodes=True)
+        print(f"segment files per node match Global: {wait_no_orphans(c, via)}")
+        assert not watcher.violations, "queries during the failover returned events twice:\n" + "\n".join(
+            watcher.violations[:10])
+        assert watcher.ok_answers >= 3, f"the watcher got too few answers to prove anything: {watcher.summary()}"
+    finally:
+        if watcher is not None and watcher.is_alive():
+            watcher.stop()
+        wl.stop()
+
+
+def test_paused_owner_is_fenced(make_cluster):
+    """SIGSTOP a partition owner for twice the session timeout: another node takes its partitions
+    under a newer epoch; SIGCONT: the stale owner registers nothing under its old epoch, the view no
+    longer shows it as owner under that epoch, and the strict check passes on every node."""
+    rng = random.Random(4202)
+    c = make_cluster(3)
+    c.wait_quiet(timeout=60)
+    run = marker("pause")
+    wl = start_workload(c, run, seed=4202)
+    try:
+        time.sleep(3.0)
+        view = c.cluster_view(c.up_nodes()[0].index)
+        victim = pick_owner(c, view, rng)
+        via = rng.choice([n.index for n in c.up_nodes() if n.index != victim])
+        node = c.node(victim)
+        victim_id = node.node_id
+        old = owned_by(view, victim_id)
+        print(f"victim node {victim} (id {victim_id}) owns partitions {old}; querying through node {via}")
+
+        wall_pause = time.time()
+        t_pause = c.pause(victim)
+        took = c.wait_view(via, lambda v: takeover_done(v, old, victim_id),
+                           timeout=c.session_timeout_ms / 1000 + TAKEOVER_TIMEOUT_S,
+                           what=f"partitions {sorted(old)} of the paused node owned by others under new epochs")
+        t_taken = c.mark("takeover visible in the view")
+        print(f"takeover visible {t_taken - t_pause:.1f}s after SIGSTOP")
+        print(format_view(took))
+        time.sleep(max(0.0, t_pause + PAUSE_S - time.monotonic()))
+        log_before = len(node.log_text())
+        c.resume(victim)
+        time.sleep(8.0)  # the resumed node may try to flush/register with its old epoch now
+        view = c.wait_view(via, lambda v: node_alive(v, victim_id), timeout=30, what=f"resumed node {victim_id} alive")
+        by_p = {p["partition"]: p for p in view["partitions"]}
+        stale = {p: (by_p[p]["owner"], by_p[p]["epoch"]) for p, e in old.items()
+                 if by_p[p]["owner"] == victim_id and by_p[p]["epoch"] <= e}
+        assert not stale, f"the resumed node is still owner under its old epoch: {stale}\n{format_view(view)}"
+        wl.hold()
+        c.mark("workload held")
+        print(summarize(wl.records(), c.t0, {"pause": t_pause, "takeover": t_taken}))
+        print(f"ingest answers: {wl.status_counts()}")
+        check_cluster(c, wl, "after SIGCONT", all_nodes=True)
+
+        # Fencing, as far as it is observable: the digest names segment files
+        # p<partition>-e<epoch>-..., so a flush the stale owner made after SIGCONT under its old
+        # epoch is a file with that name written after the SIGSTOP. A rejected registration
+        # removes its file; one that is still there was registered (fencing failed) or left as
+        # an orphan. Either way the file counts must match Global's (wait_no_orphans).
+        def stale_files():
+            return sorted(name for name, mtime in segment_files(node).items()
+                          if (m := SEGMENT_NAME_RE.match(name)) and int(m.group(1)) in old
+                          and int(m.group(2)) == old[int(m.group(1))] and mtime > wall_pause + 1.0)
+
+        counts = wait_no_orphans(c, via)
+        print(f"segment files per node match Global: {counts}")
+        stale = stale_files()
+        assert not stale, f"the resumed node kept segment files written under its old epoch after SIGSTOP: {stale[:10]}"
+        after = node.log_text()[log_before:]
+        notes = [ln for ln in after.splitlines()
+                 if re.search(r"revoked|lost|claimed|removing|rejected|stale|epoch", ln, re.I)]
+        print("resumed node's log after SIGCONT (ownership lines):\n" + "\n".join(notes[:30]))
+        rejected = [ln for ln in notes if re.search(r"stale epoch", ln)]
+        print(f"fencing exercised: {len(rejected)} registrations of the resumed node rejected for a stale epoch")
+    finally:
+        wl.stop()
+
+
+def test_wiped_node_rejoins_from_peer_snapshot(make_cluster):
+    """A node stopped, its data dir wiped and started again rejoins with a new node id, loads Global
+    from a peer's snapshot (log line), and is alive in the view. Events whose segments lived only on
+    the wiped node may be missing, but only with a warning; no duplicates, and every event
+    acknowledged after the restart is present."""
+    rng = random.Random(4303)
+    c = make_cluster(3)
+    c.wait_quiet(timeout=60)
+    run = marker("wipe")
+    wl = start_workload(c, run, seed=4303)
+    try:
+        time.sleep(4.0)
+        victim = rng.randrange(3)
+        via = rng.choice([i for i in range(3) if i != victim])
+        node = c.node(victim)
+        old_id = node.node_id
+        others = {c.node(i).node_id for i in range(3) if i != victim}
+        c.stop_node(victim)
+        c.wipe(victim)
+        c.launch(victim)
+        t_up = c.wait_up(victim)
+        new_id = node.node_id
+        assert new_id and new_id != old_id, f"wiped node came back with id {new_id} (had {old_id})"
+        lines = log_lines(node, PEER_SNAPSHOT_RE, all_runs=False)
+        print(f"node {victim}: id {old_id} -> {new_id}; {lines[:1]}")
+        assert lines, f"the wiped node did not log loading Global from a peer's snapshot\n{node.describe()}"
+        peer = int(re.search(PEER_SNAPSHOT_RE, lines[0]).group(1))
+        assert peer in others, f"snapshot from node {peer}, not one of the peers {sorted(others)}"
+        source = node.status().get("globalSource")
+        print(f"node {victim} status globalSource: {source!r}")
+        if source is not None:
+            assert f"snapshot from peer node {peer}" in source, f"status globalSource {source!r}, log says peer {peer}"
+        c.wait_view(via, lambda v: node_alive(v, new_id), timeout=30, what=f"wiped node {new_id} alive")
+        time.sleep(5.0)
+        wl.hold()
+        c.mark("workload held")
+        print(f"ingest answers: {wl.status_counts()}")
+        after_restart = {i for r in wl.records() if r.status == 200 and r.start > t_up for i in r.ids}
+        assert after_restart, "nothing was acknowledged after the restart"
+        check_cluster(c, wl, "after wipe", via=via, allow_missing_with_warning=True, required=after_restart)
+        check_cluster(c, wl, "after wipe, via the wiped node", via=victim, allow_missing_with_warning=True,
+                      required=after_restart)
+    finally:
+        wl.stop()
