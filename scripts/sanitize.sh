@@ -25,8 +25,10 @@ case "$mode" in
     ;;
 esac
 dir="build-$mode"
-cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEDIMENT_SANITIZE="$sanitize" \
-  >/dev/null
+# -O1 -g1: sanitizer builds compile about a third faster than -O2 -g and still give line numbers
+# in reports (the suite's time budget is 25 minutes on 2 cores).
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
+  -DSEDIMENT_SANITIZE="$sanitize" >/dev/null
 # The build log is shown only on failure: under TSan, GCC warns (-Wtsan) that the
 # std::atomic_thread_fence used inside Boost.Asio is not modelled, once per translation unit.
 log="$dir/sanitize-build.log"

@@ -76,6 +76,11 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+# Figures the scenarios measured (recovery times), printed at the end of the pytest run by
+# conftest.py's terminal summary, since test output is captured.
+FIGURES: list[str] = []
+
+
 def cluster_support(binary: str | None = None) -> str | None:
     """None when `sediment server --help` lists the cluster flags, else the reason it cannot run a
     cluster (for a skip message)."""

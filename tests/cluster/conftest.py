@@ -8,8 +8,8 @@ Contract:
   own topic prefix and is stopped by pid (stop_all) at test teardown.
 - Each test is bounded: faulthandler aborts the run with tracebacks after CLUSTER_TEST_TIMEOUT
   seconds (default 240).
-- Skipped with the reason when java or kcat is missing, or when the sediment binary has no
-  cluster flags yet (test_checker.py's pure tests run regardless).
+- Skipped with the reason when java or kcat is missing; a sediment binary without the cluster
+  flags fails every test here.
 - On failure the fault timeline, every node's log tail and the broker's log tail are attached.
 """
 
@@ -25,7 +25,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from cluster_harness import KafkaCluster, SedimentCluster, cluster_support  # noqa: E402
+from cluster_harness import FIGURES, KafkaCluster, SedimentCluster, cluster_support  # noqa: E402
 
 TEST_TIMEOUT = float(os.environ.get("CLUSTER_TEST_TIMEOUT", "240"))
 BROKER_START_TIMEOUT = 180.0
@@ -39,17 +39,20 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    reason = None
-    if _MISSING:
-        reason = f"needs {', '.join(_MISSING)} on PATH (see scripts/kafka/README.md)"
-    elif any(item.get_closest_marker("needs_cluster") for item in items):
-        reason = cluster_support()
-    if not reason:
+    """Skips only when the machine lacks java/kcat. A sediment binary without the cluster flags is
+    a failure of every cluster test (never a silent skip)."""
+    if not _MISSING:
         return
-    skip = pytest.mark.skip(reason=reason)
+    skip = pytest.mark.skip(reason=f"needs {', '.join(_MISSING)} on PATH (see scripts/kafka/README.md)")
     for item in items:
         if item.get_closest_marker("needs_cluster"):
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _binary_supports_clusters():
+    reason = cluster_support()
+    assert reason is None, reason
 
 
 @pytest.fixture(autouse=True)
@@ -118,3 +121,10 @@ def pytest_runtest_makereport(item, call):
             log = Path(node["dir"]) / "server.log"
             if log.exists():
                 rep.sections.append((f"kafka node {node['index']} server.log", log.read_text(errors="replace")[-4000:]))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if FIGURES:
+        terminalreporter.section("cluster figures")
+        for line in FIGURES:
+            terminalreporter.write_line(line)

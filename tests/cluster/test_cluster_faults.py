@@ -26,6 +26,7 @@ import time
 import pytest
 
 from cluster_harness import (
+    FIGURES,
     ClusterWorkload,
     SEGMENT_NAME_RE,
     DuplicateWatcher,
@@ -168,10 +169,12 @@ def test_kill_owner_takeover_rejoin_and_queries_never_duplicate(make_cluster):
         rec = measure_recovery(c, wl, t_kill, wall_kill, via, old)
         c.mark(f"recovered: {rec.seconds:.1f}s")
         print(rec.line(RECOVERY_TARGET_S))
+        FIGURES.append(rec.line(RECOVERY_TARGET_S))
         took = c.wait_view(via, lambda v: takeover_done(v, old, victim_id), timeout=TAKEOVER_TIMEOUT_S,
                            what=f"partitions {sorted(old)} of the killed node owned by others under new epochs")
         t_taken = c.mark("takeover visible in the view")
         print(f"takeover visible {t_taken - t_kill:.1f}s after the kill")
+        FIGURES.append(f"takeover visible in the cluster view {t_taken - t_kill:.1f} s after the kill")
         print(format_view(took))
         time.sleep(3.0)
         wl.hold()
