@@ -175,6 +175,39 @@ std::optional<http::Response> ParseQueryBody(const std::string& body, std::strin
   return std::nullopt;
 }
 
+query::SegmentSource SegmentSourceOf(const SegmentRecord& seg, const std::string& segment_dir) {
+  query::SegmentSource src;
+  src.path = JoinPath(segment_dir, seg.file_name);
+  src.id = seg.id;
+  src.datasource = seg.datasource;
+  src.partition = seg.partition;
+  src.min_ts = seg.min_ts;
+  src.max_ts = seg.max_ts;
+  return src;
+}
+
+// POSTs an internal query to a peer on its own thread.
+std::future<Result<http::ClientResponse>> PostToPeer(const std::string& address,
+                                                     const std::string& path,
+                                                     const InternalQuery& q,
+                                                     const std::string& secret) {
+  return std::async(std::launch::async, [url = "http://" + address + path,
+                                         body = EncodeInternalQuery(q), secret] {
+    return http::Fetch(
+        "POST", url, {{"Authorization", "Bearer " + secret}, {"Content-Type", "application/json"}},
+        body, kPeerTimeout);
+  });
+}
+
+// A peer's match-set answer, or what went wrong (transport, HTTP status, corrupt body).
+Result<query::MatchSet> PeerMatches(const Result<http::ClientResponse>& r) {
+  if (!r.ok()) return r.status();
+  if (r->status != 200) {
+    return Status::Unavailable("HTTP " + std::to_string(r->status) + ": " + r->body.substr(0, 300));
+  }
+  return query::DecodeMatchSet(r->body);
+}
+
 http::Response MatchSetResponse(const query::MatchSet& set) {
   http::Response r;
   r.content_type = "application/octet-stream";
@@ -269,44 +302,27 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
     }
     InternalQuery q = base;
     q.partitions = parts;
-    const std::string url = "http://" + view->address + "/internal/v1/query/buffers";
-    const std::string body = EncodeInternalQuery(q);
-    const std::string secret = ClusterSecret();
-    buffer_calls.push_back(PeerCall{owner, ids, std::async(std::launch::async, [url, body, secret] {
-                                      return http::Fetch("POST", url,
-                                                         {{"Authorization", "Bearer " + secret},
-                                                          {"Content-Type", "application/json"}},
-                                                         body, kPeerTimeout);
-                                    })});
+    buffer_calls.push_back(PeerCall{
+        owner, ids, PostToPeer(view->address, "/internal/v1/query/buffers", q, ClusterSecret())});
   }
   for (auto& call : buffer_calls) {
     auto r = call.reply.get();
-    std::string problem;
-    if (!r.ok()) {
-      problem = r.status().ToString();
-    } else if (r->status != 200) {
-      problem = "HTTP " + std::to_string(r->status) + ": " + r->body.substr(0, 300);
-    } else {
-      auto set = query::DecodeMatchSet(r->body);
-      if (!set.ok()) {
-        problem = set.status().ToString();
-      } else {
-        for (auto& src : set->sources) buffered.push_back(std::move(src));
-        for (auto& w : set->warnings) warnings.push_back(std::move(w));
-        const std::string applied = HeaderOf(*r, "X-Sediment-Global-Applied");
-        if (!applied.empty()) need_applied = std::max<int64_t>(need_applied, std::stoll(applied));
-        const std::string missing = HeaderOf(*r, "X-Sediment-Missing-Partitions");
-        if (!missing.empty()) {
-          warnings.push_back("partitions " + missing + ": owner node " + std::to_string(call.node) +
-                             " is still claiming them; their newest events (not yet in "
-                             "segments) may be missing");
-        }
-      }
-    }
-    if (!problem.empty()) {
+    auto set = PeerMatches(r);
+    if (!set.ok()) {
       warnings.push_back("partitions " + JoinInts(call.partitions) + ": owner node " +
-                         std::to_string(call.node) + " did not answer (" + problem +
+                         std::to_string(call.node) + " did not answer (" + set.status().ToString() +
                          "); their newest events (not yet in segments) are missing");
+      continue;
+    }
+    for (auto& src : set->sources) buffered.push_back(std::move(src));
+    for (auto& w : set->warnings) warnings.push_back(std::move(w));
+    const std::string applied = HeaderOf(*r, "X-Sediment-Global-Applied");
+    if (!applied.empty()) need_applied = std::max<int64_t>(need_applied, std::stoll(applied));
+    const std::string missing = HeaderOf(*r, "X-Sediment-Missing-Partitions");
+    if (!missing.empty()) {
+      warnings.push_back("partitions " + missing + ": owner node " + std::to_string(call.node) +
+                         " is still claiming them; their newest events (not yet in segments) may "
+                         "be missing");
     }
   }
 
@@ -329,14 +345,7 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
         remote[seg.node.value].push_back(seg);
         continue;
       }
-      query::SegmentSource src;
-      src.path = JoinPath(segment_dir, seg.file_name);
-      src.id = seg.id;
-      src.datasource = seg.datasource;
-      src.partition = seg.partition;
-      src.min_ts = seg.min_ts;
-      src.max_ts = seg.max_ts;
-      input.segments.push_back(std::move(src));
+      input.segments.push_back(SegmentSourceOf(seg, segment_dir));
     }
     flushed = st.flushed_through;
   });
@@ -372,43 +381,26 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
       continue;
     }
     InternalQuery q = base;
-    for (const auto& s : segs) q.segments.push_back(s.id);
-    const std::string url = "http://" + view->address + "/internal/v1/query/segments";
-    const std::string body = EncodeInternalQuery(q);
-    const std::string secret = ClusterSecret();
-    segment_calls.push_back(SegmentCall{
-        holder, std::move(segs), std::async(std::launch::async, [url, body, secret] {
-          return http::Fetch(
-              "POST", url,
-              {{"Authorization", "Bearer " + secret}, {"Content-Type", "application/json"}}, body,
-              kPeerTimeout);
-        })});
+    for (const auto& seg : segs) q.segments.push_back(seg.id);
+    segment_calls.push_back(
+        SegmentCall{holder, std::move(segs),
+                    PostToPeer(view->address, "/internal/v1/query/segments", q, ClusterSecret())});
   }
   for (auto& call : segment_calls) {
-    auto r = call.reply.get();
-    std::string problem;
-    if (!r.ok()) {
-      problem = r.status().ToString();
-    } else if (r->status != 200) {
-      problem = "HTTP " + std::to_string(r->status) + ": " + r->body.substr(0, 300);
-    } else {
-      auto set = query::DecodeMatchSet(r->body);
-      if (!set.ok()) {
-        problem = set.status().ToString();
-      } else {
-        for (auto& src : set->sources) input.buffered.push_back(std::move(src));
-        for (auto& w : set->warnings)
-          warnings.push_back("node " + std::to_string(call.node) + ": " + w);
-        if (set->truncated) {
-          warnings.push_back("node " + std::to_string(call.node) + " sent the first " +
-                             std::to_string(remote_max) +
-                             " matching events only; narrow the search or the time range");
-        }
-      }
-    }
-    if (!problem.empty()) {
+    auto set = PeerMatches(call.reply.get());
+    if (!set.ok()) {
       warnings.push_back(DescribeSegments(call.segments) + " on node " + std::to_string(call.node) +
-                         " could not be searched: " + problem);
+                         " could not be searched: " + set.status().ToString());
+      continue;
+    }
+    for (auto& src : set->sources) input.buffered.push_back(std::move(src));
+    for (auto& w : set->warnings) {
+      warnings.push_back("node " + std::to_string(call.node) + ": " + w);
+    }
+    if (set->truncated) {
+      warnings.push_back("node " + std::to_string(call.node) + " sent the first " +
+                         std::to_string(remote_max) +
+                         " matching events only; narrow the search or the time range");
     }
   }
 
@@ -492,15 +484,7 @@ http::Response Server::Impl::HandleInternalSegments(const http::Request& req) {
         not_here.push_back(id.value);
         continue;
       }
-      const SegmentRecord& seg = it->second;
-      query::SegmentSource src;
-      src.path = JoinPath(segment_dir, seg.file_name);
-      src.id = seg.id;
-      src.datasource = seg.datasource;
-      src.partition = seg.partition;
-      src.min_ts = seg.min_ts;
-      src.max_ts = seg.max_ts;
-      input.segments.push_back(std::move(src));
+      input.segments.push_back(SegmentSourceOf(it->second, segment_dir));
     }
   });
   query::ExecOptions exec;
