@@ -14,6 +14,11 @@ namespace {
 // Messages remembered per partition for dropping duplicates (a producer's retries land within
 // seconds of the original; 100k messages is minutes of traffic at the highest rates).
 constexpr size_t kDedupWindow = 100'000;
+
+// Retry delay after a failure: doubles from 100 ms up to 5 s.
+int64_t NextBackoffMs(int64_t ms) {
+  return std::min<int64_t>(std::max<int64_t>(ms * 2, 100), 5000);
+}
 }  // namespace
 
 struct Digest::Partition {
@@ -221,17 +226,11 @@ void Digest::Supervise(std::shared_ptr<Slot> slot) {
 
 bool Digest::Claim(Slot* slot, Partition* p) {
   const int32_t i = p->id.value;
-  std::chrono::milliseconds backoff{0};
-  auto fail = [&](const std::string& what) {
-    spdlog::warn("digest: partition {}: {}; retrying", i, what);
-    std::lock_guard lock(p->mu);
-    p->error = what;
-    backoff = std::min<std::chrono::milliseconds>(
-        std::max<std::chrono::milliseconds>(backoff * 2, std::chrono::milliseconds(100)),
-        std::chrono::milliseconds(5000));
-  };
+  int64_t backoff_ms = 0;
   while (true) {
-    if (backoff.count() > 0 && SleepUnlessStopping(slot, backoff)) return false;
+    if (backoff_ms > 0 && SleepUnlessStopping(slot, std::chrono::milliseconds(backoff_ms))) {
+      return false;
+    }
     if (Stopping(slot)) return false;
     Epoch current{0};
     global_->Read([&](const GlobalState& s) {
@@ -242,7 +241,13 @@ bool Digest::Claim(Slot* slot, Partition* p) {
     if (!claimed.ok()) {
       // Rejected: another claim came first; read the new epoch and try again.
       if (claimed.status().code() == StatusCode::kRejected) continue;
-      fail("claiming: " + claimed.status().ToString());
+      const std::string what = "claiming: " + claimed.status().ToString();
+      spdlog::warn("digest: partition {}: {}; retrying", i, what);
+      {
+        std::lock_guard lock(p->mu);
+        p->error = what;
+      }
+      backoff_ms = NextBackoffMs(backoff_ms);
       continue;
     }
     p->epoch = Epoch(current.value + 1);
@@ -480,7 +485,7 @@ bool Digest::Run(Slot* slot, Partition* p) {
       }
       std::lock_guard lock(p->mu);
       p->error = records.status().ToString();
-      backoff_ms = std::min<int64_t>(std::max<int64_t>(backoff_ms * 2, 100), 5000);
+      backoff_ms = NextBackoffMs(backoff_ms);
       continue;
     }
     (void)ProcessRecords(p, *records);
@@ -508,7 +513,7 @@ bool Digest::Run(Slot* slot, Partition* p) {
         if (st.code() == StatusCode::kRejected) return false;
       }
     }
-    backoff_ms = failed ? std::min<int64_t>(std::max<int64_t>(backoff_ms * 2, 100), 5000) : 0;
+    backoff_ms = failed ? NextBackoffMs(backoff_ms) : 0;
     if (!failed && !due.empty()) {
       std::lock_guard lock(p->mu);
       p->error.clear();
