@@ -1,6 +1,7 @@
 // The deterministic apply rule of Global (global.h). Every rejection returns before the first
 // mutation, so a Rejected event leaves the state untouched.
 #include <algorithm>
+#include <set>
 
 #include "global/global.h"
 
@@ -107,6 +108,8 @@ class Applier {
     s_->next_segment_id = SegmentId(id.value + 1);
     SegmentRecord stored = seg;
     stored.id = id;
+    stored.replicas = {seg.node};
+    stored.merge_inputs.clear();
     s_->segments[id] = std::move(stored);
     s_->flushed_through[std::move(key)] = seg.max_pos;
     ps.replay_point = std::max(ps.replay_point, e.new_replay_point);
@@ -142,6 +145,150 @@ class Applier {
     return Status::OK();
   }
 
+  Status operator()(const RegisterNode& e) {
+    if (e.node.value <= 0) return Status::Rejected("RegisterNode: node id must be positive");
+    if (!s_->nodes.insert(e.node).second) {
+      return Status::Rejected("RegisterNode: node " + std::to_string(e.node.value) +
+                              " already registered");
+    }
+    return Status::OK();
+  }
+
+  Status operator()(const AddSegmentReplica& e) {
+    auto it = s_->segments.find(e.segment);
+    const std::string where = "AddSegmentReplica (segment " + std::to_string(e.segment.value) +
+                              ", node " + std::to_string(e.node.value) + ")";
+    if (it == s_->segments.end()) return Status::Rejected(where + ": unknown segment");
+    if (e.node.value <= 0) return Status::Rejected(where + ": node id must be positive");
+    if (!it->second.replicas.insert(e.node).second) {
+      return Status::Rejected(where + ": already listed");
+    }
+    return Status::OK();
+  }
+
+  Status operator()(const RemoveSegmentReplica& e) {
+    auto it = s_->segments.find(e.segment);
+    const std::string where = "RemoveSegmentReplica (segment " + std::to_string(e.segment.value) +
+                              ", node " + std::to_string(e.node.value) + ")";
+    if (it == s_->segments.end()) return Status::Rejected(where + ": unknown segment");
+    auto& replicas = it->second.replicas;
+    if (replicas.count(e.node) == 0) return Status::Rejected(where + ": not a holder");
+    if (replicas.size() - 1 < e.min_remaining) {
+      return Status::Rejected(where + ": only " + std::to_string(replicas.size() - 1) +
+                              " replicas would remain, " + std::to_string(e.min_remaining) +
+                              " required");
+    }
+    replicas.erase(e.node);
+    return Status::OK();
+  }
+
+  Status operator()(const StageMerge& e) {
+    const SegmentRecord& out = e.output;
+    const std::string where = "StageMerge (file '" + out.file_name + "')";
+    if (e.inputs.empty()) return Status::Rejected(where + ": no inputs");
+    std::set<SegmentId> seen;
+    Position lo, hi;
+    uint64_t events = 0;
+    for (SegmentId id : e.inputs) {
+      auto it = s_->segments.find(id);
+      const std::string in = where + ": input " + std::to_string(id.value);
+      if (it == s_->segments.end()) return Status::Rejected(in + " does not exist");
+      if (!seen.insert(id).second) return Status::Rejected(in + " listed twice");
+      const SegmentRecord& seg = it->second;
+      if (seg.staged()) return Status::Rejected(in + " is itself a staged merge");
+      if (seg.partition != out.partition || !(seg.datasource == out.datasource)) {
+        return Status::Rejected(in + " is of another datasource or partition");
+      }
+      if (seen.size() == 1 || seg.min_pos < lo) lo = seg.min_pos;
+      if (seen.size() == 1 || hi < seg.max_pos) hi = seg.max_pos;
+      events += seg.event_count;
+    }
+    if (out.min_pos != lo || out.max_pos != hi) {
+      return Status::Rejected(where + ": position range " + Str(out.min_pos) + ".." +
+                              Str(out.max_pos) + " is not the inputs' range " + Str(lo) + ".." +
+                              Str(hi));
+    }
+    if (out.event_count != events) {
+      return Status::Rejected(where + ": " + std::to_string(out.event_count) +
+                              " events, the inputs hold " + std::to_string(events));
+    }
+    const SegmentId id = s_->next_segment_id;
+    s_->next_segment_id = SegmentId(id.value + 1);
+    SegmentRecord stored = out;
+    stored.id = id;
+    stored.replicas = {out.node};
+    stored.merge_inputs = e.inputs;
+    s_->segments[id] = std::move(stored);
+    if (assigned_ != nullptr) *assigned_ = id;
+    return Status::OK();
+  }
+
+  Status operator()(const CommitMerge& e) {
+    const std::string where = "CommitMerge (segment " + std::to_string(e.output.value) + ")";
+    auto it = s_->segments.find(e.output);
+    if (it == s_->segments.end()) return Status::Rejected(where + ": unknown segment");
+    if (!it->second.staged()) return Status::Rejected(where + ": not a staged merge");
+    for (SegmentId id : it->second.merge_inputs) {
+      if (s_->segments.count(id) == 0) {
+        return Status::Rejected(where + ": input " + std::to_string(id.value) + " is gone");
+      }
+    }
+    const uint32_t r = EffectiveReplicationFactor(*s_);
+    if (it->second.replicas.size() < r) {
+      return Status::Rejected(where + ": " + std::to_string(it->second.replicas.size()) +
+                              " replicas, " + std::to_string(r) + " required");
+    }
+    for (SegmentId id : it->second.merge_inputs) s_->segments.erase(id);
+    it->second.merge_inputs.clear();
+    return Status::OK();
+  }
+
+  Status operator()(const SetReplicationFactor& e) {
+    if (e.factor == 0) return Status::Rejected("SetReplicationFactor: factor must be at least 1");
+    s_->replication_factor = e.factor;
+    return Status::OK();
+  }
+
+  Status operator()(const SetRetention& e) {
+    auto it = s_->repos.find(e.repo);
+    if (it == s_->repos.end()) {
+      return Status::Rejected("SetRetention: unknown repository '" + e.repo + "'");
+    }
+    if (e.retention_ms < 0) return Status::Rejected("SetRetention: negative age");
+    it->second.retention_ms = e.retention_ms;
+    it->second.retention_bytes = e.retention_bytes;
+    return Status::OK();
+  }
+
+  Status operator()(const ReplaceSegment& e) {
+    const SegmentRecord& seg = e.rebuilt;
+    const std::string where = "ReplaceSegment (segment " + std::to_string(e.old_segment.value) +
+                              ", file '" + seg.file_name + "')";
+    auto it = s_->segments.find(e.old_segment);
+    if (it == s_->segments.end()) return Status::Rejected(where + ": unknown segment");
+    const SegmentRecord& old = it->second;
+    if (old.staged()) return Status::Rejected(where + ": a staged merge is not rebuilt");
+    if (!(old.datasource == seg.datasource) || old.partition != seg.partition ||
+        old.min_pos != seg.min_pos || old.max_pos != seg.max_pos ||
+        old.event_count != seg.event_count) {
+      return Status::Rejected(where + ": the rebuilt segment does not match the old one");
+    }
+    auto pit = s_->partitions.find(seg.partition.value);
+    if (pit == s_->partitions.end() || pit->second.epoch != seg.epoch) {
+      return Status::Rejected(where + ": stale epoch " + Str(seg.epoch));
+    }
+    const SegmentId id = s_->next_segment_id;
+    s_->next_segment_id = SegmentId(id.value + 1);
+    SegmentRecord stored = seg;
+    stored.id = id;
+    stored.replicas = {seg.node};
+    stored.merge_inputs.clear();
+    s_->segments.erase(it);
+    s_->segments[id] = std::move(stored);
+    if (assigned_ != nullptr) *assigned_ = id;
+    return Status::OK();
+  }
+
  private:
   GlobalState* s_;
   SegmentId* assigned_;
@@ -153,11 +300,30 @@ Status ApplyGlobalEvent(GlobalState* state, const GlobalEvent& ev, SegmentId* as
   return std::visit(Applier(state, assigned), ev);
 }
 
+uint32_t EffectiveReplicationFactor(const GlobalState& state) {
+  if (state.replication_factor > 0) return state.replication_factor;
+  return state.nodes.size() >= 2 ? 2 : 1;
+}
+
+Offset SafeOffset(const GlobalState& state, PartitionId partition) {
+  auto pit = state.partitions.find(partition.value);
+  if (pit == state.partitions.end()) return Offset(0);
+  Offset safe = pit->second.replay_point;
+  const uint32_t r = EffectiveReplicationFactor(state);
+  for (const auto& [id, seg] : state.segments) {
+    if (seg.partition != partition || seg.staged() || seg.replicas.size() >= r) continue;
+    safe = std::min(safe, seg.min_pos.offset);
+  }
+  return safe;
+}
+
 const char* GlobalEventName(const GlobalEvent& ev) {
   static constexpr const char* kNames[] = {
-      "SetClusterId",   "CreateRepo",      "AddIngestToken",     "AddApiToken",
-      "ClaimPartition", "RegisterSegment", "AdvanceReplayPoint", "SetTruncationPoint",
-      "RemoveSegments", "SetClusterSecret"};
+      "SetClusterId",     "CreateRepo",           "AddIngestToken",     "AddApiToken",
+      "ClaimPartition",   "RegisterSegment",      "AdvanceReplayPoint", "SetTruncationPoint",
+      "RemoveSegments",   "SetClusterSecret",     "RegisterNode",       "AddSegmentReplica",
+      "RemoveSegmentReplica", "StageMerge",       "CommitMerge",        "SetReplicationFactor",
+      "SetRetention",     "ReplaceSegment"};
   static_assert(std::size(kNames) == std::variant_size_v<GlobalEvent>);
   return kNames[ev.index()];
 }

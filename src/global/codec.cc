@@ -12,15 +12,16 @@ namespace {
 constexpr char kEventMagic[2] = {'G', 'E'};
 constexpr char kStateMagic[4] = {'G', 'S', 'N', 'P'};
 constexpr uint8_t kEventVersion = 1;
-// Snapshot v2 appends the cluster secret; v1 (no secret) is still read.
-constexpr uint8_t kStateVersion = 2;
+// Snapshot v2 appends the cluster secret; v3 replicas, staged merges, retention bytes, the
+// replication factor and the node set. v1 and v2 are still read.
+constexpr uint8_t kStateVersion = 3;
 constexpr uint8_t kStateVersionMin = 1;
 constexpr size_t kEventHeader = 4;  // magic(2) version(1) type(1)
 constexpr size_t kStateHeader = 5;  // magic(4) version(1)
 constexpr size_t kCrcSize = 4;
 
 // Type tags: the variant index plus one. Never renumber: they are on disk.
-static_assert(std::variant_size_v<GlobalEvent> == 10, "new events need a tag in FORMAT.md");
+static_assert(std::variant_size_v<GlobalEvent> == 18, "new events need a tag in FORMAT.md");
 
 // ---- writing ----
 void PutI64(std::string* out, int64_t v) { PutVarsint64(out, v); }
@@ -83,9 +84,35 @@ void PutBody(std::string* out, const SetTruncationPoint& e) {
   PutI64(out, e.partition.value);
   PutI64(out, e.offset.value);
 }
-void PutBody(std::string* out, const RemoveSegments& e) {
-  PutVarint64(out, e.ids.size());
-  for (SegmentId id : e.ids) PutI64(out, id.value);
+void PutIds(std::string* out, const std::vector<SegmentId>& ids) {
+  PutVarint64(out, ids.size());
+  for (SegmentId id : ids) PutI64(out, id.value);
+}
+void PutBody(std::string* out, const RemoveSegments& e) { PutIds(out, e.ids); }
+void PutBody(std::string* out, const RegisterNode& e) { PutI64(out, e.node.value); }
+void PutBody(std::string* out, const AddSegmentReplica& e) {
+  PutI64(out, e.segment.value);
+  PutI64(out, e.node.value);
+}
+void PutBody(std::string* out, const RemoveSegmentReplica& e) {
+  PutI64(out, e.segment.value);
+  PutI64(out, e.node.value);
+  PutVarint32(out, e.min_remaining);
+}
+void PutBody(std::string* out, const StageMerge& e) {
+  PutSegment(out, e.output);
+  PutIds(out, e.inputs);
+}
+void PutBody(std::string* out, const CommitMerge& e) { PutI64(out, e.output.value); }
+void PutBody(std::string* out, const SetReplicationFactor& e) { PutVarint32(out, e.factor); }
+void PutBody(std::string* out, const SetRetention& e) {
+  PutLengthPrefixed(out, e.repo);
+  PutI64(out, e.retention_ms);
+  PutVarint64(out, e.retention_bytes);
+}
+void PutBody(std::string* out, const ReplaceSegment& e) {
+  PutI64(out, e.old_segment.value);
+  PutSegment(out, e.rebuilt);
 }
 
 // ---- reading ----
@@ -149,6 +176,28 @@ class Reader {
            Fixed64(&s->content_hash, "segment content_hash") &&
            Strong64(&s->epoch, "segment epoch") && Str(&s->file_name, "segment file_name") &&
            Strong64(&s->node, "segment node");
+  }
+  bool Ids(std::vector<SegmentId>* ids, const char* what) {
+    uint64_t n;
+    if (!Count(&n, what)) return false;
+    ids->resize(n);
+    for (auto& id : *ids) {
+      if (!Strong64(&id, what)) return false;
+    }
+    return true;
+  }
+  // Strictly increasing set of strong ids.
+  template <typename Strong>
+  bool StrongSet(std::set<Strong>* out, const char* what) {
+    uint64_t n;
+    if (!Count(&n, what)) return false;
+    out->clear();
+    for (uint64_t i = 0; i < n; ++i) {
+      Strong v;
+      if (!Strong64(&v, what) || !Increasing(*out, v, what)) return false;
+      out->emplace_hint(out->end(), v);
+    }
+    return true;
   }
   // Strictly increasing sorted set of strings.
   bool StringSet(std::set<std::string>* out, const char* what) {
@@ -217,14 +266,26 @@ bool GetBody(Reader* r, AdvanceReplayPoint* e) {
 bool GetBody(Reader* r, SetTruncationPoint* e) {
   return r->I32(&e->partition.value, "partition") && r->Strong64(&e->offset, "offset");
 }
-bool GetBody(Reader* r, RemoveSegments* e) {
-  uint64_t n;
-  if (!r->Count(&n, "segment id count")) return false;
-  e->ids.resize(n);
-  for (auto& id : e->ids) {
-    if (!r->Strong64(&id, "segment id")) return false;
-  }
-  return true;
+bool GetBody(Reader* r, RemoveSegments* e) { return r->Ids(&e->ids, "segment id"); }
+bool GetBody(Reader* r, RegisterNode* e) { return r->Strong64(&e->node, "node"); }
+bool GetBody(Reader* r, AddSegmentReplica* e) {
+  return r->Strong64(&e->segment, "segment id") && r->Strong64(&e->node, "node");
+}
+bool GetBody(Reader* r, RemoveSegmentReplica* e) {
+  return r->Strong64(&e->segment, "segment id") && r->Strong64(&e->node, "node") &&
+         r->U32(&e->min_remaining, "min_remaining");
+}
+bool GetBody(Reader* r, StageMerge* e) {
+  return r->Segment(&e->output) && r->Ids(&e->inputs, "merge input");
+}
+bool GetBody(Reader* r, CommitMerge* e) { return r->Strong64(&e->output, "segment id"); }
+bool GetBody(Reader* r, SetReplicationFactor* e) { return r->U32(&e->factor, "factor"); }
+bool GetBody(Reader* r, SetRetention* e) {
+  return r->Str(&e->repo, "repo") && r->I64(&e->retention_ms, "retention_ms") &&
+         r->U64(&e->retention_bytes, "retention_bytes");
+}
+bool GetBody(Reader* r, ReplaceSegment* e) {
+  return r->Strong64(&e->old_segment, "segment id") && r->Segment(&e->rebuilt);
 }
 
 template <size_t I = 0>
@@ -323,6 +384,16 @@ std::string EncodeGlobalState(const GlobalState& s) {
     PutI64(&out, ps.truncated_before.value);
   }
   PutLengthPrefixed(&out, s.cluster_secret);
+  // v3
+  for (const auto& [id, seg] : s.segments) {
+    PutVarint64(&out, seg.replicas.size());
+    for (NodeId n : seg.replicas) PutI64(&out, n.value);
+    PutIds(&out, seg.merge_inputs);
+  }
+  for (const auto& [name, repo] : s.repos) PutVarint64(&out, repo.retention_bytes);
+  PutVarint32(&out, s.replication_factor);
+  PutVarint64(&out, s.nodes.size());
+  for (NodeId n : s.nodes) PutI64(&out, n.value);
   AppendCrc(&out);
   return out;
 }
@@ -389,7 +460,22 @@ bool DecodeStateBody(Reader* r, GlobalState* s, uint8_t version) {
     s->partitions.emplace_hint(s->partitions.end(), p, ps);
   }
   if (version >= 2 && !r->Str(&s->cluster_secret, "cluster secret")) return false;
-  return true;
+  if (version < 3) {
+    // Before replication every segment lived on its writer only.
+    for (auto& [id, seg] : s->segments) seg.replicas = {seg.node};
+    return true;
+  }
+  for (auto& [id, seg] : s->segments) {
+    if (!r->StrongSet(&seg.replicas, "segment replicas") ||
+        !r->Ids(&seg.merge_inputs, "merge inputs")) {
+      return false;
+    }
+  }
+  for (auto& [name, repo] : s->repos) {
+    if (!r->U64(&repo.retention_bytes, "repo retention bytes")) return false;
+  }
+  return r->U32(&s->replication_factor, "replication factor") &&
+         r->StrongSet(&s->nodes, "nodes");
 }
 }  // namespace
 

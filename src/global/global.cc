@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <condition_variable>
 #include <exception>
@@ -60,6 +61,7 @@ class GlobalImpl final : public Global {
   Status WriteSnapshot() override;
   Status Close() override;
   std::pair<Offset, std::string> EncodedState() const override { return EncodeSnapshot(); }
+  Offset OldestSnapshot() const override { return Offset(oldest_snapshot_.load()); }
   Offset Applied() const override {
     std::lock_guard lock(mu_);
     return Offset(applied_);
@@ -121,6 +123,7 @@ class GlobalImpl final : public Global {
 
   std::mutex snapshot_mu_;
   int64_t last_snapshot_ = -1;  // guarded by snapshot_mu_
+  std::atomic<int64_t> oldest_snapshot_{-1};
 
   std::mutex close_mu_;
   bool initialized_ = false;  // guarded by close_mu_ after Init
@@ -167,6 +170,7 @@ Status GlobalImpl::LoadNewestSnapshot() {
     state_ = std::move(*state);
     applied_ = off;
     last_snapshot_ = off;
+    oldest_snapshot_ = candidates.back().first;
     spdlog::info("global: loaded snapshot {} (through offset {})", path, off);
     return Status::OK();
   }
@@ -336,6 +340,7 @@ Status GlobalImpl::PruneAndTruncateLocked() {
     RETURN_IF_ERROR(env_->RemoveFile(JoinPath(dir_, snaps.front().second)));
     snaps.erase(snaps.begin());
   }
+  oldest_snapshot_ = snaps.empty() ? -1 : snaps.front().first;
   // Truncate only once kKeepSnapshots snapshots exist, so a corrupt newest snapshot always has an
   // older one plus the log tail to fall back on.
   if (snaps.size() < kKeepSnapshots || !options_.truncate_log) return Status::OK();

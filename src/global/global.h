@@ -26,7 +26,8 @@ namespace sediment {
 
 struct RepoInfo {
   std::string name;
-  int64_t retention_ms = 0;  // 0 = keep forever
+  int64_t retention_ms = 0;      // delete segments whose newest event is older; 0 = keep forever
+  uint64_t retention_bytes = 0;  // keep at most this many stored bytes (oldest go first); 0 = no bound
   std::set<std::string> ingest_tokens;
 };
 
@@ -41,8 +42,15 @@ struct SegmentRecord {
   uint64_t file_size = 0;
   uint64_t content_hash = 0;
   Epoch epoch;            // claim epoch of the writer
-  std::string file_name;  // name under the node's segment directory
-  NodeId node;            // node holding the file
+  std::string file_name;  // name under every holder's segment directory (unique in the cluster)
+  NodeId node;            // node that wrote the file
+  // ---- state only (not part of the RegisterSegment / StageMerge encodings) ----
+  // Nodes that announced a verified copy (SegmentReplicaAdded). Registration sets {node}.
+  std::set<NodeId> replicas;
+  // Non-empty: a staged merge output replacing these segments; invisible to queries and ignored
+  // by the safe offset until CommitMerge swaps it in.
+  std::vector<SegmentId> merge_inputs;
+  bool staged() const { return !merge_inputs.empty(); }
 };
 
 struct PartitionState {
@@ -65,7 +73,18 @@ struct GlobalState {
   // (datasource key, partition) -> last position that is in a registered segment.
   std::map<std::pair<std::string, int32_t>, Position> flushed_through;
   std::map<int32_t, PartitionState> partitions;
+  // Segment replication factor set for the cluster (0 = default, see EffectiveReplicationFactor).
+  uint32_t replication_factor = 0;
+  // Nodes that ever started in this cluster (RegisterNode).
+  std::set<NodeId> nodes;
 };
+
+// R: replication_factor when set, else 2 once at least two nodes registered, else 1.
+uint32_t EffectiveReplicationFactor(const GlobalState& state);
+// The safe offset of a partition (DESIGN section 8, P3): min(replay point, smallest offset of any
+// committed (not staged) segment of the partition with fewer than R announced replicas). The
+// commit log may be truncated below it and never above.
+Offset SafeOffset(const GlobalState& state, PartitionId partition);
 
 // ---- Events ----
 struct SetClusterId {
@@ -105,7 +124,7 @@ struct SetTruncationPoint {
   PartitionId partition;
   Offset offset;
 };
-// Removes segments (retention, merges); unknown ids are ignored.
+// Removes segments (retention, aborted merges); unknown ids are ignored.
 struct RemoveSegments {
   std::vector<SegmentId> ids;
 };
@@ -113,10 +132,60 @@ struct RemoveSegments {
 struct SetClusterSecret {
   std::string secret;
 };
+// A node's first start in this cluster. Rejected when already known or node <= 0.
+struct RegisterNode {
+  NodeId node;
+};
+// A node holds a verified copy of the segment. Rejected: unknown segment, already listed.
+struct AddSegmentReplica {
+  SegmentId segment;
+  NodeId node;
+};
+// A node no longer holds (or never will again hold) a copy. Rejected: unknown segment, node not
+// listed, or fewer than min_remaining replicas would remain (dropping an extra copy passes R, so
+// two nodes dropping at once can never take a segment below R; a corrupt copy passes 0).
+struct RemoveSegmentReplica {
+  SegmentId segment;
+  NodeId node;
+  uint32_t min_remaining = 0;
+};
+// Registers `output` (replicas {output.node}) as a staged merge of `inputs`. Rejected unless every
+// input exists, is committed (not staged), and has output's datasource and partition, and output's
+// position range is exactly the inputs' combined range. Assigns the output's id.
+struct StageMerge {
+  SegmentRecord output;
+  std::vector<SegmentId> inputs;
+};
+// Swaps a staged merge in, in one step: the inputs are removed and the output becomes visible.
+// Rejected unless the output is staged, every input still exists, and the output has at least
+// EffectiveReplicationFactor announced replicas (a merge never lowers durability).
+struct CommitMerge {
+  SegmentId output;
+};
+// Rejected when factor is 0.
+struct SetReplicationFactor {
+  uint32_t factor = 0;
+};
+// Rejected for an unknown repository or a negative age.
+struct SetRetention {
+  std::string repo;
+  int64_t retention_ms = 0;
+  uint64_t retention_bytes = 0;
+};
+// A committed segment rebuilt from the commit log (every replica lost): replaces `old_segment`
+// with `rebuilt` (new id, replicas {rebuilt.node}). Rejected unless old_segment exists and is
+// committed, rebuilt has the same datasource, partition, position range and event count, and
+// rebuilt.epoch is the partition's current claim epoch (only the owner rebuilds).
+struct ReplaceSegment {
+  SegmentId old_segment;
+  SegmentRecord rebuilt;
+};
 
-using GlobalEvent = std::variant<SetClusterId, CreateRepo, AddIngestToken, AddApiToken,
-                                 ClaimPartition, RegisterSegment, AdvanceReplayPoint,
-                                 SetTruncationPoint, RemoveSegments, SetClusterSecret>;
+using GlobalEvent =
+    std::variant<SetClusterId, CreateRepo, AddIngestToken, AddApiToken, ClaimPartition,
+                 RegisterSegment, AdvanceReplayPoint, SetTruncationPoint, RemoveSegments,
+                 SetClusterSecret, RegisterNode, AddSegmentReplica, RemoveSegmentReplica,
+                 StageMerge, CommitMerge, SetReplicationFactor, SetRetention, ReplaceSegment>;
 
 std::string EncodeGlobalEvent(const GlobalEvent& ev);
 Result<GlobalEvent> DecodeGlobalEvent(std::string_view data);
@@ -131,7 +200,8 @@ const char* GlobalEventName(const GlobalEvent& ev);
 std::string GlobalSnapshotFileName(Offset applied_through);
 
 // The deterministic apply rule: OK and the state changed, or Rejected and the state unchanged.
-// For RegisterSegment, *assigned (if non-null) receives the new segment id.
+// For RegisterSegment, StageMerge and ReplaceSegment, *assigned (if non-null) receives the new
+// segment id.
 Status ApplyGlobalEvent(GlobalState* state, const GlobalEvent& ev, SegmentId* assigned = nullptr);
 
 struct GlobalOptions {
@@ -162,7 +232,7 @@ class Global {
 
   struct Outcome {
     Offset offset;         // log offset of the event
-    SegmentId segment_id;  // for RegisterSegment
+    SegmentId segment_id;  // for RegisterSegment, StageMerge, ReplaceSegment
   };
   // Appends ev, waits until it is applied; OK with the outcome, or the apply rule's Rejected
   // status, or the log's error (then it may or may not be applied later).
@@ -177,6 +247,9 @@ class Global {
   virtual std::pair<Offset, std::string> EncodedState() const = 0;
   // Offset of the last applied event (-1: none).
   virtual Offset Applied() const = 0;
+  // Offset of the oldest snapshot kept in snapshot_dir (-1: none). A node can always restart
+  // from it, so the log may be truncated below it + 1 as far as this node is concerned.
+  virtual Offset OldestSnapshot() const = 0;
   // Waits until every event through `offset` is applied; false on timeout or close.
   virtual bool WaitApplied(Offset offset, std::chrono::milliseconds timeout) = 0;
   // Stops the tailer (after a final snapshot). Idempotent.

@@ -153,6 +153,14 @@ std::vector<GlobalEvent> OneOfEach() {
       SetTruncationPoint{PartitionId(0), Offset(-1)},
       RemoveSegments{{SegmentId(1), SegmentId(-3), SegmentId(1ll << 62)}},
       SetClusterSecret{"s3cr\x00t"},
+      RegisterNode{NodeId(12)},
+      AddSegmentReplica{SegmentId(4), NodeId(2)},
+      RemoveSegmentReplica{SegmentId(4), NodeId(3), 2},
+      StageMerge{Seg(Ds("web", "a"), 3, Pos(5, 0), Pos(9, 1), 4), {SegmentId(1), SegmentId(2)}},
+      CommitMerge{SegmentId(9)},
+      SetReplicationFactor{3},
+      SetRetention{"web", 86400000, 1u << 30},
+      ReplaceSegment{SegmentId(8), Seg(Ds("db", "x"), 1, Pos(5, 0), Pos(6, 0), 2)},
   };
 }
 
@@ -347,20 +355,186 @@ TEST(GlobalCodec, CorruptStateIsCorruption) {
 
 // ---------------- apply rules ----------------
 
-TEST(GlobalCodec, VersionOneSnapshotIsStillRead) {
-  // A v1 snapshot is a v2 one without the trailing secret (an empty string is one 0x00 byte).
+// The bytes snapshot v3 appends to v2 for a state whose segments each have only their writer as
+// replica, no staged merge, no retention bytes, no replication factor and no nodes (what a v1/v2
+// snapshot decodes to).
+std::string V3Suffix(const GlobalState& s) {
+  std::string out;
+  for (const auto& [id, seg] : s.segments) {
+    PutVarint64(&out, 1);
+    PutVarsint64(&out, seg.node.value);
+    PutVarint64(&out, 0);
+  }
+  for (size_t i = 0; i < s.repos.size(); ++i) PutVarint64(&out, 0);
+  PutVarint32(&out, 0);
+  PutVarint64(&out, 0);
+  return out;
+}
+
+TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   GlobalState s = Populated();
   s.cluster_secret.clear();
-  std::string v2 = EncodeGlobalState(s);
-  std::string v1 = v2.substr(0, v2.size() - 4 - 1);  // drop crc and the empty secret
+  const std::string v3 = EncodeGlobalState(s);
+  const std::string suffix = V3Suffix(s);
+  ASSERT_GT(v3.size(), 4 + suffix.size());
+  const std::string body = v3.substr(0, v3.size() - 4);
+  ASSERT_EQ(body.substr(body.size() - suffix.size()), suffix);
+  // v2 = v3 without the suffix; v1 = v2 without the trailing (empty, one 0x00 byte) secret.
+  std::string v2 = body.substr(0, body.size() - suffix.size());
+  v2[4] = 2;
+  std::string v1 = v2.substr(0, v2.size() - 1);
   v1[4] = 1;
-  v1 = WithCrc(v1);
-  Result<GlobalState> dec = DecodeGlobalState(v1);
+  for (const std::string& old : {WithCrc(v1), WithCrc(v2)}) {
+    Result<GlobalState> dec = DecodeGlobalState(old);
+    ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+    EXPECT_EQ(EncodeGlobalState(*dec), v3);
+    for (const auto& [id, seg] : dec->segments) EXPECT_EQ(seg.replicas, std::set<NodeId>{seg.node});
+  }
+  // A v2 header on v3 bytes has trailing bytes; an unknown version is refused.
+  std::string wrong = body;
+  wrong[4] = 2;
+  EXPECT_EQ(DecodeGlobalState(WithCrc(wrong)).status().code(), StatusCode::kCorruption);
+  wrong[4] = 4;
+  EXPECT_EQ(DecodeGlobalState(WithCrc(wrong)).status().code(), StatusCode::kCorruption);
+}
+
+TEST(GlobalCodec, ReplicationStateRoundTrips) {
+  GlobalState s = Populated();
+  ASSERT_TRUE(ApplyGlobalEvent(&s, RegisterNode{NodeId(1)}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, RegisterNode{NodeId(2)}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, AddSegmentReplica{SegmentId(1), NodeId(2)}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetReplicationFactor{2}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetRetention{"db", 1000, 5000}).ok());
+  SegmentRecord out = Seg(Ds("web", "a"), 0, Pos(0, 0), Pos(9, 2), 1);
+  out.event_count = s.segments.at(SegmentId(1)).event_count;
+  out.file_name = "m-1.seg";
+  ASSERT_TRUE(ApplyGlobalEvent(&s, StageMerge{out, {SegmentId(1)}}).ok());
+  const std::string enc = EncodeGlobalState(s);
+  Result<GlobalState> dec = DecodeGlobalState(enc);
   ASSERT_TRUE(dec.ok()) << dec.status().ToString();
-  EXPECT_EQ(EncodeGlobalState(*dec), v2);
-  std::string v3 = v2.substr(0, v2.size() - 4);
-  v3[4] = 3;
-  EXPECT_EQ(DecodeGlobalState(WithCrc(v3)).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(EncodeGlobalState(*dec), enc);
+  EXPECT_EQ(dec->segments.at(SegmentId(1)).replicas, (std::set<NodeId>{NodeId(2), NodeId(7)}));
+  EXPECT_EQ(dec->segments.at(SegmentId(3)).merge_inputs, std::vector<SegmentId>{SegmentId(1)});
+  EXPECT_EQ(dec->repos.at("db").retention_bytes, 5000u);
+  EXPECT_EQ(dec->replication_factor, 2u);
+  EXPECT_EQ(dec->nodes.size(), 2u);
+}
+
+TEST(GlobalApply, ReplicationFactorDefaultsByNodeCount) {
+  GlobalState s;
+  EXPECT_EQ(EffectiveReplicationFactor(s), 1u);
+  ASSERT_TRUE(ApplyGlobalEvent(&s, RegisterNode{NodeId(1)}).ok());
+  EXPECT_EQ(EffectiveReplicationFactor(s), 1u);
+  ExpectRejected(&s, RegisterNode{NodeId(1)});
+  ExpectRejected(&s, RegisterNode{NodeId(0)});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, RegisterNode{NodeId(2)}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, RegisterNode{NodeId(3)}).ok());
+  EXPECT_EQ(EffectiveReplicationFactor(s), 2u);
+  ExpectRejected(&s, SetReplicationFactor{0});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetReplicationFactor{3}).ok());
+  EXPECT_EQ(EffectiveReplicationFactor(s), 3u);
+}
+
+TEST(GlobalApply, ReplicaRulesNeverGoBelowMinRemaining) {
+  GlobalState s = Populated();  // segments 1 and 2, both written by node 7
+  ExpectRejected(&s, AddSegmentReplica{SegmentId(99), NodeId(2)});
+  ExpectRejected(&s, AddSegmentReplica{SegmentId(1), NodeId(7)});  // already listed
+  ASSERT_TRUE(ApplyGlobalEvent(&s, AddSegmentReplica{SegmentId(1), NodeId(2)}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, AddSegmentReplica{SegmentId(1), NodeId(3)}).ok());
+  ExpectRejected(&s, RemoveSegmentReplica{SegmentId(1), NodeId(4), 0});  // not a holder
+  ASSERT_TRUE(ApplyGlobalEvent(&s, RemoveSegmentReplica{SegmentId(1), NodeId(7), 2}).ok());
+  // Two nodes dropping their extra copy at once: the second is refused (2 would become 1).
+  ExpectRejected(&s, RemoveSegmentReplica{SegmentId(1), NodeId(2), 2});
+  EXPECT_EQ(s.segments.at(SegmentId(1)).replicas, (std::set<NodeId>{NodeId(2), NodeId(3)}));
+  // A corrupt copy goes whatever remains.
+  ASSERT_TRUE(ApplyGlobalEvent(&s, RemoveSegmentReplica{SegmentId(2), NodeId(7), 0}).ok());
+  EXPECT_TRUE(s.segments.at(SegmentId(2)).replicas.empty());
+}
+
+TEST(GlobalApply, SafeOffsetWaitsForEveryReplica) {
+  GlobalState s = Populated();  // partition 0: segment 1 (offsets 0..9), replay point 10
+  EXPECT_EQ(SafeOffset(s, PartitionId(0)), Offset(10));  // R = 1 (no nodes registered)
+  EXPECT_EQ(SafeOffset(s, PartitionId(42)), Offset(0));  // never claimed
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetReplicationFactor{2}).ok());
+  EXPECT_EQ(SafeOffset(s, PartitionId(0)), Offset(0));  // segment 1 has 1 of 2 copies
+  ASSERT_TRUE(ApplyGlobalEvent(&s, AddSegmentReplica{SegmentId(1), NodeId(2)}).ok());
+  EXPECT_EQ(SafeOffset(s, PartitionId(0)), Offset(10));
+  // A staged merge output is not durable yet, but its inputs are: it does not hold the offset.
+  SegmentRecord out = Seg(Ds("web", "a"), 0, Pos(0, 0), Pos(9, 2), 1);
+  out.event_count = s.segments.at(SegmentId(1)).event_count;
+  ASSERT_TRUE(ApplyGlobalEvent(&s, StageMerge{out, {SegmentId(1)}}).ok());
+  EXPECT_EQ(SafeOffset(s, PartitionId(0)), Offset(10));
+}
+
+TEST(GlobalApply, MergeIsStagedThenSwappedInOneEvent) {
+  GlobalState s = Populated();
+  const SegmentRecord in = s.segments.at(SegmentId(1));  // web/a, partition 0, 0/0..9/2
+  ASSERT_TRUE(ApplyGlobalEvent(&s, RegisterSegment{Seg(Ds("web", "a"), 0, Pos(10, 0), Pos(12, 0), 1),
+                                                   Offset(13)})
+                  .ok());  // segment 3
+  SegmentRecord out = Seg(Ds("web", "a"), 0, Pos(0, 0), Pos(12, 0), 2);
+  out.event_count = in.event_count + s.segments.at(SegmentId(3)).event_count;
+  out.file_name = "m-0.seg";
+  // Wrong range, wrong count, missing input, other datasource: refused.
+  SegmentRecord bad = out;
+  bad.max_pos = Pos(11, 0);
+  ExpectRejected(&s, StageMerge{bad, {SegmentId(1), SegmentId(3)}});
+  bad = out;
+  bad.event_count += 1;
+  ExpectRejected(&s, StageMerge{bad, {SegmentId(1), SegmentId(3)}});
+  ExpectRejected(&s, StageMerge{out, {SegmentId(1), SegmentId(77)}});
+  ExpectRejected(&s, StageMerge{out, {SegmentId(1), SegmentId(2)}});
+  ExpectRejected(&s, StageMerge{out, {}});
+  SegmentId id;
+  ASSERT_TRUE(ApplyGlobalEvent(&s, StageMerge{out, {SegmentId(1), SegmentId(3)}}, &id).ok());
+  EXPECT_EQ(id, SegmentId(4));
+  EXPECT_TRUE(s.segments.at(id).staged());
+  EXPECT_EQ(s.segments.at(id).replicas, std::set<NodeId>{NodeId(7)});
+  ExpectRejected(&s, StageMerge{out, {id}});  // a staged output is no input
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetReplicationFactor{2}).ok());
+  ExpectRejected(&s, CommitMerge{id});  // one replica of two
+  ExpectRejected(&s, CommitMerge{SegmentId(1)});  // not staged
+  ASSERT_TRUE(ApplyGlobalEvent(&s, AddSegmentReplica{id, NodeId(1)}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, CommitMerge{id}).ok());
+  EXPECT_EQ(s.segments.count(SegmentId(1)), 0u);
+  EXPECT_EQ(s.segments.count(SegmentId(3)), 0u);
+  EXPECT_FALSE(s.segments.at(id).staged());
+  ExpectRejected(&s, CommitMerge{id});
+}
+
+TEST(GlobalApply, CommitMergeRefusedWhenAnInputWasRemoved) {
+  GlobalState s = Populated();
+  SegmentRecord out = Seg(Ds("web", "a"), 0, Pos(0, 0), Pos(9, 2), 1);
+  out.event_count = s.segments.at(SegmentId(1)).event_count;
+  SegmentId id;
+  ASSERT_TRUE(ApplyGlobalEvent(&s, StageMerge{out, {SegmentId(1)}}, &id).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, RemoveSegments{{SegmentId(1)}}).ok());  // retention
+  ExpectRejected(&s, CommitMerge{id});
+}
+
+TEST(GlobalApply, RetentionAndReplaceSegment) {
+  GlobalState s = Populated();
+  ExpectRejected(&s, SetRetention{"nope", 1, 1});
+  ExpectRejected(&s, SetRetention{"web", -1, 0});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetRetention{"web", 1000, 2000}).ok());
+  EXPECT_EQ(s.repos.at("web").retention_ms, 1000);
+  EXPECT_EQ(s.repos.at("web").retention_bytes, 2000u);
+  // Segment 1 (partition 0, epoch 1) rebuilt by the owner of epoch 1.
+  SegmentRecord rebuilt = s.segments.at(SegmentId(1));
+  rebuilt.file_name = "r-0.seg";
+  rebuilt.node = NodeId(9);
+  SegmentRecord wrong = rebuilt;
+  wrong.event_count += 1;
+  ExpectRejected(&s, ReplaceSegment{SegmentId(1), wrong});
+  wrong = rebuilt;
+  wrong.epoch = Epoch(7);
+  ExpectRejected(&s, ReplaceSegment{SegmentId(1), wrong});
+  ExpectRejected(&s, ReplaceSegment{SegmentId(55), rebuilt});
+  SegmentId id;
+  ASSERT_TRUE(ApplyGlobalEvent(&s, ReplaceSegment{SegmentId(1), rebuilt}, &id).ok());
+  EXPECT_EQ(s.segments.count(SegmentId(1)), 0u);
+  EXPECT_EQ(s.segments.at(id).file_name, "r-0.seg");
+  EXPECT_EQ(s.segments.at(id).replicas, std::set<NodeId>{NodeId(9)});
 }
 
 TEST(GlobalApply, ClusterSecretIsSetOnce) {
