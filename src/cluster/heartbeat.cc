@@ -9,7 +9,8 @@ namespace sediment {
 namespace {
 
 constexpr std::string_view kMagic = "SDHB";
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion = 2;
+constexpr uint8_t kMinVersion = 1;
 // magic + version + CRC
 constexpr size_t kMinSize = 4 + 1 + 4;
 // Smallest encoded PartitionProgress: five one-byte varints.
@@ -38,6 +39,12 @@ std::string EncodeHeartbeat(const Heartbeat& hb) {
     PutVarsint64(&out, p.replay_point.value);
     PutVarint64(&out, p.buffered_events);
   }
+  PutVarsint64(&out, hb.oldest_snapshot.value);
+  const RepairProgress& r = hb.repair;
+  for (uint64_t v : {r.pending_segments, r.pending_bytes, r.copied_segments, r.copied_bytes,
+                     r.failed, r.corrupt_detected, r.dropped_extra}) {
+    PutVarint64(&out, v);
+  }
   PutFixed32(&out, Crc32c(out));
   return out;
 }
@@ -49,7 +56,8 @@ Result<Heartbeat> DecodeHeartbeat(std::string_view data) {
     return Bad("checksum mismatch");
   }
   if (covered.substr(0, 4) != kMagic) return Bad("bad magic");
-  if (static_cast<uint8_t>(covered[4]) != kVersion) {
+  const uint8_t record_version = static_cast<uint8_t>(covered[4]);
+  if (record_version < kMinVersion || record_version > kVersion) {
     return Bad("unsupported version " + std::to_string(static_cast<uint8_t>(covered[4])));
   }
   std::string_view in = covered.substr(5);
@@ -80,6 +88,15 @@ Result<Heartbeat> DecodeHeartbeat(std::string_view data) {
     }
     p.partition = PartitionId(static_cast<int32_t>(partition));
     hb.partitions.push_back(p);
+  }
+  if (record_version >= 2) {
+    RepairProgress& r = hb.repair;
+    bool ok = GetVarsint64(&in, &hb.oldest_snapshot.value);
+    for (uint64_t* v : {&r.pending_segments, &r.pending_bytes, &r.copied_segments,
+                        &r.copied_bytes, &r.failed, &r.corrupt_detected, &r.dropped_extra}) {
+      ok = ok && GetVarint64(&in, v);
+    }
+    if (!ok) return Bad("truncated or malformed version 2 field");
   }
   if (!in.empty()) return Bad("trailing bytes after the last field");
   return hb;

@@ -22,6 +22,18 @@ struct PartitionProgress {
   bool operator==(const PartitionProgress&) const = default;
 };
 
+// What the node's storage replicator reports (version 2 and later).
+struct RepairProgress {
+  uint64_t pending_segments = 0;  // copies this node should pull right now
+  uint64_t pending_bytes = 0;
+  uint64_t copied_segments = 0;  // since the process started
+  uint64_t copied_bytes = 0;
+  uint64_t failed = 0;            // pulls that failed
+  uint64_t corrupt_detected = 0;  // local copies found corrupt
+  uint64_t dropped_extra = 0;     // extra copies dropped
+  bool operator==(const RepairProgress&) const = default;
+};
+
 struct Heartbeat {
   NodeId node;             // must be > 0
   std::string address;     // HTTP host:port peers and clients use
@@ -30,12 +42,17 @@ struct Heartbeat {
   std::string version;
   Offset global_applied{-1};                  // Global offset this node has applied
   std::vector<PartitionProgress> partitions;  // partitions this node digests right now
+  // Version 2: the oldest Global snapshot the node keeps (-1 none; the global topic is truncated
+  // below the minimum over live nodes) and its repair progress.
+  Offset oldest_snapshot{-1};
+  RepairProgress repair;
   bool operator==(const Heartbeat&) const = default;
 };
 
-// Encodes `hb` as one chatter record (magic "SDHB", version 1, fields, CRC32C trailer).
+// Encodes `hb` as one chatter record (magic "SDHB", version 2, fields, CRC32C trailer).
 std::string EncodeHeartbeat(const Heartbeat& hb);
-// Decodes a record written by EncodeHeartbeat. Anything else (truncated, flipped bits, wrong magic
+// Decodes a record written by EncodeHeartbeat (version 1 records too: oldest_snapshot -1, no
+// repair progress). Anything else (truncated, flipped bits, wrong magic
 // or version, trailing bytes, out-of-range values, node <= 0) is Corruption; never reads outside
 // `data` and never allocates more than `data` can describe.
 Result<Heartbeat> DecodeHeartbeat(std::string_view data);

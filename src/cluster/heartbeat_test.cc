@@ -22,6 +22,8 @@ Heartbeat Sample() {
   hb.partitions.push_back({PartitionId(7), Epoch(1), Offset(0), Offset(0), 0});
   hb.partitions.push_back(
       {PartitionId(2147483647), Epoch(1LL << 40), Offset(-1), Offset(1LL << 50), ~0ull});
+  hb.oldest_snapshot = Offset(4242);
+  hb.repair = {3, 3 << 20, 17, 17 << 20, 1, 2, 5};
   return hb;
 }
 
@@ -53,7 +55,7 @@ TEST(Heartbeat, RoundTrip) {
 TEST(Heartbeat, Header) {
   std::string enc = EncodeHeartbeat(Sample());
   EXPECT_EQ(enc.substr(0, 4), "SDHB");
-  EXPECT_EQ(enc[4], 1);
+  EXPECT_EQ(enc[4], 2);
   EXPECT_EQ(DecodeFixed32(enc.data() + enc.size() - 4),
             Crc32c(std::string_view(enc).substr(0, enc.size() - 4)));
 }
@@ -98,8 +100,12 @@ TEST(Heartbeat, RejectsStructuralErrorsBehindAValidCrc) {
   expect_bad(Seal("XDHB" + body.substr(4)), "magic");
   {
     std::string b = body;
-    b[4] = 2;
+    b[4] = 3;
     expect_bad(Seal(b), "version");
+    b[4] = 0;
+    expect_bad(Seal(b), "version 0");
+    b[4] = 1;  // a version 2 body under a version 1 header has trailing bytes
+    expect_bad(Seal(b), "v2 body as v1");
   }
   expect_bad(Seal(body + "x"), "trailing byte");
   // Every truncation of the body, re-sealed.
@@ -120,8 +126,11 @@ TEST(Heartbeat, RejectsStructuralErrorsBehindAValidCrc) {
     PutVarsint64(b, -1);
     PutVarint64(b, count);
   };
-  // The builder itself makes a valid record.
-  ASSERT_TRUE(DecodeHeartbeat(with([&](std::string* b) { header(b, 5, 0); })).ok());
+  // The builder itself makes a valid (version 1) record, read with version 2's defaults.
+  auto v1 = DecodeHeartbeat(with([&](std::string* b) { header(b, 5, 0); }));
+  ASSERT_TRUE(v1.ok()) << v1.status().ToString();
+  EXPECT_EQ(v1->oldest_snapshot, Offset(-1));
+  EXPECT_EQ(v1->repair, RepairProgress{});
   expect_bad(with([&](std::string* b) { header(b, 0, 0); }), "node 0");
   expect_bad(with([&](std::string* b) { header(b, -9, 0); }), "negative node");
   // A huge partition count must be rejected before allocating.
