@@ -2,7 +2,8 @@
 # Builds the unit tests under a sanitizer and runs them.
 #   scripts/sanitize.sh asan   AddressSanitizer + UndefinedBehaviorSanitizer, every library's tests
 #   scripts/sanitize.sh tsan   ThreadSanitizer, the tests of the concurrent code (commit log,
-#                              Global, digest, HTTP server, membership, fault-injecting Env)
+#                              Global, digest, HTTP server, membership, storage, merges,
+#                              fault-injecting Env)
 # Build dirs: build-asan / build-tsan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,12 +12,13 @@ case "$mode" in
   asan)
     sanitize="address,undefined"
     tests=(common_test model_test log_test segment_test global_test ingest_test digest_test
-           query_test query_wire_test http_test cluster_test)
+           query_test query_wire_test http_test cluster_test storage_test merge_test)
     export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
     ;;
   tsan)
     sanitize="thread"
-    tests=(common_test log_test global_test digest_test http_test cluster_test)
+    tests=(common_test log_test global_test digest_test http_test cluster_test storage_test
+           merge_test)
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp"
     ;;
   *)

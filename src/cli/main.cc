@@ -362,6 +362,75 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{200}, int64_t{600000}));
 
+  server
+      ->add_option("--replication-factor", config.replication_factor,
+                   "segment copies on different nodes (sets the cluster's value; default: keep "
+                   "it, which starts as 2 once two nodes joined, else 1)")
+      ->envname("SEDIMENT_REPLICATION_FACTOR")
+      ->check(CLI::Range(0, 16));
+  server
+      ->add_option("--repair-grace-ms", config.repair_grace_ms,
+                   "a node silent this long is gone: its segment copies are re-created elsewhere")
+      ->envname("SEDIMENT_REPAIR_GRACE_MS")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{86400000}));
+  server
+      ->add_option("--replication-interval-ms", config.replication_interval_ms,
+                   "how often a node compares the copies it holds with the ones it should hold")
+      ->envname("SEDIMENT_REPLICATION_INTERVAL_MS")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{50}, int64_t{600000}));
+  server
+      ->add_option("--replication-bytes-per-second", config.replication_bytes_per_second,
+                   "throttle for copying and scrubbing segments")
+      ->envname("SEDIMENT_REPLICATION_BYTES_PER_SECOND")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1} << 16, uint64_t{1} << 40));
+  server
+      ->add_option("--scrub-interval-ms", config.scrub_interval_ms,
+                   "full checksum pass over the local segment copies (0: never)")
+      ->envname("SEDIMENT_SCRUB_INTERVAL_MS")
+      ->capture_default_str();
+  server
+      ->add_option("--file-deletion-delay-ms", config.file_deletion_delay_ms,
+                   "a segment file that left the metadata is deleted this long after (running "
+                   "queries may still read it)")
+      ->envname("SEDIMENT_FILE_DELETION_DELAY_MS")
+      ->capture_default_str();
+  server
+      ->add_option("--safe-offset-interval-ms", config.safe_offset_interval_ms,
+                   "how often a partition owner truncates the commit log to the safe offset")
+      ->envname("SEDIMENT_SAFE_OFFSET_INTERVAL_MS")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{100}, int64_t{3600000}));
+  server
+      ->add_option("--merge-target-bytes", config.merge_target_bytes,
+                   "merge small segments of a datasource into segments of about this size")
+      ->envname("SEDIMENT_MERGE_TARGET_BYTES")
+      ->capture_default_str();
+  server
+      ->add_option("--merge-small-bytes", config.merge_small_bytes,
+                   "segments below this size are merged (0: no merges)")
+      ->envname("SEDIMENT_MERGE_SMALL_BYTES")
+      ->capture_default_str();
+  server
+      ->add_option("--merge-min-age-ms", config.merge_min_age_ms,
+                   "merge a run of small segments once its oldest is this old (or the run "
+                   "reaches the target size)")
+      ->envname("SEDIMENT_MERGE_MIN_AGE_MS")
+      ->capture_default_str();
+  server
+      ->add_option("--merge-interval-ms", config.merge_interval_ms, "how often merges are planned")
+      ->envname("SEDIMENT_MERGE_INTERVAL_MS")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{50}, int64_t{3600000}));
+  server
+      ->add_option("--maintenance-interval-ms", config.maintenance_interval_ms,
+                   "how often retention and the global topic's truncation run")
+      ->envname("SEDIMENT_MAINTENANCE_INTERVAL_MS")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{50}, int64_t{3600000}));
+
   std::string url = "http://127.0.0.1:8080";
   std::string token;
   auto* ingest =

@@ -92,8 +92,8 @@ Result<Heartbeat> DecodeHeartbeat(std::string_view data) {
   if (record_version >= 2) {
     RepairProgress& r = hb.repair;
     bool ok = GetVarsint64(&in, &hb.oldest_snapshot.value);
-    for (uint64_t* v : {&r.pending_segments, &r.pending_bytes, &r.copied_segments,
-                        &r.copied_bytes, &r.failed, &r.corrupt_detected, &r.dropped_extra}) {
+    for (uint64_t* v : {&r.pending_segments, &r.pending_bytes, &r.copied_segments, &r.copied_bytes,
+                        &r.failed, &r.corrupt_detected, &r.dropped_extra}) {
       ok = ok && GetVarint64(&in, v);
     }
     if (!ok) return Bad("truncated or malformed version 2 field");

@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <unordered_set>
 
@@ -18,6 +19,54 @@ constexpr size_t kDedupWindow = 100'000;
 // Retry delay after a failure: doubles from 100 ms up to 5 s.
 int64_t NextBackoffMs(int64_t ms) {
   return std::min<int64_t>(std::max<int64_t>(ms * 2, 100), 5000);
+}
+
+// Empty reads in a row after which a rebuild gives up until the next check (a remote log may
+// answer empty below its end while a leader moves).
+constexpr int kRebuildMaxEmptyReads = 50;
+
+// The duplicate-message rule of the worker, shared with rebuilds so that both drop the same
+// copies: a message whose id is among the kDedupWindow ids read most recently is a second copy.
+// Not thread-safe.
+class DedupWindow {
+ public:
+  // False when `id` is a second copy; id 0 (unknown) is never one. Remembers `id`.
+  bool Admit(uint64_t id) {
+    if (id == 0) return true;
+    if (!ids_.insert(id).second) return false;
+    order_.push_back(id);
+    if (order_.size() > kDedupWindow) {
+      ids_.erase(order_.front());
+      order_.pop_front();
+    }
+    return true;
+  }
+
+ private:
+  std::unordered_set<uint64_t> ids_;
+  std::deque<uint64_t> order_;
+};
+
+// "repo{#host=a,k=v}" for logs.
+std::string DatasourceName(const Datasource& ds) {
+  std::string out = ds.repo + "{";
+  for (size_t i = 0; i < ds.tags.size(); ++i) {
+    if (i > 0) out += ",";
+    out += ds.tags[i].first + "=" + ds.tags[i].second;
+  }
+  return out + "}";
+}
+
+std::string RandomHex8() {
+  thread_local std::mt19937 rng([] {
+    std::random_device rd;
+    return std::mt19937(rd());
+  }());
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(8, '0');
+  uint32_t v = static_cast<uint32_t>(rng());
+  for (int i = 7; i >= 0; --i, v >>= 4) out[i] = kHex[v & 0xf];
+  return out;
 }
 }  // namespace
 
@@ -47,16 +96,22 @@ struct Digest::Partition {
     Offset new_replay_point;
   };
   std::map<std::string, PendingFlush> pending;
-  // Ids of the ingest messages read most recently (at most kDedupWindow): a copy of one of them
-  // at a later offset is a producer retry that the commit log stored twice and is dropped.
-  std::unordered_set<uint64_t> recent_ids;
-  std::deque<uint64_t> recent_order;
+  // Ids of the ingest messages read most recently: a copy of one of them at a later offset is a
+  // producer retry that the commit log stored twice and is dropped.
+  DedupWindow dedup;
   uint64_t duplicates_dropped = 0;
   Offset next_offset;
   Offset registered_replay_point;
-  Offset truncated_before;  // touched only by the truncation thread after Start()
   std::string error;
   int64_t last_advance_us = 0;
+  uint64_t segments_rebuilt = 0;  // see PartitionDigestStatus
+  uint64_t segments_lost = 0;
+
+  // Touched only by the maintenance thread.
+  std::map<SegmentId, int64_t> unreachable_since_us;  // no live copy since (clock_ monotonic)
+  std::set<SegmentId> unrecoverable;                  // reported lost; never tried again
+  // Rebuilt files whose ReplaceSegment outcome is unknown: old segment id -> rebuilt record.
+  std::map<SegmentId, SegmentRecord> pending_rebuilds;
 };
 
 // One assigned partition. `stop` is set by Revoke/Stop; `current` is the Partition digested
@@ -77,11 +132,13 @@ Digest::~Digest() { Stop(); }
 sediment::Status Digest::Start() {
   RETURN_IF_ERROR(env_->CreateDirs(options_.segment_dir));
 
-  // Orphans: files this node wrote whose registration never got applied.
+  // A file is kept iff Global lists this node as a holder of it (committed or staged). Everything
+  // else goes: files whose registration never got applied, copies whose replica was dropped,
+  // temp files of interrupted writes or pulls.
   std::set<std::string> known;
   global_->Read([&](const GlobalState& s) {
     for (const auto& [id, seg] : s.segments) {
-      if (seg.node == options_.node) known.insert(seg.file_name);
+      if (seg.replicas.count(options_.node) != 0) known.insert(seg.file_name);
     }
   });
   ASSIGN_OR_RETURN(auto names, env_->ListDir(options_.segment_dir));
@@ -91,7 +148,7 @@ sediment::Status Digest::Start() {
       RETURN_IF_ERROR(env_->RemoveFile(JoinPath(options_.segment_dir, name)));
     }
   }
-  truncate_thread_ = std::thread([this] { TruncateLoop(); });
+  maintenance_thread_ = std::thread([this] { MaintenanceLoop(); });
   return sediment::Status::OK();
 }
 
@@ -160,11 +217,11 @@ bool Digest::WaitClaimed(std::chrono::milliseconds timeout) const {
 
 void Digest::Stop() {
   {
-    std::lock_guard lock(truncate_mu_);
+    std::lock_guard lock(maintenance_mu_);
     stop_ = true;
   }
-  truncate_cv_.notify_all();
-  if (truncate_thread_.joinable()) truncate_thread_.join();
+  maintenance_cv_.notify_all();
+  if (maintenance_thread_.joinable()) maintenance_thread_.join();
   std::vector<std::shared_ptr<Slot>> all;
   {
     std::lock_guard lock(slots_mu_);
@@ -262,7 +319,6 @@ bool Digest::Claim(Slot* slot, Partition* p) {
   global_->Read([&](const GlobalState& s) {
     const PartitionState& ps = s.partitions.at(i);
     p->registered_replay_point = ps.replay_point;
-    p->truncated_before = ps.truncated_before;
     for (const auto& [key, pos] : s.flushed_through) {
       if (key.second == i) p->flushed[key.first] = pos;
     }
@@ -320,21 +376,14 @@ sediment::Status Digest::ProcessRecords(Partition* p, std::vector<LogRecord>& re
     }
     std::string key = msg->datasource.Key();
     std::lock_guard lock(p->mu);
-    if (msg->id != 0) {
-      if (!p->recent_ids.insert(msg->id).second) {
-        spdlog::warn(
-            "digest: partition {} offset {}: dropped a second copy of ingest message {:016x} "
-            "(a producer retry the commit log stored twice)",
-            p->id.value, rec.offset.value, msg->id);
-        ++p->duplicates_dropped;
-        p->next_offset = Offset(rec.offset.value + 1);
-        continue;
-      }
-      p->recent_order.push_back(msg->id);
-      if (p->recent_order.size() > kDedupWindow) {
-        p->recent_ids.erase(p->recent_order.front());
-        p->recent_order.pop_front();
-      }
+    if (!p->dedup.Admit(msg->id)) {
+      spdlog::warn(
+          "digest: partition {} offset {}: dropped a second copy of ingest message {:016x} "
+          "(a producer retry the commit log stored twice)",
+          p->id.value, rec.offset.value, msg->id);
+      ++p->duplicates_dropped;
+      p->next_offset = Offset(rec.offset.value + 1);
+      continue;
     }
     auto fit = p->flushed.find(key);
     Partition::Buffer* buf = nullptr;
@@ -442,7 +491,7 @@ sediment::Status Digest::Flush(Partition* p, const std::string& key) {
   }
   if (outcome.status().code() != StatusCode::kRejected) {
     // The registration may or may not be in the log; it stays pending and is retried. The file
-    // is kept (orphan removal at the next start keeps it if Global knows it).
+    // is kept (the next Start() keeps it if Global lists this node as its holder).
     return outcome.status().WithContext("registering segment " + name);
   }
   // Rejected. Global has applied everything up to our event, including an earlier attempt of
@@ -542,40 +591,301 @@ bool Digest::Run(Slot* slot, Partition* p) {
   return true;
 }
 
-void Digest::TruncateLoop() {
-  // P3: the commit log is truncated only below the registered replay point (the safe offset of
-  // a single node whose segments are durable once registered). This runs apart from the workers:
-  // admin calls can block for their timeout while brokers are down, and digesting must not wait.
+void Digest::MaintenanceLoop() {
+  // Apart from the workers: admin calls and rebuild reads can block for their timeout while
+  // brokers are down, and digesting must not wait for them.
+  using Steady = std::chrono::steady_clock;
+  const auto truncate_every = std::max(options_.truncate_every, std::chrono::milliseconds(1));
+  const auto rebuild_every = std::max(options_.rebuild_check_every, std::chrono::milliseconds(1));
+  auto next_truncate = Steady::now() + truncate_every;
+  auto next_rebuild = Steady::now() + rebuild_every;
   while (true) {
     {
-      std::unique_lock lock(truncate_mu_);
-      if (truncate_cv_.wait_for(lock, options_.truncate_every, [this] { return stop_.load(); })) {
-        return;
+      std::unique_lock lock(maintenance_mu_);
+      const auto until = options_.truncate ? std::min(next_truncate, next_rebuild) : next_rebuild;
+      if (maintenance_cv_.wait_until(lock, until, [this] { return stop_.load(); })) return;
+    }
+    const auto now = Steady::now();
+    if (options_.truncate && now >= next_truncate) {
+      Truncate();
+      next_truncate = Steady::now() + truncate_every;
+    }
+    if (stop_) return;
+    if (now >= next_rebuild) {
+      CheckRebuilds();
+      next_rebuild = Steady::now() + rebuild_every;
+    }
+  }
+}
+
+void Digest::Truncate() {
+  // P3: never above the safe offset, and only for partitions whose current claim is ours.
+  for (auto& p : Current()) {
+    if (stop_) return;
+    bool ours = false;
+    Offset safe{0};
+    Offset recorded{0};
+    global_->Read([&](const GlobalState& s) {
+      auto it = s.partitions.find(p->id.value);
+      ours = it != s.partitions.end() && it->second.epoch == p->epoch &&
+             it->second.owner == options_.node;
+      if (!ours) return;
+      safe = SafeOffset(s, p->id);
+      recorded = it->second.truncated_before;
+    });
+    if (!ours || safe <= recorded) continue;
+    auto st = log_->DeleteBefore(p->id, safe);
+    if (!st.ok()) {
+      spdlog::warn("digest: truncating partition {}: {}", p->id.value, st.ToString());
+      continue;
+    }
+    auto applied = global_->Submit(SetTruncationPoint{p->id, safe});
+    if (!applied.ok()) {
+      spdlog::warn("digest: recording truncation point {} of partition {}: {}", safe.value,
+                   p->id.value, applied.status().ToString());
+    }
+  }
+}
+
+void Digest::CheckRebuilds() {
+  const auto parts = Current();
+  if (parts.empty()) return;
+  // Liveness is asked outside Global's lock: first for every registered node, then (below) for
+  // nodes that hold a copy without ever having registered.
+  auto alive = [this](NodeId n) {
+    return n == options_.node || !options_.is_alive || options_.is_alive(n);
+  };
+  std::set<NodeId> registered;
+  global_->Read([&](const GlobalState& s) { registered = s.nodes; });
+  std::set<NodeId> live{options_.node};
+  for (NodeId n : registered) {
+    if (alive(n)) live.insert(n);
+  }
+
+  std::set<int32_t> ours;
+  std::map<int32_t, std::vector<SegmentRecord>> unreachable;  // partition -> no live copy
+  global_->Read([&](const GlobalState& s) {
+    for (const auto& p : parts) {
+      auto it = s.partitions.find(p->id.value);
+      if (it != s.partitions.end() && it->second.epoch == p->epoch &&
+          it->second.owner == options_.node) {
+        ours.insert(p->id.value);
       }
     }
-    if (!options_.truncate) continue;
-    for (auto& p : Current()) {
-      if (stop_) return;
-      bool ours = false;
-      global_->Read([&](const GlobalState& s) {
-        auto it = s.partitions.find(p->id.value);
-        ours = it != s.partitions.end() && it->second.epoch == p->epoch &&
-               it->second.owner == options_.node;
-      });
-      if (!ours) continue;
-      Offset safe;
-      {
-        std::lock_guard lock(p->mu);
-        safe = p->registered_replay_point;
+    if (ours.empty()) return;
+    for (const auto& [id, seg] : s.segments) {
+      if (seg.staged() || ours.count(seg.partition.value) == 0) continue;
+      bool reachable = false;
+      for (NodeId n : seg.replicas) {
+        if (live.count(n) != 0) {
+          reachable = true;
+          break;
+        }
       }
-      if (safe <= p->truncated_before) continue;
-      auto st = log_->DeleteBefore(p->id, safe);
-      if (!st.ok()) {
-        spdlog::warn("digest: truncating partition {}: {}", p->id.value, st.ToString());
+      if (!reachable) unreachable[seg.partition.value].push_back(seg);
+    }
+  });
+  for (auto& [part, segs] : unreachable) {
+    std::erase_if(segs, [&](const SegmentRecord& seg) {
+      for (NodeId n : seg.replicas) {
+        if (registered.count(n) == 0 && alive(n)) return true;
+      }
+      return false;
+    });
+  }
+
+  const int64_t now_us = clock_->MonotonicMicros();
+  for (const auto& p : parts) {
+    if (stop_) return;
+    ResolvePendingRebuilds(p.get());
+    if (ours.count(p->id.value) == 0) {
+      p->unreachable_since_us.clear();
+      continue;
+    }
+    const std::vector<SegmentRecord>& segs = unreachable[p->id.value];
+    // Only segments unreachable at every check since they were first seen keep their time.
+    std::map<SegmentId, int64_t> since;
+    for (const auto& seg : segs) {
+      auto it = p->unreachable_since_us.find(seg.id);
+      since[seg.id] = it == p->unreachable_since_us.end() ? now_us : it->second;
+    }
+    p->unreachable_since_us.swap(since);
+    for (const auto& seg : segs) {
+      if (stop_) return;
+      if (p->unrecoverable.count(seg.id) != 0 || p->pending_rebuilds.count(seg.id) != 0) continue;
+      if (now_us - p->unreachable_since_us.at(seg.id) < options_.rebuild_after.count() * 1000) {
         continue;
       }
-      auto applied = global_->Submit(SetTruncationPoint{p->id, safe});
-      if (applied.ok()) p->truncated_before = safe;
+      Rebuild(p.get(), seg);
+    }
+  }
+}
+
+void Digest::MarkLost(Partition* p, const SegmentRecord& seg, const std::string& why) {
+  if (!p->unrecoverable.insert(seg.id).second) return;
+  spdlog::error(
+      "digest: segment {} is lost: {} ({} events of {}, partition {}, offsets {}..{}); every copy "
+      "was on dead nodes",
+      seg.id.value, why, seg.event_count, DatasourceName(seg.datasource), seg.partition.value,
+      seg.min_pos.offset.value, seg.max_pos.offset.value);
+  std::lock_guard lock(p->mu);
+  ++p->segments_lost;
+}
+
+void Digest::Rebuild(Partition* p, const SegmentRecord& seg) {
+  // The commit log still holds the segment's range while the safe offset has not passed it.
+  auto start = log_->StartOffset(p->id);
+  if (!start.ok()) {
+    spdlog::warn("digest: rebuilding segment {}: {}; retrying", seg.id.value,
+                 start.status().ToString());
+    return;
+  }
+  auto gone = [&](Offset log_start) {
+    MarkLost(p, seg,
+             "the commit log starts at offset " + std::to_string(log_start.value) +
+                 ", after its first event at offset " + std::to_string(seg.min_pos.offset.value));
+  };
+  if (*start > seg.min_pos.offset) return gone(*start);
+
+  // Decoded as the worker does: corrupt records skipped, second copies dropped by the same rule,
+  // then the datasource's events in the segment's position range.
+  const std::string key = seg.datasource.Key();
+  std::vector<PositionedEvent> events;
+  DedupWindow dedup;
+  Offset from = seg.min_pos.offset;
+  int empty_reads = 0;
+  while (from <= seg.max_pos.offset) {
+    if (stop_) return;
+    auto records =
+        log_->Read(p->id, from, options_.read_batch_bytes, std::chrono::milliseconds(200));
+    if (!records.ok()) {
+      if (records.status().code() == StatusCode::kNotFound) {
+        auto now_start = log_->StartOffset(p->id);
+        if (now_start.ok() && *now_start > seg.min_pos.offset) return gone(*now_start);
+      }
+      spdlog::warn("digest: rebuilding segment {}: reading partition {} at offset {}: {}; retrying",
+                   seg.id.value, p->id.value, from.value, records.status().ToString());
+      return;
+    }
+    if (records->empty()) {
+      if (++empty_reads >= kRebuildMaxEmptyReads) {
+        spdlog::warn(
+            "digest: rebuilding segment {}: partition {} answers nothing at offset {}; "
+            "retrying",
+            seg.id.value, p->id.value, from.value);
+        return;
+      }
+      continue;
+    }
+    empty_reads = 0;
+    for (auto& rec : *records) {
+      if (rec.offset < from) continue;
+      if (rec.offset > seg.max_pos.offset) {
+        from = Offset(seg.max_pos.offset.value + 1);
+        break;
+      }
+      from = Offset(rec.offset.value + 1);
+      auto msg = DecodeIngestMessage(rec.data);
+      if (!msg.ok()) continue;  // P6: the worker skipped it too
+      if (!dedup.Admit(msg->id)) continue;
+      if (msg->datasource.Key() != key) continue;
+      for (uint32_t i = 0; i < msg->events.size(); ++i) {
+        const Position pos{rec.offset, i};
+        if (pos < seg.min_pos || pos > seg.max_pos) continue;
+        events.push_back(PositionedEvent{pos, std::move(msg->events[i])});
+      }
+    }
+  }
+  // The log range holds exactly the segment's events or the rebuild would change the data.
+  if (events.empty() || events.size() != seg.event_count || events.front().pos != seg.min_pos ||
+      events.back().pos != seg.max_pos) {
+    return MarkLost(p, seg,
+                    "the commit log holds " + std::to_string(events.size()) +
+                        " events of its datasource in its position range, it had " +
+                        std::to_string(seg.event_count) + "; not rebuilt");
+  }
+
+  const std::string name = "r-p" + std::to_string(p->id.value) + "-e" +
+                           std::to_string(p->epoch.value) + "-o" +
+                           std::to_string(seg.min_pos.offset.value) + "-i" +
+                           std::to_string(seg.min_pos.index) + "-" + RandomHex8() + ".seg";
+  const std::string path = JoinPath(options_.segment_dir, name);
+  auto info = WriteSegment(env_, path, seg.datasource, p->id, events, options_.segment);
+  if (!info.ok()) {
+    (void)env_->RemoveFile(path);
+    spdlog::warn("digest: rebuilding segment {}: writing {}: {}; retrying", seg.id.value, name,
+                 info.status().ToString());
+    return;
+  }
+  SegmentRecord rec;
+  rec.datasource = seg.datasource;
+  rec.partition = p->id;
+  rec.min_pos = info->min_pos;
+  rec.max_pos = info->max_pos;
+  rec.min_ts = info->min_ts;
+  rec.max_ts = info->max_ts;
+  rec.event_count = info->event_count;
+  rec.raw_bytes = info->raw_bytes;
+  rec.file_size = info->file_size;
+  rec.content_hash = info->content_hash;
+  rec.epoch = p->epoch;
+  rec.file_name = name;
+  rec.node = options_.node;
+  SubmitRebuilt(p, seg.id, rec);
+}
+
+void Digest::SubmitRebuilt(Partition* p, SegmentId old_id, const SegmentRecord& rebuilt) {
+  const std::string path = JoinPath(options_.segment_dir, rebuilt.file_name);
+  auto outcome = global_->Submit(ReplaceSegment{old_id, rebuilt});
+  bool done = outcome.ok();
+  if (!outcome.ok() && outcome.status().code() != StatusCode::kRejected) {
+    // It may still be applied: the file stays and the same event is submitted again later.
+    spdlog::warn("digest: replacing segment {} by rebuilt {}: {}; retrying", old_id.value,
+                 rebuilt.file_name, outcome.status().ToString());
+    p->pending_rebuilds[old_id] = rebuilt;
+    return;
+  }
+  p->pending_rebuilds.erase(old_id);
+  // Rejected: an earlier attempt of ours that the log took after all may have done it.
+  if (!done) done = IsRegistered(rebuilt.file_name);
+  if (!done) {
+    spdlog::warn("digest: replacing segment {} by rebuilt {}: {}; file removed", old_id.value,
+                 rebuilt.file_name, outcome.status().ToString());
+    (void)env_->RemoveFile(path);
+    return;
+  }
+  SegmentId new_id = outcome.ok() ? outcome->segment_id : SegmentId(0);
+  spdlog::warn(
+      "digest: rebuilt segment {} ({} events of {}) from the commit log: every copy was on dead "
+      "nodes (now segment {}, file {})",
+      old_id.value, rebuilt.event_count, DatasourceName(rebuilt.datasource), new_id.value,
+      rebuilt.file_name);
+  std::lock_guard lock(p->mu);
+  ++p->segments_rebuilt;
+}
+
+void Digest::ResolvePendingRebuilds(Partition* p) {
+  if (p->pending_rebuilds.empty()) return;
+  const auto pending = p->pending_rebuilds;
+  for (const auto& [old_id, rebuilt] : pending) {
+    if (stop_) return;
+    bool old_exists = false;
+    global_->Read([&](const GlobalState& s) { old_exists = s.segments.count(old_id) != 0; });
+    if (old_exists) {
+      SubmitRebuilt(p, old_id, rebuilt);  // the same event again; fenced by the old id and epoch
+      continue;
+    }
+    // The old segment is gone: replaced by our attempt (then it is registered) or removed.
+    p->pending_rebuilds.erase(old_id);
+    if (IsRegistered(rebuilt.file_name)) {
+      spdlog::warn(
+          "digest: rebuilt segment {} ({} events of {}) from the commit log: every copy was on "
+          "dead nodes (file {})",
+          old_id.value, rebuilt.event_count, DatasourceName(rebuilt.datasource), rebuilt.file_name);
+      std::lock_guard lock(p->mu);
+      ++p->segments_rebuilt;
+    } else {
+      (void)env_->RemoveFile(JoinPath(options_.segment_dir, rebuilt.file_name));
     }
   }
 }
@@ -622,6 +932,8 @@ std::vector<PartitionDigestStatus> Digest::PartitionStatuses() const {
     for (const auto& [k, b] : p->buffers) s.buffered_events += b.events.size();
     s.error = p->error;
     s.duplicates_dropped = p->duplicates_dropped;
+    s.segments_rebuilt = p->segments_rebuilt;
+    s.segments_lost = p->segments_lost;
     out.push_back(std::move(s));
   }
   return out;

@@ -15,6 +15,15 @@
 // the claim epoch; only after Global applied it is the buffer dropped. A rejected registration
 // (stale epoch) deletes the file and stops the worker: the partition belongs to someone else.
 //
+// A maintenance thread (apart from the workers, so digest throughput never waits for it) does two
+// things for the partitions this node owns under an applied, current claim:
+// - Truncation (DESIGN P3): DeleteBefore(SafeOffset(state, p)), never above; recorded with
+//   SetTruncationPoint.
+// - Rebuild (DESIGN P2): a committed segment of the partition with no copy on a live node for
+//   `rebuild_after` is rebuilt from the commit log (the safe offset never passed it while it had
+//   fewer than R copies) and swapped in with ReplaceSegment; when the log no longer holds it, it
+//   is reported lost.
+//
 // Thread-safety: all public methods are thread-safe.
 #pragma once
 
@@ -22,6 +31,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,9 +57,19 @@ struct DigestOptions {
   std::chrono::milliseconds flush_age{2000};  // oldest buffered event's age
   size_t read_batch_bytes = 8u << 20;
   std::chrono::milliseconds truncate_every{10000};  // DeleteBefore(safe offset) period
-  // Truncate the commit log below the replay point (DESIGN P3 with segments durable once
-  // registered). Off when segments need more copies before they count as durable.
+  // Truncate the commit log of owned partitions below SafeOffset(state, p) (DESIGN P3: the replay
+  // point, held back by any committed segment with fewer than R announced replicas). false: the
+  // digest never truncates.
   bool truncate = true;
+  // Liveness of a node (DESIGN section 9: heard from recently). Called from the maintenance
+  // thread, never under a Digest or Global lock; must be thread-safe and cheap. null: every node
+  // is alive. This node always counts as alive.
+  std::function<bool(NodeId)> is_alive;
+  // A committed segment of an owned partition whose every announced replica is on a dead node
+  // (or that has none) for this long is rebuilt from the commit log.
+  std::chrono::milliseconds rebuild_after{5000};
+  // How often the maintenance thread looks for such segments.
+  std::chrono::milliseconds rebuild_check_every{1000};
   // Wait before claiming again a partition whose claim was lost while it is still assigned here
   // (gives the consumer group time to tell this node it lost the partition).
   std::chrono::milliseconds reclaim_backoff{3000};
@@ -72,7 +92,12 @@ struct PartitionDigestStatus {
   Offset replay_point;  // as last registered
   uint64_t buffered_events = 0;
   uint64_t duplicates_dropped = 0;  // second copies of ingest messages (see IngestMessage::id)
-  std::string error;                // last error, empty when healthy
+  // Segments of the partition rebuilt from the commit log under this claim (every copy was on dead
+  // nodes), and segments seen unrecoverable (the log no longer holds their range, or it holds a
+  // different number of their events than they had).
+  uint64_t segments_rebuilt = 0;
+  uint64_t segments_lost = 0;
+  std::string error;  // last error, empty when healthy
 };
 
 class Digest {
@@ -80,8 +105,10 @@ class Digest {
   Digest(Env* env, Clock* clock, CommitLog* log, Global* global, DigestOptions options);
   ~Digest();
 
-  // Removes segment files of this node that Global does not know (orphans of a crash between
-  // write and registration) and starts the truncation thread. Owns no partition yet.
+  // Keeps exactly the files of the segment directory that some segment (committed or staged)
+  // lists with this node among its replicas; removes every other file (orphans of a crash
+  // between write and registration, extra copies whose replica was dropped, temp files). Then
+  // starts the maintenance thread. Owns no partition yet.
   Status Start();
   // Starts a worker (claim, then digest) for each partition not already assigned. Non-blocking.
   void Assign(const std::vector<PartitionId>& partitions);
@@ -130,13 +157,26 @@ class Digest {
   // any that arrived since the segment was written) and raises the replay point.
   void CompleteFlush(Partition* p, const std::string& key, Position max_pos,
                      Offset new_replay_point);
-  // Whether Global has a segment of this node with this file name.
+  // Whether Global has a segment written by this node with this file name.
   bool IsRegistered(const std::string& file_name) const;
   sediment::Status ProcessRecords(Partition* p, std::vector<LogRecord>& records);
   Offset ReplayPointLocked(const Partition& p) const;
-  // Deletes commit-log records below each partition's registered replay point, every
-  // truncate_every, on its own thread.
-  void TruncateLoop();
+  // The maintenance thread: Truncate() every truncate_every (if truncate), CheckRebuilds() every
+  // rebuild_check_every.
+  void MaintenanceLoop();
+  // Deletes commit-log records below SafeOffset of each owned partition and records it.
+  void Truncate();
+  // Finds committed segments of owned partitions with no live copy and rebuilds those that stayed
+  // so for rebuild_after.
+  void CheckRebuilds();
+  // Resolves rebuilds of `p` whose ReplaceSegment outcome was unknown.
+  void ResolvePendingRebuilds(Partition* p);
+  // Rebuilds `seg` (a committed segment of p) from the commit log and submits ReplaceSegment.
+  void Rebuild(Partition* p, const SegmentRecord& seg);
+  // Submits a rebuilt record whose file is written; keeps it pending when the outcome is unknown.
+  void SubmitRebuilt(Partition* p, SegmentId old_id, const SegmentRecord& rebuilt);
+  // Marks `seg` unrecoverable (logged once, counted in segments_lost).
+  void MarkLost(Partition* p, const SegmentRecord& seg, const std::string& why);
 
   Env* env_;
   Clock* clock_;
@@ -148,9 +188,9 @@ class Digest {
   std::map<int32_t, std::shared_ptr<Slot>> slots_;  // assigned partitions
   std::vector<std::shared_ptr<Slot>> retired_;      // revoked, thread not joined yet
   std::atomic<bool> stop_{false};
-  std::mutex truncate_mu_;
-  std::condition_variable truncate_cv_;
-  std::thread truncate_thread_;
+  std::mutex maintenance_mu_;
+  std::condition_variable maintenance_cv_;
+  std::thread maintenance_thread_;
 };
 
 }  // namespace sediment

@@ -319,11 +319,11 @@ Offset SafeOffset(const GlobalState& state, PartitionId partition) {
 
 const char* GlobalEventName(const GlobalEvent& ev) {
   static constexpr const char* kNames[] = {
-      "SetClusterId",     "CreateRepo",           "AddIngestToken",     "AddApiToken",
-      "ClaimPartition",   "RegisterSegment",      "AdvanceReplayPoint", "SetTruncationPoint",
-      "RemoveSegments",   "SetClusterSecret",     "RegisterNode",       "AddSegmentReplica",
+      "SetClusterId",         "CreateRepo",       "AddIngestToken",     "AddApiToken",
+      "ClaimPartition",       "RegisterSegment",  "AdvanceReplayPoint", "SetTruncationPoint",
+      "RemoveSegments",       "SetClusterSecret", "RegisterNode",       "AddSegmentReplica",
       "RemoveSegmentReplica", "StageMerge",       "CommitMerge",        "SetReplicationFactor",
-      "SetRetention",     "ReplaceSegment"};
+      "SetRetention",         "ReplaceSegment"};
   static_assert(std::size(kNames) == std::variant_size_v<GlobalEvent>);
   return kNames[ev.index()];
 }

@@ -474,8 +474,7 @@ bool DecodeStateBody(Reader* r, GlobalState* s, uint8_t version) {
   for (auto& [name, repo] : s->repos) {
     if (!r->U64(&repo.retention_bytes, "repo retention bytes")) return false;
   }
-  return r->U32(&s->replication_factor, "replication factor") &&
-         r->StrongSet(&s->nodes, "nodes");
+  return r->U32(&s->replication_factor, "replication factor") && r->StrongSet(&s->nodes, "nodes");
 }
 }  // namespace
 

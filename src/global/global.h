@@ -26,8 +26,9 @@ namespace sediment {
 
 struct RepoInfo {
   std::string name;
-  int64_t retention_ms = 0;      // delete segments whose newest event is older; 0 = keep forever
-  uint64_t retention_bytes = 0;  // keep at most this many stored bytes (oldest go first); 0 = no bound
+  int64_t retention_ms = 0;  // delete segments whose newest event is older; 0 = keep forever
+  uint64_t retention_bytes =
+      0;  // keep at most this many stored bytes (oldest go first); 0 = no bound
   std::set<std::string> ingest_tokens;
 };
 

@@ -469,9 +469,10 @@ TEST(GlobalApply, SafeOffsetWaitsForEveryReplica) {
 TEST(GlobalApply, MergeIsStagedThenSwappedInOneEvent) {
   GlobalState s = Populated();
   const SegmentRecord in = s.segments.at(SegmentId(1));  // web/a, partition 0, 0/0..9/2
-  ASSERT_TRUE(ApplyGlobalEvent(&s, RegisterSegment{Seg(Ds("web", "a"), 0, Pos(10, 0), Pos(12, 0), 1),
-                                                   Offset(13)})
-                  .ok());  // segment 3
+  ASSERT_TRUE(
+      ApplyGlobalEvent(
+          &s, RegisterSegment{Seg(Ds("web", "a"), 0, Pos(10, 0), Pos(12, 0), 1), Offset(13)})
+          .ok());  // segment 3
   SegmentRecord out = Seg(Ds("web", "a"), 0, Pos(0, 0), Pos(12, 0), 2);
   out.event_count = in.event_count + s.segments.at(SegmentId(3)).event_count;
   out.file_name = "m-0.seg";
@@ -492,7 +493,7 @@ TEST(GlobalApply, MergeIsStagedThenSwappedInOneEvent) {
   EXPECT_EQ(s.segments.at(id).replicas, std::set<NodeId>{NodeId(7)});
   ExpectRejected(&s, StageMerge{out, {id}});  // a staged output is no input
   ASSERT_TRUE(ApplyGlobalEvent(&s, SetReplicationFactor{2}).ok());
-  ExpectRejected(&s, CommitMerge{id});  // one replica of two
+  ExpectRejected(&s, CommitMerge{id});            // one replica of two
   ExpectRejected(&s, CommitMerge{SegmentId(1)});  // not staged
   ASSERT_TRUE(ApplyGlobalEvent(&s, AddSegmentReplica{id, NodeId(1)}).ok());
   ASSERT_TRUE(ApplyGlobalEvent(&s, CommitMerge{id}).ok());

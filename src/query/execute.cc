@@ -579,6 +579,7 @@ struct Warning {
 struct ScanWorker {
   QueryStats stats;
   std::vector<Warning> warnings;
+  std::vector<SegmentId> unreadable;
   DecodedBlock block;
   BlockView view;
   Mask cand, matched;
@@ -612,6 +613,7 @@ bool ValidBlockShape(const DecodedBlock& b) {
 struct ScanOutcome {
   QueryStats stats;                   // every counter but events_matched and elapsed_ms
   std::vector<std::string> warnings;  // unreadable segments / blocks, in input order
+  std::vector<SegmentId> unreadable;  // segments with an unreadable part, sorted, unique
   bool stopped = false;               // `stop` ended the scan before every task ran
 };
 
@@ -660,6 +662,7 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const TimeRange& 
                             "segment " + std::to_string(p.src->id.value) + " (" +
                                 RangeText(p.src->min_ts, p.src->max_ts) +
                                 ") could not be read and was skipped: " + r.status().ToString()});
+      w.unreadable.push_back(p.src->id);
       return;
     }
     p.reader = std::move(r).value();
@@ -723,6 +726,7 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const TimeRange& 
                                 std::to_string(t.block) + " (" +
                                 RangeText(info.min_ts, info.max_ts) +
                                 ") could not be read and was skipped: " + st.ToString()});
+      w.unreadable.push_back(p.src->id);
       return;
     }
     ++w.stats.blocks_scanned;
@@ -740,7 +744,11 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const TimeRange& 
     stats.events_scanned += w.stats.events_scanned;
     stats.bytes_scanned += w.stats.bytes_scanned;
     for (Warning& wr : w.warnings) warnings.push_back(std::move(wr));
+    out.unreadable.insert(out.unreadable.end(), w.unreadable.begin(), w.unreadable.end());
   }
+  std::sort(out.unreadable.begin(), out.unreadable.end());
+  out.unreadable.erase(std::unique(out.unreadable.begin(), out.unreadable.end()),
+                       out.unreadable.end());
   std::sort(warnings.begin(), warnings.end(), [](const Warning& a, const Warning& b) {
     return std::tie(a.order_a, a.order_b) < std::tie(b.order_a, b.order_b);
   });
@@ -797,6 +805,7 @@ Result<QueryResult> ExecuteImpl(Env* env, const CompiledQuery& query, const Time
   result.stats = scan.stats;
   QueryStats& stats = result.stats;
   result.warnings = std::move(scan.warnings);
+  result.unreadable_segments = std::move(scan.unreadable);
   uint64_t matched = 0;
   for (const Collector& c : collectors) matched += c.matched;
   stats.events_matched = matched;
@@ -904,6 +913,7 @@ Result<MatchSet> CollectMatchesImpl(Env* env, const CompiledQuery& query, const 
   MatchSet out;
   out.stats = scan.stats;
   out.warnings = std::move(scan.warnings);
+  out.unreadable_segments = std::move(scan.unreadable);
   out.truncated = scan.stopped;
   const size_t total = found.load();
   out.stats.events_matched = total;

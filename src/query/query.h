@@ -73,6 +73,9 @@ struct QueryResult {
   std::vector<Row> rows;
   // P5: what could not be read (corrupt or missing segments), and truncation notices.
   std::vector<std::string> warnings;
+  // Segments of the input with a part that could not be read (sorted): the caller may report the
+  // copies and run the query again on other copies.
+  std::vector<SegmentId> unreadable_segments;
   QueryStats stats;
 };
 
@@ -96,6 +99,8 @@ struct MatchSet {
   std::vector<BufferedSource> sources;
   // Segments / blocks that could not be read (same text as Execute's warnings), in input order.
   std::vector<std::string> warnings;
+  // As QueryResult's (not part of the wire encoding).
+  std::vector<SegmentId> unreadable_segments;
   // As Execute's; events_matched counts the matches found in the scanned blocks, which exceeds
   // the returned events only when `truncated`.
   QueryStats stats;

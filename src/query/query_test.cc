@@ -751,6 +751,11 @@ TEST_F(SegmentExecTest, CorruptAndMissingSegmentsBecomeWarnings) {
               std::string::npos);
     EXPECT_NE(r->warnings[2].find("segment 4 ("), std::string::npos) << r->warnings[2];
     EXPECT_EQ(r->stats.segments_scanned, 2u);
+    EXPECT_EQ(r->unreadable_segments,
+              (std::vector<SegmentId>{SegmentId(2), SegmentId(3), SegmentId(4)}));
+    auto m = CollectMatches(Env::Default(), **Compile(""), TimeRange{0, 100000}, in, o);
+    ASSERT_TRUE(m.ok());
+    EXPECT_EQ(m->unreadable_segments, r->unreadable_segments);
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "cluster/node_identity.h"
@@ -60,6 +61,13 @@ Heartbeat Server::Impl::SelfHeartbeat() const {
     if (!p.claimed) continue;
     hb.partitions.push_back(
         PartitionProgress{p.partition, p.epoch, p.next_offset, p.replay_point, p.buffered_events});
+  }
+  hb.oldest_snapshot = global->OldestSnapshot();
+  if (replicator) {
+    const Replicator::Progress pr = replicator->progress();
+    hb.repair = RepairProgress{pr.pending_segments,    pr.pending_bytes, pr.copied_segments,
+                               pr.copied_bytes,        pr.failed_pulls,  pr.corrupt_copies,
+                               pr.extra_copies_dropped};
   }
   return hb;
 }
@@ -191,33 +199,62 @@ http::Response Server::Impl::HandleCluster() {
 
   std::string cluster_id;
   std::map<int32_t, PartitionState> pstates;
-  uint64_t seg_count = 0, seg_bytes = 0;
+  std::map<int32_t, int64_t> safe;
+  uint64_t seg_count = 0, seg_bytes = 0, under = 0, under_bytes = 0, no_live = 0, no_copy = 0,
+           staged = 0;
+  uint32_t factor = 1;
+  // Segments without a live copy, by the (dead) nodes holding them.
+  std::map<int64_t, NodeRow> stranded;
   global->Read([&](const GlobalState& st) {
     cluster_id = st.cluster_id;
     pstates = st.partitions;
+    factor = EffectiveReplicationFactor(st);
+    for (const auto& [p, ps] : st.partitions) safe[p] = SafeOffset(st, PartitionId(p)).value;
     for (const auto& [id, seg] : st.segments) {
-      NodeRow& row = nodes[seg.node.value];
-      ++row.segments;
-      row.segment_bytes += seg.file_size;
-      row.events += seg.event_count;
-      row.min_ts = std::min(row.min_ts, seg.min_ts);
-      row.max_ts = std::max(row.max_ts, seg.max_ts);
+      bool live = false;
+      for (NodeId n : seg.replicas) {
+        NodeRow& row = nodes[n.value];
+        ++row.segments;
+        row.segment_bytes += seg.file_size;
+        live = live || row.alive;
+      }
+      if (seg.staged()) {
+        ++staged;
+        continue;
+      }
       ++seg_count;
       seg_bytes += seg.file_size;
+      if (seg.replicas.size() < factor) {
+        ++under;
+        under_bytes += seg.file_size;
+      }
+      if (seg.replicas.empty()) ++no_copy;
+      if (live) continue;
+      ++no_live;
+      for (NodeId n : seg.replicas) {
+        NodeRow& row = stranded[n.value];
+        ++row.segments;
+        row.events += seg.event_count;
+        row.min_ts = std::min(row.min_ts, seg.min_ts);
+        row.max_ts = std::max(row.max_ts, seg.max_ts);
+      }
     }
   });
   for (const auto& [p, ps] : pstates) {
     if (ps.epoch.value > 0) ++nodes[ps.owner.value].owned;
   }
 
-  uint64_t unreachable = 0;
-  for (const auto& [id, row] : nodes) {
-    if (row.alive || row.segments == 0) continue;
-    unreachable += row.segments;
+  const uint64_t unreachable = no_live;
+  for (const auto& [id, row] : stranded) {
     warnings.push_back("node " + std::to_string(id) + " is down: " + std::to_string(row.segments) +
                        " segments (" + std::to_string(row.events) + " events, " +
                        FormatIso8601Millis(row.min_ts) + " to " + FormatIso8601Millis(row.max_ts) +
-                       ") cannot be searched until it returns");
+                       ") have no other live copy and cannot be searched until it returns or "
+                       "their owner rebuilds them from the commit log");
+  }
+  if (no_copy > 0) {
+    warnings.push_back(std::to_string(no_copy) +
+                       " segments have no copy at all (corrupt copies removed, or lost)");
   }
 
   int64_t bounds_age_ms = -1;
@@ -238,7 +275,31 @@ http::Response Server::Impl::HandleCluster() {
     w.Key("self").Bool(id == node.value);
     w.Key("segments").Int(static_cast<int64_t>(row.segments));
     w.Key("segmentBytes").Int(static_cast<int64_t>(row.segment_bytes));
-    w.Key("partitionsOwned").Int(row.owned).EndObject();
+    w.Key("partitionsOwned").Int(row.owned);
+    std::optional<RepairProgress> repair;
+    if (id == node.value && replicator) {
+      const Replicator::Progress pr = replicator->progress();
+      repair = RepairProgress{pr.pending_segments,    pr.pending_bytes, pr.copied_segments,
+                              pr.copied_bytes,        pr.failed_pulls,  pr.corrupt_copies,
+                              pr.extra_copies_dropped};
+    } else if (row.hb != nullptr) {
+      repair = row.hb->repair;
+    }
+    w.Key("repair");
+    if (!repair) {
+      w.Null();
+    } else {
+      w.BeginObject();
+      w.Key("pendingSegments").Int(static_cast<int64_t>(repair->pending_segments));
+      w.Key("pendingBytes").Int(static_cast<int64_t>(repair->pending_bytes));
+      w.Key("copiedSegments").Int(static_cast<int64_t>(repair->copied_segments));
+      w.Key("copiedBytes").Int(static_cast<int64_t>(repair->copied_bytes));
+      w.Key("failed").Int(static_cast<int64_t>(repair->failed));
+      w.Key("corruptDetected").Int(static_cast<int64_t>(repair->corrupt_detected));
+      w.Key("droppedExtra").Int(static_cast<int64_t>(repair->dropped_extra));
+      w.EndObject();
+    }
+    w.EndObject();
   }
   w.EndArray();
   w.Key("partitions").BeginArray();
@@ -272,6 +333,7 @@ http::Response Server::Impl::HandleCluster() {
     w.Key("ownerAlive").Bool(owner_alive).Key("epoch").Int(ps.epoch.value);
     w.Key("replayPoint").Int(ps.replay_point.value);
     w.Key("truncatedBefore").Int(ps.truncated_before.value);
+    w.Key("safeOffset").Int(safe.count(p) != 0 ? safe[p] : 0);
     w.Key("logStart").Int(lb.start).Key("logEnd").Int(lb.end);
     w.Key("nextOffset").Int(next).Key("lag").Int(lag);
     w.Key("bufferedEvents").Int(static_cast<int64_t>(buffered)).EndObject();
@@ -291,6 +353,25 @@ http::Response Server::Impl::HandleCluster() {
   w.Key("segments").BeginObject().Key("count").Int(static_cast<int64_t>(seg_count));
   w.Key("bytes").Int(static_cast<int64_t>(seg_bytes));
   w.Key("unreachable").Int(static_cast<int64_t>(unreachable)).EndObject();
+  w.Key("replication").BeginObject().Key("factor").Int(factor);
+  w.Key("segments").Int(static_cast<int64_t>(seg_count));
+  w.Key("underReplicated").Int(static_cast<int64_t>(under));
+  w.Key("underReplicatedBytes").Int(static_cast<int64_t>(under_bytes));
+  w.Key("withoutLiveCopy").Int(static_cast<int64_t>(no_live));
+  w.Key("lost").Int(static_cast<int64_t>(no_copy));
+  w.Key("stagedMerges").Int(static_cast<int64_t>(staged));
+  if (merger) {
+    const MergeStats ms = merger->stats();
+    w.Key("merges").BeginObject();
+    w.Key("staged").Int(static_cast<int64_t>(ms.merges_staged));
+    w.Key("committed").Int(static_cast<int64_t>(ms.merges_committed));
+    w.Key("aborted").Int(static_cast<int64_t>(ms.merges_aborted));
+    w.Key("failed").Int(static_cast<int64_t>(ms.merges_failed));
+    w.Key("segmentsMergedAway").Int(static_cast<int64_t>(ms.segments_merged_away));
+    w.Key("lastError").String(ms.last_error);
+    w.EndObject();
+  }
+  w.EndObject();
   if (group) {
     const std::string h = group->Health();
     if (h != "ok") warnings.push_back(h);

@@ -29,6 +29,7 @@
 #include "common/time_parse.h"
 #include "http/http_client.h"
 #include "query/wire.h"
+#include "segment/segment.h"
 #include "server/server_impl.h"
 
 namespace sediment {
@@ -44,6 +45,7 @@ struct InternalQuery {
   query::TimeRange range;
   std::vector<std::pair<PartitionId, Epoch>> partitions;  // buffers
   std::vector<SegmentId> segments;                        // segments
+  std::vector<std::string> segment_files;                 // their file names (same order)
   size_t max_events = SIZE_MAX;
 };
 
@@ -58,6 +60,9 @@ std::string EncodeInternalQuery(const InternalQuery& q) {
   w.EndArray();
   w.Key("segments").BeginArray();
   for (SegmentId id : q.segments) w.Int(id.value);
+  w.EndArray();
+  w.Key("segmentFiles").BeginArray();
+  for (const auto& f : q.segment_files) w.String(f);
   w.EndArray();
   if (q.max_events != SIZE_MAX) w.Key("maxEvents").Int(static_cast<int64_t>(q.max_events));
   w.EndObject();
@@ -96,6 +101,14 @@ Result<InternalQuery> DecodeInternalQuery(const std::string& body) {
       q.segments.emplace_back(i);
     }
   }
+  if (!doc["segmentFiles"].get(arr)) {
+    for (simdjson::dom::element e : arr) {
+      std::string_view f;
+      if (e.get(f)) return Status::InvalidArgument("internal query: bad segment file");
+      q.segment_files.emplace_back(f);
+    }
+  }
+  if (q.segment_files.size() != q.segments.size()) q.segment_files.assign(q.segments.size(), "");
   if (!doc["maxEvents"].get(i) && i > 0) q.max_events = static_cast<size_t>(i);
   return q;
 }
@@ -114,6 +127,21 @@ std::string JoinInts(const std::vector<int64_t>& v, size_t max_items = 20) {
     out += std::to_string(v[i]);
   }
   if (v.size() > max_items) out += ",... (" + std::to_string(v.size()) + " in all)";
+  return out;
+}
+
+std::vector<int64_t> SplitInts(const std::string& text) {
+  std::vector<int64_t> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t j = text.find(',', i);
+    if (j == std::string::npos) j = text.size();
+    try {
+      out.push_back(std::stoll(text.substr(i, j - i)));
+    } catch (const std::exception&) {
+    }
+    i = j + 1;
+  }
   return out;
 }
 
@@ -216,6 +244,23 @@ http::Response MatchSetResponse(const query::MatchSet& set) {
 }
 
 }  // namespace
+
+int64_t Server::Impl::ChooseHolder(const SegmentRecord& seg,
+                                   const std::set<std::pair<int64_t, int64_t>>& excluded) const {
+  if (seg.replicas.count(node) != 0 && excluded.count({seg.id.value, node.value}) == 0 &&
+      store->Has(seg.file_name)) {
+    return node.value;
+  }
+  std::vector<int64_t> alive;
+  for (NodeId n : seg.replicas) {
+    if (n == node || excluded.count({seg.id.value, n.value}) != 0) continue;
+    auto view = membership->Find(n);
+    if (view && view->alive && !view->address.empty()) alive.push_back(n.value);
+  }
+  if (alive.empty()) return -1;
+  // Spread the segments over their live holders.
+  return alive[static_cast<size_t>(seg.id.value) % alive.size()];
+}
 
 http::Response Server::Impl::HandleQuery(const http::Request& req, const std::string& repo) {
   std::string token = TokenFrom(req, false);
@@ -334,80 +379,126 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
                        std::to_string(need_applied) +
                        "); events flushed in the last moments may be missing");
   }
-  query::ScanInput input;
-  std::map<std::pair<std::string, int32_t>, Position> flushed;
-  std::map<int64_t, std::vector<SegmentRecord>> remote;  // holder node -> segments
-  global->Read([&](const GlobalState& st) {
-    for (const auto& [id, seg] : st.segments) {
-      if (seg.datasource.repo != repo) continue;
-      if (seg.max_ts < range->start_ms || seg.min_ts >= range->end_ms) continue;
-      if (seg.node != node) {
-        remote[seg.node.value].push_back(seg);
+  // Copies that turned out unreadable in an earlier attempt: (segment, holder).
+  std::set<std::pair<int64_t, int64_t>> excluded;
+  std::vector<std::string> attempt_warnings;
+  Result<query::QueryResult> result = Status::Internal("query not run");
+  for (int attempt = 0;; ++attempt) {
+    attempt_warnings.clear();
+    query::ScanInput input;
+    std::map<std::pair<std::string, int32_t>, Position> flushed;
+    std::map<int64_t, std::vector<SegmentRecord>> remote;  // holder node -> segments
+    std::vector<SegmentRecord> unreachable;
+    std::vector<std::string> local_files;
+    global->Read([&](const GlobalState& st) {
+      for (const auto& [id, seg] : st.segments) {
+        if (seg.datasource.repo != repo || seg.staged()) continue;
+        if (seg.max_ts < range->start_ms || seg.min_ts >= range->end_ms) continue;
+        const int64_t holder = ChooseHolder(seg, excluded);
+        if (holder < 0) {
+          unreachable.push_back(seg);
+        } else if (holder == node.value) {
+          input.segments.push_back(SegmentSourceOf(seg, segment_dir));
+          local_files.push_back(seg.file_name);
+        } else {
+          remote[holder].push_back(seg);
+        }
+      }
+      flushed = st.flushed_through;
+    });
+    // Local files stay on disk while this query reads them (a merge or retention may remove them
+    // from Global meanwhile).
+    SegmentStore::PinHandle pin = store->Pin(local_files);
+    if (!unreachable.empty()) {
+      std::set<int64_t> holders;
+      for (const auto& seg : unreachable) {
+        for (NodeId n : seg.replicas) holders.insert(n.value);
+      }
+      attempt_warnings.push_back(
+          DescribeSegments(unreachable) + " could not be searched: no live node holds a readable " +
+          "copy (holders: " + JoinInts(std::vector<int64_t>(holders.begin(), holders.end())) + ")");
+    }
+
+    // ---- 3. the cut: buffered events above flushed_through only ----
+    for (auto& b : buffered) {
+      if (b.datasource.repo != repo || b.events == nullptr) continue;
+      auto ft = flushed.find({b.datasource.Key(), b.partition.value});
+      std::shared_ptr<const std::vector<PositionedEvent>> events = b.events;
+      if (ft != flushed.end() && !events->empty() && events->front().pos <= ft->second) {
+        auto cut = std::make_shared<std::vector<PositionedEvent>>();
+        for (const auto& e : *events) {
+          if (e.pos > ft->second) cut->push_back(e);
+        }
+        events = std::move(cut);
+      }
+      if (events->empty()) continue;
+      input.buffered.push_back(query::BufferedSource{b.datasource, b.partition, events});
+    }
+
+    // ---- 4. segments held by other nodes ----
+    struct SegmentCall {
+      int64_t node;
+      std::vector<SegmentRecord> segments;
+      std::future<Result<http::ClientResponse>> reply;
+    };
+    std::vector<SegmentCall> segment_calls;
+    for (auto& [holder, segs] : remote) {
+      auto view = membership->Find(NodeId(holder));
+      InternalQuery q = base;
+      for (const auto& seg : segs) {
+        q.segments.push_back(seg.id);
+        q.segment_files.push_back(seg.file_name);
+      }
+      segment_calls.push_back(
+          SegmentCall{holder, std::move(segs),
+                      PostToPeer(view ? view->address : "", "/internal/v1/query/segments", q,
+                                 ClusterSecret())});
+    }
+    bool retry = false;
+    for (auto& call : segment_calls) {
+      auto reply = call.reply.get();
+      auto set = PeerMatches(reply);
+      if (!set.ok()) {
+        attempt_warnings.push_back(DescribeSegments(call.segments) + " on node " +
+                                   std::to_string(call.node) +
+                                   " could not be searched: " + set.status().ToString());
         continue;
       }
-      input.segments.push_back(SegmentSourceOf(seg, segment_dir));
-    }
-    flushed = st.flushed_through;
-  });
-
-  // ---- 3. the cut: buffered events above flushed_through only ----
-  for (auto& b : buffered) {
-    if (b.datasource.repo != repo || b.events == nullptr) continue;
-    auto ft = flushed.find({b.datasource.Key(), b.partition.value});
-    std::shared_ptr<const std::vector<PositionedEvent>> events = b.events;
-    if (ft != flushed.end() && !events->empty() && events->front().pos <= ft->second) {
-      auto cut = std::make_shared<std::vector<PositionedEvent>>();
-      for (const auto& e : *events) {
-        if (e.pos > ft->second) cut->push_back(e);
+      for (int64_t id : SplitInts(HeaderOf(*reply, "X-Sediment-Unreadable-Segments"))) {
+        excluded.insert({id, call.node});
+        retry = true;
       }
-      events = std::move(cut);
+      for (auto& src : set->sources) input.buffered.push_back(std::move(src));
+      for (auto& w : set->warnings) {
+        attempt_warnings.push_back("node " + std::to_string(call.node) + ": " + w);
+      }
+      if (set->truncated) {
+        attempt_warnings.push_back("node " + std::to_string(call.node) + " sent the first " +
+                                   std::to_string(remote_max) +
+                                   " matching events only; narrow the search or the time range");
+      }
     }
-    if (events->empty()) continue;
-    input.buffered.push_back(query::BufferedSource{b.datasource, b.partition, events});
-  }
 
-  // ---- 4. segments held by other nodes ----
-  struct SegmentCall {
-    int64_t node;
-    std::vector<SegmentRecord> segments;
-    std::future<Result<http::ClientResponse>> reply;
-  };
-  std::vector<SegmentCall> segment_calls;
-  for (auto& [holder, segs] : remote) {
-    auto view = membership->Find(NodeId(holder));
-    if (!view || !view->alive || view->address.empty()) {
-      warnings.push_back(DescribeSegments(segs) + " on node " + std::to_string(holder) +
-                         " could not be searched: the node is down");
-      continue;
+    // ---- 5. run the query here ----
+    result = query::Execute(env, **compiled, *range, input, exec);
+    if (!result.ok()) break;
+    for (SegmentId id : result->unreadable_segments) {
+      // A corrupt or missing local copy: dropped from Global (and fetched again from a good one
+      // by the replicator); this query is run again on another copy.
+      if (replicator) {
+        replicator->ReportCorrupt(id, Status::Corruption("a query could not read it"));
+      }
+      excluded.insert({id.value, node.value});
+      retry = true;
     }
-    InternalQuery q = base;
-    for (const auto& seg : segs) q.segments.push_back(seg.id);
-    segment_calls.push_back(
-        SegmentCall{holder, std::move(segs),
-                    PostToPeer(view->address, "/internal/v1/query/segments", q, ClusterSecret())});
+    // P6: never an answer mixing a partly read copy with another copy; at most two re-runs.
+    if (!retry || attempt >= 2) break;
+    spdlog::warn("query on {}: unreadable segment copies, running it again on other copies", repo);
   }
-  for (auto& call : segment_calls) {
-    auto set = PeerMatches(call.reply.get());
-    if (!set.ok()) {
-      warnings.push_back(DescribeSegments(call.segments) + " on node " + std::to_string(call.node) +
-                         " could not be searched: " + set.status().ToString());
-      continue;
-    }
-    for (auto& src : set->sources) input.buffered.push_back(std::move(src));
-    for (auto& w : set->warnings) {
-      warnings.push_back("node " + std::to_string(call.node) + ": " + w);
-    }
-    if (set->truncated) {
-      warnings.push_back("node " + std::to_string(call.node) + " sent the first " +
-                         std::to_string(remote_max) +
-                         " matching events only; narrow the search or the time range");
-    }
-  }
-
-  // ---- 5. run the query here ----
-  auto result = query::Execute(env, **compiled, *range, input, exec);
-  if (!result.ok())
+  if (!result.ok()) {
     return http::JsonError(HttpStatusFor(result.status()), result.status().message());
+  }
+  for (auto& w : attempt_warnings) warnings.push_back(std::move(w));
   for (auto& w : result->warnings) warnings.push_back(std::move(w));
   for (const auto& w : warnings) spdlog::warn("query '{}' on {}: {}", query_string, repo, w);
 
@@ -477,16 +568,39 @@ http::Response Server::Impl::HandleInternalSegments(const http::Request& req) {
   if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
   query::ScanInput input;
   std::vector<int64_t> not_here;
+  std::vector<std::string> files;
   global->Read([&](const GlobalState& st) {
-    for (SegmentId id : q->segments) {
+    for (size_t i = 0; i < q->segments.size(); ++i) {
+      const SegmentId id = q->segments[i];
       auto it = st.segments.find(id);
-      if (it == st.segments.end() || it->second.node != node) {
-        not_here.push_back(id.value);
+      if (it != st.segments.end() && it->second.replicas.count(node) != 0) {
+        input.segments.push_back(SegmentSourceOf(it->second, segment_dir));
+        files.push_back(it->second.file_name);
         continue;
       }
-      input.segments.push_back(SegmentSourceOf(it->second, segment_dir));
+      // Removed from Global after the coordinator read it (a merge swapped it out, retention):
+      // the file stays for the deletion delay and is still read.
+      const std::string& file = q->segment_files[i];
+      if (it == st.segments.end() && ValidSegmentFileName(file) && store->Has(file)) {
+        auto reader = SegmentReader::Open(env, store->PathOf(file));
+        if (reader.ok()) {
+          const SegmentInfo& info = (*reader)->info();
+          query::SegmentSource src;
+          src.path = store->PathOf(file);
+          src.id = id;
+          src.datasource = info.datasource;
+          src.partition = info.partition;
+          src.min_ts = info.min_ts;
+          src.max_ts = info.max_ts;
+          input.segments.push_back(std::move(src));
+          files.push_back(file);
+          continue;
+        }
+      }
+      not_here.push_back(id.value);
     }
   });
+  SegmentStore::PinHandle pin = store->Pin(files);
   query::ExecOptions exec;
   exec.threads = config.query_threads;
   auto set = query::CollectMatches(env, **compiled, q->range, input, exec, q->max_events);
@@ -495,7 +609,16 @@ http::Response Server::Impl::HandleInternalSegments(const http::Request& req) {
     set->warnings.push_back("segments " + JoinInts(not_here) + " are not held by node " +
                             std::to_string(node.value) + " (removed or unknown)");
   }
-  return MatchSetResponse(*set);
+  std::vector<int64_t> unreadable;
+  for (SegmentId id : set->unreadable_segments) {
+    unreadable.push_back(id.value);
+    if (replicator) replicator->ReportCorrupt(id, Status::Corruption("a query could not read it"));
+  }
+  http::Response r = MatchSetResponse(*set);
+  if (!unreadable.empty()) {
+    r.headers.emplace_back("X-Sediment-Unreadable-Segments", JoinInts(unreadable, SIZE_MAX));
+  }
+  return r;
 }
 
 }  // namespace sediment

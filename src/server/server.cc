@@ -95,6 +95,18 @@ Status Server::Impl::OpenGlobal() {
   // In a cluster other nodes may start from older snapshots: the global topic is kept.
   options.truncate_log = !kafka();
   auto g = Global::Open(env, global_log.get(), snapshot_dir, options);
+  if (!g.ok() && kafka() && g.status().code() == StatusCode::kCorruption &&
+      g.status().message().find("the log starts at") != std::string::npos) {
+    // The global topic was truncated past this node's snapshots while it was down (DESIGN
+    // section 5): start from a live peer's snapshot instead.
+    spdlog::warn("global: {}; starting from a peer's snapshot instead", g.status().ToString());
+    auto names = env->ListDir(snapshot_dir);
+    if (names.ok()) {
+      for (const auto& name : *names) (void)env->RemoveFile(JoinPath(snapshot_dir, name));
+    }
+    FetchPeerSnapshot(snapshot_dir);
+    g = Global::Open(env, global_log.get(), snapshot_dir, options);
+  }
   if (!g.ok()) return g.status().WithContext("loading Global");
   global = std::move(g).value();
   return Status::OK();
@@ -144,9 +156,21 @@ Status Server::Start() {
   digest_options.node = s.node;
   digest_options.flush_age = std::chrono::milliseconds(s.config.flush_age_ms);
   digest_options.flush_bytes = s.config.flush_bytes;
+  digest_options.truncate_every = std::chrono::milliseconds(s.config.safe_offset_interval_ms);
+  // Rebuilding a segment from the commit log needs every holder dead; a node not heard from yet
+  // in the first heartbeat timeout after this start counts as alive.
+  digest_options.is_alive = [m = s.membership.get(), self = s.node, clock = s.clock,
+                             since = s.clock->MonotonicMicros(),
+                             warmup_us = s.config.heartbeat_timeout_ms * 1000](NodeId n) {
+    if (n == self) return true;
+    auto v = m->Find(n);
+    if (v) return v->alive && !v->address.empty();
+    return clock->MonotonicMicros() - since < warmup_us;
+  };
   s.digest =
       std::make_unique<Digest>(s.env, s.clock, s.ingest_log.get(), s.global.get(), digest_options);
   RETURN_IF_ERROR(s.digest->Start().WithContext("starting the digest"));
+  RETURN_IF_ERROR(s.StartStorage().WithContext("starting storage"));
   if (s.kafka()) {
     ASSIGN_OR_RETURN(KafkaOptions ko, s.KafkaOptionsFromConfig());
     PartitionGroupOptions go;
@@ -189,6 +213,7 @@ void Server::Stop() {
   }
   s.bounds_cv.notify_all();
   if (s.bounds_thread.joinable()) s.bounds_thread.join();
+  s.StopStorage();
   if (s.digest) s.digest->Stop();
   if (s.global) {
     auto st = s.global->Close();
@@ -319,6 +344,26 @@ Status Server::Impl::Bootstrap() {
         config.data_dir, ingest_token, api_token, url, ingest_token, url, api_token);
     std::fflush(stdout);
   }
+
+  // Storage: this node counts for the default replication factor; an explicit factor is the
+  // cluster's (the last node started with a different one sets it).
+  bool known = false;
+  uint32_t factor = 0;
+  global->Read([&](const GlobalState& st) {
+    known = st.nodes.count(node) != 0;
+    factor = st.replication_factor;
+  });
+  if (!known) {
+    auto r = global->Submit(RegisterNode{node});
+    if (!r.ok() && r.status().code() != StatusCode::kRejected) {
+      return r.status().WithContext("registering node " + std::to_string(node.value));
+    }
+  }
+  if (config.replication_factor > 0 && factor != static_cast<uint32_t>(config.replication_factor)) {
+    auto r = global->Submit(SetReplicationFactor{static_cast<uint32_t>(config.replication_factor)});
+    if (!r.ok()) return r.status().WithContext("setting the replication factor");
+    spdlog::info("segment replication factor set to {}", config.replication_factor);
+  }
   return Status::OK();
 }
 
@@ -354,6 +399,10 @@ http::Response Server::Impl::Handle(const http::Request& req) {
     if (req.method != "GET") return http::JsonError(405, "use GET for " + path);
     return HandleCluster();
   }
+  if (path == "/api/v1/cluster/segments") {
+    if (req.method != "GET") return http::JsonError(405, "use GET for " + path);
+    return HandleClusterSegments(req);
+  }
   if (path.rfind("/internal/v1/", 0) == 0) {
     if (path == "/internal/v1/global/snapshot" && req.method == "GET") return HandleSnapshot(req);
     if (!IsInternalCaller(req))
@@ -364,6 +413,7 @@ http::Response Server::Impl::Handle(const http::Request& req) {
     if (path == "/internal/v1/query/segments" && req.method == "POST") {
       return HandleInternalSegments(req);
     }
+    if (path == "/internal/v1/segment-file" && req.method == "GET") return HandleSegmentFile(req);
     return http::JsonError(404, "no such internal endpoint: " + req.method + " " + path);
   }
   static const std::string kRepoPrefix = "/api/v1/repositories/";
@@ -374,13 +424,20 @@ http::Response Server::Impl::Handle(const http::Request& req) {
       if (req.method != "POST") return http::JsonError(405, "use POST for " + path);
       return HandleQuery(req, rest.substr(0, slash));
     }
+    if (slash != std::string::npos && rest.substr(slash) == "/retention") {
+      if (req.method != "PUT" && req.method != "GET") {
+        return http::JsonError(405, "use PUT or GET for " + path);
+      }
+      return HandleRetention(req, rest.substr(0, slash));
+    }
   }
   if (path == "/" && req.method == "GET") {
     http::Response r;
     r.content_type = "text/plain";
     r.body = std::string("sediment ") + kVersion +
              "\nAPI: POST /api/v1/ingest/{raw,humio-structured,humio-unstructured,hec}, "
-             "POST /api/v1/repositories/{repo}/query, GET /api/v1/status\n";
+             "POST /api/v1/repositories/{repo}/query, PUT /api/v1/repositories/{repo}/retention, "
+             "GET /api/v1/status, GET /api/v1/cluster, GET /api/v1/cluster/segments\n";
     return r;
   }
   return http::JsonError(404, "no such endpoint: " + req.method + " " + path);

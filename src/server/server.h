@@ -42,6 +42,25 @@ struct ServerConfig {
   int64_t digest_session_timeout_ms = 6000;
   // A node whose heartbeat is older than this is shown dead and not sent query work.
   int64_t heartbeat_timeout_ms = 5000;
+  // Storage (DESIGN section 8, storage/README.md). Segment replication factor R of the cluster;
+  // 0 = keep the cluster's setting (default: 2 once two nodes joined, else 1).
+  int32_t replication_factor = 0;
+  // A node silent this long is gone: its copies are re-created on other nodes.
+  int64_t repair_grace_ms = 30000;
+  int64_t replication_interval_ms = 1000;
+  uint64_t replication_bytes_per_second = 64u << 20;
+  int64_t scrub_interval_ms = 600000;  // 0 = never
+  // A file that left Global (merged away, retention, extra copy) is deleted this long after.
+  int64_t file_deletion_delay_ms = 30000;
+  // How often a partition's owner truncates the commit log to the safe offset.
+  int64_t safe_offset_interval_ms = 10000;
+  // Merges (merge/README.md).
+  uint64_t merge_target_bytes = 128u << 20;
+  uint64_t merge_small_bytes = 32u << 20;
+  int64_t merge_min_age_ms = 60000;
+  int64_t merge_interval_ms = 5000;
+  // Retention and global-topic truncation pass.
+  int64_t maintenance_interval_ms = 5000;
 };
 
 class Server {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,8 +27,11 @@
 #include "log/commit_log.h"
 #include "log/kafka_group.h"
 #include "log/kafka_log.h"
+#include "merge/merge.h"
 #include "query/query.h"
 #include "server/server.h"
+#include "storage/replicator.h"
+#include "storage/store.h"
 
 namespace sediment {
 
@@ -38,6 +42,8 @@ int HttpStatusFor(const Status& st);
 std::string TokenFrom(const http::Request& req, bool allow_splunk);
 void WriteRowJson(class JsonWriter& w, const query::Row& row);
 bool ParseListen(const std::string& listen, std::string* host, uint16_t* port);
+// A segment file name a peer may ask for: "<name>.seg", no path separators, no "..".
+bool ValidSegmentFileName(const std::string& name);
 
 inline constexpr const char* kVersion = "0.2.0";
 
@@ -58,6 +64,31 @@ struct Server::Impl : public PartitionGroupListener {
   std::unique_ptr<PartitionGroup> group;
   std::unique_ptr<http::Server> http;
   std::string segment_dir;
+  // Storage (src/storage, src/merge): local files, copies on peers, merges.
+  std::unique_ptr<SegmentStore> store;
+  std::unique_ptr<PeerView> peers;
+  std::unique_ptr<SegmentFetcher> fetcher;
+  std::unique_ptr<Replicator> replicator;
+  std::unique_ptr<Merger> merger;
+  // Maintenance thread: starts replication and merges once membership has heard the peers, then
+  // runs retention and the global topic's truncation every maintenance_interval_ms.
+  std::mutex maintenance_mu;
+  std::condition_variable maintenance_cv;
+  bool maintenance_stop = false;
+  std::thread maintenance_thread;
+  void MaintenanceLoop();
+  Status StartStorage();
+  void StopStorage();
+  // The node whose turn it is for cluster-wide chores (retention, global topic truncation): the
+  // lowest-id alive node.
+  bool IsMaintenanceLeader() const;
+  void ApplyRetention();
+  void TruncateGlobalTopic();
+  int64_t global_truncated_before = 0;  // maintenance thread only
+  // The node to read a committed segment from: this node (its own id) when it holds a readable
+  // copy, else a live holder, else -1. `excluded` holds (segment, node) copies found unreadable.
+  int64_t ChooseHolder(const SegmentRecord& seg,
+                       const std::set<std::pair<int64_t, int64_t>>& excluded) const;
   std::atomic<bool> ready{false};  // HTTP serving: the heartbeat advertises the address
   bool stopped = false;
   bool kafka() const { return !config.kafka_brokers.empty(); }
@@ -107,6 +138,9 @@ struct Server::Impl : public PartitionGroupListener {
   http::Response HandleSnapshot(const http::Request& req);
   http::Response HandleInternalBuffers(const http::Request& req);
   http::Response HandleInternalSegments(const http::Request& req);
+  http::Response HandleSegmentFile(const http::Request& req);
+  http::Response HandleClusterSegments(const http::Request& req);
+  http::Response HandleRetention(const http::Request& req, const std::string& repo);
 };
 
 }  // namespace sediment

@@ -100,3 +100,14 @@ bool ParseListen(const std::string& listen, std::string* host, uint16_t* port) {
 }
 
 }  // namespace sediment
+
+namespace sediment {
+
+bool ValidSegmentFileName(const std::string& name) {
+  if (name.size() < 5 || name.size() > 200 || !name.ends_with(".seg")) return false;
+  if (name.find('/') != std::string::npos || name.find('\\') != std::string::npos) return false;
+  if (name.find("..") != std::string::npos || name[0] == '.') return false;
+  return true;
+}
+
+}  // namespace sediment

@@ -55,6 +55,7 @@ from harness import API_TOKEN, SedimentServer, clean_env, free_port, marker, sed
 SESSION_TIMEOUT_MS = 6000
 HEARTBEAT_TIMEOUT_MS = 5000
 FLUSH_AGE_MS = 1000
+FILE_DELETION_DELAY_MS = 2000
 PARTITIONS = 6
 QUIET_TIMEOUT = 90.0
 # The quiet view must keep the same owners and epochs this long.
@@ -196,7 +197,10 @@ class SedimentCluster:
         cluster_args: list[str] = []
         if cluster_flags:
             cluster_args = ["--digest-session-timeout-ms", str(session_timeout_ms),
-                            "--heartbeat-timeout-ms", str(heartbeat_timeout_ms)]
+                            "--heartbeat-timeout-ms", str(heartbeat_timeout_ms),
+                            # Files that left Global (merged away, dropped extra copies) go within
+                            # seconds, so disk checks (wait_no_orphans) converge quickly.
+                            "--file-deletion-delay-ms", str(FILE_DELETION_DELAY_MS)]
         self.nodes = [ClusterNode(i, self.root / f"node-{i}", kafka_brokers=kafka.bootstrap(),
                                   topic_prefix=self.topic_prefix, partitions=partitions, flush_age_ms=flush_age_ms,
                                   cluster_args=cluster_args, extra_args=extra_args) for i in range(n)]
@@ -1009,9 +1013,10 @@ def segment_files(node: ClusterNode) -> dict[str, float]:
 
 def wait_no_orphans(cluster: SedimentCluster, via: int, *, timeout: float = 30.0) -> dict[int, int]:
     """Waits until, for every up node, the number of segment files in its data dir equals the
-    number of segments Global records for it (node `via`'s view): no orphan files left behind (a
-    stale owner's rejected flushes included). Returns index -> file count. Holds while segments
-    have one copy (segment replication will add copies that Global records per holder)."""
+    number of segment copies Global lists on it (node `via`'s view, "segments" per node counts the
+    copies a node holds, staged merge outputs included): no orphan files left behind (a stale
+    owner's rejected flushes, merged-away inputs, dropped extra copies). Returns index -> file
+    count. For a file-by-file comparison see the replication helpers at the end of this file."""
     last: list[str] = []
     deadline = time.monotonic() + timeout
     while True:
@@ -1055,3 +1060,256 @@ def log_lines(node: ClusterNode, pattern: str, all_runs: bool = True) -> list[st
 def env_float(name: str, default: float) -> float:
     v = os.environ.get(name, "").strip()
     return float(v) if v else default
+
+
+# ---------------------------------------------------------------------------------------------
+# Segment replication, safe offsets, merges and retention (issue 5)
+# ---------------------------------------------------------------------------------------------
+
+# A binary must know this flag to run the replication scenarios.
+REPLICATION_FLAG = "--replication-factor"
+REPLICATION_FLAG_RE = re.compile(r"(?<![\w-])--replication-factor\b")  # not --kafka-replication-factor
+KCAT_OFFSET_RE = re.compile(r"\[(\d+)\]\s+offset\s+(-?\d+)")
+
+
+def replication_support(binary: str | None = None) -> str | None:
+    """None when `sediment server --help` lists --replication-factor, else the reason the
+    replication scenarios cannot run (for a skip message)."""
+    binary = binary or sediment_bin()
+    try:
+        out = subprocess.run([binary, "server", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, timeout=30, env=clean_env()).stdout
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{binary} server --help failed: {e}"
+    if not REPLICATION_FLAG_RE.search(out):
+        return f"{binary} has no segment replication yet (server --help lacks {REPLICATION_FLAG})"
+    return None
+
+
+def cluster_segments(cluster: SedimentCluster, i: int, timeout: float = 10.0) -> dict:
+    """GET /api/v1/cluster/segments of node i (API token): {"segments": [...], "factor": R}.
+    AssertionError on any answer but 200."""
+    n = cluster.nodes[i]
+    r = requests.get(n.url + "/api/v1/cluster/segments", headers={"Authorization": f"Bearer {n.api_token}"},
+                     timeout=timeout)
+    assert r.status_code == 200, f"node {i}: /api/v1/cluster/segments answered {r.status_code} {r.text[:300]}"
+    return r.json()
+
+
+def segment_file_name(seg: dict) -> str:
+    """The on-disk name (`<file>.seg`, no directory) of a /api/v1/cluster/segments entry; accepts a
+    `file` given with or without the `.seg` suffix or a directory part."""
+    name = Path(str(seg["file"])).name
+    return name if name.endswith(".seg") else name + ".seg"
+
+
+def segment_path(node: ClusterNode, seg: dict) -> Path:
+    """Where `node` keeps its copy of `seg`: `<data-dir>/segments/<file>.seg`."""
+    return node.data_dir / "segments" / segment_file_name(seg)
+
+
+def is_merge_output(seg: dict) -> bool:
+    """True for a merge output (files named `m-*.seg`)."""
+    return segment_file_name(seg).startswith("m-")
+
+
+def live_node_ids(cluster: SedimentCluster, view: dict) -> set[int]:
+    """Ids of nodes that `view` shows alive and that the harness runs (state up)."""
+    alive = {n["id"] for n in view.get("nodes", []) if n.get("alive")}
+    return alive & cluster.up_ids()
+
+
+def live_holders(seg: dict, live: set[int]) -> list[int]:
+    """The replicas of `seg` on nodes in `live`."""
+    return [r for r in seg.get("replicas", []) if r in live]
+
+
+def under_replicated(segs: dict, live: set[int], factor: int,
+                     pred: Callable[[dict], bool] | None = None) -> list[dict]:
+    """Committed (not staged) segments of a /api/v1/cluster/segments answer that satisfy `pred`
+    (default: all) and have fewer than `factor` replicas on nodes in `live`."""
+    return [s for s in segs.get("segments", []) if not s.get("staged") and (pred is None or pred(s))
+            and len(live_holders(s, live)) < factor]
+
+
+def replication_problems(view: dict, segs: dict, factor: int, live: set[int], *,
+                         file_size: Callable[[int, str], int | None] | None = None,
+                         pred: Callable[[dict], bool] | None = None) -> list[str]:
+    """Why the cluster is not fully replicated (empty = it is), as a pure function of a cluster
+    view, a segments answer and the live node ids: the view's replication block shows factor
+    `factor`, withoutLiveCopy 0 and lost 0; every committed segment that satisfies `pred` has at
+    least `factor` replicas on live nodes; and, when `file_size(node id, file name)` is given (the
+    size of that node's copy, None when absent), each of those live copies exists with the
+    segment's fileSize."""
+    probs: list[str] = []
+    rep = view.get("replication")
+    if not isinstance(rep, dict):
+        probs.append(f"view has no replication block: {rep!r}")
+    else:
+        if rep.get("factor") != factor:
+            probs.append(f"view replication factor {rep.get('factor')}, want {factor}")
+        if rep.get("withoutLiveCopy") != 0:
+            probs.append(f"withoutLiveCopy {rep.get('withoutLiveCopy')}")
+        if rep.get("lost") != 0:
+            probs.append(f"lost {rep.get('lost')}")
+    if segs.get("factor") != factor:
+        probs.append(f"segments answer factor {segs.get('factor')}, want {factor}")
+    under = under_replicated(segs, live, factor, pred)
+    if under:
+        probs.append(f"{len(under)} segments with fewer than {factor} live replicas, e.g. "
+                     + ", ".join(f"{s['id']} {segment_file_name(s)} replicas {s.get('replicas')}" for s in under[:5]))
+    if file_size is not None:
+        bad = []
+        for s in segs.get("segments", []):
+            if s.get("staged") or (pred is not None and not pred(s)):
+                continue
+            for nid in live_holders(s, live):
+                size = file_size(nid, segment_file_name(s))
+                if size != s.get("fileSize"):
+                    bad.append(f"node {nid} {segment_file_name(s)}: "
+                               + ("absent" if size is None else f"{size} bytes, want {s.get('fileSize')}"))
+        if bad:
+            probs.append(f"{len(bad)} announced copies not on disk as listed, e.g. {bad[:5]}")
+    return probs
+
+
+def disk_file_size(cluster: SedimentCluster) -> Callable[[int, str], int | None]:
+    """file_size(node id, file name) for replication_problems: the size of that file in the
+    segments dir of the node with that id, None when absent or the id is unknown."""
+    def size(node_id: int, name: str) -> int | None:
+        i = cluster.index_of(node_id)
+        if i is None:
+            return None
+        try:
+            return (cluster.nodes[i].data_dir / "segments" / name).stat().st_size
+        except OSError:
+            return None
+    return size
+
+
+def format_replication(view: dict, segs: dict | None = None, limit: int = 12) -> str:
+    """The replication block, each node's repair counters and the per-partition safe offsets of a
+    view, plus (when given) the segments with fewest replicas first, for failure messages."""
+    lines = [f"replication {view.get('replication')}"]
+    for n in view.get("nodes", []):
+        lines.append(f"  node {n.get('id')} alive={n.get('alive')} segs={n.get('segments')} repair={n.get('repair')}")
+    for p in view.get("partitions", []):
+        lines.append(f"  p{p.get('partition')} safeOffset={p.get('safeOffset')} logStart={p.get('logStart')} "
+                     f"truncatedBefore={p.get('truncatedBefore')} replay={p.get('replayPoint')} "
+                     f"logEnd={p.get('logEnd')} buffered={p.get('bufferedEvents')}")
+    if segs is not None:
+        ss = sorted(segs.get("segments", []), key=lambda s: (len(s.get("replicas", [])), s.get("partition", 0)))
+        lines.append(f"  {len(ss)} segments (factor {segs.get('factor')}):")
+        for s in ss[:limit]:
+            lines.append(f"    {s.get('id')} p{s.get('partition')} [{s.get('minOffset')},{s.get('maxOffset')}] "
+                         f"{segment_file_name(s)} {s.get('fileSize')}B replicas={s.get('replicas')} "
+                         f"live={s.get('liveReplicas')} staged={s.get('staged')}")
+    return "\n".join(lines)
+
+
+def wait_replicated(cluster: SedimentCluster, via: int, factor: int, *, timeout: float = 60.0,
+                    check_files: bool = True, pred: Callable[[dict], bool] | None = None,
+                    what: str = "every segment replicated") -> tuple[dict, dict]:
+    """Polls node `via` until replication_problems() is empty for its view and segments answer
+    (the live nodes: alive in the view and up in the harness; with check_files the copies must be
+    on the holders' disks). Returns (view, segments). AssertionError with the problems after
+    `timeout`, or at once when a node the harness runs has exited."""
+    last: dict[str, Any] = {}
+    deadline = time.monotonic() + timeout
+    size = disk_file_size(cluster) if check_files else None
+    while True:
+        cluster.assert_running()
+        try:
+            view = cluster.cluster_view(via)
+            segs = cluster_segments(cluster, via)
+            probs = replication_problems(view, segs, factor, live_node_ids(cluster, view), file_size=size, pred=pred)
+            last = {"view": view, "segs": segs, "problems": probs}
+            if not probs:
+                return view, segs
+        except (requests.RequestException, AssertionError, ValueError, KeyError, TypeError) as e:
+            last["error"] = repr(e)
+        if time.monotonic() >= deadline:
+            detail = "; ".join(last.get("problems", [])) or last.get("error")
+            text = format_replication(last["view"], last.get("segs")) if "view" in last else "(no view)"
+            raise AssertionError(f"timed out after {timeout}s waiting for {what} (node {via}): {detail}\n{text}\n"
+                                 f"timeline:\n{cluster.timeline_text()}")
+        time.sleep(0.25)
+
+
+def disk_problems(cluster: SedimentCluster, segs: dict) -> list[str]:
+    """Differences between each up node's segment files on disk and the segments answer: a file
+    missing on a listed replica, or a file no listed segment (committed or staged) places on that
+    node (an orphan, e.g. a merge input or an expired segment not yet deleted)."""
+    want: dict[int, set[str]] = {}
+    for s in segs.get("segments", []):
+        for nid in s.get("replicas", []):
+            want.setdefault(nid, set()).add(segment_file_name(s))
+    probs = []
+    for n in cluster.up_nodes():
+        have = set(segment_files(n))
+        exp = want.get(n.node_id, set())
+        missing, extra = sorted(exp - have), sorted(have - exp)
+        if missing:
+            probs.append(f"node {n.index} (id {n.node_id}) lacks {len(missing)} listed files, e.g. {missing[:5]}")
+        if extra:
+            probs.append(f"node {n.index} (id {n.node_id}) has {len(extra)} unlisted files, e.g. {extra[:5]}")
+    return probs
+
+
+def wait_disk_matches(cluster: SedimentCluster, via: int, *, timeout: float = 30.0) -> dict:
+    """Waits until disk_problems() is empty against node `via`'s segments answer (pending file
+    deletions must have run). Returns that answer; AssertionError with the differences after
+    `timeout`."""
+    last: list[str] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        cluster.assert_running()
+        segs = cluster_segments(cluster, via)
+        last = disk_problems(cluster, segs)
+        if not last:
+            return segs
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"segment files on disk do not match the segments list after {timeout}s: "
+                                 f"{'; '.join(last)}\ntimeline:\n{cluster.timeline_text()}")
+        time.sleep(0.5)
+
+
+def flip_bytes(path: Path, at: int | None = None, n: int = 16) -> int:
+    """Inverts `n` bytes of `path` in place at offset `at` (default: the middle), keeping its
+    size and inode (a reader holding the file open sees the change); fsyncs. Returns the offset."""
+    path = Path(path)
+    size = path.stat().st_size
+    at = max(0, size // 2 - n // 2) if at is None else at
+    assert 0 <= at and at + n <= size, f"cannot flip {n} bytes at {at} of a {size}-byte file"
+    with open(path, "r+b") as f:
+        f.seek(at)
+        data = f.read(n)
+        f.seek(at)
+        f.write(bytes(b ^ 0xFF for b in data))
+        f.flush()
+        os.fsync(f.fileno())
+    assert path.stat().st_size == size
+    return at
+
+
+def parse_kcat_offsets(text: str) -> dict[int, int]:
+    """partition -> offset from `kcat -Q` output lines (`<topic> [<partition>] offset <n>`)."""
+    return {int(m.group(1)): int(m.group(2)) for m in KCAT_OFFSET_RE.finditer(text)}
+
+
+def kafka_start_offsets(cluster: SedimentCluster, partitions: Iterable[int], timeout: float = 15.0) -> dict[int, int]:
+    """The ingest topic's real log start offsets as Kafka reports them (ListOffsets earliest,
+    through `kcat -Q -t <topic>:<p>:-2`), partition -> offset. AssertionError when kcat fails or
+    a partition is missing from its answer."""
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    assert kcat, "kcat not on PATH"
+    topic = cluster.topic_prefix + "ingest"
+    parts = sorted(partitions)
+    args = [kcat, "-Q", "-b", cluster.kafka.bootstrap()]
+    for p in parts:
+        args += ["-t", f"{topic}:{p}:-2"]
+    r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
+                       env=clean_env())
+    got = parse_kcat_offsets(r.stdout)
+    assert r.returncode == 0 and set(parts) <= set(got), f"kcat -Q answered {r.returncode}: {r.stdout[-500:]}"
+    return {p: got[p] for p in parts}

@@ -1,0 +1,542 @@
+#include "merge/merge.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <random>
+#include <set>
+#include <utility>
+
+namespace sediment {
+namespace {
+
+// How long an input that failed to read (corrupt, unreachable) is left out of planning.
+constexpr int64_t kRetryFailedInputUs = 60'000'000;
+
+// "web{#host=a,#app=b}" for logs.
+std::string Describe(const Datasource& ds) {
+  std::string out = ds.repo + "{";
+  for (size_t i = 0; i < ds.tags.size(); ++i) {
+    if (i > 0) out += ",";
+    out += ds.tags[i].first + "=" + ds.tags[i].second;
+  }
+  return out + "}";
+}
+
+std::string Str(const Position& p) {
+  return std::to_string(p.offset.value) + "/" + std::to_string(p.index);
+}
+
+// Deletes a temporary file when it goes out of scope.
+class TempFile {
+ public:
+  explicit TempFile(Env* env) : env_(env) {}
+  ~TempFile() {
+    if (!path.empty()) (void)env_->RemoveFile(path);
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  std::string path;
+
+ private:
+  Env* env_;
+};
+
+}  // namespace
+
+// One input being read: its record, its open reader and, when fetched, its temporary file.
+struct Merger::Input {
+  explicit Input(Env* env) : temp(env) {}
+  const SegmentRecord* seg = nullptr;
+  std::unique_ptr<SegmentReader> reader;
+  TempFile temp;
+};
+
+Merger::Merger(Env* env, Clock* clock, Global* global, SegmentStore* store, SegmentFetcher* fetcher,
+               PeerView* peers, std::function<std::vector<PartitionId>()> owned_partitions,
+               MergeOptions options)
+    : env_(env),
+      clock_(clock),
+      global_(global),
+      store_(store),
+      fetcher_(fetcher),
+      peers_(peers),
+      owned_partitions_(std::move(owned_partitions)),
+      options_(std::move(options)),
+      self_(peers->Self()),
+      rng_state_(std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32)) {
+  options_.min_inputs = std::max<size_t>(options_.min_inputs, 2);
+  options_.max_inputs = std::max(options_.max_inputs, options_.min_inputs);
+}
+
+Merger::~Merger() { Stop(); }
+
+Status Merger::Start() {
+  RETURN_IF_ERROR(env_->CreateDirs(store_->dir()));
+  std::lock_guard lock(loop_mu_);
+  if (thread_.joinable() || stop_) return Status::InvalidArgument("merger already started");
+  thread_ = std::thread([this] { Loop(); });
+  return Status::OK();
+}
+
+void Merger::Stop() {
+  {
+    std::lock_guard lock(loop_mu_);
+    stop_ = true;
+    stopping_ = true;
+  }
+  loop_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Merger::Loop() {
+  while (true) {
+    {
+      std::unique_lock lock(loop_mu_);
+      if (loop_cv_.wait_for(lock, options_.interval, [this] { return stop_; })) return;
+    }
+    (void)RunOnce();  // failures are logged and kept in stats
+  }
+}
+
+Merger::Stats Merger::stats() const {
+  std::lock_guard lock(stats_mu_);
+  return stats_;
+}
+
+void Merger::Fail(const Status& st) {
+  spdlog::warn("merge: {}", st.ToString());
+  std::lock_guard lock(stats_mu_);
+  stats_.last_error = st.ToString();
+}
+
+std::string Merger::RandomHex8() {
+  // splitmix64
+  uint64_t z = (rng_state_ += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  char buf[9];
+  std::snprintf(buf, sizeof(buf), "%08" PRIx32, static_cast<uint32_t>(z));
+  return buf;
+}
+
+Status Merger::RunOnce() {
+  std::lock_guard run(run_mu_);
+  Status first;
+  auto note = [&](const Status& st) {
+    if (!st.ok() && first.ok()) first = st;
+  };
+  SweepUnknown();
+  note(ResolveStaged());
+  for (const Plan& plan : MakePlans()) {
+    if (stopping_) break;
+    note(Execute(plan));
+  }
+  return first;
+}
+
+void Merger::SweepUnknown() {
+  if (unknown_.empty()) return;
+  std::set<std::string> known;
+  global_->Read([&](const GlobalState& s) {
+    for (const auto& [id, seg] : s.segments) {
+      if (unknown_.count(seg.file_name) != 0) known.insert(seg.file_name);
+    }
+  });
+  const int64_t now = clock_->MonotonicMicros();
+  for (auto it = unknown_.begin(); it != unknown_.end();) {
+    if (known.count(it->first) != 0) {
+      it = unknown_.erase(it);  // staged after all: handled like any staged output
+    } else if (now - it->second >= options_.grace.count() * 1000) {
+      // Never staged (or staged after this point: then its commit finds the file missing and
+      // the merge is aborted, see ResolveStaged).
+      spdlog::info("merge: deleting {} (its StageMerge was never applied)", it->first);
+      store_->DeleteWhenUnpinned(it->first);
+      it = unknown_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+Status Merger::ResolveStaged() {
+  struct Staged {
+    SegmentRecord seg;
+    std::vector<std::string> input_files;  // of the inputs still present
+    std::string gone;                      // description of a vanished input, empty if none
+  };
+  std::vector<Staged> mine, abandoned;
+  uint32_t r = 1;
+  std::set<int32_t> owned;
+  for (PartitionId p : owned_partitions_()) owned.insert(p.value);
+  global_->Read([&](const GlobalState& s) {
+    r = EffectiveReplicationFactor(s);
+    for (const auto& [id, seg] : s.segments) {
+      if (!seg.staged()) continue;
+      if (seg.node == self_) {
+        Staged st{seg, {}, {}};
+        for (SegmentId in : seg.merge_inputs) {
+          auto it = s.segments.find(in);
+          if (it == s.segments.end()) {
+            if (st.gone.empty()) st.gone = "input segment " + std::to_string(in.value) + " is gone";
+          } else {
+            st.input_files.push_back(it->second.file_name);
+          }
+        }
+        mine.push_back(std::move(st));
+      } else if (owned.count(seg.partition.value) != 0) {
+        abandoned.push_back(Staged{seg, {}, {}});
+      }
+    }
+  });
+
+  Status first;
+  for (const Staged& st : mine) {
+    if (stopping_) break;
+    const SegmentRecord& seg = st.seg;
+    if (!st.gone.empty()) {
+      Status s = Abort(seg, st.gone);
+      if (!s.ok() && first.ok()) first = s;
+      continue;
+    }
+    // A replica listed for this node counts only while the file is really here.
+    size_t copies = 0;
+    bool self_listed = false;
+    for (NodeId n : seg.replicas) {
+      if (n == self_) {
+        self_listed = true;
+      } else {
+        ++copies;
+      }
+    }
+    const bool here = self_listed && store_->Has(seg.file_name);
+    if (here) ++copies;
+    if (copies < r) {
+      if (copies == 0) {
+        Status s = Abort(seg, "its output file is lost");
+        if (!s.ok() && first.ok()) first = s;
+      }
+      continue;  // waiting for the replicator
+    }
+    auto outcome = global_->Submit(CommitMerge{seg.id});
+    if (!outcome.ok()) {
+      if (outcome.status().code() == StatusCode::kRejected) {
+        // Lost a race (an input removed meanwhile): the next pass aborts it.
+        spdlog::info("merge: commit of segment {} not applied: {}", seg.id.value,
+                     outcome.status().ToString());
+      } else {
+        Status s = outcome.status().WithContext("committing merge " + std::to_string(seg.id.value));
+        Fail(s);
+        if (first.ok()) first = s;
+      }
+      continue;
+    }
+    spdlog::info("merge: committed segment {} replacing {} segments of {} partition {}",
+                 seg.id.value, seg.merge_inputs.size(), Describe(seg.datasource),
+                 seg.partition.value);
+    {
+      std::lock_guard lock(stats_mu_);
+      ++stats_.merges_committed;
+      stats_.segments_merged_away += seg.merge_inputs.size();
+    }
+    // Merged-away copies are deleted by the storage layer after its deletion delay: a
+    // coordinator that read Global before the swap may still ask this node to read them.
+  }
+
+  for (const Staged& st : abandoned) {
+    if (stopping_) break;
+    if (peers_->IsPresent(st.seg.node, options_.grace)) continue;
+    Status s = Abort(
+        st.seg, "its writer, node " + std::to_string(st.seg.node.value) + ", is gone (abandoned)");
+    if (!s.ok() && first.ok()) first = s;
+  }
+  return first;
+}
+
+Status Merger::Abort(const SegmentRecord& seg, const std::string& why) {
+  auto outcome = global_->Submit(RemoveSegments{{seg.id}});
+  if (!outcome.ok()) {
+    Status s = outcome.status().WithContext("aborting merge " + std::to_string(seg.id.value));
+    Fail(s);
+    return s;
+  }
+  spdlog::info("merge: aborted staged segment {} of {} partition {}: {}", seg.id.value,
+               Describe(seg.datasource), seg.partition.value, why);
+  {
+    std::lock_guard lock(stats_mu_);
+    ++stats_.merges_aborted;
+  }
+  DeleteLocalUnlessReferenced(seg.file_name);
+  return Status::OK();
+}
+
+void Merger::DeleteLocalUnlessReferenced(const std::string& file_name) {
+  bool referenced = false;
+  global_->Read([&](const GlobalState& s) {
+    for (const auto& [id, seg] : s.segments) {
+      if (seg.file_name == file_name) {
+        referenced = true;
+        break;
+      }
+    }
+  });
+  if (!referenced) store_->DeleteWhenUnpinned(file_name);
+}
+
+std::vector<Merger::Plan> Merger::MakePlans() {
+  std::set<int32_t> owned;
+  for (PartitionId p : owned_partitions_()) owned.insert(p.value);
+  const int64_t now = clock_->MonotonicMicros();
+  const int64_t min_age_us = options_.min_age.count() * 1000;
+  std::vector<Plan> plans;
+
+  global_->Read([&](const GlobalState& s) {
+    // Partitions this node may merge: owned here and in Global.
+    std::set<int32_t> mergeable;
+    for (int32_t p : owned) {
+      auto it = s.partitions.find(p);
+      if (it != s.partitions.end() && it->second.owner == self_) mergeable.insert(p);
+    }
+    std::set<SegmentId> staged_inputs;
+    for (const auto& [id, seg] : s.segments) {
+      for (SegmentId in : seg.merge_inputs) staged_inputs.insert(in);
+    }
+    // Committed segments per (datasource, partition).
+    std::map<std::pair<std::string, int32_t>, std::vector<const SegmentRecord*>> groups;
+    for (const auto& [id, seg] : s.segments) {
+      if (seg.staged() || mergeable.count(seg.partition.value) == 0) continue;
+      if (seg.file_size < options_.small_bytes) first_seen_us_.try_emplace(id, now);
+      groups[{seg.datasource.Key(), seg.partition.value}].push_back(&seg);
+    }
+    // Forget segments that left Global and expired exclusions.
+    for (auto it = first_seen_us_.begin(); it != first_seen_us_.end();) {
+      it = s.segments.count(it->first) == 0 ? first_seen_us_.erase(it) : std::next(it);
+    }
+    for (auto it = excluded_until_.begin(); it != excluded_until_.end();) {
+      it = (s.segments.count(it->first) == 0 || it->second <= now) ? excluded_until_.erase(it)
+                                                                   : std::next(it);
+    }
+
+    for (auto& [key, segs] : groups) {
+      std::sort(segs.begin(), segs.end(), [](const SegmentRecord* a, const SegmentRecord* b) {
+        return a->min_pos < b->min_pos;
+      });
+      std::vector<const SegmentRecord*> chunk;
+      uint64_t total = 0;
+      // Ends the current chunk; `full` when it could not take the next segment.
+      auto close = [&](bool full) {
+        if (chunk.size() >= options_.min_inputs) {
+          int64_t oldest = now;
+          for (const SegmentRecord* seg : chunk) oldest = std::min(oldest, first_seen_us_[seg->id]);
+          if (full || now - oldest >= min_age_us) {
+            Plan plan;
+            for (const SegmentRecord* seg : chunk) plan.inputs.push_back(*seg);
+            plan.input_bytes = total;
+            plans.push_back(std::move(plan));
+          }
+        }
+        chunk.clear();
+        total = 0;
+      };
+      for (const SegmentRecord* seg : segs) {
+        const bool candidate = seg->file_size < options_.small_bytes &&
+                               staged_inputs.count(seg->id) == 0 &&
+                               excluded_until_.count(seg->id) == 0;
+        if (!candidate) {
+          close(false);  // a run never spans a segment that is not merged with it
+          continue;
+        }
+        if (!chunk.empty() && (total + seg->file_size > options_.target_bytes ||
+                               chunk.size() >= options_.max_inputs)) {
+          close(true);
+        }
+        chunk.push_back(seg);
+        total += seg->file_size;
+        if (total >= options_.target_bytes) close(true);
+      }
+      close(false);
+    }
+  });
+  return plans;
+}
+
+Result<std::unique_ptr<SegmentReader>> Merger::OpenInput(const SegmentRecord& seg,
+                                                         std::string* temp_path) {
+  if (store_->Has(seg.file_name)) return SegmentReader::Open(env_, store_->PathOf(seg.file_name));
+  Status last = Status::Unavailable("no live node holds it");
+  for (NodeId holder : seg.replicas) {
+    if (holder == self_ || fetcher_ == nullptr || !peers_->IsAlive(holder)) continue;
+    auto bytes = fetcher_->Fetch(holder, seg);
+    if (!bytes.ok()) {
+      last = bytes.status().WithContext("fetching from node " + std::to_string(holder.value));
+      continue;
+    }
+    Status verified = VerifySegmentBytes(seg, *bytes);
+    if (!verified.ok()) {
+      last = verified.WithContext("copy of node " + std::to_string(holder.value));
+      continue;
+    }
+    *temp_path = JoinPath(store_->dir(), "merge-fetch-" + RandomHex8() + ".tmp");
+    ASSIGN_OR_RETURN(auto file, env_->NewWritableFile(*temp_path));
+    RETURN_IF_ERROR(file->Append(*bytes));
+    RETURN_IF_ERROR(file->Close());
+    return SegmentReader::Open(env_, *temp_path);
+  }
+  return last;
+}
+
+Status Merger::ReadInputs(const Plan& plan, std::vector<PositionedEvent>* events) {
+  // Fail on the input at fault: a corrupt or unreachable one is left out of planning for a while.
+  auto fail = [&](const SegmentRecord& seg, const Status& st) {
+    excluded_until_[seg.id] = clock_->MonotonicMicros() + kRetryFailedInputUs;
+    return st.WithContext("input segment " + std::to_string(seg.id.value) + " ('" + seg.file_name +
+                          "')");
+  };
+  // Open every input first (fetching missing ones) so that an unreachable input costs no decoding.
+  std::vector<std::unique_ptr<Input>> inputs;
+  uint64_t expected = 0;
+  for (const SegmentRecord& seg : plan.inputs) {
+    auto in = std::make_unique<Input>(env_);
+    in->seg = &seg;
+    auto reader = OpenInput(seg, &in->temp.path);
+    if (!reader.ok()) return fail(seg, reader.status());
+    const SegmentInfo& info = (*reader)->info();
+    if (!(info.datasource == seg.datasource) || info.partition != seg.partition ||
+        info.min_pos != seg.min_pos || info.max_pos != seg.max_pos ||
+        info.event_count != seg.event_count || info.content_hash != seg.content_hash) {
+      return fail(seg, Status::Corruption("the file does not match its Global record"));
+    }
+    in->reader = std::move(*reader);
+    expected += seg.event_count;
+    inputs.push_back(std::move(in));
+  }
+
+  events->reserve(expected);
+  DecodedBlock block;
+  bool have_last = false;
+  Position last;
+  for (auto& in : inputs) {
+    const SegmentRecord& seg = *in->seg;
+    uint64_t n = 0;
+    for (size_t b = 0; b < in->reader->blocks().size(); ++b) {
+      Status st = in->reader->ReadBlock(b, &block);
+      if (!st.ok()) return fail(seg, st);
+      for (size_t i = 0; i < block.size(); ++i) {
+        const Position pos = block.positions[i];
+        if (pos < seg.min_pos || seg.max_pos < pos || (have_last && pos <= last)) {
+          return fail(seg, Status::Corruption("event at position " + Str(pos) +
+                                              " out of order or outside the segment's range"));
+        }
+        PositionedEvent pe;
+        pe.pos = pos;
+        pe.event.timestamp_ms = block.timestamps[i];
+        pe.event.ingest_ms = block.ingest_ts[i];
+        pe.event.raw.assign(block.raw[i]);
+        pe.event.fields.reserve(block.field_begin[i + 1] - block.field_begin[i]);
+        for (uint32_t j = block.field_begin[i]; j < block.field_begin[i + 1]; ++j) {
+          pe.event.fields.push_back(
+              Field{std::string(block.fields[j].name), std::string(block.fields[j].value)});
+        }
+        events->push_back(std::move(pe));
+        last = pos;
+        have_last = true;
+        ++n;
+      }
+    }
+    if (n != seg.event_count) {
+      return fail(seg, Status::Corruption("holds " + std::to_string(n) + " events, Global says " +
+                                          std::to_string(seg.event_count)));
+    }
+    in->reader.reset();
+  }
+  if (events->size() != expected) {
+    return Status::Internal("merge read " + std::to_string(events->size()) + " events, expected " +
+                            std::to_string(expected));
+  }
+  return Status::OK();
+}
+
+Status Merger::Execute(const Plan& plan) {
+  const SegmentRecord& first = plan.inputs.front();
+  const SegmentRecord& back = plan.inputs.back();
+  auto failed = [&](const Status& st) {
+    {
+      std::lock_guard lock(stats_mu_);
+      ++stats_.merges_failed;
+    }
+    Status s = st.WithContext("merging " + std::to_string(plan.inputs.size()) + " segments of " +
+                              Describe(first.datasource) + " partition " +
+                              std::to_string(first.partition.value));
+    Fail(s);
+    return s;
+  };
+
+  std::vector<PositionedEvent> events;
+  {
+    std::vector<std::string> names;
+    for (const SegmentRecord& seg : plan.inputs) names.push_back(seg.file_name);
+    SegmentStore::PinHandle pin = store_->Pin(names);
+    Status st = ReadInputs(plan, &events);
+    if (!st.ok()) return failed(st);
+  }
+
+  const std::string name = "m-p" + std::to_string(first.partition.value) + "-o" +
+                           std::to_string(first.min_pos.offset.value) + "-i" +
+                           std::to_string(first.min_pos.index) + "-n" +
+                           std::to_string(self_.value) + "-" + RandomHex8() + ".seg";
+  const std::string path = store_->PathOf(name);
+  auto info = WriteSegment(env_, path, first.datasource, first.partition, events, options_.segment);
+  events = {};  // free the decoded inputs before waiting on Global
+  if (!info.ok()) {
+    (void)env_->RemoveFile(path);
+    return failed(info.status().WithContext("writing " + name));
+  }
+  if (info->min_pos != first.min_pos || info->max_pos != back.max_pos) {
+    (void)env_->RemoveFile(path);
+    return failed(Status::Internal("output range " + Str(info->min_pos) + ".." +
+                                   Str(info->max_pos) + " is not the inputs' range"));
+  }
+
+  SegmentRecord rec;
+  rec.datasource = first.datasource;
+  rec.partition = first.partition;
+  rec.min_pos = info->min_pos;
+  rec.max_pos = info->max_pos;
+  rec.min_ts = info->min_ts;
+  rec.max_ts = info->max_ts;
+  rec.event_count = info->event_count;
+  rec.raw_bytes = info->raw_bytes;
+  rec.file_size = info->file_size;
+  rec.content_hash = info->content_hash;
+  rec.file_name = name;
+  rec.node = self_;
+  global_->Read([&](const GlobalState& s) {
+    auto it = s.partitions.find(first.partition.value);
+    if (it != s.partitions.end()) rec.epoch = it->second.epoch;
+  });
+  std::vector<SegmentId> ids;
+  for (const SegmentRecord& seg : plan.inputs) ids.push_back(seg.id);
+
+  auto outcome = global_->Submit(StageMerge{rec, ids});
+  if (!outcome.ok()) {
+    if (outcome.status().code() == StatusCode::kRejected) {
+      (void)env_->RemoveFile(path);
+    } else {
+      // It may still be applied: keep the file for `grace` (SweepUnknown).
+      unknown_[name] = clock_->MonotonicMicros();
+    }
+    return failed(outcome.status().WithContext("staging " + name));
+  }
+  spdlog::info("merge: staged segment {} from {} segments ({} bytes) of {} partition {}",
+               outcome->segment_id.value, plan.inputs.size(), plan.input_bytes,
+               Describe(first.datasource), first.partition.value);
+  std::lock_guard lock(stats_mu_);
+  ++stats_.merges_staged;
+  stats_.bytes_written += info->file_size;
+  return Status::OK();
+}
+
+}  // namespace sediment

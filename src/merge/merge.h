@@ -1,0 +1,157 @@
+// Background merging of small segments (DESIGN section 6 "Flushing"): runs of small, adjacent,
+// committed segments of one datasource and partition are rewritten into one large segment, which
+// replaces them in one Global event. Contract, crash behaviour and durability: merge/README.md.
+//
+// Protocol of one merge (the Global apply rules enforce it):
+//   1. write the output file locally (fsynced), then Submit(StageMerge{output, inputs}): the
+//      output is a *staged* segment, invisible to queries, replicated like any segment;
+//   2. once the output has EffectiveReplicationFactor announced replicas, Submit(CommitMerge):
+//      the inputs disappear and the output becomes visible in the same applied event;
+//   3. local copies of the inputs are deleted once no reader pins them.
+// Inputs therefore stay in Global (and durable) until the output is as durable as they were.
+//
+// Thread-safety: every public method is thread-safe; passes (RunOnce and the background thread)
+// are serialized.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/env.h"
+#include "common/status.h"
+#include "common/types.h"
+#include "global/global.h"
+#include "segment/segment.h"
+#include "storage/store.h"
+
+namespace sediment {
+
+struct MergeOptions {
+  // Upper bound on the summed file sizes of one merge's inputs. It also bounds the memory of a
+  // merge: the inputs are decoded whole before the output is written (roughly their uncompressed
+  // size is held at once).
+  uint64_t target_bytes = 128ull << 20;
+  // Only segments whose file is smaller than this are merge candidates.
+  uint64_t small_bytes = 32ull << 20;
+  // A run is merged once its oldest member has been known to this Merger for this long, or at
+  // once when it is full (its inputs reach target_bytes or max_inputs).
+  std::chrono::milliseconds min_age{60000};
+  size_t min_inputs = 2;
+  size_t max_inputs = 256;
+  // Period of the background passes (Start).
+  std::chrono::milliseconds interval{5000};
+  // A staged output whose writer has not been heard from for this long is abandoned (removed) by
+  // the partition's owner. Also how long a written output whose StageMerge outcome is unknown is
+  // kept before its file is deleted.
+  std::chrono::milliseconds grace{30000};
+  SegmentWriterOptions segment;
+};
+
+struct MergeStats {
+  uint64_t merges_staged = 0;         // StageMerge applied
+  uint64_t merges_committed = 0;      // CommitMerge applied
+  uint64_t merges_aborted = 0;        // staged outputs removed (input gone, output lost, abandoned)
+  uint64_t merges_failed = 0;         // attempts given up before staging (corrupt input, I/O, ...)
+  uint64_t segments_merged_away = 0;  // inputs removed by this node's commits
+  uint64_t bytes_written = 0;         // output file bytes of staged merges
+  std::string last_error;             // most recent failure, empty when none yet
+};
+
+class Merger {
+ public:
+  using Stats = MergeStats;
+
+  // All pointers are borrowed and must outlive the Merger. `store` is this node's segment
+  // directory (outputs are written there); `peers->Self()` is this node. `owned_partitions`
+  // returns the partitions this node digests (the only ones it plans merges for and cleans
+  // abandoned staged outputs of); a partition is merged only when Global also names this node
+  // its owner.
+  Merger(Env* env, Clock* clock, Global* global, SegmentStore* store, SegmentFetcher* fetcher,
+         PeerView* peers, std::function<std::vector<PartitionId>()> owned_partitions,
+         MergeOptions options);
+  ~Merger();
+
+  Merger(const Merger&) = delete;
+  Merger& operator=(const Merger&) = delete;
+
+  // Starts the background thread (one RunOnce every options.interval). Errors: the store's
+  // directory cannot be created, or already started.
+  Status Start();
+  // Stops and joins the background thread; a merge in progress finishes its current step.
+  // Idempotent.
+  void Stop();
+
+  // One pass: (1) resolves staged merges (commits this node's outputs that reached the
+  // replication factor, removes those whose inputs vanished or whose output file is lost, and
+  // removes staged outputs of owned partitions whose writer is gone); (2) plans runs of owned
+  // partitions; (3) executes every qualifying merge, one at a time. Returns the first error of
+  // the pass (the pass still goes on with the other merges); each is also in stats().last_error.
+  Status RunOnce();
+
+  Stats stats() const;
+
+ private:
+  struct Plan {
+    std::vector<SegmentRecord> inputs;  // adjacent, in position order
+    uint64_t input_bytes = 0;
+  };
+  struct Input;
+
+  Status ResolveStaged();
+  std::vector<Plan> MakePlans();
+  Status Execute(const Plan& plan);
+  // Decodes every event of `inputs` (pinned by the caller) in position order, verifying them.
+  Status ReadInputs(const Plan& plan, std::vector<PositionedEvent>* events);
+  // Opens one input: the local file, or a temporary copy fetched from a peer (*temp_path is set
+  // and must be deleted by the caller).
+  Result<std::unique_ptr<SegmentReader>> OpenInput(const SegmentRecord& seg,
+                                                   std::string* temp_path);
+  // Removes staged output `seg` from Global (RemoveSegments) and deletes the local file.
+  Status Abort(const SegmentRecord& seg, const std::string& why);
+  // Deletes the local copy of `file_name` once unpinned, unless Global still has a segment with
+  // that file name.
+  void DeleteLocalUnlessReferenced(const std::string& file_name);
+  // Outputs written whose StageMerge outcome was unknown: forget those Global knows, delete the
+  // files of those older than grace.
+  void SweepUnknown();
+  void Fail(const Status& st);
+  std::string RandomHex8();
+  void Loop();
+
+  Env* env_;
+  Clock* clock_;
+  Global* global_;
+  SegmentStore* store_;
+  SegmentFetcher* fetcher_;
+  PeerView* peers_;
+  std::function<std::vector<PartitionId>()> owned_partitions_;
+  MergeOptions options_;
+  NodeId self_;
+
+  std::mutex run_mu_;                            // serializes passes; guards the members below it
+  std::map<SegmentId, int64_t> first_seen_us_;   // candidate -> monotonic time first seen
+  std::map<SegmentId, int64_t> excluded_until_;  // failed input -> retry after (monotonic us)
+  std::map<std::string, int64_t> unknown_;       // output file -> time its StageMerge failed
+  uint64_t rng_state_;
+
+  mutable std::mutex stats_mu_;
+  Stats stats_;
+
+  std::mutex loop_mu_;
+  std::condition_variable loop_cv_;
+  bool stop_ = false;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace sediment

@@ -1,0 +1,109 @@
+// The node's local segment files and the interfaces replication needs from the rest of the node
+// (peers' liveness, fetching a file from a peer). See storage/README.md for the contract.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/env.h"
+#include "common/status.h"
+#include "common/types.h"
+#include "global/global.h"
+
+namespace sediment {
+
+// Checks that `bytes` are exactly the file `segment` describes: size == file_size, the XXH64
+// content hash (segment/FORMAT.md) equals content_hash, and the file opens as a segment (header,
+// trailer and footer checks of SegmentReader::Open, run on the bytes in memory; nothing is
+// written) whose partition, position range and event count are the record's. Blocks are not
+// decompressed: a matching content hash already proves they are the bytes the writer produced.
+// Corruption otherwise, naming the segment.
+Status VerifySegmentBytes(const SegmentRecord& segment, std::string_view bytes);
+
+// Called before each chunk a verification reads, with the chunk's size; returns false to abort
+// (the verification then returns Aborted). Used for throttling (see RateLimiter).
+using ReadHook = std::function<bool(uint64_t bytes)>;
+
+// The segment files of this node: <dir>/<file_name>. Thread-safe.
+//
+// Pins: a query (or a merge) that reads local files pins them; deleting a pinned file is deferred
+// until its last pin is released, so a file swapped out of Global by a merge or removed by
+// retention is never pulled from under a running reader.
+class SegmentStore {
+ public:
+  // `env` is borrowed and must outlive the store. The directory is created on first Install.
+  SegmentStore(Env* env, std::string dir);
+
+  const std::string& dir() const { return dir_; }
+  std::string PathOf(const std::string& file_name) const;
+  bool Has(const std::string& file_name) const;
+  // Names of the *.seg files in dir (no temporary files), sorted. A missing dir is empty.
+  Result<std::vector<std::string>> List() const;
+
+  // Verifies `bytes` (VerifySegmentBytes) and writes them as segment.file_name atomically (unique
+  // temp file, fsync, rename, directory fsync); an existing file of that name is replaced (readers
+  // that opened it keep reading the old contents) and a deferred deletion of it is cancelled. On
+  // error nothing is left behind and an existing file is untouched.
+  Status Install(const SegmentRecord& segment, std::string_view bytes);
+  // Reads a whole local file (the internal fetch endpoint serves it). NotFound when missing.
+  Result<std::string> Read(const std::string& file_name) const;
+  // Verifies the local copy of `segment` like VerifySegmentBytes, reading the file in 1 MiB
+  // chunks (each announced to `before_read` first, when set). NotFound when the file is missing,
+  // Corruption when it is not the segment's exact bytes.
+  Status Verify(const SegmentRecord& segment, const ReadHook& before_read = {}) const;
+
+  // Pins `file_names` until the returned handle is destroyed. The handle must not outlive the
+  // store. Pinning a missing file is allowed (it only defers a deletion).
+  using PinHandle = std::shared_ptr<void>;
+  PinHandle Pin(const std::vector<std::string>& file_names);
+  bool IsPinned(const std::string& file_name) const;
+  // Deletes the file now when unpinned, else when its last pin is released. Missing files are
+  // fine; other removal errors are logged.
+  void DeleteWhenUnpinned(const std::string& file_name);
+  // True while a deletion of `file_name` waits for its pins.
+  bool IsDeletionPending(const std::string& file_name) const;
+  // Withdraws a deletion that waits for pins (the file is wanted again). No-op otherwise.
+  void CancelDeletion(const std::string& file_name);
+
+ private:
+  void Unpin(const std::vector<std::string>& file_names);
+  void RemoveNow(const std::string& file_name);
+
+  Env* env_;
+  std::string dir_;
+  mutable std::mutex mu_;
+  std::map<std::string, int> pins_;  // file -> live pins
+  std::set<std::string> doomed_;     // pinned files to delete on their last unpin
+  uint64_t next_tmp_ = 0;            // unique temp-file suffixes
+};
+
+// Fetches a segment file's bytes from a peer that holds it (HTTP in the server, fakes in tests).
+// Implementations must be thread-safe. The caller verifies the bytes.
+class SegmentFetcher {
+ public:
+  virtual ~SegmentFetcher() = default;
+  virtual Result<std::string> Fetch(NodeId holder, const SegmentRecord& segment) = 0;
+};
+
+// Which nodes are up (the cluster membership in the server, fakes in tests). Thread-safe; called
+// while Global's state lock is held, so it must not call into Global.
+class PeerView {
+ public:
+  virtual ~PeerView() = default;
+  virtual NodeId Self() const = 0;
+  // Heard from within the heartbeat timeout (Self() always is).
+  virtual bool IsAlive(NodeId node) const = 0;
+  // Alive, or silent for less than `grace` (a node that may still come back: its copies are not
+  // re-created elsewhere yet).
+  virtual bool IsPresent(NodeId node, std::chrono::milliseconds grace) const = 0;
+};
+
+}  // namespace sediment
