@@ -215,28 +215,48 @@ int PrintCluster(const std::string& body) {
   std::printf("cluster %s: %zu of %zu nodes alive; this node %lld; Global applied through %lld\n\n",
               str(doc, "clusterId").c_str(), alive, total, static_cast<long long>(num(doc, "self")),
               static_cast<long long>(num(doc, "globalApplied")));
-  std::printf("%-12s %-22s %-6s %-10s %-10s %-9s %s\n", "NODE", "ADDRESS", "ALIVE", "HEARTBEAT",
-              "PARTITIONS", "SEGMENTS", "BYTES");
+  simdjson::dom::element repl;
+  if (!doc["replication"].get(repl)) {
+    std::printf(
+        "segments: %lld, replication factor %lld; %lld under-replicated (%lld bytes), "
+        "%lld without a live copy, %lld with no copy, %lld staged merges\n\n",
+        static_cast<long long>(num(repl, "segments")), static_cast<long long>(num(repl, "factor")),
+        static_cast<long long>(num(repl, "underReplicated")),
+        static_cast<long long>(num(repl, "underReplicatedBytes")),
+        static_cast<long long>(num(repl, "withoutLiveCopy")),
+        static_cast<long long>(num(repl, "lost")),
+        static_cast<long long>(num(repl, "stagedMerges")));
+  }
+  std::printf("%-12s %-22s %-6s %-10s %-10s %-9s %-12s %s\n", "NODE", "ADDRESS", "ALIVE",
+              "HEARTBEAT", "PARTITIONS", "COPIES", "BYTES", "REPAIR (pending/copied/corrupt)");
   for (auto n : nodes) {
     std::string id = std::to_string(num(n, "id")) + (flag(n, "self") ? "*" : "");
     std::string hb = flag(n, "alive") || num(n, "lastHeartbeatMsAgo") >= 0
                          ? std::to_string(num(n, "lastHeartbeatMsAgo")) + " ms"
                          : "never";
-    std::printf("%-12s %-22s %-6s %-10s %-10lld %-9lld %lld\n", id.c_str(),
+    std::string repair = "-";
+    simdjson::dom::element r;
+    if (!n["repair"].get(r) && r.is_object()) {
+      repair = std::to_string(num(r, "pendingSegments")) + "/" +
+               std::to_string(num(r, "copiedSegments")) + "/" +
+               std::to_string(num(r, "corruptDetected"));
+    }
+    std::printf("%-12s %-22s %-6s %-10s %-10lld %-9lld %-12lld %s\n", id.c_str(),
                 str(n, "address").c_str(), flag(n, "alive") ? "yes" : "NO", hb.c_str(),
                 static_cast<long long>(num(n, "partitionsOwned")),
                 static_cast<long long>(num(n, "segments")),
-                static_cast<long long>(num(n, "segmentBytes")));
+                static_cast<long long>(num(n, "segmentBytes")), repair.c_str());
   }
-  std::printf("\n%-9s %-12s %-6s %-7s %-10s %-10s %-10s %-8s %s\n", "PARTITION", "OWNER", "EPOCH",
-              "ALIVE", "REPLAY", "LOG START", "LOG END", "LAG", "BUFFERED");
+  std::printf("\n%-9s %-12s %-6s %-7s %-10s %-10s %-10s %-10s %-8s %s\n", "PARTITION", "OWNER",
+              "EPOCH", "ALIVE", "REPLAY", "SAFE", "LOG START", "LOG END", "LAG", "BUFFERED");
   auto opt = [](int64_t v) { return v < 0 ? std::string("?") : std::to_string(v); };
   for (auto p : partitions) {
-    std::printf("%-9lld %-12s %-6lld %-7s %-10lld %-10s %-10s %-8s %lld\n",
+    std::printf("%-9lld %-12s %-6lld %-7s %-10lld %-10lld %-10s %-10s %-8s %lld\n",
                 static_cast<long long>(num(p, "partition")),
                 num(p, "owner") > 0 ? std::to_string(num(p, "owner")).c_str() : "-",
                 static_cast<long long>(num(p, "epoch")), flag(p, "ownerAlive") ? "yes" : "NO",
-                static_cast<long long>(num(p, "replayPoint")), opt(num(p, "logStart")).c_str(),
+                static_cast<long long>(num(p, "replayPoint")),
+                static_cast<long long>(num(p, "safeOffset")), opt(num(p, "logStart")).c_str(),
                 opt(num(p, "logEnd")).c_str(), opt(num(p, "lag")).c_str(),
                 static_cast<long long>(num(p, "bufferedEvents")));
   }

@@ -6,6 +6,7 @@
 #include <optional>
 #include <tuple>
 
+#include "segment/segment.h"
 #include "storage/placement.h"
 
 namespace sediment {
@@ -210,6 +211,25 @@ Status Replicator::RunOnceLocked() {
       seen_listed_.insert(file);
       unlisted_since_.erase(file);
     }
+  }
+  // Files this process never saw listed here (registered and removed between two passes, e.g. a
+  // backfill already past retention, or left from before a restart) are garbage once their
+  // events are at or below their datasource's flushed_through: no registration of them can be
+  // accepted any more. Files above it may be a flush whose registration is still pending.
+  if (on_disk.ok()) {
+    for (const auto& file : *on_disk) {
+      bool known = false;
+      {
+        std::lock_guard lock(mu_);
+        known = plan.listed_here.count(file) != 0 || seen_listed_.count(file) != 0;
+      }
+      if (known || !IsSettled(file)) continue;
+      std::lock_guard lock(mu_);
+      seen_listed_.insert(file);
+    }
+  }
+  {
+    std::lock_guard lock(mu_);
     for (const auto& file : seen_listed_) {
       if (plan.listed_here.count(file) == 0) unlisted_since_.emplace(file, now);
     }
@@ -466,6 +486,18 @@ void Replicator::ReportCorrupt(SegmentId segment, const Status& why) {
   }
   FileLock file_lock(this, seg->file_name);
   HandleCorrupt(*seg, why);
+}
+
+bool Replicator::IsSettled(const std::string& file) {
+  auto reader = SegmentReader::Open(env_, store_->PathOf(file));
+  if (!reader.ok()) return false;  // being replaced, or unreadable: left alone
+  const SegmentInfo& info = (*reader)->info();
+  bool settled = false;
+  global_->Read([&](const GlobalState& s) {
+    auto it = s.flushed_through.find({info.datasource.Key(), info.partition.value});
+    settled = it != s.flushed_through.end() && info.min_pos <= it->second;
+  });
+  return settled;
 }
 
 std::set<std::string> Replicator::ListedHere() {

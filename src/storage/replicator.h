@@ -114,6 +114,9 @@ class Replicator {
   // Removes self from `seg` (min_remaining 0) and deletes the local file; counts a corrupt copy.
   void HandleCorrupt(const SegmentRecord& seg, const Status& why);
   Status DeleteUnlisted();
+  // Whether a local file no segment lists here can never be registered any more (its events are
+  // at or below its datasource's flushed_through), so it is garbage.
+  bool IsSettled(const std::string& file);
   // File names of the segments that list self now.
   std::set<std::string> ListedHere();
 

@@ -607,6 +607,28 @@ TEST_F(ReplicatorTest, UnlistedFilesGoAfterTheDelayNeverWhilePinnedUnknownOnesSt
   EXPECT_TRUE(N(2).store->Has("unregistered.seg"));
 }
 
+TEST_F(ReplicatorTest, FileRegisteredAndRemovedBetweenPassesIsDeletedPendingOneStays) {
+  AddNodes(1);
+  // Registered and removed (retention of a backfill) before any pass saw it listed.
+  SegmentId gone = AddSegment();
+  const std::string gone_file = Record(gone).file_name;
+  ASSERT_TRUE(global_->Submit(RemoveSegments{{gone}}).ok());
+  // A flush written but not registered yet: its events are above flushed_through.
+  SegmentRecord pending =
+      WriteTestSegment(env_, N(1).store->dir(), "pending.seg", next_offset_ + 100, 5, NodeId(1));
+  Round();
+  clock_.AdvanceMillis(31'000);
+  Round();
+  EXPECT_FALSE(N(1).store->Has(gone_file));
+  EXPECT_TRUE(N(1).store->Has("pending.seg"));
+  // Its registration lands: kept, and listed.
+  pending.epoch = Epoch(1);
+  ASSERT_TRUE(global_->Submit(RegisterSegment{pending, Offset(next_offset_ + 105)}).ok());
+  clock_.AdvanceMillis(31'000);
+  Round();
+  EXPECT_TRUE(N(1).store->Has("pending.seg"));
+}
+
 TEST_F(ReplicatorTest, StagedMergeOutputIsReplicatedThenInputsGo) {
   AddNodes(3);
   SegmentId a = AddSegment(1, 0, 10);

@@ -98,10 +98,13 @@ def test_first_start_bootstraps_sandbox_and_cli_roundtrip(server_factory, tmp_pa
     assert view["nodes"][0]["alive"] and view["nodes"][0]["self"], view
     assert len(view["partitions"]) == status["ingestPartitions"], view
     assert all(p["owner"] == status["node"] and p["ownerAlive"] for p in view["partitions"]), view
+    assert view["replication"]["factor"] == 1, view["replication"]  # one node: one copy
+    assert all(p["safeOffset"] <= p["replayPoint"] for p in view["partitions"]), view
     wait_until(lambda: all(p["lag"] == 0 for p in s.get_json("/api/v1/cluster")["partitions"]), timeout=15)
     r = cli("status", "--url", s.url, "--cluster")
     assert r.returncode == 0, r.stderr
     assert "1 of 1 nodes alive" in r.stdout and "PARTITION" in r.stdout, r.stdout
+    assert "replication factor 1" in r.stdout and "SAFE" in r.stdout, r.stdout
 
     # A restart on the same data dir keeps the tokens and does not create new ones.
     s.restart()
