@@ -856,8 +856,8 @@ void Digest::SubmitRebuilt(Partition* p, SegmentId old_id, const SegmentRecord& 
   }
   SegmentId new_id = outcome.ok() ? outcome->segment_id : SegmentId(0);
   spdlog::warn(
-      "digest: rebuilt segment {} ({} events of {}) from the commit log: every copy was on dead "
-      "nodes (now segment {}, file {})",
+      "digest: rebuilt segment {} ({} events of {}) from the commit log: no live node held a copy "
+      "(holders dead, or copies removed as corrupt) (now segment {}, file {})",
       old_id.value, rebuilt.event_count, DatasourceName(rebuilt.datasource), new_id.value,
       rebuilt.file_name);
   std::lock_guard lock(p->mu);
