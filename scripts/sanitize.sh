@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Builds the unit tests under a sanitizer and runs them.
+#   scripts/sanitize.sh asan|tsan [all|build|test]   (default all; the suite builds both at low
+#   CPU priority while its process tests run, then runs them: scripts/test.sh)
 #   scripts/sanitize.sh asan   AddressSanitizer + UndefinedBehaviorSanitizer, every library's tests
 #   scripts/sanitize.sh tsan   ThreadSanitizer, the tests of the concurrent code (commit log,
 #                              Global, digest, HTTP server, membership, storage, merges,
@@ -8,6 +10,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-asan}"
+step="${2:-all}"
+case "$step" in
+  all | build | test) ;;
+  *)
+    echo "usage: $0 asan|tsan [all|build|test]" >&2
+    exit 2
+    ;;
+esac
 case "$mode" in
   asan)
     sanitize="address,undefined"
@@ -22,20 +32,23 @@ case "$mode" in
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp"
     ;;
   *)
-    echo "usage: $0 asan|tsan" >&2
+    echo "usage: $0 asan|tsan [all|build|test]" >&2
     exit 2
     ;;
 esac
 dir="build-$mode"
 # -O1 -g1: sanitizer builds compile about a third faster than -O2 -g and still give line numbers
 # in reports (the suite's time budget is 25 minutes on 2 cores).
-cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
-  -DSEDIMENT_SANITIZE="$sanitize" >/dev/null
-# The build log is shown only on failure: under TSan, GCC warns (-Wtsan) that the
-# std::atomic_thread_fence used inside Boost.Asio is not modelled, once per translation unit.
-log="$dir/sanitize-build.log"
-if ! ninja -C "$dir" -j"$(nproc)" "${tests[@]}" >"$log" 2>&1; then
-  cat "$log"
-  exit 1
+if [[ "$step" != "test" ]]; then
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
+    -DSEDIMENT_SANITIZE="$sanitize" >/dev/null
+  # The build log is shown only on failure: under TSan, GCC warns (-Wtsan) that the
+  # std::atomic_thread_fence used inside Boost.Asio is not modelled, once per translation unit.
+  log="$dir/sanitize-build.log"
+  if ! ninja -C "$dir" -j"$(nproc)" "${tests[@]}" >"$log" 2>&1; then
+    cat "$log"
+    exit 1
+  fi
 fi
+[[ "$step" == "build" ]] && exit 0
 ctest --test-dir "$dir" --output-on-failure -j2 --timeout 900 -E 'NOT_BUILT|^bench_|Kafka|IngestPerf'

@@ -388,7 +388,7 @@ def test_corrupt_copy_is_never_served_and_is_repaired(repl_cluster):
 
 @pytest.mark.needs_cluster
 def test_merges_under_load_never_duplicate(repl_cluster):
-    """3 nodes, R=2, aggressive merges, ingest for ~40 s with a duplicate watcher. Merge outputs
+    """3 nodes, R=2, aggressive merges, ingest for ~25 s with a duplicate watcher. Merge outputs
     (m-*.seg) are committed; fewer segments remain than were flushed; every segment is replicated
     and the disks hold exactly the listed files (merge inputs deleted); strict check through every
     node; no query returned an event twice."""
@@ -404,7 +404,7 @@ def test_merges_under_load_never_duplicate(repl_cluster):
         merged: set = set()
         staged_seen = 0
         most = 0
-        t_end = time.monotonic() + 40.0
+        t_end = time.monotonic() + 25.0
         while time.monotonic() < t_end:
             c.assert_running()
             segs = segments_now(c, 0)
