@@ -10,6 +10,8 @@
 #include <set>
 #include <unordered_set>
 
+#include "global/segment_record.h"
+
 namespace sediment {
 namespace {
 // Messages remembered per partition for dropping duplicates (a producer's retries land within
@@ -464,20 +466,7 @@ sediment::Status Digest::Flush(Partition* p, const std::string& key) {
         }
       }
     }
-    SegmentRecord& rec = f.record;
-    rec.datasource = buf.datasource;
-    rec.partition = p->id;
-    rec.min_pos = info->min_pos;
-    rec.max_pos = info->max_pos;
-    rec.min_ts = info->min_ts;
-    rec.max_ts = info->max_ts;
-    rec.event_count = info->event_count;
-    rec.raw_bytes = info->raw_bytes;
-    rec.file_size = info->file_size;
-    rec.content_hash = info->content_hash;
-    rec.epoch = p->epoch;
-    rec.file_name = name;
-    rec.node = options_.node;
+    f.record = SegmentRecordFor(*info, name, options_.node, p->epoch);
     pending = p->pending.emplace(key, std::move(f)).first;
   }
   // A registration whose outcome was unknown (the log did not answer) is resubmitted unchanged:
@@ -817,21 +806,7 @@ void Digest::Rebuild(Partition* p, const SegmentRecord& seg) {
                  info.status().ToString());
     return;
   }
-  SegmentRecord rec;
-  rec.datasource = seg.datasource;
-  rec.partition = p->id;
-  rec.min_pos = info->min_pos;
-  rec.max_pos = info->max_pos;
-  rec.min_ts = info->min_ts;
-  rec.max_ts = info->max_ts;
-  rec.event_count = info->event_count;
-  rec.raw_bytes = info->raw_bytes;
-  rec.file_size = info->file_size;
-  rec.content_hash = info->content_hash;
-  rec.epoch = p->epoch;
-  rec.file_name = name;
-  rec.node = options_.node;
-  SubmitRebuilt(p, seg.id, rec);
+  SubmitRebuilt(p, seg.id, SegmentRecordFor(*info, name, options_.node, p->epoch));
 }
 
 void Digest::SubmitRebuilt(Partition* p, SegmentId old_id, const SegmentRecord& rebuilt) {

@@ -9,6 +9,8 @@
 #include <set>
 #include <utility>
 
+#include "global/segment_record.h"
+
 namespace sediment {
 namespace {
 
@@ -500,19 +502,7 @@ Status Merger::Execute(const Plan& plan) {
                                    Str(info->max_pos) + " is not the inputs' range"));
   }
 
-  SegmentRecord rec;
-  rec.datasource = first.datasource;
-  rec.partition = first.partition;
-  rec.min_pos = info->min_pos;
-  rec.max_pos = info->max_pos;
-  rec.min_ts = info->min_ts;
-  rec.max_ts = info->max_ts;
-  rec.event_count = info->event_count;
-  rec.raw_bytes = info->raw_bytes;
-  rec.file_size = info->file_size;
-  rec.content_hash = info->content_hash;
-  rec.file_name = name;
-  rec.node = self_;
+  SegmentRecord rec = SegmentRecordFor(*info, name, self_, Epoch(0));
   global_->Read([&](const GlobalState& s) {
     auto it = s.partitions.find(first.partition.value);
     if (it != s.partitions.end()) rec.epoch = it->second.epoch;

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "global/global.h"
+#include "global/segment_record.h"
 #include "log/local_log.h"
 
 namespace sediment {
@@ -225,20 +226,7 @@ class MergeTest : public ::testing::Test {
     auto info =
         WriteSegment(env_, JoinPath(dir, name), Ds(host), PartitionId(0), events, options_.segment);
     EXPECT_TRUE(info.ok()) << info.status().ToString();
-    SegmentRecord rec;
-    rec.datasource = Ds(host);
-    rec.partition = PartitionId(0);
-    rec.min_pos = info->min_pos;
-    rec.max_pos = info->max_pos;
-    rec.min_ts = info->min_ts;
-    rec.max_ts = info->max_ts;
-    rec.event_count = info->event_count;
-    rec.raw_bytes = info->raw_bytes;
-    rec.file_size = info->file_size;
-    rec.content_hash = info->content_hash;
-    rec.epoch = CurrentEpoch(PartitionId(0));
-    rec.file_name = name;
-    rec.node = node;
+    SegmentRecord rec = SegmentRecordFor(*info, name, node, CurrentEpoch(PartitionId(0)));
     auto out = global_->Submit(RegisterSegment{rec, Offset(events.back().pos.offset.value + 1)});
     EXPECT_TRUE(out.ok()) << out.status().ToString();
     return out.ok() ? out->segment_id : SegmentId(0);

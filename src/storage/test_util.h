@@ -10,6 +10,7 @@
 
 #include "common/env.h"
 #include "global/global.h"
+#include "global/segment_record.h"
 #include "segment/segment.h"
 
 namespace sediment::storage_testing {
@@ -62,20 +63,8 @@ inline SegmentRecord WriteTestSegment(Env* env, const std::string& dir,
   }
   auto info = WriteSegment(env, JoinPath(dir, file_name), TestDs(), PartitionId(0), evs);
   EXPECT_TRUE(info.ok()) << info.status().ToString();
-  SegmentRecord r;
-  if (!info.ok()) return r;
-  r.datasource = info->datasource;
-  r.partition = info->partition;
-  r.min_pos = info->min_pos;
-  r.max_pos = info->max_pos;
-  r.min_ts = info->min_ts;
-  r.max_ts = info->max_ts;
-  r.event_count = info->event_count;
-  r.raw_bytes = info->raw_bytes;
-  r.file_size = info->file_size;
-  r.content_hash = info->content_hash;
-  r.file_name = file_name;
-  r.node = node;
+  if (!info.ok()) return SegmentRecord{};
+  SegmentRecord r = SegmentRecordFor(*info, file_name, node, Epoch(0));
   r.replicas = {node};
   return r;
 }
