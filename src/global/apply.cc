@@ -104,16 +104,9 @@ class Applier {
                               " is not above flushed_through " + Str(fit->second) +
                               " (already flushed)");
     }
-    const SegmentId id = s_->next_segment_id;
-    s_->next_segment_id = SegmentId(id.value + 1);
-    SegmentRecord stored = seg;
-    stored.id = id;
-    stored.replicas = {seg.node};
-    stored.merge_inputs.clear();
-    s_->segments[id] = std::move(stored);
+    AddSegment(seg, {});
     s_->flushed_through[std::move(key)] = seg.max_pos;
     ps.replay_point = std::max(ps.replay_point, e.new_replay_point);
-    if (assigned_ != nullptr) *assigned_ = id;
     return Status::OK();
   }
 
@@ -212,14 +205,7 @@ class Applier {
       return Status::Rejected(where + ": " + std::to_string(out.event_count) +
                               " events, the inputs hold " + std::to_string(events));
     }
-    const SegmentId id = s_->next_segment_id;
-    s_->next_segment_id = SegmentId(id.value + 1);
-    SegmentRecord stored = out;
-    stored.id = id;
-    stored.replicas = {out.node};
-    stored.merge_inputs = e.inputs;
-    s_->segments[id] = std::move(stored);
-    if (assigned_ != nullptr) *assigned_ = id;
+    AddSegment(out, e.inputs);
     return Status::OK();
   }
 
@@ -277,19 +263,25 @@ class Applier {
     if (pit == s_->partitions.end() || pit->second.epoch != seg.epoch) {
       return Status::Rejected(where + ": stale epoch " + Str(seg.epoch));
     }
+    s_->segments.erase(it);
+    AddSegment(seg, {});
+    return Status::OK();
+  }
+
+ private:
+  // Stores `seg` under the next segment id (reported through assigned_), its writer as the only
+  // replica; non-empty `merge_inputs` make it a staged merge output.
+  void AddSegment(const SegmentRecord& seg, std::vector<SegmentId> merge_inputs) {
     const SegmentId id = s_->next_segment_id;
     s_->next_segment_id = SegmentId(id.value + 1);
     SegmentRecord stored = seg;
     stored.id = id;
     stored.replicas = {seg.node};
-    stored.merge_inputs.clear();
-    s_->segments.erase(it);
+    stored.merge_inputs = std::move(merge_inputs);
     s_->segments[id] = std::move(stored);
     if (assigned_ != nullptr) *assigned_ = id;
-    return Status::OK();
   }
 
- private:
   GlobalState* s_;
   SegmentId* assigned_;
 };
