@@ -445,6 +445,12 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{50}, int64_t{3600000}));
   server
+      ->add_option("--global-snapshot-every", config.global_snapshot_every,
+                   "write a Global snapshot after this many metadata events")
+      ->envname("SEDIMENT_GLOBAL_SNAPSHOT_EVERY")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100000000}));
+  server
       ->add_option("--maintenance-interval-ms", config.maintenance_interval_ms,
                    "how often retention and the global topic's truncation run")
       ->envname("SEDIMENT_MAINTENANCE_INTERVAL_MS")

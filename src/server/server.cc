@@ -94,6 +94,7 @@ Status Server::Impl::OpenGlobal() {
   GlobalOptions options;
   // In a cluster other nodes may start from older snapshots: the global topic is kept.
   options.truncate_log = !kafka();
+  options.snapshot_every = config.global_snapshot_every;
   auto g = Global::Open(env, global_log.get(), snapshot_dir, options);
   if (!g.ok() && kafka() && g.status().code() == StatusCode::kCorruption &&
       g.status().message().find("the log starts at") != std::string::npos) {

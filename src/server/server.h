@@ -61,6 +61,9 @@ struct ServerConfig {
   int64_t merge_interval_ms = 5000;
   // Retention and global-topic truncation pass.
   int64_t maintenance_interval_ms = 5000;
+  // Global writes a snapshot after this many applied events; the global topic is truncated below
+  // the oldest snapshot every live node keeps.
+  uint64_t global_snapshot_every = 1000;
 };
 
 class Server {

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 from collections import Counter
 from types import SimpleNamespace
@@ -49,6 +50,7 @@ from cluster_harness import (
     kafka_start_offsets,
     live_holders,
     live_node_ids,
+    log_lines,
     marker,
     now_ms,
     parse_kcat_offsets,
@@ -511,6 +513,58 @@ def test_retention_deletes_expired_segments_everywhere(repl_cluster):
         assert not old_found, f"node {n.index} still finds {len(old_found)} expired events, e.g. {old_found[:5]}"
         assert v.ok, f"via node {n.index}: {'; '.join(v.problems)}"
     print(f"disk matches the list: {len(wait_disk_matches(c, 0, timeout=20)['segments'])} segments")
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. A node returns after the global topic was truncated past its snapshots
+# ---------------------------------------------------------------------------------------------
+
+SNAPSHOT_RE = r"snapshot-(\d{20})\.bin$"
+TRUNCATED_RE = r"global topic truncated below offset (\d+)"
+FALLBACK_RE = r"starting from a peer's snapshot instead"
+
+
+def newest_snapshot(node) -> int:
+    """The offset of the newest Global snapshot file in the node's data dir (-1 none)."""
+    d = node.data_dir / "global-snapshots"
+    offs = [int(m.group(1)) for p in d.iterdir() if (m := re.search(SNAPSHOT_RE, p.name))] if d.exists() else []
+    return max(offs, default=-1)
+
+
+@pytest.mark.needs_cluster
+def test_node_returns_after_global_topic_truncated_past_its_snapshots(repl_cluster):
+    """2 nodes, a snapshot every 10 Global events. Node 1 stops (SIGTERM: its final snapshot is
+    at offset S); ingest through node 0 makes snapshots there and node 0, the only live node,
+    truncates the global topic beyond S + 1. Node 1 starts again: its own snapshots can no longer
+    be replayed, so it loads node 0's (log line), serves, and the strict check passes through both
+    nodes."""
+    c = repl_cluster(2, extra_args=repl_args(global_snapshot_every=10, maintenance_interval_ms=500))
+    c.wait_quiet(timeout=60)
+    run = marker("gtrunc")
+    wl = start_workload(c, run, seed=5606)
+    try:
+        time.sleep(3.0)
+        c.stop_node(1)
+        stale = newest_snapshot(c.node(1))
+        assert stale >= 0, "node 1 wrote no Global snapshot"
+
+        def truncated_past():
+            offs = [int(m) for ln in log_lines(c.node(0), TRUNCATED_RE, all_runs=False)
+                    for m in re.findall(TRUNCATED_RE, ln)]
+            return max(offs, default=-1) > stale + 1
+
+        wait_until(truncated_past, timeout=60, what=f"node 0 truncating the global topic past {stale + 1}")
+        c.launch(1)
+        c.wait_up(1)
+        lines = log_lines(c.node(1), FALLBACK_RE, all_runs=False)
+        assert lines, f"node 1 did not fall back to a peer's snapshot\n{c.node(1).describe()}"
+        print(f"node 1: stale snapshot {stale}; {lines[0]}")
+        time.sleep(3.0)
+        wl.hold()
+        c.mark("workload held")
+        check_cluster(c, wl, "after node 1 returned past the truncation", all_nodes=True)
+    finally:
+        wl.stop()
 
 
 # ---------------------------------------------------------------------------------------------
