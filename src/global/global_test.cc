@@ -10,6 +10,7 @@
 
 #include "common/checksum.h"
 #include "common/coding.h"
+#include "common/testing/temp_dir.h"
 #ifdef SEDIMENT_HAVE_LOCAL_LOG
 #include "log/local_log.h"
 #endif
@@ -94,22 +95,6 @@ class MemLog : public CommitLog {
   int64_t end_ = 0;
   bool fail_appends_ = false;
   int empty_reads_ = 0;
-};
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/global_test_XXXXXX";
-    char* p = ::mkdtemp(tmpl);
-    EXPECT_NE(p, nullptr);
-    path_ = p ? p : "/tmp";
-  }
-  ~TempDir() { (void)Env::Default()->RemoveAll(path_); }
-  const std::string& path() const { return path_; }
-  std::string Sub(const std::string& name) const { return JoinPath(path_, name); }
-
- private:
-  std::string path_;
 };
 
 Datasource Ds(const std::string& repo, const std::string& host) {

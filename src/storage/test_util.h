@@ -9,27 +9,14 @@
 #include <vector>
 
 #include "common/env.h"
+#include "common/testing/temp_dir.h"
 #include "global/global.h"
 #include "global/segment_record.h"
 #include "segment/segment.h"
 
 namespace sediment::storage_testing {
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/storage_test_XXXXXX";
-    char* p = ::mkdtemp(tmpl);
-    EXPECT_NE(p, nullptr);
-    path_ = p ? p : "/tmp";
-  }
-  ~TempDir() { (void)Env::Default()->RemoveAll(path_); }
-  const std::string& path() const { return path_; }
-  std::string Sub(const std::string& name) const { return JoinPath(path_, name); }
-
- private:
-  std::string path_;
-};
+using sediment::TempDir;
 
 inline Datasource TestDs(const std::string& host = "web-1") {
   Datasource ds;
