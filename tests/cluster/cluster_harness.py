@@ -82,15 +82,23 @@ def now_ms() -> int:
 FIGURES: list[str] = []
 
 
-def cluster_support(binary: str | None = None) -> str | None:
-    """None when `sediment server --help` lists the cluster flags, else the reason it cannot run a
-    cluster (for a skip message)."""
-    binary = binary or sediment_bin()
+def server_help(binary: str) -> tuple[str, str | None]:
+    """(`binary server --help` output, None), or ("", why it could not be run)."""
     try:
         out = subprocess.run([binary, "server", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True, timeout=30, env=clean_env()).stdout
     except (OSError, subprocess.TimeoutExpired) as e:
-        return f"{binary} server --help failed: {e}"
+        return "", f"{binary} server --help failed: {e}"
+    return out, None
+
+
+def cluster_support(binary: str | None = None) -> str | None:
+    """None when `sediment server --help` lists the cluster flags, else the reason it cannot run a
+    cluster (for a skip message)."""
+    binary = binary or sediment_bin()
+    out, err = server_help(binary)
+    if err:
+        return err
     missing = [f for f in CLUSTER_FLAGS if f not in out]
     if missing:
         return f"{binary} has no cluster support yet (server --help lacks {', '.join(missing)})"
@@ -1076,11 +1084,9 @@ def replication_support(binary: str | None = None) -> str | None:
     """None when `sediment server --help` lists --replication-factor, else the reason the
     replication scenarios cannot run (for a skip message)."""
     binary = binary or sediment_bin()
-    try:
-        out = subprocess.run([binary, "server", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, timeout=30, env=clean_env()).stdout
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"{binary} server --help failed: {e}"
+    out, err = server_help(binary)
+    if err:
+        return err
     if not REPLICATION_FLAG_RE.search(out):
         return f"{binary} has no segment replication yet (server --help lacks {REPLICATION_FLAG})"
     return None
