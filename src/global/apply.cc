@@ -1,6 +1,8 @@
 // The deterministic apply rule of Global (global.h). Every rejection returns before the first
 // mutation, so a Rejected event leaves the state untouched.
 #include <algorithm>
+#include <cstdio>
+#include <optional>
 #include <set>
 
 #include "global/global.h"
@@ -182,6 +184,7 @@ class Applier {
     std::set<SegmentId> seen;
     Position lo, hi;
     uint64_t events = 0;
+    uint32_t generation = 0;
     for (SegmentId id : e.inputs) {
       auto it = s_->segments.find(id);
       const std::string in = where + ": input " + std::to_string(id.value);
@@ -192,6 +195,10 @@ class Applier {
       if (seg.partition != out.partition || !(seg.datasource == out.datasource)) {
         return Status::Rejected(in + " is of another datasource or partition");
       }
+      if (seen.size() > 1 && seg.generation != generation) {
+        return Status::Rejected(in + " is of another commit-log generation");
+      }
+      generation = seg.generation;
       if (seen.size() == 1 || seg.min_pos < lo) lo = seg.min_pos;
       if (seen.size() == 1 || hi < seg.max_pos) hi = seg.max_pos;
       events += seg.event_count;
@@ -205,7 +212,7 @@ class Applier {
       return Status::Rejected(where + ": " + std::to_string(out.event_count) +
                               " events, the inputs hold " + std::to_string(events));
     }
-    AddSegment(out, e.inputs);
+    AddSegment(out, e.inputs, generation);
     return Status::OK();
   }
 
@@ -219,10 +226,11 @@ class Applier {
         return Status::Rejected(where + ": input " + std::to_string(id.value) + " is gone");
       }
     }
-    const uint32_t r = EffectiveReplicationFactor(*s_);
-    if (it->second.replicas.size() < r) {
+    if (!SegmentDurable(*s_, it->second)) {
+      if (!s_->bucket.empty()) return Status::Rejected(where + ": not in the bucket yet");
       return Status::Rejected(where + ": " + std::to_string(it->second.replicas.size()) +
-                              " replicas, " + std::to_string(r) + " required");
+                              " replicas, " + std::to_string(EffectiveReplicationFactor(*s_)) +
+                              " required");
     }
     for (SegmentId id : it->second.merge_inputs) s_->segments.erase(id);
     it->second.merge_inputs.clear();
@@ -254,6 +262,9 @@ class Applier {
     if (it == s_->segments.end()) return Status::Rejected(where + ": unknown segment");
     const SegmentRecord& old = it->second;
     if (old.staged()) return Status::Rejected(where + ": a staged merge is not rebuilt");
+    if (old.generation != s_->generation) {
+      return Status::Rejected(where + ": the segment is of an earlier commit log");
+    }
     if (!(old.datasource == seg.datasource) || old.partition != seg.partition ||
         old.min_pos != seg.min_pos || old.max_pos != seg.max_pos ||
         old.event_count != seg.event_count) {
@@ -268,16 +279,45 @@ class Applier {
     return Status::OK();
   }
 
+  Status operator()(const SetBucket& e) {
+    if (e.location.empty()) return Status::Rejected("SetBucket: empty location");
+    if (e.location == s_->bucket) return Status::Rejected("SetBucket: unchanged");
+    s_->bucket = e.location;
+    return Status::OK();
+  }
+
+  Status operator()(const SegmentUploaded& e) {
+    const std::string where = "SegmentUploaded (segment " + std::to_string(e.segment.value) + ")";
+    auto it = s_->segments.find(e.segment);
+    if (it == s_->segments.end()) return Status::Rejected(where + ": unknown segment");
+    if (it->second.uploaded) return Status::Rejected(where + ": already uploaded");
+    it->second.uploaded = true;
+    return Status::OK();
+  }
+
+  Status operator()(const BeginRecovery& e) {
+    if (s_->generation >= e.generation) {
+      return Status::Rejected("BeginRecovery: the state is already at generation " +
+                              std::to_string(s_->generation));
+    }
+    return Status::Aborted("BeginRecovery: generation " + std::to_string(e.generation) +
+                           " starts from a state recovered from the bucket, not from this one");
+  }
+
  private:
   // Stores `seg` under the next segment id (reported through assigned_), its writer as the only
-  // replica; non-empty `merge_inputs` make it a staged merge output.
-  void AddSegment(const SegmentRecord& seg, std::vector<SegmentId> merge_inputs) {
+  // replica, not uploaded, of `generation` (default: the current one); non-empty `merge_inputs`
+  // make it a staged merge output.
+  void AddSegment(const SegmentRecord& seg, std::vector<SegmentId> merge_inputs,
+                  std::optional<uint32_t> generation = std::nullopt) {
     const SegmentId id = s_->next_segment_id;
     s_->next_segment_id = SegmentId(id.value + 1);
     SegmentRecord stored = seg;
     stored.id = id;
     stored.replicas = {seg.node};
     stored.merge_inputs = std::move(merge_inputs);
+    stored.uploaded = false;
+    stored.generation = generation.value_or(s_->generation);
     s_->segments[id] = std::move(stored);
     if (assigned_ != nullptr) *assigned_ = id;
   }
@@ -297,16 +337,39 @@ uint32_t EffectiveReplicationFactor(const GlobalState& state) {
   return state.nodes.size() >= 2 ? 2 : 1;
 }
 
+bool SegmentDurable(const GlobalState& state, const SegmentRecord& seg) {
+  if (!state.bucket.empty()) return seg.uploaded;
+  return seg.replicas.size() >= EffectiveReplicationFactor(state);
+}
+
 Offset SafeOffset(const GlobalState& state, PartitionId partition) {
   auto pit = state.partitions.find(partition.value);
   if (pit == state.partitions.end()) return Offset(0);
   Offset safe = pit->second.replay_point;
-  const uint32_t r = EffectiveReplicationFactor(state);
   for (const auto& [id, seg] : state.segments) {
-    if (seg.partition != partition || seg.staged() || seg.replicas.size() >= r) continue;
+    if (seg.partition != partition || seg.staged() || seg.generation != state.generation ||
+        SegmentDurable(state, seg)) {
+      continue;
+    }
     safe = std::min(safe, seg.min_pos.offset);
   }
   return safe;
+}
+
+bool IsRecoveryMarker(const GlobalState& state, const GlobalEvent& ev) {
+  const auto* marker = std::get_if<BeginRecovery>(&ev);
+  return marker != nullptr && marker->generation > state.generation;
+}
+
+std::string BucketSegmentKey(const std::string& file_name) {
+  return std::string(kBucketSegmentPrefix) + file_name;
+}
+
+std::string BucketSnapshotKey(uint32_t generation, Offset applied_through) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "g%010u-%020lld.snap", generation,
+                static_cast<long long>(applied_through.value));
+  return std::string(kBucketSnapshotPrefix) + buf;
 }
 
 const char* GlobalEventName(const GlobalEvent& ev) {
@@ -315,7 +378,8 @@ const char* GlobalEventName(const GlobalEvent& ev) {
       "ClaimPartition",       "RegisterSegment",  "AdvanceReplayPoint", "SetTruncationPoint",
       "RemoveSegments",       "SetClusterSecret", "RegisterNode",       "AddSegmentReplica",
       "RemoveSegmentReplica", "StageMerge",       "CommitMerge",        "SetReplicationFactor",
-      "SetRetention",         "ReplaceSegment"};
+      "SetRetention",         "ReplaceSegment",   "SetBucket",          "SegmentUploaded",
+      "BeginRecovery"};
   static_assert(std::size(kNames) == std::variant_size_v<GlobalEvent>);
   return kNames[ev.index()];
 }

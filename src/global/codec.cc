@@ -14,14 +14,14 @@ constexpr char kStateMagic[4] = {'G', 'S', 'N', 'P'};
 constexpr uint8_t kEventVersion = 1;
 // Snapshot v2 appends the cluster secret; v3 replicas, staged merges, retention bytes, the
 // replication factor and the node set. v1 and v2 are still read.
-constexpr uint8_t kStateVersion = 3;
+constexpr uint8_t kStateVersion = 4;
 constexpr uint8_t kStateVersionMin = 1;
 constexpr size_t kEventHeader = 4;  // magic(2) version(1) type(1)
 constexpr size_t kStateHeader = 5;  // magic(4) version(1)
 constexpr size_t kCrcSize = 4;
 
 // Type tags: the variant index plus one. Never renumber: they are on disk.
-static_assert(std::variant_size_v<GlobalEvent> == 18, "new events need a tag in FORMAT.md");
+static_assert(std::variant_size_v<GlobalEvent> == 21, "new events need a tag in FORMAT.md");
 
 // ---- writing ----
 void PutI64(std::string* out, int64_t v) { PutVarsint64(out, v); }
@@ -114,6 +114,9 @@ void PutBody(std::string* out, const ReplaceSegment& e) {
   PutI64(out, e.old_segment.value);
   PutSegment(out, e.rebuilt);
 }
+void PutBody(std::string* out, const SetBucket& e) { PutLengthPrefixed(out, e.location); }
+void PutBody(std::string* out, const SegmentUploaded& e) { PutI64(out, e.segment.value); }
+void PutBody(std::string* out, const BeginRecovery& e) { PutVarint32(out, e.generation); }
 
 // ---- reading ----
 // Cursor over a body; every getter fails (returns false) on truncated or malformed input and
@@ -125,6 +128,12 @@ class Reader {
   bool I64(int64_t* v, const char* what) { return Check(GetVarsint64(&in_, v), what); }
   bool U64(uint64_t* v, const char* what) { return Check(GetVarint64(&in_, v), what); }
   bool U32(uint32_t* v, const char* what) { return Check(GetVarint32(&in_, v), what); }
+  bool Bool(bool* v, const char* what) {
+    uint64_t x;
+    if (!U64(&x, what) || !Check(x <= 1, what, "not 0 or 1")) return false;
+    *v = x == 1;
+    return true;
+  }
   bool Fixed64(uint64_t* v, const char* what) { return Check(GetFixed64(&in_, v), what); }
   bool Str(std::string* s, const char* what) {
     std::string_view v;
@@ -287,6 +296,9 @@ bool GetBody(Reader* r, SetRetention* e) {
 bool GetBody(Reader* r, ReplaceSegment* e) {
   return r->Strong64(&e->old_segment, "segment id") && r->Segment(&e->rebuilt);
 }
+bool GetBody(Reader* r, SetBucket* e) { return r->Str(&e->location, "bucket location"); }
+bool GetBody(Reader* r, SegmentUploaded* e) { return r->Strong64(&e->segment, "segment id"); }
+bool GetBody(Reader* r, BeginRecovery* e) { return r->U32(&e->generation, "generation"); }
 
 template <size_t I = 0>
 bool DecodeAlternative(size_t index, Reader* r, GlobalEvent* out) {
@@ -394,6 +406,31 @@ std::string EncodeGlobalState(const GlobalState& s) {
   PutVarint32(&out, s.replication_factor);
   PutVarint64(&out, s.nodes.size());
   for (NodeId n : s.nodes) PutI64(&out, n.value);
+  // v4
+  for (const auto& [id, seg] : s.segments) {
+    PutVarint64(&out, seg.uploaded ? 1 : 0);
+    PutVarint32(&out, seg.generation);
+  }
+  PutLengthPrefixed(&out, s.bucket);
+  PutVarint32(&out, s.generation);
+  const RecoveryReport& rr = s.recovery;
+  PutVarint32(&out, rr.generation);
+  PutI64(&out, rr.snapshot_applied_through.value);
+  PutLengthPrefixed(&out, rr.snapshot_key);
+  for (uint64_t v : {rr.kept_segments, rr.kept_events, rr.kept_bytes, rr.added_segments,
+                     rr.lost_segments, rr.lost_events, rr.lost_bytes}) {
+    PutVarint64(&out, v);
+  }
+  PutVarint64(&out, rr.lost.size());
+  for (const LostSegment& l : rr.lost) {
+    PutLengthPrefixed(&out, l.datasource);
+    PutI64(&out, l.partition.value);
+    PutI64(&out, l.min_ts);
+    PutI64(&out, l.max_ts);
+    PutVarint64(&out, l.event_count);
+    PutVarint64(&out, l.raw_bytes);
+    PutLengthPrefixed(&out, l.file_name);
+  }
   AppendCrc(&out);
   return out;
 }
@@ -474,7 +511,38 @@ bool DecodeStateBody(Reader* r, GlobalState* s, uint8_t version) {
   for (auto& [name, repo] : s->repos) {
     if (!r->U64(&repo.retention_bytes, "repo retention bytes")) return false;
   }
-  return r->U32(&s->replication_factor, "replication factor") && r->StrongSet(&s->nodes, "nodes");
+  if (!r->U32(&s->replication_factor, "replication factor") || !r->StrongSet(&s->nodes, "nodes")) {
+    return false;
+  }
+  if (version < 4) return true;  // no bucket: nothing uploaded, generation 0
+  for (auto& [id, seg] : s->segments) {
+    if (!r->Bool(&seg.uploaded, "segment uploaded flag") ||
+        !r->U32(&seg.generation, "segment generation")) {
+      return false;
+    }
+  }
+  RecoveryReport& rr = s->recovery;
+  if (!r->Str(&s->bucket, "bucket") || !r->U32(&s->generation, "generation") ||
+      !r->U32(&rr.generation, "recovery generation") ||
+      !r->Strong64(&rr.snapshot_applied_through, "recovery snapshot offset") ||
+      !r->Str(&rr.snapshot_key, "recovery snapshot key")) {
+    return false;
+  }
+  for (uint64_t* v : {&rr.kept_segments, &rr.kept_events, &rr.kept_bytes, &rr.added_segments,
+                      &rr.lost_segments, &rr.lost_events, &rr.lost_bytes}) {
+    if (!r->U64(v, "recovery counts")) return false;
+  }
+  if (!r->Count(&n, "lost segment count")) return false;
+  rr.lost.resize(n);
+  for (LostSegment& l : rr.lost) {
+    if (!r->Str(&l.datasource, "lost datasource") ||
+        !r->I32(&l.partition.value, "lost partition") || !r->I64(&l.min_ts, "lost min_ts") ||
+        !r->I64(&l.max_ts, "lost max_ts") || !r->U64(&l.event_count, "lost event count") ||
+        !r->U64(&l.raw_bytes, "lost bytes") || !r->Str(&l.file_name, "lost file name")) {
+      return false;
+    }
+  }
+  return true;
 }
 }  // namespace
 

@@ -217,6 +217,16 @@ Status GlobalImpl::CatchUp() {
       continue;
     }
     for (const LogRecord& rec : *recs) {
+      if (rec.offset > state_.applied_through) {
+        Result<GlobalEvent> ev = DecodeGlobalEvent(rec.data);
+        if (ev.ok() && IsRecoveryMarker(state_, *ev)) {
+          return Status::Aborted(
+              "global: the log begins with a recovery from the bucket at offset " +
+              std::to_string(rec.offset.value) +
+              "; this node must start from the recovering node's snapshot (" +
+              std::string(kRecoveredLogMarker) + ")");
+        }
+      }
       ApplyRecord(rec);
       next = rec.offset.value + 1;
     }

@@ -51,7 +51,34 @@ struct SegmentRecord {
   // Non-empty: a staged merge output replacing these segments; invisible to queries and ignored
   // by the safe offset until CommitMerge swaps it in.
   std::vector<SegmentId> merge_inputs;
+  // A verified copy is in the bucket (SegmentUploaded), under BucketSegmentKey(file_name).
+  bool uploaded = false;
+  // Commit-log generation the positions belong to (GlobalState::generation when registered; a
+  // merge output keeps its inputs'). Positions of different generations are unrelated.
+  uint32_t generation = 0;
   bool staged() const { return !merge_inputs.empty(); }
+};
+
+// A segment of the previous commit log that a recovery from the bucket could not bring back.
+struct LostSegment {
+  std::string datasource;  // Datasource::Key()
+  PartitionId partition;
+  int64_t min_ts = 0, max_ts = 0;
+  uint64_t event_count = 0;
+  uint64_t raw_bytes = 0;
+  std::string file_name;
+};
+
+// What the last recovery from the bucket kept and lost (DESIGN section 8, P4).
+struct RecoveryReport {
+  uint32_t generation = 0;              // 0: this cluster was never recovered
+  Offset snapshot_applied_through{-1};  // the bucket snapshot it started from
+  std::string snapshot_key;             // its key in the bucket
+  uint64_t kept_segments = 0, kept_events = 0, kept_bytes = 0;
+  uint64_t added_segments = 0;  // uploaded after that snapshot, found in the bucket
+  uint64_t lost_segments = 0, lost_events = 0, lost_bytes = 0;  // bytes: segment file sizes
+  std::vector<LostSegment> lost;  // at most kMaxLostListed, oldest first
+  static constexpr size_t kMaxLostListed = 1000;
 };
 
 struct PartitionState {
@@ -78,13 +105,30 @@ struct GlobalState {
   uint32_t replication_factor = 0;
   // Nodes that ever started in this cluster (RegisterNode).
   std::set<NodeId> nodes;
+  // Bucket storage location ("s3://bucket/prefix at endpoint"); empty = bucket storage off.
+  // With it on, a segment is durable once uploaded (SegmentDurable).
+  std::string bucket;
+  // Commit-log generation: 0 for the cluster's first commit log, +1 for each recovery from the
+  // bucket onto a new one (positions restart there).
+  uint32_t generation = 0;
+  RecoveryReport recovery;
 };
+
+// Durable for the safe offset and for merges: in the bucket when bucket storage is on, else on
+// at least R nodes.
+bool SegmentDurable(const GlobalState& state, const SegmentRecord& seg);
+// Bucket keys (relative to the configured prefix) of a segment file and of a Global snapshot.
+// Snapshot keys sort by (generation, offset), so the newest is the last in a listing.
+std::string BucketSegmentKey(const std::string& file_name);
+inline constexpr const char* kBucketSegmentPrefix = "segments/";
+inline constexpr const char* kBucketSnapshotPrefix = "global/";
+std::string BucketSnapshotKey(uint32_t generation, Offset applied_through);
 
 // R: replication_factor when set, else 2 once at least two nodes registered, else 1.
 uint32_t EffectiveReplicationFactor(const GlobalState& state);
 // The safe offset of a partition (DESIGN section 8, P3): min(replay point, smallest offset of any
-// committed (not staged) segment of the partition with fewer than R announced replicas). The
-// commit log may be truncated below it and never above.
+// committed (not staged) segment of the partition's current generation that is not
+// SegmentDurable). The commit log may be truncated below it and never above.
 Offset SafeOffset(const GlobalState& state, PartitionId partition);
 
 // ---- Events ----
@@ -151,15 +195,16 @@ struct RemoveSegmentReplica {
   uint32_t min_remaining = 0;
 };
 // Registers `output` (replicas {output.node}) as a staged merge of `inputs`. Rejected unless every
-// input exists, is committed (not staged), and has output's datasource and partition, and output's
-// position range is exactly the inputs' combined range. Assigns the output's id.
+// input exists, is committed (not staged), has output's datasource and partition and the same
+// generation as the others, and output's position range is exactly the inputs' combined range.
+// Assigns the output's id; the output takes the inputs' generation.
 struct StageMerge {
   SegmentRecord output;
   std::vector<SegmentId> inputs;
 };
 // Swaps a staged merge in, in one step: the inputs are removed and the output becomes visible.
-// Rejected unless the output is staged, every input still exists, and the output has at least
-// EffectiveReplicationFactor announced replicas (a merge never lowers durability).
+// Rejected unless the output is staged, every input still exists, and the output is
+// SegmentDurable (a merge never lowers durability).
 struct CommitMerge {
   SegmentId output;
 };
@@ -176,17 +221,35 @@ struct SetRetention {
 // A committed segment rebuilt from the commit log (every replica lost): replaces `old_segment`
 // with `rebuilt` (new id, replicas {rebuilt.node}). Rejected unless old_segment exists and is
 // committed, rebuilt has the same datasource, partition, position range and event count, and
-// rebuilt.epoch is the partition's current claim epoch (only the owner rebuilds).
+// rebuilt.epoch is the partition's current claim epoch (only the owner rebuilds), and old_segment
+// is of the current generation (older positions are not in this commit log).
 struct ReplaceSegment {
   SegmentId old_segment;
   SegmentRecord rebuilt;
+};
+
+// Turns bucket storage on (or records its new location). Rejected when empty or unchanged.
+struct SetBucket {
+  std::string location;
+};
+// A verified copy of the segment is in the bucket. Rejected: unknown segment, already uploaded.
+struct SegmentUploaded {
+  SegmentId segment;
+};
+// First event of a new commit log whose state was recovered from the bucket (RecoverState). It
+// cannot be applied to any other state: rejected when the state's generation is already at or
+// above `generation`; otherwise Aborted (a node replaying it from an empty state must start from
+// the recovering node's snapshot instead, IsRecoveryMarker).
+struct BeginRecovery {
+  uint32_t generation = 0;
 };
 
 using GlobalEvent =
     std::variant<SetClusterId, CreateRepo, AddIngestToken, AddApiToken, ClaimPartition,
                  RegisterSegment, AdvanceReplayPoint, SetTruncationPoint, RemoveSegments,
                  SetClusterSecret, RegisterNode, AddSegmentReplica, RemoveSegmentReplica,
-                 StageMerge, CommitMerge, SetReplicationFactor, SetRetention, ReplaceSegment>;
+                 StageMerge, CommitMerge, SetReplicationFactor, SetRetention, ReplaceSegment,
+                 SetBucket, SegmentUploaded, BeginRecovery>;
 
 std::string EncodeGlobalEvent(const GlobalEvent& ev);
 Result<GlobalEvent> DecodeGlobalEvent(std::string_view data);
@@ -204,6 +267,36 @@ std::string GlobalSnapshotFileName(Offset applied_through);
 // For RegisterSegment, StageMerge and ReplaceSegment, *assigned (if non-null) receives the new
 // segment id.
 Status ApplyGlobalEvent(GlobalState* state, const GlobalEvent& ev, SegmentId* assigned = nullptr);
+
+// Global::Open fails with kAborted and this text in its message when the log holds a BeginRecovery
+// its starting state cannot apply: the node must start from a peer's snapshot.
+inline constexpr const char* kRecoveredLogMarker = "recovered log";
+// True when `ev` is a BeginRecovery that `state` cannot apply (it needs the recovered state).
+bool IsRecoveryMarker(const GlobalState& state, const GlobalEvent& ev);
+
+// A segment file found in the bucket.
+struct BucketSegmentFile {
+  std::string file_name;
+  uint64_t size = 0;
+};
+
+// The state a cluster recovered from the bucket starts from (DESIGN section 8, P4), a pure
+// function of the newest bucket snapshot and the bucket's segment files:
+// - committed segments of the snapshot whose file is in the bucket with their size are kept
+//   (uploaded, no replicas); the others are dropped and listed in the report as lost; staged
+//   merges are dropped (their inputs are committed);
+// - `found` holds the records of bucket files the snapshot does not list (uploaded after it, read
+//   from their footers by the caller), largest first: each is added unless it overlaps the
+//   positions of a kept segment of its datasource, partition and generation that it does not
+//   cover entirely; covered kept segments (the inputs of a merge it is the output of) are
+//   replaced by it, so neither a merge's inputs nor its output are ever counted twice;
+// - generation + 1; every partition unclaimed at epoch + 1 with replay and truncation points 0;
+//   flushed_through cleared (the new commit log starts at offset 0); nodes cleared (new
+//   machines register); applied_through -1 (the caller sets it to the marker's offset).
+// Repositories, tokens, retention, the cluster id and secret, R and the bucket are kept.
+GlobalState RecoverState(const GlobalState& snapshot, const std::string& snapshot_key,
+                         const std::vector<BucketSegmentFile>& files,
+                         std::vector<SegmentRecord> found);
 
 struct GlobalOptions {
   // Write a snapshot after this many applied events (and on Close).

@@ -3,10 +3,15 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
+#include <variant>
+#include <vector>
 
 #include "common/checksum.h"
 #include "common/coding.h"
@@ -146,6 +151,9 @@ std::vector<GlobalEvent> OneOfEach() {
       SetReplicationFactor{3},
       SetRetention{"web", 86400000, 1u << 30},
       ReplaceSegment{SegmentId(8), Seg(Ds("db", "x"), 1, Pos(5, 0), Pos(6, 0), 2)},
+      SetBucket{"s3://bucket/prefix at http://127.0.0.1:9000"},
+      SegmentUploaded{SegmentId(12)},
+      BeginRecovery{3},
   };
 }
 
@@ -338,8 +346,6 @@ TEST(GlobalCodec, CorruptStateIsCorruption) {
   EXPECT_TRUE(DecodeGlobalState(WithCrc(ordered)).ok());
 }
 
-// ---------------- apply rules ----------------
-
 // The bytes snapshot v3 appends to v2 for a state whose segments each have only their writer as
 // replica, no staged merge, no retention bytes, no replication factor and no nodes (what a v1/v2
 // snapshot decodes to).
@@ -356,31 +362,83 @@ std::string V3Suffix(const GlobalState& s) {
   return out;
 }
 
+// The bytes snapshot v4 appends to v3 (FORMAT.md), written independently of the encoder.
+std::string V4Suffix(const GlobalState& s) {
+  std::string out;
+  for (const auto& [id, seg] : s.segments) {
+    PutVarint64(&out, seg.uploaded ? 1 : 0);
+    PutVarint32(&out, seg.generation);
+  }
+  PutLengthPrefixed(&out, s.bucket);
+  PutVarint32(&out, s.generation);
+  const RecoveryReport& r = s.recovery;
+  PutVarint32(&out, r.generation);
+  PutVarsint64(&out, r.snapshot_applied_through.value);
+  PutLengthPrefixed(&out, r.snapshot_key);
+  for (uint64_t v : {r.kept_segments, r.kept_events, r.kept_bytes, r.added_segments,
+                     r.lost_segments, r.lost_events, r.lost_bytes}) {
+    PutVarint64(&out, v);
+  }
+  PutVarint64(&out, r.lost.size());
+  for (const LostSegment& l : r.lost) {
+    PutLengthPrefixed(&out, l.datasource);
+    PutVarsint64(&out, l.partition.value);
+    PutVarsint64(&out, l.min_ts);
+    PutVarsint64(&out, l.max_ts);
+    PutVarint64(&out, l.event_count);
+    PutVarint64(&out, l.raw_bytes);
+    PutLengthPrefixed(&out, l.file_name);
+  }
+  return out;
+}
+
 TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   GlobalState s = Populated();
   s.cluster_secret.clear();
-  const std::string v3 = EncodeGlobalState(s);
-  const std::string suffix = V3Suffix(s);
-  ASSERT_GT(v3.size(), 4 + suffix.size());
-  const std::string body = v3.substr(0, v3.size() - 4);
-  ASSERT_EQ(body.substr(body.size() - suffix.size()), suffix);
-  // v2 = v3 without the suffix; v1 = v2 without the trailing (empty, one 0x00 byte) secret.
-  std::string v2 = body.substr(0, body.size() - suffix.size());
+  const std::string v4 = EncodeGlobalState(s);
+  ASSERT_EQ(v4[4], 4);
+  const std::string body = v4.substr(0, v4.size() - 4);
+  // v3 = v4 without the v4 suffix; v2 = v3 without the v3 suffix; v1 = v2 without the trailing
+  // (empty, one 0x00 byte) secret.
+  const std::string suffix4 = V4Suffix(s);
+  ASSERT_GT(body.size(), suffix4.size());
+  ASSERT_EQ(body.substr(body.size() - suffix4.size()), suffix4);
+  std::string v3 = body.substr(0, body.size() - suffix4.size());
+  v3[4] = 3;
+  const std::string suffix3 = V3Suffix(s);
+  ASSERT_GT(v3.size(), suffix3.size());
+  ASSERT_EQ(v3.substr(v3.size() - suffix3.size()), suffix3);
+  std::string v2 = v3.substr(0, v3.size() - suffix3.size());
   v2[4] = 2;
   std::string v1 = v2.substr(0, v2.size() - 1);
   v1[4] = 1;
-  for (const std::string& old : {WithCrc(v1), WithCrc(v2)}) {
+  for (const std::string& old : {WithCrc(v1), WithCrc(v2), WithCrc(v3)}) {
     Result<GlobalState> dec = DecodeGlobalState(old);
-    ASSERT_TRUE(dec.ok()) << dec.status().ToString();
-    EXPECT_EQ(EncodeGlobalState(*dec), v3);
-    for (const auto& [id, seg] : dec->segments) EXPECT_EQ(seg.replicas, std::set<NodeId>{seg.node});
+    ASSERT_TRUE(dec.ok()) << "version " << int(old[4]) << ": " << dec.status().ToString();
+    EXPECT_EQ(EncodeGlobalState(*dec), v4) << "version " << int(old[4]);
+    for (const auto& [id, seg] : dec->segments) {
+      EXPECT_EQ(seg.replicas, std::set<NodeId>{seg.node});
+      EXPECT_FALSE(seg.uploaded);
+      EXPECT_EQ(seg.generation, 0u);
+    }
+    EXPECT_TRUE(dec->bucket.empty());
+    EXPECT_EQ(dec->generation, 0u);
+    EXPECT_EQ(dec->recovery.generation, 0u);
+    EXPECT_EQ(dec->recovery.snapshot_applied_through, Offset(-1));
+    EXPECT_TRUE(dec->recovery.lost.empty());
   }
-  // A v2 header on v3 bytes has trailing bytes; an unknown version is refused.
-  std::string wrong = body;
-  wrong[4] = 2;
-  EXPECT_EQ(DecodeGlobalState(WithCrc(wrong)).status().code(), StatusCode::kCorruption);
-  wrong[4] = 4;
-  EXPECT_EQ(DecodeGlobalState(WithCrc(wrong)).status().code(), StatusCode::kCorruption);
+  // An older version header on v4 bytes leaves trailing bytes; a v4 header on v3 bytes is
+  // truncated; versions 0 and 5 are refused.
+  for (char version : {0, 1, 2, 3, 5}) {
+    std::string wrong = body;
+    wrong[4] = version;
+    EXPECT_EQ(DecodeGlobalState(WithCrc(wrong)).status().code(), StatusCode::kCorruption)
+        << "version " << int(version);
+  }
+  std::string short4 = v3;
+  short4[4] = 4;
+  EXPECT_EQ(DecodeGlobalState(WithCrc(short4)).status().code(), StatusCode::kCorruption);
+  EXPECT_TRUE(DecodeGlobalState(WithCrc(body)).ok());
 }
 
 TEST(GlobalCodec, ReplicationStateRoundTrips) {
@@ -404,6 +462,163 @@ TEST(GlobalCodec, ReplicationStateRoundTrips) {
   EXPECT_EQ(dec->replication_factor, 2u);
   EXPECT_EQ(dec->nodes.size(), 2u);
 }
+
+TEST(GlobalCodec, BucketAndRecoveryEventsRoundTripWithTheirFields) {
+  // OneOfEach covers every event type (the flip and truncation tests above rely on it).
+  std::set<size_t> types;
+  for (const GlobalEvent& ev : OneOfEach()) types.insert(ev.index());
+  EXPECT_EQ(types.size(), std::variant_size_v<GlobalEvent>);
+
+  const std::vector<GlobalEvent> events = {SetBucket{"s3://bucket/prefix at http://127.0.0.1:9000"},
+                                           SetBucket{""},
+                                           SegmentUploaded{SegmentId(1ll << 50)},
+                                           SegmentUploaded{SegmentId(-3)},
+                                           BeginRecovery{0xffffffffu},
+                                           BeginRecovery{0}};
+  for (const GlobalEvent& ev : events) {
+    const std::string enc = EncodeGlobalEvent(ev);
+    Result<GlobalEvent> dec = DecodeGlobalEvent(enc);
+    ASSERT_TRUE(dec.ok()) << GlobalEventName(ev) << ": " << dec.status().ToString();
+    ASSERT_EQ(dec->index(), ev.index());
+    EXPECT_EQ(EncodeGlobalEvent(*dec), enc) << GlobalEventName(ev);
+    if (const auto* b = std::get_if<SetBucket>(&ev)) {
+      EXPECT_EQ(enc[3], 19);  // type tags are permanent (FORMAT.md)
+      EXPECT_STREQ(GlobalEventName(ev), "SetBucket");
+      EXPECT_EQ(std::get<SetBucket>(*dec).location, b->location);
+    } else if (const auto* u = std::get_if<SegmentUploaded>(&ev)) {
+      EXPECT_EQ(enc[3], 20);
+      EXPECT_STREQ(GlobalEventName(ev), "SegmentUploaded");
+      EXPECT_EQ(std::get<SegmentUploaded>(*dec).segment, u->segment);
+    } else {
+      EXPECT_EQ(enc[3], 21);
+      EXPECT_STREQ(GlobalEventName(ev), "BeginRecovery");
+      EXPECT_EQ(std::get<BeginRecovery>(*dec).generation, std::get<BeginRecovery>(ev).generation);
+    }
+  }
+  // A BeginRecovery generation above 32 bits, with a valid CRC.
+  std::string big("GE\x01\x15", 4);
+  PutVarint64(&big, 1ull << 32);
+  EXPECT_EQ(DecodeGlobalEvent(WithCrc(big)).status().code(), StatusCode::kCorruption);
+  std::string fits("GE\x01\x15", 4);
+  PutVarint64(&fits, (1ull << 32) - 1);
+  EXPECT_TRUE(DecodeGlobalEvent(WithCrc(fits)).ok());
+}
+
+// Populated() with bucket storage on, segment 1 uploaded, segment 2 of generation 3, the state at
+// generation 4 and a recovery report listing two lost segments.
+GlobalState BucketState() {
+  GlobalState s = Populated();
+  EXPECT_TRUE(ApplyGlobalEvent(&s, SetBucket{"s3://bucket/prefix at http://127.0.0.1:9000"}).ok());
+  EXPECT_TRUE(ApplyGlobalEvent(&s, SegmentUploaded{SegmentId(1)}).ok());
+  s.segments.at(SegmentId(2)).generation = 3;
+  s.generation = 4;
+  RecoveryReport& r = s.recovery;
+  r.generation = 4;
+  r.snapshot_applied_through = Offset(77);
+  r.snapshot_key = BucketSnapshotKey(3, Offset(77));
+  r.kept_segments = 11;
+  r.kept_events = 12;
+  r.kept_bytes = 13;
+  r.added_segments = 14;
+  r.lost_segments = 15;
+  r.lost_events = 16;
+  r.lost_bytes = 17;
+  r.lost = {LostSegment{.datasource = Ds("web", "a").Key(),
+                        .partition = PartitionId(-2),
+                        .min_ts = -5,
+                        .max_ts = 1ll << 40,
+                        .event_count = 3,
+                        .raw_bytes = 1u << 20,
+                        .file_name = "lost-1.seg"},
+            LostSegment{.datasource = Ds("db", "b").Key(),
+                        .partition = PartitionId(2147483647),
+                        .min_ts = 9,
+                        .max_ts = 10,
+                        .event_count = 1ull << 40,
+                        .raw_bytes = 0,
+                        .file_name = "lost-2.seg"}};
+  return s;
+}
+
+TEST(GlobalCodec, BucketAndRecoveryStateRoundTrips) {
+  const GlobalState s = BucketState();
+  const std::string enc = EncodeGlobalState(s);
+  // The v4 fields are laid out as FORMAT.md says, at the end of the body.
+  const std::string body = enc.substr(0, enc.size() - 4);
+  const std::string suffix = V4Suffix(s);
+  ASSERT_GT(body.size(), suffix.size());
+  EXPECT_EQ(body.substr(body.size() - suffix.size()), suffix);
+
+  Result<GlobalState> dec = DecodeGlobalState(enc);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_EQ(EncodeGlobalState(*dec), enc);
+  EXPECT_TRUE(dec->segments.at(SegmentId(1)).uploaded);
+  EXPECT_EQ(dec->segments.at(SegmentId(1)).generation, 0u);
+  EXPECT_FALSE(dec->segments.at(SegmentId(2)).uploaded);
+  EXPECT_EQ(dec->segments.at(SegmentId(2)).generation, 3u);
+  EXPECT_EQ(dec->bucket, "s3://bucket/prefix at http://127.0.0.1:9000");
+  EXPECT_EQ(dec->generation, 4u);
+  const RecoveryReport& r = dec->recovery;
+  EXPECT_EQ(r.generation, 4u);
+  EXPECT_EQ(r.snapshot_applied_through, Offset(77));
+  EXPECT_EQ(r.snapshot_key, BucketSnapshotKey(3, Offset(77)));
+  EXPECT_EQ(r.kept_segments, 11u);
+  EXPECT_EQ(r.kept_events, 12u);
+  EXPECT_EQ(r.kept_bytes, 13u);
+  EXPECT_EQ(r.added_segments, 14u);
+  EXPECT_EQ(r.lost_segments, 15u);
+  EXPECT_EQ(r.lost_events, 16u);
+  EXPECT_EQ(r.lost_bytes, 17u);
+  ASSERT_EQ(r.lost.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const LostSegment& want = s.recovery.lost[i];
+    const LostSegment& got = r.lost[i];
+    EXPECT_EQ(got.datasource, want.datasource);
+    EXPECT_EQ(got.partition, want.partition);
+    EXPECT_EQ(got.min_ts, want.min_ts);
+    EXPECT_EQ(got.max_ts, want.max_ts);
+    EXPECT_EQ(got.event_count, want.event_count);
+    EXPECT_EQ(got.raw_bytes, want.raw_bytes);
+    EXPECT_EQ(got.file_name, want.file_name);
+  }
+}
+
+TEST(GlobalCodec, UploadedFlagOtherThanZeroOrOneIsCorruption) {
+  const GlobalState s = BucketState();
+  const std::string enc = EncodeGlobalState(s);
+  const std::string body = enc.substr(0, enc.size() - 4);
+  // The first byte of the v4 suffix is segment 1's uploaded flag (1).
+  const size_t flag = body.size() - V4Suffix(s).size();
+  ASSERT_EQ(body[flag], 1);
+  std::string bad = body;
+  bad[flag] = 2;
+  Result<GlobalState> dec = DecodeGlobalState(WithCrc(bad));
+  EXPECT_EQ(dec.status().code(), StatusCode::kCorruption) << dec.status().ToString();
+  // 0 at the same place is fine: the byte located is the flag.
+  std::string zero = body;
+  zero[flag] = 0;
+  dec = DecodeGlobalState(WithCrc(zero));
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_FALSE(dec->segments.at(SegmentId(1)).uploaded);
+}
+
+TEST(GlobalCodec, BucketKeys) {
+  EXPECT_EQ(BucketSegmentKey("p3-000001.seg"), "segments/p3-000001.seg");
+  EXPECT_EQ(BucketSnapshotKey(3, Offset(42)), "global/g0000000003-00000000000000000042.snap");
+  EXPECT_EQ(BucketSnapshotKey(0xffffffffu, Offset(0)),
+            "global/g4294967295-00000000000000000000.snap");
+  // Keys sort by (generation, offset).
+  const std::vector<std::string> keys = {BucketSnapshotKey(0, Offset(9)),
+                                         BucketSnapshotKey(0, Offset(10)),
+                                         BucketSnapshotKey(0, Offset(123456789012)),
+                                         BucketSnapshotKey(1, Offset(0)),
+                                         BucketSnapshotKey(1, Offset(5)),
+                                         BucketSnapshotKey(10, Offset(1))};
+  EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+  for (const auto& k : keys) EXPECT_TRUE(k.starts_with(kBucketSnapshotPrefix)) << k;
+}
+
+// ---------------- apply rules ----------------
 
 TEST(GlobalApply, ReplicationFactorDefaultsByNodeCount) {
   GlobalState s;
@@ -659,6 +874,460 @@ TEST(GlobalApply, TruncationPointNeverLowersAndRemoveIgnoresUnknownIds) {
   EXPECT_EQ(s.next_segment_id, SegmentId(2));  // ids are never reused
   // flushed_through survives removal: a merge's inputs are gone but their events are flushed.
   ExpectRejected(&s, RegisterSegment{Seg(Ds("r", "a"), 0, Pos(0, 0), Pos(9, 0), 1), Offset(10)});
+}
+
+TEST(GlobalApply, SetBucketAndSegmentUploaded) {
+  GlobalState s = Populated();
+  ExpectRejected(&s, SetBucket{""});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetBucket{"s3://a/p at http://127.0.0.1:9000"}).ok());
+  EXPECT_EQ(s.bucket, "s3://a/p at http://127.0.0.1:9000");
+  ExpectRejected(&s, SetBucket{"s3://a/p at http://127.0.0.1:9000"});  // unchanged
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetBucket{"s3://b/q at http://127.0.0.1:9001"}).ok());
+  EXPECT_EQ(s.bucket, "s3://b/q at http://127.0.0.1:9001");
+  ExpectRejected(&s, SetBucket{""});
+
+  ExpectRejected(&s, SegmentUploaded{SegmentId(99)});  // unknown
+  EXPECT_FALSE(s.segments.at(SegmentId(1)).uploaded);
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SegmentUploaded{SegmentId(1)}).ok());
+  EXPECT_TRUE(s.segments.at(SegmentId(1)).uploaded);
+  EXPECT_FALSE(s.segments.at(SegmentId(2)).uploaded);
+  ExpectRejected(&s, SegmentUploaded{SegmentId(1)});  // already uploaded
+}
+
+TEST(GlobalApply, BeginRecoveryIsRejectedOrAbortedNeverApplied) {
+  GlobalState s = Populated();
+  EXPECT_FALSE(IsRecoveryMarker(s, CreateRepo{"x"}));
+  ExpectRejected(&s, BeginRecovery{0});  // generation 0 >= 0
+  EXPECT_FALSE(IsRecoveryMarker(s, BeginRecovery{0}));
+  // Generation 1 needs the recovered state: Aborted, state unchanged.
+  const std::string before = EncodeGlobalState(s);
+  SegmentId assigned(-42);
+  Status st = ApplyGlobalEvent(&s, BeginRecovery{1}, &assigned);
+  EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+  EXPECT_EQ(EncodeGlobalState(s), before);
+  EXPECT_EQ(assigned, SegmentId(-42));
+  EXPECT_TRUE(IsRecoveryMarker(s, BeginRecovery{1}));
+
+  s.generation = 2;  // a recovered state
+  ExpectRejected(&s, BeginRecovery{1});
+  ExpectRejected(&s, BeginRecovery{2});
+  EXPECT_FALSE(IsRecoveryMarker(s, BeginRecovery{1}));
+  EXPECT_FALSE(IsRecoveryMarker(s, BeginRecovery{2}));
+  EXPECT_TRUE(IsRecoveryMarker(s, BeginRecovery{3}));
+  EXPECT_TRUE(IsRecoveryMarker(s, BeginRecovery{0xffffffffu}));
+  const std::string at2 = EncodeGlobalState(s);
+  EXPECT_EQ(ApplyGlobalEvent(&s, BeginRecovery{3}).code(), StatusCode::kAborted);
+  EXPECT_EQ(EncodeGlobalState(s), at2);
+}
+
+constexpr SegmentId kA(1), kB(2);
+
+// Partition 0 claimed at epoch 1 (node 1) with segments kA = web/a 5..9 and kB = web/a 10..14,
+// both written by node 7, replay point 15, generation 0, no nodes registered (R = 1).
+GlobalState TwoSegments() {
+  GlobalState s;
+  const Datasource ds = Ds("web", "a");
+  EXPECT_TRUE(ApplyGlobalEvent(&s, ClaimPartition{PartitionId(0), NodeId(1), Epoch(0)}).ok());
+  EXPECT_TRUE(
+      ApplyGlobalEvent(&s, RegisterSegment{Seg(ds, 0, Pos(5, 0), Pos(9, 0), 1), Offset(10)}).ok());
+  EXPECT_TRUE(
+      ApplyGlobalEvent(&s, RegisterSegment{Seg(ds, 0, Pos(10, 0), Pos(14, 0), 1), Offset(15)})
+          .ok());
+  EXPECT_EQ(s.segments.size(), 2u);
+  return s;
+}
+
+TEST(GlobalApply, DurableMeansReplicasWithoutBucketAndUploadedWithIt) {
+  GlobalState s = TwoSegments();
+  const PartitionId p(0);
+  EXPECT_TRUE(SegmentDurable(s, s.segments.at(kA)));  // R = 1
+  EXPECT_EQ(SafeOffset(s, p), Offset(15));
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetReplicationFactor{2}).ok());
+  EXPECT_FALSE(SegmentDurable(s, s.segments.at(kA)));
+  EXPECT_EQ(SafeOffset(s, p), Offset(5));
+  ASSERT_TRUE(ApplyGlobalEvent(&s, AddSegmentReplica{kA, NodeId(2)}).ok());
+  EXPECT_TRUE(SegmentDurable(s, s.segments.at(kA)));
+  EXPECT_EQ(SafeOffset(s, p), Offset(10));
+  ASSERT_TRUE(ApplyGlobalEvent(&s, AddSegmentReplica{kB, NodeId(2)}).ok());
+  EXPECT_EQ(SafeOffset(s, p), Offset(15));
+  // Without a bucket an upload does not count: one copy of two.
+  SegmentRecord uploaded_one_copy = s.segments.at(kA);
+  uploaded_one_copy.replicas = {NodeId(7)};
+  uploaded_one_copy.uploaded = true;
+  EXPECT_FALSE(SegmentDurable(s, uploaded_one_copy));
+
+  // With a bucket only the upload counts.
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetBucket{"s3://b"}).ok());
+  EXPECT_FALSE(SegmentDurable(s, s.segments.at(kA)));  // R copies, not uploaded
+  EXPECT_TRUE(SegmentDurable(s, uploaded_one_copy));
+  EXPECT_EQ(SafeOffset(s, p), Offset(5));
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SegmentUploaded{kA}).ok());
+  EXPECT_EQ(SafeOffset(s, p), Offset(10));
+  ASSERT_TRUE(ApplyGlobalEvent(&s, RemoveSegmentReplica{kB, NodeId(2), 0}).ok());
+  EXPECT_EQ(s.segments.at(kB).replicas.size(), 1u);
+  EXPECT_EQ(SafeOffset(s, p), Offset(10));
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SegmentUploaded{kB}).ok());
+  EXPECT_TRUE(SegmentDurable(s, s.segments.at(kB)));  // uploaded, one copy of two
+  EXPECT_EQ(SafeOffset(s, p), Offset(15));
+}
+
+TEST(GlobalApply, SegmentsOfAnOlderGenerationNeverHoldTheSafeOffset) {
+  GlobalState s = TwoSegments();
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetReplicationFactor{2}).ok());
+  EXPECT_EQ(SafeOffset(s, PartitionId(0)), Offset(5));
+  s.generation = 1;  // as after a recovery: kA and kB belong to the previous commit log
+  EXPECT_EQ(SafeOffset(s, PartitionId(0)), Offset(15));
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetBucket{"s3://b"}).ok());
+  EXPECT_EQ(SafeOffset(s, PartitionId(0)), Offset(15));
+  // A segment of the current generation does hold it until uploaded.
+  SegmentId c;
+  ASSERT_TRUE(
+      ApplyGlobalEvent(
+          &s, RegisterSegment{Seg(Ds("web", "a"), 0, Pos(20, 0), Pos(24, 0), 1), Offset(25)}, &c)
+          .ok());
+  EXPECT_EQ(SafeOffset(s, PartitionId(0)), Offset(20));
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SegmentUploaded{c}).ok());
+  EXPECT_EQ(SafeOffset(s, PartitionId(0)), Offset(25));
+}
+
+TEST(GlobalApply, CommitMergeWithBucketWaitsForTheUpload) {
+  GlobalState s = TwoSegments();  // R = 1: the writer's copy would do without a bucket
+  SegmentRecord out = Seg(Ds("web", "a"), 0, Pos(5, 0), Pos(14, 0), 1);
+  out.event_count = 84;
+  out.file_name = "m.seg";
+  out.uploaded = true;  // the apply rule decides, not the event
+  {
+    GlobalState no_bucket = s;
+    SegmentId id;
+    ASSERT_TRUE(ApplyGlobalEvent(&no_bucket, StageMerge{out, {kA, kB}}, &id).ok());
+    EXPECT_TRUE(ApplyGlobalEvent(&no_bucket, CommitMerge{id}).ok());
+  }
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetBucket{"s3://b"}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SegmentUploaded{kA}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SegmentUploaded{kB}).ok());
+  SegmentId id;
+  ASSERT_TRUE(ApplyGlobalEvent(&s, StageMerge{out, {kA, kB}}, &id).ok());
+  EXPECT_FALSE(s.segments.at(id).uploaded);
+  ExpectRejected(&s, CommitMerge{id});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, AddSegmentReplica{id, NodeId(2)}).ok());
+  ExpectRejected(&s, CommitMerge{id});  // copies do not count with a bucket
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SegmentUploaded{id}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, CommitMerge{id}).ok());
+  EXPECT_EQ(s.segments.count(kA), 0u);
+  EXPECT_EQ(s.segments.count(kB), 0u);
+  EXPECT_FALSE(s.segments.at(id).staged());
+  EXPECT_TRUE(s.segments.at(id).uploaded);
+}
+
+// TwoSegments() moved to generation 1, plus segment kC = web/a 20..24 registered there.
+constexpr SegmentId kC(3);
+GlobalState TwoGenerations() {
+  GlobalState s = TwoSegments();
+  s.generation = 1;
+  SegmentRecord c = Seg(Ds("web", "a"), 0, Pos(20, 0), Pos(24, 0), 1);
+  c.uploaded = true;  // ignored: the apply rule sets both
+  c.generation = 9;
+  SegmentId id;
+  EXPECT_TRUE(ApplyGlobalEvent(&s, RegisterSegment{c, Offset(25)}, &id).ok());
+  EXPECT_EQ(id, kC);
+  return s;
+}
+
+TEST(GlobalApply, RegisterSegmentTakesTheCurrentGeneration) {
+  GlobalState s = TwoSegments();
+  EXPECT_EQ(s.segments.at(kA).generation, 0u);
+  s = TwoGenerations();
+  EXPECT_EQ(s.segments.at(kA).generation, 0u);
+  EXPECT_EQ(s.segments.at(kC).generation, 1u);
+  EXPECT_FALSE(s.segments.at(kC).uploaded);
+}
+
+TEST(GlobalApply, StageMergeKeepsTheInputsGeneration) {
+  GlobalState s = TwoGenerations();
+  // kA (generation 0) and kC (generation 1): otherwise a valid merge.
+  SegmentRecord mixed = Seg(Ds("web", "a"), 0, Pos(5, 0), Pos(24, 0), 1);
+  mixed.event_count = 84;
+  mixed.file_name = "mixed.seg";
+  ExpectRejected(&s, StageMerge{mixed, {kA, kC}});
+  ExpectRejected(&s, StageMerge{mixed, {kC, kA}});
+  {
+    GlobalState same = s;
+    same.segments.at(kC).generation = 0;
+    EXPECT_TRUE(ApplyGlobalEvent(&same, StageMerge{mixed, {kA, kC}}).ok());
+  }
+  // An old-generation merge while the state is at generation 1 stays at generation 0.
+  SegmentRecord old = Seg(Ds("web", "a"), 0, Pos(5, 0), Pos(14, 0), 1);
+  old.event_count = 84;
+  old.file_name = "old.seg";
+  old.generation = 1;
+  SegmentId old_id, cur_id;
+  ASSERT_TRUE(ApplyGlobalEvent(&s, StageMerge{old, {kA, kB}}, &old_id).ok());
+  EXPECT_EQ(s.segments.at(old_id).generation, 0u);
+  SegmentRecord cur = Seg(Ds("web", "a"), 0, Pos(20, 0), Pos(24, 0), 1);
+  cur.file_name = "cur.seg";
+  ASSERT_TRUE(ApplyGlobalEvent(&s, StageMerge{cur, {kC}}, &cur_id).ok());
+  EXPECT_EQ(s.segments.at(cur_id).generation, 1u);
+  // Committed, the old-generation output still does not hold the safe offset.
+  ASSERT_TRUE(ApplyGlobalEvent(&s, CommitMerge{old_id}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetReplicationFactor{2}).ok());
+  EXPECT_EQ(SafeOffset(s, PartitionId(0)), Offset(20));  // only kC (generation 1) holds it
+}
+
+TEST(GlobalApply, ReplaceSegmentOnlyRebuildsTheCurrentGeneration) {
+  GlobalState s = TwoGenerations();
+  SegmentRecord ra = s.segments.at(kA);
+  ra.file_name = "ra.seg";
+  ra.node = NodeId(9);
+  ExpectRejected(&s, ReplaceSegment{kA, ra});
+  {
+    GlobalState gen0 = s;
+    gen0.generation = 0;
+    EXPECT_TRUE(ApplyGlobalEvent(&gen0, ReplaceSegment{kA, ra}).ok());
+  }
+  SegmentRecord rc = s.segments.at(kC);
+  rc.file_name = "rc.seg";
+  rc.node = NodeId(9);
+  rc.uploaded = true;
+  rc.generation = 0;
+  SegmentId id;
+  ASSERT_TRUE(ApplyGlobalEvent(&s, ReplaceSegment{kC, rc}, &id).ok());
+  EXPECT_EQ(s.segments.count(kC), 0u);
+  EXPECT_EQ(s.segments.at(id).generation, 1u);
+  EXPECT_FALSE(s.segments.at(id).uploaded);
+}
+
+// ---------------- RecoverState ----------------
+
+// A committed segment of web/<host> in the snapshot: `events` events, file and raw sizes `bytes`,
+// two replicas, not uploaded, generation 2.
+SegmentRecord Rec(int64_t id, const std::string& host, int32_t partition, int64_t lo, int64_t hi,
+                  const std::string& file, int64_t min_ts, uint64_t bytes, uint64_t events = 42) {
+  SegmentRecord s = Seg(Ds("web", host), partition, Pos(lo, 0), Pos(hi, 0), 3);
+  s.id = SegmentId(id);
+  s.file_name = file;
+  s.min_ts = min_ts;
+  s.max_ts = min_ts + 999;
+  s.file_size = bytes;
+  s.raw_bytes = bytes;
+  s.event_count = events;
+  s.replicas = {NodeId(1), NodeId(2)};
+  s.generation = 2;
+  return s;
+}
+
+struct RecoveryCase {
+  GlobalState snapshot;
+  std::vector<BucketSegmentFile> files;
+  std::vector<SegmentRecord> found;
+};
+
+// A snapshot at generation 2 (applied through 500) and a bucket:
+// - k1 (0..9), k2 (10..19), k3 (40..49) of web/a partition 0 and k4 (web/b partition 1,
+//   generation 1) are in the bucket with their size: kept;
+// - l1 (20..29, min_ts 2000) is missing and l2 (30..39, min_ts 1000) has the wrong size: lost;
+// - m3 is a staged merge of k3, in the bucket: dropped;
+// - found: fm (a merge of k1+k2 committed after the snapshot: it covers both and replaces them),
+//   f1 (50..59), fbig (60..79, a merge of f2 and f3 which are also found: fbig wins), and fb / fp /
+//   fg overlapping k1's positions in another datasource, partition or generation (added).
+RecoveryCase MakeRecoveryCase() {
+  RecoveryCase c;
+  GlobalState& s = c.snapshot;
+  for (const GlobalEvent& ev : std::vector<GlobalEvent>{
+           SetClusterId{"c1"}, SetClusterSecret{"sec"}, CreateRepo{"web"},
+           AddIngestToken{"web", "t1"}, AddApiToken{"a1"}, SetRetention{"web", 1000, 2000},
+           SetReplicationFactor{2}, RegisterNode{NodeId(1)}, RegisterNode{NodeId(2)},
+           SetBucket{"s3://b/p at http://127.0.0.1:9000"}}) {
+    EXPECT_TRUE(ApplyGlobalEvent(&s, ev).ok()) << GlobalEventName(ev);
+  }
+  s.applied_through = Offset(500);
+  s.generation = 2;
+  s.next_segment_id = SegmentId(10);
+  s.partitions[0] = PartitionState{NodeId(2), Epoch(3), Offset(60), Offset(20)};
+  s.partitions[1] = PartitionState{NodeId(1), Epoch(1), Offset(5), Offset(5)};
+  s.flushed_through[{Ds("web", "a").Key(), 0}] = Pos(49, 0);
+  s.recovery.generation = 2;
+  s.recovery.snapshot_key = "global/older";
+  s.recovery.lost_segments = 99;
+  LostSegment ancient;
+  ancient.datasource = "x";
+  ancient.file_name = "ancient.seg";
+  s.recovery.lost = {ancient};
+  std::vector<SegmentRecord> segs = {
+      Rec(1, "a", 0, 0, 9, "k1", 5000, 101),   Rec(2, "a", 0, 10, 19, "k2", 6000, 102),
+      Rec(3, "a", 0, 20, 29, "l1", 2000, 103), Rec(4, "a", 0, 30, 39, "l2", 1000, 104),
+      Rec(5, "a", 0, 40, 49, "k3", 7000, 105), Rec(6, "a", 0, 40, 49, "m3", 7000, 106),
+      Rec(7, "b", 1, 0, 4, "k4", 8000, 107)};
+  segs[0].uploaded = true;
+  segs[5].merge_inputs = {SegmentId(5)};
+  segs[6].generation = 1;
+  for (auto& seg : segs) s.segments[seg.id] = seg;
+  c.files = {{"k1", 101},   {"k2", 102}, {"l2", 999}, {"k3", 105}, {"m3", 106},
+             {"k4", 107},   {"fm", 200}, {"f1", 201}, {"f2", 202}, {"f3", 203},
+             {"fbig", 204}, {"fb", 205}, {"fp", 206}, {"fg", 207}};
+  c.found = {
+      Rec(0, "a", 0, 0, 19, "fm", 5000, 200, 84), Rec(0, "a", 0, 60, 69, "f2", 9000, 202),
+      Rec(0, "a", 0, 50, 59, "f1", 8500, 201),    Rec(0, "a", 0, 60, 79, "fbig", 9000, 204, 84),
+      Rec(0, "a", 0, 70, 79, "f3", 9500, 203),    Rec(0, "b", 0, 0, 9, "fb", 100, 205),
+      Rec(0, "a", 1, 0, 9, "fp", 100, 206),       Rec(0, "a", 0, 0, 9, "fg", 100, 207)};
+  c.found.back().generation = 3;
+  for (auto& f : c.found) f.replicas = {NodeId(4)};
+  return c;
+}
+
+const SegmentRecord* ByFile(const GlobalState& s, const std::string& file) {
+  for (const auto& [id, seg] : s.segments) {
+    if (seg.file_name == file) return &seg;
+  }
+  return nullptr;
+}
+
+TEST(RecoverState, KeepsWhatIsInTheBucketAndReportsTheRest) {
+  const RecoveryCase c = MakeRecoveryCase();
+  const std::string key = BucketSnapshotKey(2, Offset(500));
+  const GlobalState out = RecoverState(c.snapshot, key, c.files, c.found);
+  const GlobalState& in = c.snapshot;
+
+  std::set<std::string> files;
+  for (const auto& [id, seg] : out.segments) {
+    EXPECT_EQ(id, seg.id);
+    files.insert(seg.file_name);
+    EXPECT_TRUE(seg.uploaded) << seg.file_name;
+    EXPECT_TRUE(seg.replicas.empty()) << seg.file_name;
+    EXPECT_FALSE(seg.staged()) << seg.file_name;
+  }
+  EXPECT_EQ(files, (std::set<std::string>{"fm", "k3", "k4", "f1", "fbig", "fb", "fp", "fg"}));
+  // k1 and k2 were replaced by their merge output fm.
+  EXPECT_EQ(out.segments.count(SegmentId(1)), 0u);
+  EXPECT_EQ(out.segments.count(SegmentId(2)), 0u);
+  // Kept segments keep their id, record and generation.
+  for (int64_t id : {5, 7}) {
+    const SegmentRecord& was = in.segments.at(SegmentId(id));
+    ASSERT_EQ(out.segments.count(SegmentId(id)), 1u) << id;
+    const SegmentRecord& now = out.segments.at(SegmentId(id));
+    EXPECT_EQ(now.file_name, was.file_name);
+    EXPECT_EQ(now.min_pos, was.min_pos);
+    EXPECT_EQ(now.max_pos, was.max_pos);
+    EXPECT_EQ(now.generation, was.generation);
+  }
+  EXPECT_EQ(out.segments.at(SegmentId(7)).generation, 1u);
+  EXPECT_EQ(out.segments.count(SegmentId(6)), 0u);  // the staged merge
+  // Found records get new ids, above the snapshot's.
+  std::set<SegmentId> added;
+  for (const char* f : {"fm", "f1", "fbig", "fb", "fp", "fg"}) {
+    const SegmentRecord* seg = ByFile(out, f);
+    ASSERT_NE(seg, nullptr) << f;
+    EXPECT_GE(seg->id, SegmentId(10)) << f;
+    added.insert(seg->id);
+  }
+  EXPECT_EQ(added, (std::set<SegmentId>{SegmentId(10), SegmentId(11), SegmentId(12), SegmentId(13),
+                                        SegmentId(14), SegmentId(15)}));
+  EXPECT_EQ(out.next_segment_id, SegmentId(16));
+  EXPECT_EQ(ByFile(out, "fbig")->event_count, 84u);
+  EXPECT_EQ(ByFile(out, "fg")->generation, 3u);
+
+  const RecoveryReport& r = out.recovery;
+  EXPECT_EQ(r.generation, 3u);
+  EXPECT_EQ(r.snapshot_applied_through, Offset(500));
+  EXPECT_EQ(r.snapshot_key, key);
+  EXPECT_EQ(r.kept_segments, 2u);
+  EXPECT_EQ(r.added_segments, 6u);
+  EXPECT_EQ(r.kept_events, 2u * 42 + 4 * 42 + 84 + 84);
+  EXPECT_EQ(r.kept_bytes, 105u + 107 + 200 + 201 + 204 + 205 + 206 + 207);
+  EXPECT_EQ(r.lost_segments, 2u);
+  EXPECT_EQ(r.lost_events, 84u);
+  EXPECT_EQ(r.lost_bytes, 103u + 104);
+  ASSERT_EQ(r.lost.size(), 2u);
+  EXPECT_EQ(r.lost[0].file_name, "l2");  // oldest first
+  EXPECT_EQ(r.lost[1].file_name, "l1");
+  const SegmentRecord& l2 = in.segments.at(SegmentId(4));
+  EXPECT_EQ(r.lost[0].datasource, l2.datasource.Key());
+  EXPECT_EQ(r.lost[0].partition, l2.partition);
+  EXPECT_EQ(r.lost[0].min_ts, 1000);
+  EXPECT_EQ(r.lost[0].max_ts, 1999);
+  EXPECT_EQ(r.lost[0].event_count, 42u);
+  EXPECT_EQ(r.lost[0].raw_bytes, 104u);
+
+  // The new commit log: generation + 1, partitions unclaimed at the next epoch from offset 0.
+  EXPECT_EQ(out.generation, 3u);
+  EXPECT_EQ(out.applied_through, Offset(-1));
+  ASSERT_EQ(out.partitions.size(), 2u);
+  EXPECT_EQ(out.partitions.at(0).epoch, Epoch(4));
+  EXPECT_EQ(out.partitions.at(1).epoch, Epoch(2));
+  for (const auto& [p, ps] : out.partitions) {
+    EXPECT_EQ(ps.owner, NodeId(0)) << p;
+    EXPECT_EQ(ps.replay_point, Offset(0)) << p;
+    EXPECT_EQ(ps.truncated_before, Offset(0)) << p;
+  }
+  EXPECT_TRUE(out.flushed_through.empty());
+  EXPECT_TRUE(out.nodes.empty());
+  // Kept as they were.
+  EXPECT_EQ(out.cluster_id, "c1");
+  EXPECT_EQ(out.cluster_secret, "sec");
+  EXPECT_EQ(out.replication_factor, 2u);
+  EXPECT_EQ(out.bucket, in.bucket);
+  EXPECT_EQ(out.api_tokens, in.api_tokens);
+  EXPECT_EQ(out.ingest_tokens, in.ingest_tokens);
+  ASSERT_EQ(out.repos.size(), 1u);
+  EXPECT_EQ(out.repos.at("web").retention_ms, 1000);
+  EXPECT_EQ(out.repos.at("web").retention_bytes, 2000u);
+  EXPECT_EQ(out.repos.at("web").ingest_tokens, std::set<std::string>{"t1"});
+
+  // A pure function of its inputs: the order of `found` does not matter.
+  std::vector<SegmentRecord> reversed(c.found.rbegin(), c.found.rend());
+  EXPECT_EQ(EncodeGlobalState(RecoverState(c.snapshot, key, c.files, reversed)),
+            EncodeGlobalState(out));
+  // The recovered state decodes back (snapshot format v4 carries all of it).
+  Result<GlobalState> dec = DecodeGlobalState(EncodeGlobalState(out));
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_EQ(EncodeGlobalState(*dec), EncodeGlobalState(out));
+}
+
+TEST(RecoverState, TheNewCommitLogStartsAtOffsetZero) {
+  const RecoveryCase c = MakeRecoveryCase();
+  GlobalState s = RecoverState(c.snapshot, "k", c.files, c.found);
+  // Kept segments are of older generations: they do not hold the new log's safe offset.
+  EXPECT_EQ(SafeOffset(s, PartitionId(0)), Offset(0));
+  ExpectRejected(&s, ClaimPartition{PartitionId(0), NodeId(5), Epoch(3)});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, ClaimPartition{PartitionId(0), NodeId(5), Epoch(4)}).ok());
+  SegmentId id;
+  ASSERT_TRUE(
+      ApplyGlobalEvent(
+          &s, RegisterSegment{Seg(Ds("web", "a"), 0, Pos(0, 0), Pos(9, 0), 5), Offset(10)}, &id)
+          .ok());
+  EXPECT_EQ(id, SegmentId(16));
+  EXPECT_EQ(s.segments.at(id).generation, 3u);
+  EXPECT_EQ(SafeOffset(s, PartitionId(0)), Offset(0));  // not uploaded yet
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SegmentUploaded{id}).ok());
+  EXPECT_EQ(SafeOffset(s, PartitionId(0)), Offset(10));
+}
+
+TEST(RecoverState, LostListIsCappedButCountsCoverEverySegment) {
+  GlobalState snap;
+  snap.applied_through = Offset(7);
+  const size_t n = RecoveryReport::kMaxLostListed + 5;
+  for (size_t i = 0; i < n; ++i) {
+    // Later ids are older: the listing must sort, not keep id order.
+    SegmentRecord seg = Rec(static_cast<int64_t>(i) + 1, "a", 0, static_cast<int64_t>(i) * 10,
+                            static_cast<int64_t>(i) * 10 + 9, "s" + std::to_string(i),
+                            100000 - static_cast<int64_t>(i), 10);
+    snap.segments[seg.id] = seg;
+  }
+  snap.next_segment_id = SegmentId(static_cast<int64_t>(n) + 1);
+  const GlobalState out = RecoverState(snap, "k", {}, {});
+  EXPECT_TRUE(out.segments.empty());
+  const RecoveryReport& r = out.recovery;
+  EXPECT_EQ(r.kept_segments, 0u);
+  EXPECT_EQ(r.lost_segments, n);
+  EXPECT_EQ(r.lost_events, n * 42);
+  EXPECT_EQ(r.lost_bytes, n * 10);
+  ASSERT_EQ(r.lost.size(), RecoveryReport::kMaxLostListed);
+  EXPECT_TRUE(std::is_sorted(
+      r.lost.begin(), r.lost.end(),
+      [](const LostSegment& a, const LostSegment& b) { return a.min_ts < b.min_ts; }));
+  // The oldest are listed; the 5 newest (ids 1..5) are not.
+  EXPECT_EQ(r.lost.front().min_ts, 100000 - static_cast<int64_t>(n - 1));
+  EXPECT_EQ(r.lost.back().min_ts, 100000 - 5);
+  EXPECT_EQ(r.lost.front().file_name, "s" + std::to_string(n - 1));
 }
 
 // ---------------- Global ----------------
@@ -1030,6 +1699,88 @@ TEST(Global, RunsOverTheLocalLog) {
   auto r = (*g)->Submit(CreateRepo{"after-reopen"});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->offset, Offset(static_cast<int64_t>(events.size())));
+}
+#endif
+
+// A commit log that begins with BeginRecovery{1} (written by a node that recovered from the bucket)
+// cannot be replayed from an empty state; it opens once the recovered snapshot is installed, and a
+// second BeginRecovery{1} is rejected.
+void ExpectRecoveredLogNeedsTheRecoveredSnapshot(CommitLog* log, const TempDir& dir) {
+  auto marker = log->Append(PartitionId(0), EncodeGlobalEvent(BeginRecovery{1})).get();
+  ASSERT_TRUE(marker.ok()) << marker.status().ToString();
+  ASSERT_EQ(*marker, Offset(0));
+  const std::string snaps = dir.Sub("snaps");
+  // Cluster mode: the log is never truncated by a node, so a fresh node can still replay it.
+  const GlobalOptions opts{.truncate_log = false};
+  {
+    auto g = Global::Open(Env::Default(), log, snaps, opts);
+    ASSERT_EQ(g.status().code(), StatusCode::kAborted) << g.status().ToString();
+    EXPECT_NE(g.status().message().find(kRecoveredLogMarker), std::string::npos)
+        << g.status().message();
+  }
+  EXPECT_TRUE(SnapshotFiles(snaps).empty());
+
+  // The recovering node's state: Populated() recovered with segment 1 in the bucket.
+  GlobalState old = Populated();
+  ASSERT_TRUE(ApplyGlobalEvent(&old, SetBucket{"s3://b"}).ok());
+  const SegmentRecord& seg1 = old.segments.at(SegmentId(1));
+  GlobalState recovered = RecoverState(old, BucketSnapshotKey(0, old.applied_through),
+                                       {{seg1.file_name, seg1.file_size}}, {});
+  ASSERT_EQ(recovered.generation, 1u);
+  recovered.applied_through = *marker;
+  auto installed = InstallGlobalSnapshot(Env::Default(), snaps, EncodeGlobalState(recovered));
+  ASSERT_TRUE(installed.ok()) << installed.status().ToString();
+  EXPECT_EQ(*installed, *marker);
+
+  auto g = Global::Open(Env::Default(), log, snaps, opts);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(Encoded(**g), EncodeGlobalState(recovered));
+  // Later events apply on the recovered state.
+  const Epoch epoch = recovered.partitions.at(0).epoch;
+  ASSERT_TRUE((*g)->Submit(ClaimPartition{PartitionId(0), NodeId(3), epoch}).ok());
+  auto reg = (*g)->Submit(
+      RegisterSegment{Seg(Ds("web", "a"), 0, Pos(0, 0), Pos(4, 0), epoch.value + 1), Offset(5)});
+  ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+  EXPECT_EQ(reg->segment_id, recovered.next_segment_id);
+  ASSERT_TRUE((*g)->Submit(RegisterNode{NodeId(3)}).ok());
+  (*g)->Read([&](const GlobalState& s) {
+    EXPECT_EQ(s.generation, 1u);
+    EXPECT_EQ(s.segments.at(reg->segment_id).generation, 1u);
+    EXPECT_EQ(s.nodes, std::set<NodeId>{NodeId(3)});
+    EXPECT_EQ(s.recovery.generation, 1u);
+  });
+  // A second marker of the same generation is rejected and changes nothing but applied_through.
+  GlobalState before;
+  (*g)->Read([&](const GlobalState& s) { before = s; });
+  auto again = (*g)->Submit(BeginRecovery{1});
+  EXPECT_EQ(again.status().code(), StatusCode::kRejected) << again.status().ToString();
+  GlobalState after;
+  (*g)->Read([&](const GlobalState& s) { after = s; });
+  EXPECT_EQ(after.applied_through, Offset(before.applied_through.value + 1));
+  before.applied_through = after.applied_through;
+  EXPECT_EQ(EncodeGlobalState(after), EncodeGlobalState(before));
+  ASSERT_TRUE((*g)->Close().ok());
+
+  // Reopening from this node's snapshots works; an empty snapshot directory still does not.
+  auto reopened = Global::Open(Env::Default(), log, snaps, opts);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  EXPECT_EQ(Encoded(**reopened), EncodeGlobalState(after));
+  auto fresh = Global::Open(Env::Default(), log, dir.Sub("fresh"), opts);
+  EXPECT_EQ(fresh.status().code(), StatusCode::kAborted) << fresh.status().ToString();
+}
+
+TEST(Global, RecoveredLogNeedsTheRecoveredSnapshot) {
+  MemLog log;
+  TempDir dir;
+  ExpectRecoveredLogNeedsTheRecoveredSnapshot(&log, dir);
+}
+
+#ifdef SEDIMENT_HAVE_LOCAL_LOG
+TEST(Global, RecoveredLocalLogNeedsTheRecoveredSnapshot) {
+  TempDir dir;
+  auto log = OpenLocalLog(Env::Default(), dir.Sub("log"), LocalLogOptions{.partitions = 1});
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  ExpectRecoveredLogNeedsTheRecoveredSnapshot(log->get(), dir);
 }
 #endif
 
