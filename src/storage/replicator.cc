@@ -6,6 +6,7 @@
 #include <optional>
 #include <tuple>
 
+#include "bucket/bucket.h"
 #include "segment/segment.h"
 #include "storage/placement.h"
 
@@ -39,6 +40,7 @@ class Replicator::FileLock {
 // What one pass does, computed from one Global::Read.
 struct Replicator::Plan {
   uint32_t r = 1;
+  bool bucket_mode = false;  // Global's bucket is set
   struct PullItem {
     SegmentRecord seg;
     std::vector<NodeId> sources;  // alive holders other than self, best-ranked first
@@ -46,8 +48,15 @@ struct Replicator::Plan {
   };
   std::vector<PullItem> pulls;
   std::vector<SegmentRecord> drops;
-  std::vector<std::pair<SegmentRecord, NodeId>> forgets;
+  struct ForgetItem {
+    SegmentRecord seg;
+    NodeId dead;
+    uint32_t min_remaining = 0;
+  };
+  std::vector<ForgetItem> forgets;
   std::map<std::string, SegmentId> listed_here;  // file name -> segment listing self
+  // Bucket mode: file name -> uploaded committed segment listing self (eviction candidates).
+  std::map<std::string, SegmentRecord> evictable;
 };
 
 namespace {
@@ -75,6 +84,7 @@ Replicator::Replicator(Env* env, Clock* clock, Global* global, SegmentStore* sto
                               : RateLimiter::SleepFn(
                                     [this](std::chrono::microseconds d) { return Sleep(d); })) {
   progress_.max_bytes_per_second = options_.max_bytes_per_second;
+  progress_.cache_max_bytes = options_.cache_max_bytes;
 }
 
 Replicator::~Replicator() { Stop(); }
@@ -133,9 +143,13 @@ Replicator::Plan Replicator::MakePlan() {
   Plan plan;
   global_->Read([&](const GlobalState& s) {
     plan.r = EffectiveReplicationFactor(s);
+    plan.bucket_mode = !s.bucket.empty();
     std::vector<NodeId> present{self_};
+    NodeId lowest_alive_node = self_;  // forgets the dead copies of uploaded segments no live
+                                       // node holds
     for (NodeId n : s.nodes) {
       if (n != self_ && peers_->IsPresent(n, options_.grace)) present.push_back(n);
+      if (n < lowest_alive_node && peers_->IsAlive(n)) lowest_alive_node = n;
     }
     // Liveness of holders (which may include nodes never registered), asked once per node.
     std::map<NodeId, std::pair<bool, bool>> cache;  // node -> (present, alive)
@@ -153,6 +167,27 @@ Replicator::Plan Replicator::MakePlan() {
     for (const auto& [id, seg] : s.segments) {
       const bool holds = seg.replicas.count(self_) != 0;
       if (holds) plan.listed_here.emplace(seg.file_name, id);
+      if (plan.bucket_mode && seg.uploaded) {
+        // The bucket holds the durable copy: local copies are a cache. No pulls, no drops; dead
+        // holders are forgotten after the grace whatever remains, by the lowest live holder (or,
+        // with none, the lowest live node), so queries stop being routed to them.
+        if (holds && !seg.staged()) plan.evictable.emplace(seg.file_name, seg);
+        std::vector<NodeId> dead;
+        NodeId forgetter = lowest_alive_node;
+        bool have_alive_holder = false;
+        for (NodeId h : seg.replicas) {
+          auto [is_present, is_alive] = status(h);
+          if (!is_present) dead.push_back(h);
+          if (is_alive && !have_alive_holder) {
+            forgetter = h;  // replicas is ordered by id
+            have_alive_holder = true;
+          }
+        }
+        if (forgetter == self_) {
+          for (NodeId h : dead) plan.forgets.push_back({seg, h, 0});
+        }
+        continue;
+      }
       const std::vector<NodeId> desired = DesiredHolders(seg, present, plan.r);
       const bool wanted = std::find(desired.begin(), desired.end(), self_) != desired.end();
       size_t present_holders = 0;
@@ -175,7 +210,7 @@ Replicator::Plan Replicator::MakePlan() {
         plan.drops.push_back(seg);
       }
       if (holds && !dead.empty() && present_holders >= plan.r && lowest_alive == self_) {
-        for (NodeId h : dead) plan.forgets.emplace_back(seg, h);
+        for (NodeId h : dead) plan.forgets.push_back({seg, h, plan.r});
       }
     }
   });
@@ -204,6 +239,7 @@ Status Replicator::RunOnceLocked() {
   {
     std::lock_guard lock(mu_);
     ++progress_.passes;
+    progress_.bucket_mode = plan.bucket_mode;
     progress_.pending_segments = plan.pulls.size();
     progress_.pending_bytes = 0;
     for (const auto& p : plan.pulls) progress_.pending_bytes += p.seg.file_size;
@@ -252,9 +288,9 @@ Status Replicator::RunOnceLocked() {
     note(on_disk.status());
   }
 
-  for (const auto& [seg, dead] : plan.forgets) {
+  for (const auto& f : plan.forgets) {
     if (stopping()) return Status::Aborted("replicator stopped");
-    note(ForgetDead(seg, dead, plan.r));
+    note(ForgetDead(f.seg, f.dead, f.min_remaining));
   }
   for (const auto& seg : plan.drops) {
     if (stopping()) return Status::Aborted("replicator stopped");
@@ -274,6 +310,8 @@ Status Replicator::RunOnceLocked() {
     }
   }
   note(DeleteUnlisted());
+  if (stopping()) return Status::Aborted("replicator stopped");
+  note(Evict(plan));
   {
     // Forget the warnings this pass did not repeat: a problem that clears and comes back is
     // logged again, one that persists is logged once.
@@ -385,8 +423,8 @@ Status Replicator::DropExtra(const SegmentRecord& seg, uint32_t r) {
   return st;
 }
 
-Status Replicator::ForgetDead(const SegmentRecord& seg, NodeId dead, uint32_t r) {
-  auto removed = global_->Submit(RemoveSegmentReplica{seg.id, dead, r});
+Status Replicator::ForgetDead(const SegmentRecord& seg, NodeId dead, uint32_t min_remaining) {
+  auto removed = global_->Submit(RemoveSegmentReplica{seg.id, dead, min_remaining});
   if (removed.ok()) {
     spdlog::info("storage: forgot the copy of {} on {} (gone longer than {} ms)", Name(seg),
                  NodeName(dead), options_.grace.count());
@@ -543,6 +581,185 @@ Status Replicator::DeleteUnlisted() {
     unlisted_since_.erase(file);
   }
   return Status::OK();
+}
+
+Status Replicator::Evict(const Plan& plan) {
+  auto files = store_->List();
+  if (!files.ok()) return Status::OK();  // reported by this pass already
+  std::map<std::string, uint64_t> sizes;
+  uint64_t total = 0;
+  for (const auto& f : *files) {
+    auto size = store_->FileSize(f);
+    if (!size.ok()) continue;  // deleted meanwhile
+    sizes[f] = *size;
+    total += *size;
+  }
+  const uint64_t bound = options_.cache_max_bytes;
+  auto set_local = [&](uint64_t bytes) {
+    std::lock_guard lock(mu_);
+    progress_.local_bytes = bytes;
+  };
+  set_local(total);
+  if (!plan.bucket_mode || bound == 0 || total <= bound || options_.bucket == nullptr) {
+    return Status::OK();
+  }
+  // Least recently used first; files not accessed since start are the oldest, lower id first.
+  std::vector<std::tuple<uint64_t, SegmentId, const SegmentRecord*>> candidates;
+  for (const auto& [file, size] : sizes) {
+    auto it = plan.evictable.find(file);
+    if (it == plan.evictable.end()) continue;
+    candidates.emplace_back(store_->LastAccess(file), it->second.id, &it->second);
+  }
+  std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+    return std::tie(std::get<0>(a), std::get<1>(a)) < std::tie(std::get<0>(b), std::get<1>(b));
+  });
+  const uint64_t before = total;
+  uint64_t count = 0, bytes = 0, deferred = 0;
+  Status result;
+  for (const auto& [access, id, seg] : candidates) {
+    if (total <= bound) break;
+    if (stopping()) return Status::Aborted("replicator stopped");
+    FileLock file_lock(this, seg->file_name);
+    if (!store_->Has(seg->file_name)) continue;  // gone meanwhile
+    auto removed = global_->Submit(RemoveSegmentReplica{seg->id, self_, 0});
+    if (!removed.ok()) {
+      if (removed.status().code() == StatusCode::kRejected) continue;  // left Global / unlisted
+      result = removed.status().WithContext("evicting the cached copy of " + Name(*seg));
+      Warn("evict " + seg->file_name, result.ToString());
+      break;
+    }
+    const uint64_t size = sizes[seg->file_name];
+    store_->DeleteWhenUnpinned(seg->file_name);
+    ++count;
+    bytes += size;
+    // A file still being read is freed when its last reader is done, not now.
+    if (store_->Has(seg->file_name)) {
+      ++deferred;
+    } else {
+      total -= std::min(total, size);
+    }
+    std::lock_guard lock(mu_);
+    ++progress_.evicted_segments;
+    progress_.evicted_bytes += size;
+    seen_listed_.erase(seg->file_name);
+    unlisted_since_.erase(seg->file_name);
+  }
+  set_local(total);
+  if (count > 0) {
+    spdlog::info(
+        "storage: evicted {} cached segment copies ({} bytes{}) from the local disk: {} -> {} "
+        "bytes, bound {}",
+        count, bytes,
+        deferred > 0 ? ", " + std::to_string(deferred) + " once their readers are done" : "",
+        before, total, bound);
+  }
+  if (total > bound && result.ok()) {
+    Warn("cache bound",
+         "local segment files exceed the cache bound of " + std::to_string(bound) +
+             " bytes and nothing more can be evicted (copies not uploaded yet, or still being "
+             "read)");
+  }
+  return result;
+}
+
+Result<Replicator::FetchOutcome> Replicator::EnsureLocal(const SegmentRecord& want) {
+  FileLock file_lock(this, want.file_name);
+  std::optional<SegmentRecord> found;
+  global_->Read([&](const GlobalState& s) {
+    auto it = s.segments.find(want.id);
+    if (it != s.segments.end()) found = it->second;
+  });
+  if (!found) return Status::NotFound(Name(want) + " is not in Global");
+  const SegmentRecord& seg = *found;
+  const std::string& file = seg.file_name;
+  const bool listed = seg.replicas.count(self_) != 0;
+  const bool local = store_->Has(file);
+  if (local && listed && !store_->IsDeletionPending(file)) {
+    store_->Touch(file);
+    return FetchOutcome{};
+  }
+  if (!seg.uploaded) {
+    if (local) {
+      store_->Touch(file);
+      return FetchOutcome{};
+    }
+    return Status::NotFound(Name(seg) + " is neither on this node nor in the bucket");
+  }
+  if (local) {
+    // An unlisted copy (evicted or forgotten, deletion pending): kept when intact.
+    Status st = store_->Verify(seg);
+    if (st.ok()) {
+      store_->CancelDeletion(file);
+      store_->Touch(file);
+      AnnounceCached(seg, /*fetched=*/false);
+      return FetchOutcome{};
+    }
+    if (st.code() != StatusCode::kCorruption && st.code() != StatusCode::kNotFound) return st;
+    spdlog::info("storage: local file of {} is not intact ({}); fetching it from the bucket",
+                 Name(seg), st.ToString());
+  }
+  if (options_.bucket == nullptr) {
+    return Status::Unavailable(Name(seg) +
+                               " must be fetched from the bucket, but this node has "
+                               "no bucket client");
+  }
+  Status last;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto bytes = options_.bucket->Get(BucketSegmentKey(file));
+    Status st = bytes.ok() ? store_->Install(seg, *bytes) : bytes.status();
+    if (st.ok()) {
+      {
+        std::lock_guard lock(mu_);
+        ++progress_.bucket_fetches;
+        progress_.bucket_fetched_bytes += bytes->size();
+      }
+      AnnounceCached(seg, /*fetched=*/true);
+      return FetchOutcome{true, static_cast<uint64_t>(bytes->size())};
+    }
+    last = st.WithContext("fetching " + Name(seg) + " from the bucket");
+    if (st.code() != StatusCode::kCorruption) break;
+    if (attempt == 0) {
+      spdlog::warn("storage: {}; fetching it again", last.ToString());
+    } else {
+      spdlog::error("storage: {}; giving up", last.ToString());
+    }
+  }
+  {
+    std::lock_guard lock(mu_);
+    ++progress_.failed_bucket_fetches;
+  }
+  Warn("fetch " + file, last.ToString());
+  return last;
+}
+
+void Replicator::AnnounceCached(const SegmentRecord& seg, bool fetched) {
+  auto added = global_->Submit(AddSegmentReplica{seg.id, self_});
+  bool listed = added.ok(), exists = true;
+  if (!added.ok()) {
+    if (added.status().code() != StatusCode::kRejected) {
+      Warn(seg.file_name, added.status().WithContext("announcing " + Name(seg)).ToString());
+      return;
+    }
+    global_->Read([&](const GlobalState& s) {
+      auto it = s.segments.find(seg.id);
+      exists = it != s.segments.end();
+      listed = exists && it->second.replicas.count(self_) != 0;
+    });
+  }
+  if (added.ok()) {
+    spdlog::info("storage: {} {} ({} bytes) and announced the copy",
+                 fetched ? "fetched from the bucket" : "kept the local file of", Name(seg),
+                 seg.file_size);
+  }
+  std::lock_guard lock(mu_);
+  if (listed) {
+    seen_listed_.insert(seg.file_name);
+    unlisted_since_.erase(seg.file_name);
+  } else if (!exists) {
+    // Removed from Global meanwhile: deleted after the deletion delay (and its readers).
+    seen_listed_.insert(seg.file_name);
+    unlisted_since_.emplace(seg.file_name, clock_->MonotonicMicros());
+  }
 }
 
 }  // namespace sediment

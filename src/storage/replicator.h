@@ -2,7 +2,9 @@
 // Pulls the copies this node should hold from live holders, announces them in Global, drops extra
 // copies (never below R), forgets the copies of nodes gone past the grace period, deletes local
 // files that left Global after a delay (never while pinned), and scrubs local copies for
-// corruption. Contract: storage/README.md.
+// corruption. With bucket storage on (Global's bucket set) an uploaded segment's durable copy is
+// the bucket: local copies of it are a cache, evicted least recently used first under a disk-usage
+// bound and fetched back on demand (EnsureLocal). Contract: storage/README.md.
 #pragma once
 
 #include <atomic>
@@ -28,6 +30,10 @@
 
 namespace sediment {
 
+namespace bucket {
+class Bucket;
+}  // namespace bucket
+
 struct ReplicatorOptions {
   // Time between two RunOnce passes of the background thread.
   std::chrono::milliseconds interval{1000};
@@ -44,6 +50,13 @@ struct ReplicatorOptions {
   // How throttled reads wait; returns false when cut short. Null: a real sleep that Stop() cuts
   // short. Tests pass a hook that advances a ManualClock.
   RateLimiter::SleepFn sleep;
+  // The bucket client (borrowed, must outlive the Replicator); used by EnsureLocal to fetch
+  // uploaded segments back. Null: no bucket fetches (EnsureLocal returns Unavailable for a
+  // segment it would have to fetch) and no eviction.
+  bucket::Bucket* bucket = nullptr;
+  // Bucket storage only: bound on the total size of the local *.seg files; RunOnce evicts
+  // least recently used copies of uploaded, committed segments above it. 0 = no bound.
+  uint64_t cache_max_bytes = 0;
 };
 
 class Replicator {
@@ -76,6 +89,20 @@ class Replicator {
   // most for an operation in progress on the same file. Unknown or unlisted segments are ignored.
   void ReportCorrupt(SegmentId segment, const Status& why);
 
+  struct FetchOutcome {
+    bool fetched = false;  // downloaded from the bucket by this call
+    uint64_t bytes = 0;    // bytes downloaded (0 when not fetched)
+  };
+  // Makes sure this node has a verified local copy of `segment` (called by query threads before
+  // reading; pin the file first so that an eviction cannot delete it under the reader). Already
+  // local and listed here: OK at once. An uploaded segment that is not local (or whose local copy
+  // is unlisted and fails verification) is downloaded from the bucket, verified, installed and
+  // announced (AddSegmentReplica); a download that fails verification is retried once, then
+  // Corruption. Not uploaded and not local: NotFound (as for a segment not in Global). Bucket
+  // errors are returned as they are (Unavailable, ...). Thread-safe; concurrent calls for one
+  // file download it once (the others wait, then find it local).
+  Result<FetchOutcome> EnsureLocal(const SegmentRecord& segment);
+
   struct Progress {
     uint64_t pending_segments = 0;  // copies this node should pull now (as of the last pass)
     uint64_t pending_bytes = 0;
@@ -92,6 +119,15 @@ class Replicator {
     uint64_t scrubs = 0;
     std::string last_error;  // most recent failure, empty if none yet
     uint64_t max_bytes_per_second = 0;
+    // Bucket storage.
+    bool bucket_mode = false;     // Global's bucket was set at the last pass
+    uint64_t bucket_fetches = 0;  // EnsureLocal downloads installed and announced
+    uint64_t bucket_fetched_bytes = 0;
+    uint64_t failed_bucket_fetches = 0;  // downloads that failed or were corrupt (after retry)
+    uint64_t evicted_segments = 0;       // local copies evicted for the cache bound
+    uint64_t evicted_bytes = 0;
+    uint64_t local_bytes = 0;  // total size of the local *.seg files at the end of the last pass
+    uint64_t cache_max_bytes = 0;
   };
   Progress progress() const;
 
@@ -109,11 +145,16 @@ class Replicator {
   Status Pull(const SegmentRecord& seg, const std::vector<NodeId>& sources);
   Status Announce(const SegmentRecord& seg, bool fetched);
   Status DropExtra(const SegmentRecord& seg, uint32_t r);
-  Status ForgetDead(const SegmentRecord& seg, NodeId dead, uint32_t r);
+  Status ForgetDead(const SegmentRecord& seg, NodeId dead, uint32_t min_remaining);
   Status WithdrawMissing(const SegmentRecord& seg);
   // Removes self from `seg` (min_remaining 0) and deletes the local file; counts a corrupt copy.
   void HandleCorrupt(const SegmentRecord& seg, const Status& why);
   Status DeleteUnlisted();
+  // Measures the local files (local_bytes) and, in bucket mode with a bound, evicts.
+  Status Evict(const Plan& plan);
+  // Announces a copy EnsureLocal made or revived (FileLock held). Never fails the caller: the
+  // file is usable either way; an unknown outcome is retried by the next EnsureLocal.
+  void AnnounceCached(const SegmentRecord& seg, bool fetched);
   // Whether a local file no segment lists here can never be registered any more (its events are
   // at or below its datasource's flushed_through), so it is garbage.
   bool IsSettled(const std::string& file);

@@ -22,70 +22,10 @@ using namespace std::chrono_literals;
 using storage_testing::TempDir;
 using storage_testing::WriteTestSegment;
 
-enum class Liveness { kAlive, kSilent, kGone };  // silent: within grace, not heard recently
-
-// The cluster's membership as the test sets it; every node sees the same table.
-class Membership {
- public:
-  void Set(NodeId n, Liveness l) {
-    std::lock_guard lock(mu_);
-    state_[n] = l;
-  }
-  Liveness Get(NodeId n) const {
-    std::lock_guard lock(mu_);
-    auto it = state_.find(n);
-    return it == state_.end() ? Liveness::kGone : it->second;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::map<NodeId, Liveness> state_;
-};
-
-class FakePeers final : public PeerView {
- public:
-  FakePeers(NodeId self, Membership* m) : self_(self), m_(m) {}
-  NodeId Self() const override { return self_; }
-  bool IsAlive(NodeId n) const override { return n == self_ || m_->Get(n) == Liveness::kAlive; }
-  bool IsPresent(NodeId n, std::chrono::milliseconds) const override {
-    return n == self_ || m_->Get(n) != Liveness::kGone;
-  }
-
- private:
-  NodeId self_;
-  Membership* m_;
-};
-
-// Serves a holder's file from its store; fails for nodes that are not alive.
-class FakeFetcher final : public SegmentFetcher {
- public:
-  explicit FakeFetcher(Membership* m) : m_(m) {}
-  void Add(NodeId n, SegmentStore* s) { stores_[n] = s; }
-  Result<std::string> Fetch(NodeId holder, const SegmentRecord& seg) override {
-    ++fetches;
-    if (on_fetch) on_fetch(holder, seg);
-    if (m_->Get(holder) != Liveness::kAlive) return Status::Unavailable("peer down");
-    if (fail_from.count(holder) != 0) return Status::IOError("injected fetch failure");
-    auto it = stores_.find(holder);
-    if (it == stores_.end()) return Status::NotFound("no such node");
-    auto bytes = it->second->Read(seg.file_name);
-    if (bytes.ok()) {
-      fetched_bytes += bytes->size();
-      if (corrupt && !bytes->empty()) (*bytes)[bytes->size() / 2] ^= 0x20;
-    }
-    return bytes;
-  }
-
-  std::atomic<int> fetches{0};
-  std::atomic<uint64_t> fetched_bytes{0};
-  std::atomic<bool> corrupt{false};
-  std::set<NodeId> fail_from;  // set before the pass
-  std::function<void(NodeId, const SegmentRecord&)> on_fetch;
-
- private:
-  Membership* m_;
-  std::map<NodeId, SegmentStore*> stores_;
-};
+using storage_testing::FakeFetcher;
+using storage_testing::FakePeers;
+using storage_testing::Liveness;
+using storage_testing::Membership;
 
 class ReplicatorTest : public ::testing::Test {
  protected:

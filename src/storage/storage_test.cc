@@ -198,6 +198,32 @@ TEST_F(StoreTest, CancelledOrReinstalledFileSurvivesUnpin) {
   EXPECT_TRUE(store.Has("a.seg"));
 }
 
+TEST_F(StoreTest, AccessTimesFollowInstallPinAndTouch) {
+  SegmentStore store(env_, tmp_.Sub("store"));
+  EXPECT_EQ(store.LastAccess("a.seg"), 0u);  // never accessed
+  ASSERT_TRUE(store.Install(rec_, bytes_).ok());
+  const uint64_t installed = store.LastAccess("a.seg");
+  EXPECT_GT(installed, 0u);
+  EXPECT_EQ(store.FileSize("a.seg").value(), bytes_.size());
+  EXPECT_EQ(store.FileSize("b.seg").status().code(), StatusCode::kNotFound);
+  store.Touch("b.seg");
+  EXPECT_GT(store.LastAccess("b.seg"), installed);
+  auto pin = store.Pin({"a.seg"});
+  const uint64_t pinned = store.LastAccess("a.seg");
+  EXPECT_GT(pinned, store.LastAccess("b.seg"));
+  store.Touch("b.seg");
+  EXPECT_GT(store.LastAccess("b.seg"), pinned);
+  // Deleted: forgotten (a later copy starts as the oldest until used).
+  store.DeleteWhenUnpinned("a.seg");
+  EXPECT_EQ(store.LastAccess("a.seg"), pinned);  // still there for its reader
+  pin.reset();
+  EXPECT_EQ(store.LastAccess("a.seg"), 0u);
+  // Another store over the same directory (a restart) knows no access times.
+  ASSERT_TRUE(store.Install(rec_, bytes_).ok());
+  SegmentStore restarted(env_, tmp_.Sub("store"));
+  EXPECT_EQ(restarted.LastAccess("a.seg"), 0u);
+}
+
 // ---- Placement ----
 
 SegmentRecord Seg(int64_t id, std::set<NodeId> replicas = {}) {

@@ -133,6 +133,12 @@ Result<std::vector<std::string>> SegmentStore::List() const {
   return out;
 }
 
+Result<uint64_t> SegmentStore::FileSize(const std::string& file_name) const {
+  const std::string path = PathOf(file_name);
+  if (!env_->FileExists(path)) return Status::NotFound("no local file " + path);
+  return env_->FileSize(path);
+}
+
 Status SegmentStore::Install(const SegmentRecord& segment, std::string_view bytes) {
   if (segment.file_name.empty() || segment.file_name.find('/') != std::string::npos ||
       segment.file_name == "." || segment.file_name == "..") {
@@ -157,6 +163,7 @@ Status SegmentStore::Install(const SegmentRecord& segment, std::string_view byte
       std::lock_guard lock(mu_);
       RETURN_IF_ERROR(env_->RenameFile(tmp, path));
       doomed_.erase(segment.file_name);
+      TouchLocked(segment.file_name);
     }
     return env_->SyncDir(dir_);
   };
@@ -212,7 +219,10 @@ Status SegmentStore::Verify(const SegmentRecord& segment, const ReadHook& before
 SegmentStore::PinHandle SegmentStore::Pin(const std::vector<std::string>& file_names) {
   {
     std::lock_guard lock(mu_);
-    for (const auto& f : file_names) ++pins_[f];
+    for (const auto& f : file_names) {
+      ++pins_[f];
+      TouchLocked(f);
+    }
   }
   auto* names = new std::vector<std::string>(file_names);
   return PinHandle(static_cast<void*>(names), [this](void* p) {
@@ -256,7 +266,23 @@ void SegmentStore::CancelDeletion(const std::string& file_name) {
   doomed_.erase(file_name);
 }
 
+void SegmentStore::Touch(const std::string& file_name) {
+  std::lock_guard lock(mu_);
+  TouchLocked(file_name);
+}
+
+void SegmentStore::TouchLocked(const std::string& file_name) {
+  last_access_[file_name] = ++access_clock_;
+}
+
+uint64_t SegmentStore::LastAccess(const std::string& file_name) const {
+  std::lock_guard lock(mu_);
+  auto it = last_access_.find(file_name);
+  return it == last_access_.end() ? 0 : it->second;
+}
+
 void SegmentStore::RemoveNow(const std::string& file_name) {
+  last_access_.erase(file_name);
   const std::string path = PathOf(file_name);
   if (!env_->FileExists(path)) return;
   Status st = env_->RemoveFile(path);

@@ -37,6 +37,10 @@ using ReadHook = std::function<bool(uint64_t bytes)>;
 // Pins: a query (or a merge) that reads local files pins them; deleting a pinned file is deferred
 // until its last pin is released, so a file swapped out of Global by a merge or removed by
 // retention is never pulled from under a running reader.
+//
+// Recency (for the bucket-storage cache eviction, least recently used first): the store keeps a
+// logical access time per file name, raised by Pin, Install and Touch. A file not accessed during
+// this process's lifetime (e.g. after a restart) has access time 0, the oldest.
 class SegmentStore {
  public:
   // `env` is borrowed and must outlive the store. The directory is created on first Install.
@@ -47,6 +51,8 @@ class SegmentStore {
   bool Has(const std::string& file_name) const;
   // Names of the *.seg files in dir (no temporary files), sorted. A missing dir is empty.
   Result<std::vector<std::string>> List() const;
+  // Size in bytes of a local file. NotFound when missing.
+  Result<uint64_t> FileSize(const std::string& file_name) const;
 
   // Verifies `bytes` (VerifySegmentBytes) and writes them as segment.file_name atomically (unique
   // temp file, fsync, rename, directory fsync); an existing file of that name is replaced (readers
@@ -73,16 +79,26 @@ class SegmentStore {
   // Withdraws a deletion that waits for pins (the file is wanted again). No-op otherwise.
   void CancelDeletion(const std::string& file_name);
 
+  // Marks `file_name` as used now (Pin and Install do this themselves).
+  void Touch(const std::string& file_name);
+  // Logical time of the last Pin / Install / Touch of `file_name`: larger is more recent, 0 when
+  // never accessed during this process's lifetime (or deleted since). Strictly increasing across
+  // accesses, so two accessed files never tie.
+  uint64_t LastAccess(const std::string& file_name) const;
+
  private:
   void Unpin(const std::vector<std::string>& file_names);
-  void RemoveNow(const std::string& file_name);
+  void RemoveNow(const std::string& file_name);    // mu_ held
+  void TouchLocked(const std::string& file_name);  // mu_ held
 
   Env* env_;
   std::string dir_;
   mutable std::mutex mu_;
-  std::map<std::string, int> pins_;  // file -> live pins
-  std::set<std::string> doomed_;     // pinned files to delete on their last unpin
-  uint64_t next_tmp_ = 0;            // unique temp-file suffixes
+  std::map<std::string, int> pins_;              // file -> live pins
+  std::set<std::string> doomed_;                 // pinned files to delete on their last unpin
+  std::map<std::string, uint64_t> last_access_;  // file -> logical access time (> 0)
+  uint64_t access_clock_ = 0;                    // last logical access time handed out
+  uint64_t next_tmp_ = 0;                        // unique temp-file suffixes
 };
 
 // Fetches a segment file's bytes from a peer that holds it (HTTP in the server, fakes in tests).
