@@ -457,6 +457,71 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{50}, int64_t{3600000}));
 
+  server
+      ->add_option("--bucket-endpoint", config.bucket_endpoint,
+                   "S3-compatible endpoint (http(s)://HOST:PORT); turns bucket storage on")
+      ->envname("SEDIMENT_BUCKET_ENDPOINT");
+  server->add_option("--bucket-name", config.bucket_name, "bucket name")
+      ->envname("SEDIMENT_BUCKET_NAME");
+  server->add_option("--bucket-region", config.bucket_region, "bucket region (SigV4)")
+      ->envname("SEDIMENT_BUCKET_REGION")
+      ->capture_default_str();
+  server
+      ->add_option("--bucket-prefix", config.bucket_prefix,
+                   "key prefix inside the bucket, used as given (end it with '/' for a folder)")
+      ->envname("SEDIMENT_BUCKET_PREFIX");
+  server
+      ->add_option("--bucket-path-style", config.bucket_path_style,
+                   "path-style URLs (endpoint/bucket/key) instead of virtual-hosted ones")
+      ->envname("SEDIMENT_BUCKET_PATH_STYLE")
+      ->capture_default_str();
+  server
+      ->add_option("--bucket-access-key", config.bucket_access_key,
+                   "access key id (default: AWS_ACCESS_KEY_ID)")
+      ->envname("SEDIMENT_BUCKET_ACCESS_KEY");
+  server
+      ->add_option("--bucket-secret-key", config.bucket_secret_key,
+                   "secret access key (default: AWS_SECRET_ACCESS_KEY)")
+      ->envname("SEDIMENT_BUCKET_SECRET_KEY");
+  server->add_flag("--bucket-create", config.bucket_create, "create the bucket when missing")
+      ->envname("SEDIMENT_BUCKET_CREATE");
+  server
+      ->add_option("--upload-interval-ms", config.upload_interval_ms,
+                   "how often segments not in the bucket yet are looked for")
+      ->envname("SEDIMENT_UPLOAD_INTERVAL_MS")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{50}, int64_t{3600000}));
+  server
+      ->add_option("--bucket-snapshot-interval-ms", config.bucket_snapshot_interval_ms,
+                   "how often a Global snapshot is uploaded (when it changed)")
+      ->envname("SEDIMENT_BUCKET_SNAPSHOT_INTERVAL_MS")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{100}, int64_t{86400000}));
+  server
+      ->add_option("--bucket-snapshots-kept", config.bucket_snapshots_kept,
+                   "Global snapshots kept in the bucket")
+      ->envname("SEDIMENT_BUCKET_SNAPSHOTS_KEPT")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1000u));
+  server
+      ->add_option("--cache-max-bytes", config.cache_max_bytes,
+                   "bucket storage: evict local segment copies (least recently used first) above "
+                   "this many bytes (0: no bound)")
+      ->envname("SEDIMENT_CACHE_MAX_BYTES")
+      ->capture_default_str();
+  server
+      ->add_option("--cache-max-percent", config.cache_max_percent,
+                   "bucket storage: the same bound as a percentage of the data dir's file system "
+                   "(0: none; with --cache-max-bytes the smaller applies)")
+      ->envname("SEDIMENT_CACHE_MAX_PERCENT")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
+  server
+      ->add_flag("--recover-from-bucket", config.recover_from_bucket,
+                 "disaster recovery: on an empty data dir and an empty commit log, start the "
+                 "cluster from the bucket's newest Global snapshot and segments")
+      ->envname("SEDIMENT_RECOVER_FROM_BUCKET");
+
   std::string url = "http://127.0.0.1:8080";
   std::string token;
   auto* ingest =

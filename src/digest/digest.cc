@@ -664,6 +664,8 @@ void Digest::CheckRebuilds() {
     if (ours.empty()) return;
     for (const auto& [id, seg] : s.segments) {
       if (seg.staged() || ours.count(seg.partition.value) == 0) continue;
+      // In the bucket, or of an earlier commit log (recovered from the bucket): never rebuilt.
+      if (seg.uploaded || seg.generation != s.generation) continue;
       bool reachable = false;
       for (NodeId n : seg.replicas) {
         if (live.count(n) != 0) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <random>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "global/segment_record.h"
@@ -306,12 +307,13 @@ std::vector<Merger::Plan> Merger::MakePlans() {
     for (const auto& [id, seg] : s.segments) {
       for (SegmentId in : seg.merge_inputs) staged_inputs.insert(in);
     }
-    // Committed segments per (datasource, partition).
-    std::map<std::pair<std::string, int32_t>, std::vector<const SegmentRecord*>> groups;
+    // Committed segments per (datasource, partition, commit-log generation): positions of
+    // different generations are unrelated, so a run never spans two.
+    std::map<std::tuple<std::string, int32_t, uint32_t>, std::vector<const SegmentRecord*>> groups;
     for (const auto& [id, seg] : s.segments) {
       if (seg.staged() || mergeable.count(seg.partition.value) == 0) continue;
       if (seg.file_size < options_.small_bytes) first_seen_us_.try_emplace(id, now);
-      groups[{seg.datasource.Key(), seg.partition.value}].push_back(&seg);
+      groups[{seg.datasource.Key(), seg.partition.value, seg.generation}].push_back(&seg);
     }
     // Forget segments that left Global and expired exclusions.
     for (auto it = first_seen_us_.begin(); it != first_seen_us_.end();) {
@@ -344,7 +346,8 @@ std::vector<Merger::Plan> Merger::MakePlans() {
         total = 0;
       };
       for (const SegmentRecord* seg : segs) {
-        const bool candidate = seg->file_size < options_.small_bytes &&
+        // A segment without any copy (only in the bucket, evicted everywhere) is left alone.
+        const bool candidate = seg->file_size < options_.small_bytes && !seg->replicas.empty() &&
                                staged_inputs.count(seg->id) == 0 &&
                                excluded_until_.count(seg->id) == 0;
         if (!candidate) {

@@ -23,17 +23,6 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-bool HasSnapshot(Env* env, const std::string& dir) {
-  auto names = env->ListDir(dir);
-  if (!names.ok()) return false;
-  for (const auto& n : *names) {
-    if (n.rfind("snapshot-", 0) == 0 && n.size() > 4 && n.substr(n.size() - 4) == ".bin") {
-      return true;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 Status Server::Impl::StartMembership() {
@@ -224,6 +213,9 @@ http::Response Server::Impl::HandleCluster() {
       }
       ++seg_count;
       seg_bytes += seg.file_size;
+      // A segment in the bucket is durable and readable from there (queries fetch it back): it
+      // is never under-replicated, lost or unreachable.
+      if (seg.uploaded) continue;
       if (seg.replicas.size() < factor) {
         ++under;
         under_bytes += seg.file_size;
@@ -372,6 +364,7 @@ http::Response Server::Impl::HandleCluster() {
     w.EndObject();
   }
   w.EndObject();
+  WriteBucketStatus(w);
   if (group) {
     const std::string h = group->Health();
     if (h != "ok") warnings.push_back(h);

@@ -381,6 +381,7 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
   }
   // Copies that turned out unreadable in an earlier attempt: (segment, holder).
   std::set<std::pair<int64_t, int64_t>> excluded;
+  uint64_t bucket_fetches = 0, bucket_fetched_bytes = 0;
   std::vector<std::string> attempt_warnings;
   Result<query::QueryResult> result = Status::Internal("query not run");
   for (int attempt = 0;; ++attempt) {
@@ -389,13 +390,17 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
     std::map<std::pair<std::string, int32_t>, Position> flushed;
     std::map<int64_t, std::vector<SegmentRecord>> remote;  // holder node -> segments
     std::vector<SegmentRecord> unreachable;
+    std::vector<SegmentRecord> in_bucket;  // no readable copy on a live node, but uploaded
     std::vector<std::string> local_files;
     global->Read([&](const GlobalState& st) {
       for (const auto& [id, seg] : st.segments) {
         if (seg.datasource.repo != repo || seg.staged()) continue;
         if (seg.max_ts < range->start_ms || seg.min_ts >= range->end_ms) continue;
         const int64_t holder = ChooseHolder(seg, excluded);
-        if (holder < 0) {
+        if (holder < 0 && seg.uploaded && bucket &&
+            excluded.count({seg.id.value, node.value}) == 0) {
+          in_bucket.push_back(seg);
+        } else if (holder < 0) {
           unreachable.push_back(seg);
         } else if (holder == node.value) {
           input.segments.push_back(SegmentSourceOf(seg, segment_dir));
@@ -406,6 +411,27 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
       }
       flushed = st.flushed_through;
     });
+    // Segments only the bucket holds (evicted everywhere, or every holder is down) are fetched
+    // into this node's cache and read here; the answer's metadata says how many.
+    std::vector<SegmentStore::PinHandle> extra_pins;
+    auto from_bucket = [&](const SegmentRecord& seg) -> bool {
+      // Pinned before the fetch: the cache eviction cannot delete it before this query read it.
+      extra_pins.push_back(store->Pin({seg.file_name}));
+      auto got = replicator->EnsureLocal(seg);
+      if (!got.ok()) {
+        attempt_warnings.push_back(
+            DescribeSegments({seg}) +
+            " could not be fetched from the bucket: " + got.status().ToString());
+        return false;
+      }
+      if (got->fetched) {
+        ++bucket_fetches;
+        bucket_fetched_bytes += got->bytes;
+      }
+      input.segments.push_back(SegmentSourceOf(seg, segment_dir));
+      return true;
+    };
+    for (const auto& seg : in_bucket) (void)from_bucket(seg);
     // Local files stay on disk while this query reads them (a merge or retention may remove them
     // from Global meanwhile).
     SegmentStore::PinHandle pin = store->Pin(local_files);
@@ -459,9 +485,16 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
       auto reply = call.reply.get();
       auto set = PeerMatches(reply);
       if (!set.ok()) {
-        attempt_warnings.push_back(DescribeSegments(call.segments) + " on node " +
-                                   std::to_string(call.node) +
-                                   " could not be searched: " + set.status().ToString());
+        // The holder failed: segments in the bucket are read from there instead.
+        std::vector<SegmentRecord> failed;
+        for (const auto& seg : call.segments) {
+          if (!seg.uploaded || !bucket || !from_bucket(seg)) failed.push_back(seg);
+        }
+        if (!failed.empty()) {
+          attempt_warnings.push_back(DescribeSegments(failed) + " on node " +
+                                     std::to_string(call.node) +
+                                     " could not be searched: " + set.status().ToString());
+        }
         continue;
       }
       for (int64_t id : SplitInts(HeaderOf(*reply, "X-Sediment-Unreadable-Segments"))) {
@@ -523,6 +556,10 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
     r.headers.emplace_back("X-Sediment-Warning", warning);
   }
   r.headers.emplace_back("X-Sediment-Events-Scanned", std::to_string(result->stats.events_scanned));
+  if (bucket) {
+    r.headers.emplace_back("X-Sediment-Bucket-Fetches", std::to_string(bucket_fetches));
+    r.headers.emplace_back("X-Sediment-Bucket-Fetched-Bytes", std::to_string(bucket_fetched_bytes));
+  }
   return r;
 }
 

@@ -90,23 +90,43 @@ Result<KafkaOptions> Server::Impl::KafkaOptionsFromConfig() const {
 Status Server::Impl::OpenGlobal() {
   const std::string snapshot_dir = JoinPath(config.data_dir, "global-snapshots");
   global_source = "local snapshot or log replay";
+  if (bucket) {
+    RETURN_IF_ERROR(RecoverFromBucket(snapshot_dir));
+    if (recovered_here) global_source = "recovered from the bucket";
+  }
   if (kafka()) FetchPeerSnapshot(snapshot_dir);
   GlobalOptions options;
   // In a cluster other nodes may start from older snapshots: the global topic is kept.
   options.truncate_log = !kafka();
   options.snapshot_every = config.global_snapshot_every;
   auto g = Global::Open(env, global_log.get(), snapshot_dir, options);
-  if (!g.ok() && kafka() && g.status().code() == StatusCode::kCorruption &&
-      g.status().message().find("the log starts at") != std::string::npos) {
-    // The global topic was truncated past this node's snapshots while it was down (DESIGN
-    // section 5): start from a live peer's snapshot instead.
-    spdlog::warn("global: {}; starting from a peer's snapshot instead", g.status().ToString());
+  // The global topic was truncated past this node's snapshots while it was down (DESIGN section
+  // 5), or it begins with a recovery from the bucket made by another node: start from a live
+  // peer's snapshot instead (waiting for one to serve, at most kPeerSnapshotWait).
+  auto needs_peer = [](const Status& st) {
+    return (st.code() == StatusCode::kCorruption &&
+            st.message().find("the log starts at") != std::string::npos) ||
+           (st.code() == StatusCode::kAborted &&
+            st.message().find(kRecoveredLogMarker) != std::string::npos);
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  bool warned = false;
+  while (!g.ok() && kafka() && needs_peer(g.status()) &&
+         std::chrono::steady_clock::now() < deadline) {
+    if (!warned) {
+      spdlog::warn("global: {}; starting from a peer's snapshot instead", g.status().ToString());
+      warned = true;
+    }
     auto names = env->ListDir(snapshot_dir);
     if (names.ok()) {
       for (const auto& name : *names) (void)env->RemoveFile(JoinPath(snapshot_dir, name));
     }
     FetchPeerSnapshot(snapshot_dir);
-    g = Global::Open(env, global_log.get(), snapshot_dir, options);
+    if (HasSnapshot(env, snapshot_dir)) {
+      g = Global::Open(env, global_log.get(), snapshot_dir, options);
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // no peer serves one yet
   }
   if (!g.ok()) return g.status().WithContext("loading Global");
   global = std::move(g).value();
@@ -147,6 +167,7 @@ Status Server::Start() {
                   std::to_string(s.http->port());
   }
 
+  RETURN_IF_ERROR(s.OpenBucket());
   RETURN_IF_ERROR(s.OpenLogs());
   RETURN_IF_ERROR(s.StartMembership());
   RETURN_IF_ERROR(s.OpenGlobal());
@@ -360,6 +381,22 @@ Status Server::Impl::Bootstrap() {
       return r.status().WithContext("registering node " + std::to_string(node.value));
     }
   }
+  // Bucket storage is the cluster's: once on, every node must use the bucket.
+  std::string cluster_bucket;
+  global->Read([&](const GlobalState& st) { cluster_bucket = st.bucket; });
+  if (!bucket && !cluster_bucket.empty()) {
+    return Status::InvalidArgument("this cluster keeps its segments in bucket storage (" +
+                                   cluster_bucket +
+                                   "): start the node with --bucket-endpoint, "
+                                   "--bucket-name and the other --bucket-* settings");
+  }
+  if (bucket && cluster_bucket != bucket_location) {
+    auto r = global->Submit(SetBucket{bucket_location});
+    if (!r.ok() && r.status().code() != StatusCode::kRejected) {
+      return r.status().WithContext("recording the bucket");
+    }
+    spdlog::info("bucket storage of the cluster: {}", bucket_location);
+  }
   if (config.replication_factor > 0 && factor != static_cast<uint32_t>(config.replication_factor)) {
     auto r = global->Submit(SetReplicationFactor{static_cast<uint32_t>(config.replication_factor)});
     if (!r.ok()) return r.status().WithContext("setting the replication factor");
@@ -530,6 +567,7 @@ http::Response Server::Impl::HandleStatus() {
   w.Key("segments").BeginObject().Key("count").Int(static_cast<int64_t>(segments));
   w.Key("bytes").Int(static_cast<int64_t>(segment_bytes));
   w.Key("events").Int(static_cast<int64_t>(events)).EndObject();
+  WriteBucketStatus(w);
   int64_t bounds_age_ms = -1;
   std::vector<LogBounds> log_bounds = FreshBounds(&bounds_age_ms);
   w.Key("logOffsetsAgeMs").Int(bounds_age_ms);

@@ -64,6 +64,25 @@ struct ServerConfig {
   // Global writes a snapshot after this many applied events; the global topic is truncated below
   // the oldest snapshot every live node keeps.
   uint64_t global_snapshot_every = 1000;
+  // Bucket storage (DESIGN section 8, bucket/README.md): an S3-compatible bucket holds every
+  // segment and Global snapshots; local disks are a cache. Empty endpoint = off.
+  std::string bucket_endpoint;  // http(s)://HOST:PORT
+  std::string bucket_name;
+  std::string bucket_region = "us-east-1";
+  std::string bucket_prefix;  // key prefix, e.g. "sediment/"
+  bool bucket_path_style = true;
+  // Empty: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN.
+  std::string bucket_access_key, bucket_secret_key;
+  bool bucket_create = false;  // create the bucket at start when it does not exist
+  int64_t upload_interval_ms = 1000;
+  int64_t bucket_snapshot_interval_ms = 60000;
+  uint32_t bucket_snapshots_kept = 3;
+  // Local segment cache bound (bucket storage only): bytes, or percent of the data dir's file
+  // system (the smaller applies); 0 = unbounded.
+  uint64_t cache_max_bytes = 0;
+  double cache_max_percent = 0;
+  // Start a new cluster (empty data dir, empty commit log) from the bucket's newest snapshot.
+  bool recover_from_bucket = false;
 };
 
 class Server {

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "bucket/bucket.h"
 #include "cluster/membership.h"
 #include "common/clock.h"
 #include "common/env.h"
@@ -32,8 +33,11 @@
 #include "server/server.h"
 #include "storage/replicator.h"
 #include "storage/store.h"
+#include "storage/uploader.h"
 
 namespace sediment {
+
+class JsonWriter;
 
 // ---- helpers shared by the handlers (server_util.cc) ----
 std::string RandomHex(size_t bytes);
@@ -44,6 +48,9 @@ void WriteRowJson(class JsonWriter& w, const query::Row& row);
 bool ParseListen(const std::string& listen, std::string* host, uint16_t* port);
 // A segment file name a peer may ask for: "<name>.seg", no path separators, no "..".
 bool ValidSegmentFileName(const std::string& name);
+
+// Whether `dir` holds a Global snapshot file.
+bool HasSnapshot(Env* env, const std::string& dir);
 
 inline constexpr const char* kVersion = "0.2.0";
 
@@ -89,6 +96,30 @@ struct Server::Impl : public PartitionGroupListener {
   // copy, else a live holder, else -1. `excluded` holds (segment, node) copies found unreadable.
   int64_t ChooseHolder(const SegmentRecord& seg,
                        const std::set<std::pair<int64_t, int64_t>>& excluded) const;
+  // Bucket storage (bucket_handler.cc; null bucket = off).
+  std::unique_ptr<bucket::Bucket> bucket;
+  std::string bucket_location;
+  std::unique_ptr<Uploader> uploader;
+  bool recovered_here = false;  // this node recovered the cluster from the bucket at start
+  Status OpenBucket();
+  // Before Global opens: with --recover-from-bucket on an empty global log, builds the recovered
+  // state from the bucket and installs it as the local snapshot (or leaves it to the node whose
+  // recovery marker came first).
+  Status RecoverFromBucket(const std::string& snapshot_dir);
+  // Maintenance leader: uploads a Global snapshot every bucket_snapshot_interval_ms (when it
+  // changed), keeps the newest bucket_snapshots_kept, and deletes segment objects that neither
+  // that snapshot nor the current state lists.
+  void BucketMaintenance();
+  uint64_t CacheBoundBytes() const;
+  void WriteBucketStatus(JsonWriter& w) const;
+  void WriteStorageBucketProgress(JsonWriter& w) const;
+  int64_t bucket_snapshot_at_us = 0;  // maintenance thread only
+  mutable std::mutex bucket_mu;       // guards the fields below
+  int64_t bucket_snapshot_offset = -1;
+  uint32_t bucket_snapshot_generation = 0;
+  std::string bucket_snapshot_key, bucket_snapshot_error;
+  int64_t bucket_snapshot_ms = 0;
+  uint64_t bucket_snapshots_uploaded = 0, bucket_objects_deleted = 0;
   std::atomic<bool> ready{false};  // HTTP serving: the heartbeat advertises the address
   bool stopped = false;
   bool kafka() const { return !config.kafka_brokers.empty(); }

@@ -110,4 +110,15 @@ bool ValidSegmentFileName(const std::string& name) {
   return true;
 }
 
+bool HasSnapshot(Env* env, const std::string& dir) {
+  auto names = env->ListDir(dir);
+  if (!names.ok()) return false;
+  for (const auto& n : *names) {
+    if (n.rfind("snapshot-", 0) == 0 && n.size() > 4 && n.substr(n.size() - 4) == ".bin") {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace sediment

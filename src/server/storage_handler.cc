@@ -100,8 +100,23 @@ Status Server::Impl::StartStorage() {
   ro.max_bytes_per_second = config.replication_bytes_per_second;
   ro.scrub_every = std::chrono::milliseconds(config.scrub_interval_ms);
   ro.deletion_delay = std::chrono::milliseconds(config.file_deletion_delay_ms);
+  ro.bucket = bucket.get();
+  ro.cache_max_bytes = bucket ? CacheBoundBytes() : 0;
+  if (ro.cache_max_bytes > 0) {
+    spdlog::info("segment cache: at most {} bytes of local copies of uploaded segments",
+                 ro.cache_max_bytes);
+  }
   replicator = std::make_unique<Replicator>(env, clock, global.get(), store.get(), peers.get(),
                                             fetcher.get(), ro);
+  if (bucket) {
+    UploaderOptions uo;
+    uo.self = node;
+    uo.interval = std::chrono::milliseconds(config.upload_interval_ms);
+    uo.grace = ro.grace;
+    uo.on_corrupt = [this](SegmentId id, const Status& why) { replicator->ReportCorrupt(id, why); };
+    uploader = std::make_unique<Uploader>(env, clock, global.get(), store.get(), bucket.get(),
+                                          peers.get(), uo);
+  }
   if (config.merge_small_bytes > 0) {
     MergeOptions mo;
     mo.target_bytes = config.merge_target_bytes;
@@ -131,6 +146,7 @@ void Server::Impl::StopStorage() {
   }
   maintenance_cv.notify_all();
   if (maintenance_thread.joinable()) maintenance_thread.join();
+  if (uploader) uploader->Stop();
   if (merger) merger->Stop();
   if (replicator) replicator->Stop();
 }
@@ -143,14 +159,19 @@ void Server::Impl::MaintenanceLoop() {
   // Placement needs the peers' heartbeats: a node that just started has not heard everyone yet.
   if (kafka() && !wait(std::chrono::milliseconds(config.heartbeat_timeout_ms))) return;
   replicator->Start();
+  if (uploader) uploader->Start();
   if (merger) {
     Status st = merger->Start();
     if (!st.ok()) spdlog::error("merges not started: {}", st.ToString());
   }
-  while (wait(std::chrono::milliseconds(config.maintenance_interval_ms))) {
+  // Bucket snapshots are uploaded by this pass: it runs at least that often.
+  int64_t every_ms = config.maintenance_interval_ms;
+  if (bucket) every_ms = std::min(every_ms, config.bucket_snapshot_interval_ms);
+  while (wait(std::chrono::milliseconds(every_ms))) {
     if (!IsMaintenanceLeader()) continue;
     ApplyRetention();
     if (kafka()) TruncateGlobalTopic();
+    BucketMaintenance();
   }
 }
 
@@ -276,6 +297,7 @@ http::Response Server::Impl::HandleClusterSegments(const http::Request& req) {
       w.EndArray();
       w.Key("liveReplicas").Int(live);
       w.Key("staged").Bool(seg.staged());
+      w.Key("uploaded").Bool(seg.uploaded).Key("generation").Int(seg.generation);
       if (seg.staged()) {
         w.Key("mergeInputs").BeginArray();
         for (SegmentId in : seg.merge_inputs) w.Int(in.value);
