@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config clang-format
   libboost-dev librdkafka-dev libsimdjson-dev libzstd-dev liblz4-dev libxxhash-dev libre2-dev
   libcurl4-openssl-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libbenchmark-dev
-  zlib1g-dev zstd kcat python3 python3-pytest python3-requests
+  zlib1g-dev zstd kcat python3 python3-pytest python3-requests python3-venv
 )
 if [[ "${1:-}" == "--test" ]]; then
   PACKAGES+=(openjdk-17-jre-headless maven)

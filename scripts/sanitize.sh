@@ -22,13 +22,14 @@ case "$mode" in
   asan)
     sanitize="address,undefined"
     tests=(common_test model_test log_test segment_test global_test ingest_test digest_test
-           query_test query_wire_test http_test cluster_test storage_test merge_test)
+           query_test query_wire_test http_test cluster_test storage_test uploader_test
+           merge_test bucket_test)
     export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
     ;;
   tsan)
     sanitize="thread"
     tests=(common_test log_test global_test digest_test http_test cluster_test storage_test
-           merge_test)
+           uploader_test merge_test bucket_test)
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp"
     ;;
   *)

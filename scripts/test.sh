@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: installs dependencies when missing, builds warnings-as-errors, runs
 # the unit tests (ctest), the end-to-end tests against the real binary on the embedded log and on a
-# real Kafka broker (pytest), the broker fault tests, the cluster fault harness, the benchmark
+# real Kafka broker (pytest), the S3 client and bucket storage against a real S3-compatible test
+# server (moto), the broker fault tests, the cluster fault harness, the benchmark
 # drivers' smoke runs, and the unit tests under ASan+UBSan and TSan. Set SEDIMENT_SKIP_SANITIZERS=1 to skip the sanitizer build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --test
+# The S3 test server (moto's server mode) in a virtualenv; no network once installed.
+python3 scripts/s3/moto.py install
 export PYTHONDONTWRITEBYTECODE=1
 PYTEST=(python3 -m pytest -q -p no:cacheprovider)
 
@@ -27,6 +30,10 @@ if [[ "${SEDIMENT_SKIP_SANITIZERS:-0}" != "1" ]]; then
   SAN_PID=$!
   trap stop_sanitizer_builds EXIT
 fi
+
+echo "== S3 client against moto (one plain server, one that verifies every SigV4 signature)"
+BUILD_DIR=build scripts/s3/run_bucket_test.sh --gtest_brief=1
+"${PYTEST[@]}" scripts/s3
 
 echo "== end-to-end tests, embedded commit log"
 export SEDIMENT_BIN="$PWD/build/src/cli/sediment"

@@ -115,12 +115,13 @@ class ClusterNode(SedimentServer):
     node ids it had (a wiped data dir gives a new one)."""
 
     def __init__(self, index: int, root: Path, *, kafka_brokers: str, topic_prefix: str, partitions: int,
-                 flush_age_ms: int | None, cluster_args: Iterable[str], extra_args: Iterable[str] = ()):
+                 flush_age_ms: int | None, cluster_args: Iterable[str], extra_args: Iterable[str] = (),
+                 extra_env: dict[str, str] | None = None):
         self.index = index
         self.root = Path(root)
         super().__init__(self.root / "data", self.root / "logs", kafka_brokers=kafka_brokers,
                          kafka_topic_prefix=topic_prefix, partitions=partitions, flush_age_ms=flush_age_ms,
-                         extra_args=[*cluster_args, *extra_args])
+                         extra_args=[*cluster_args, *extra_args], extra_env=extra_env)
         self.state = "new"  # new | starting | up | paused | down
         self.node_id: int | None = None
         self.node_ids: list[int] = []  # every id this node had, oldest first
@@ -195,7 +196,7 @@ class SedimentCluster:
     def __init__(self, kafka: KafkaCluster, root: Path, n: int = 3, *, partitions: int = PARTITIONS,
                  flush_age_ms: int | None = FLUSH_AGE_MS, session_timeout_ms: int = SESSION_TIMEOUT_MS,
                  heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS, topic_prefix: str | None = None,
-                 cluster_flags: bool = True, extra_args: Iterable[str] = ()):
+                 cluster_flags: bool = True, extra_args: Iterable[str] = (), extra_env: dict[str, str] | None = None):
         self.kafka = kafka
         self.root = Path(root)
         self.partitions = partitions
@@ -211,7 +212,8 @@ class SedimentCluster:
                             "--file-deletion-delay-ms", str(FILE_DELETION_DELAY_MS)]
         self.nodes = [ClusterNode(i, self.root / f"node-{i}", kafka_brokers=kafka.bootstrap(),
                                   topic_prefix=self.topic_prefix, partitions=partitions, flush_age_ms=flush_age_ms,
-                                  cluster_args=cluster_args, extra_args=extra_args) for i in range(n)]
+                                  cluster_args=cluster_args, extra_args=extra_args, extra_env=extra_env)
+                      for i in range(n)]
         self.api_token = API_TOKEN
         self.repo = self.nodes[0].repo
         self.timeline: list[Mark] = []
@@ -1319,3 +1321,138 @@ def kafka_start_offsets(cluster: SedimentCluster, partitions: Iterable[int], tim
     got = parse_kcat_offsets(r.stdout)
     assert r.returncode == 0 and set(parts) <= set(got), f"kcat -Q answered {r.returncode}: {r.stdout[-500:]}"
     return {p: got[p] for p in parts}
+
+
+# ---------------------------------------------------------------------------------------------
+# Bucket storage (issue 6): uploads, backlog, snapshots in the bucket, queries that fetch from it
+# ---------------------------------------------------------------------------------------------
+
+from harness import (  # noqa: E402,F401 - re-exported for the bucket scenarios
+    S3_ENV,
+    bucket_args,
+    bucket_fetches,
+    bucket_support,
+    moto_server,
+    new_bucket_name,
+    s3_delete,
+    s3_get,
+    s3_list,
+)
+
+BUCKET_SNAPSHOT_RE = re.compile(r"global/g(\d+)-(\d+)\.snap$")
+
+
+def bucket_view(cluster: SedimentCluster, i: int) -> dict:
+    """The "bucket" object of node i's cluster view (AssertionError when it has none)."""
+    v = cluster.cluster_view(i)
+    assert isinstance(v.get("bucket"), dict), f"node {i}: /api/v1/cluster has no bucket object: {sorted(v)}"
+    return v["bucket"]
+
+
+def bucket_problems(view: dict) -> list[str]:
+    """Why `view` does not show everything in the bucket (empty = it does): every partition
+    caught up with nothing buffered (all acknowledged events are in segments), and the bucket block
+    shows segments > 0, backlogSegments 0 and uploadedSegments == segments."""
+    probs = []
+    for p in view.get("partitions", []):
+        if p.get("lag") != 0 or p.get("bufferedEvents") != 0:
+            probs.append(f"p{p.get('partition')} lag {p.get('lag')} buffered {p.get('bufferedEvents')}")
+    b = view.get("bucket")
+    if not isinstance(b, dict):
+        return probs + [f"no bucket block: {b!r}"]
+    if not b.get("segments"):
+        probs.append(f"bucket segments {b.get('segments')}")
+    if b.get("backlogSegments") != 0 or b.get("uploadedSegments") != b.get("segments"):
+        probs.append(f"bucket backlog {b.get('backlogSegments')} segments ({b.get('backlogBytes')} bytes), uploaded "
+                     f"{b.get('uploadedSegments')} of {b.get('segments')}")
+    return probs
+
+
+def wait_bucket_uploaded(cluster: SedimentCluster, via: int, *, timeout: float = 60.0) -> dict:
+    """Waits until node `via`'s view shows every event in segments and every segment in the
+    bucket (bucket_problems empty); returns that view. Hold the workload first."""
+    last: dict[str, Any] = {}
+    deadline = time.monotonic() + timeout
+    while True:
+        cluster.assert_running()
+        try:
+            v = cluster.cluster_view(via)
+            last = {"view": v, "problems": bucket_problems(v)}
+            if not last["problems"]:
+                return v
+        except (requests.RequestException, AssertionError, ValueError) as e:
+            last["error"] = repr(e)
+        if time.monotonic() >= deadline:
+            v = last.get("view", {})
+            raise AssertionError(f"not everything in the bucket after {timeout}s (node {via}): "
+                                 f"{'; '.join(last.get('problems', [])) or last.get('error')}\n"
+                                 f"bucket {json.dumps(v.get('bucket'))}\n{format_view(v) if v else ''}\n"
+                                 f"timeline:\n{cluster.timeline_text()}")
+        time.sleep(0.25)
+
+
+def bucket_snapshots(endpoint: str, bucket: str) -> list[tuple[int, int, str]]:
+    """(generation, Global offset, key) of every Global snapshot object in the bucket, oldest first."""
+    out = []
+    for key in s3_list(endpoint, bucket):
+        m = BUCKET_SNAPSHOT_RE.search(key)
+        if m:
+            out.append((int(m.group(1)), int(m.group(2)), key))
+    return sorted(out)
+
+
+def wait_bucket_snapshot(cluster: SedimentCluster, via: int, endpoint: str, bucket: str, *,
+                         timeout: float = 30.0) -> tuple[int, int, str]:
+    """Waits until the bucket holds a Global snapshot taken at or after the Global offset node
+    `via` has applied now (so it lists every registration and upload so far). Returns the newest
+    (generation, offset, key)."""
+    applied = cluster.cluster_view(via)["globalApplied"]
+
+    def newest():
+        snaps = bucket_snapshots(endpoint, bucket)
+        return snaps[-1] if snaps and snaps[-1][1] >= applied else None
+
+    try:
+        return wait_until(newest, timeout=timeout, interval=0.25,
+                          what=f"a bucket snapshot at Global offset >= {applied}")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; snapshots {bucket_snapshots(endpoint, bucket)}; node bucket blocks "
+                             + "; ".join(f"{n.index}: {json.dumps(bucket_view(cluster, n.index).get('lastSnapshot'))}"
+                                         for n in cluster.up_nodes())) from None
+
+
+def not_uploaded_bounds(segs: dict | list) -> dict[int, int]:
+    """partition -> smallest minOffset of a committed segment that is not in the bucket, from a
+    /api/v1/cluster/segments answer (or its "segments" list)."""
+    rows = segs.get("segments", []) if isinstance(segs, dict) else segs
+    out: dict[int, int] = {}
+    for s in rows:
+        if not s.get("staged") and not s.get("uploaded"):
+            out[s["partition"]] = min(out.get(s["partition"], s["minOffset"]), s["minOffset"])
+    return out
+
+
+def query_run_headers(node: SedimentServer, run: str, *, timeout: float = QUERY_TIMEOUT) -> tuple[Answer, dict]:
+    """query_run plus the answer's headers that matter here: {"fetches", "fetchedBytes",
+    "warnings"} (X-Sediment-Bucket-Fetches / -Fetched-Bytes / X-Sediment-Warning)."""
+    end_ms = now_ms() + 3_600_000
+    h = {"Content-Type": "application/json", "Accept": "application/x-ndjson",
+         "Authorization": f"Bearer {node.api_token}"}
+    body = json.dumps({"queryString": run, "start": 0, "end": end_ms, "isLive": False})
+    t0 = time.monotonic()
+    r = requests.post(f"{node.url}/api/v1/repositories/{node.repo}/query", data=body, headers=h, timeout=timeout)
+    elapsed = time.monotonic() - t0
+    fetches, fetched = bucket_fetches(r)
+    found: Counter = Counter()
+    if r.status_code == 200:
+        for line in r.text.splitlines():
+            if line.strip():
+                m = ID_RE.search(json.loads(line).get("@rawstring", ""))
+                found[m.group(1) if m else "<unparsed>"] += 1
+    ans = Answer(r.status_code, found, response_warnings(r), {}, elapsed, "" if r.status_code == 200 else r.text[:500])
+    return ans, {"fetches": fetches, "fetchedBytes": fetched, "warnings": ans.warnings}
+
+
+def recovery_report(cluster: SedimentCluster, i: int) -> dict | None:
+    """The "recovery" object of node i's status (None when it has none)."""
+    return cluster.nodes[i].status().get("recovery")

@@ -124,8 +124,11 @@ class SedimentServer:
         kafka_min_insync_replicas: int | None = None,
         kafka_produce_timeout_ms: int | None = None,
         extra_args: Iterable[str] = (),
+        extra_env: dict[str, str] | None = None,
     ) -> None:
         self.bin = sediment_bin()
+        # Added to the child's environment (after clean_env()), e.g. AWS_* credentials.
+        self.extra_env = dict(extra_env or {})
         self.data_dir = Path(data_dir)
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -192,7 +195,7 @@ class SedimentServer:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=clean_env(),
+                env={**clean_env(), **self.extra_env},
                 preexec_fn=_die_with_parent,
             )
         self.session = requests.Session()
@@ -406,3 +409,169 @@ class SedimentServer:
         return int(rows[0]["_count"])
 
 
+
+
+# ---------------------------------------------------------------------------------------------
+# Bucket storage (issue 6): a local S3 server (scripts/s3/moto.py) and helpers to look into it
+# ---------------------------------------------------------------------------------------------
+#
+# Contract:
+# - moto runs on 127.0.0.1 (its own venv, see scripts/s3/moto.py) and is stopped by the pid its
+#   MotoServer recorded. It checks no signatures (moto.py's default), so the tests read, list and
+#   delete objects with plain HTTP carrying a dummy Authorization header (moto answers 403 to an
+#   anonymous GET of a private object).
+# - Servers get the credentials through the environment (S3_ENV), as an operator would.
+
+S3_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "s3" / "moto.py"
+S3_ENV = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+# A binary must list these to run the bucket tests.
+BUCKET_FLAGS = ("--bucket-endpoint", "--bucket-snapshot-interval-ms", "--cache-max-bytes", "--recover-from-bucket")
+# Any value: moto does not verify it, but only a request with an Authorization header may read a
+# private object.
+S3_DUMMY_AUTH = ("AWS4-HMAC-SHA256 Credential=test/20000101/us-east-1/s3/aws4_request, "
+                 "SignedHeaders=host, Signature=0")
+S3_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+
+_moto_mod = None
+
+
+def moto_module():
+    """scripts/s3/moto.py, loaded under the name `sediment_s3_moto` (so it neither shadows nor is
+    shadowed by the real moto package)."""
+    global _moto_mod
+    if _moto_mod is None:
+        import importlib.util
+        import sys
+
+        spec = importlib.util.spec_from_file_location("sediment_s3_moto", S3_SCRIPT)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["sediment_s3_moto"] = mod
+        spec.loader.exec_module(mod)
+        _moto_mod = mod
+    return _moto_mod
+
+
+def moto_server(dir: Path):
+    """A MotoServer (persistent: stop() keeps the objects, start() restores them) for `dir` on a
+    port chosen now and kept across its restarts (MotoServer without a port draws a new one at
+    every start, and the sediment servers keep the endpoint they were given). The caller starts
+    it and must stop it (kill()) by its pid, e.g. in a fixture's finally."""
+    mod = moto_module()
+    return mod.MotoServer(Path(dir), port=mod.free_port())
+
+
+def bucket_support(binary: str | None = None) -> str | None:
+    """None when `sediment server --help` lists the bucket flags, else why the bucket tests
+    cannot run."""
+    binary = binary or sediment_bin()
+    try:
+        out = subprocess.run([binary, "server", "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, timeout=30, env=clean_env()).stdout
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{binary} server --help failed: {e}"
+    missing = [f for f in BUCKET_FLAGS if f not in out]
+    return f"{binary} has no bucket storage (server --help lacks {', '.join(missing)})" if missing else None
+
+
+def new_bucket_name() -> str:
+    """A fresh S3 bucket name (3-63 characters, lowercase)."""
+    return f"sed-{uuid.uuid4().hex[:12]}"
+
+
+def bucket_args(endpoint: str, bucket: str, prefix: str = "", *, create: bool = True,
+                upload_interval_ms: int | None = 200, snapshot_interval_ms: int | None = 1000,
+                cache_max_bytes: int | None = None, recover: bool = False, **more: Any) -> list[str]:
+    """`sediment server` flags for bucket storage on `endpoint` (each flag once). The server
+    prepends `prefix` to every key as is (src/bucket/README.md): end it with "/" to get
+    `<prefix>/segments/...` and `<prefix>/global/...`. `more` maps
+    further flags, full name with underscores for dashes, to values (bucket_snapshots_kept=2 ->
+    --bucket-snapshots-kept 2)."""
+    args = ["--bucket-endpoint", endpoint, "--bucket-name", bucket]
+    if prefix:
+        args += ["--bucket-prefix", prefix]
+    if create:
+        args.append("--bucket-create")
+    for flag, value in (("--upload-interval-ms", upload_interval_ms),
+                        ("--bucket-snapshot-interval-ms", snapshot_interval_ms),
+                        ("--cache-max-bytes", cache_max_bytes)):
+        if value is not None:
+            args += [flag, str(value)]
+    for k, v in more.items():
+        args += ["--" + k.replace("_", "-"), str(v)]
+    if recover:
+        args.append("--recover-from-bucket")
+    return args
+
+
+def _s3(method: str, url: str, timeout: float = 30.0) -> requests.Response:
+    return requests.request(method, url, headers={"Authorization": S3_DUMMY_AUTH}, timeout=timeout)
+
+
+def s3_list(endpoint: str, bucket: str, prefix: str = "") -> dict[str, int]:
+    """key -> size of every object whose key starts with `prefix` (ListObjectsV2, all pages)."""
+    import urllib.parse
+    import xml.etree.ElementTree as ET
+
+    out: dict[str, int] = {}
+    token = None
+    while True:
+        url = f"{endpoint}/{bucket}?list-type=2&prefix={urllib.parse.quote(prefix, safe='')}"
+        if token:
+            url += "&continuation-token=" + urllib.parse.quote(token, safe="")
+        r = _s3("GET", url)
+        assert r.status_code == 200, f"S3 list {url}: {r.status_code} {r.text[:300]}"
+        root = ET.fromstring(r.content)
+        for c in root.iter(S3_NS + "Contents"):
+            out[c.find(S3_NS + "Key").text] = int(c.find(S3_NS + "Size").text)
+        if (root.findtext(S3_NS + "IsTruncated") or "false") != "true":
+            return out
+        token = root.findtext(S3_NS + "NextContinuationToken")
+
+
+def s3_get(endpoint: str, bucket: str, key: str) -> bytes:
+    r = _s3("GET", f"{endpoint}/{bucket}/{key}")
+    assert r.status_code == 200, f"S3 GET {key}: {r.status_code} {r.text[:300]}"
+    return r.content
+
+
+def s3_delete(endpoint: str, bucket: str, key: str) -> None:
+    r = _s3("DELETE", f"{endpoint}/{bucket}/{key}")
+    assert r.status_code in (200, 204), f"S3 DELETE {key}: {r.status_code} {r.text[:300]}"
+
+
+def bucket_status(s: SedimentServer) -> dict:
+    """The status page's "bucket" object."""
+    st = s.status()
+    assert "bucket" in st, f"/api/v1/status has no bucket object: {sorted(st)}"
+    return st["bucket"]
+
+
+def api_get(s: SedimentServer, path: str, timeout: float = HTTP_TIMEOUT) -> dict:
+    """GET `path` with the API token; AssertionError unless 200."""
+    r = requests.get(s.url + path, headers={"Authorization": f"Bearer {s.api_token}"}, timeout=timeout)
+    assert r.status_code == 200, f"{path}: {r.status_code} {r.text[:300]}"
+    return r.json()
+
+
+def bucket_fetches(r: requests.Response) -> tuple[int, int]:
+    """(segments fetched from the bucket, bytes) from a query answer's X-Sediment-Bucket-Fetches /
+    X-Sediment-Bucket-Fetched-Bytes headers (0 when absent)."""
+    return (int(r.headers.get("X-Sediment-Bucket-Fetches", "0") or 0),
+            int(r.headers.get("X-Sediment-Bucket-Fetched-Bytes", "0") or 0))
+
+
+def local_segment_bytes(data_dir: Path) -> tuple[int, int]:
+    """(files, bytes) of the segment files (*.seg) in `<data_dir>/segments`."""
+    files = size = 0
+    d = Path(data_dir) / "segments"
+    try:
+        for e in os.scandir(d):
+            if e.name.endswith(".seg"):
+                try:
+                    size += e.stat().st_size
+                    files += 1
+                except FileNotFoundError:
+                    pass
+    except FileNotFoundError:
+        pass
+    return files, size
