@@ -12,27 +12,12 @@
 #include "bucket/s3_bucket.h"
 #include "common/json_writer.h"
 #include "global/segment_record.h"
-#include "segment/segment.h"
 #include "server/server_impl.h"
 
 namespace sediment {
 namespace {
 
 using Steady = std::chrono::steady_clock;
-
-// The segment's Global record read from its footer (the bytes are written to a temporary file
-// in `dir` for SegmentReader, then removed). Writer and epoch are unknown (0).
-Result<SegmentRecord> RecordFromBytes(Env* env, const std::string& dir, const std::string& name,
-                                      std::string_view bytes) {
-  const std::string path = JoinPath(dir, "recovery-" + name + ".tmp");
-  RETURN_IF_ERROR(env->WriteFileAtomic(path, bytes));
-  Result<SegmentRecord> out = [&]() -> Result<SegmentRecord> {
-    ASSIGN_OR_RETURN(auto reader, SegmentReader::Open(env, path));
-    return SegmentRecordFor(reader->info(), name, NodeId(0), Epoch(0));
-  }();
-  (void)env->RemoveFile(path);
-  return out;
-}
 
 }  // namespace
 
@@ -136,14 +121,16 @@ Status Server::Impl::RecoverFromBucket(const std::string& snapshot_dir) {
     // Uploaded after the snapshot: its footer says what it holds.
     auto bytes = bucket->Get(obj.key);
     if (!bytes.ok()) return bytes.status().WithContext("recovery: reading " + obj.key);
-    auto rec = RecordFromBytes(env, config.data_dir, name, *bytes);
-    if (!rec.ok()) {
+    auto info = ReadSegmentInfo(name, *bytes);
+    if (!info.ok()) {
       spdlog::error("recovery: {} is not a readable segment ({}); ignored", obj.key,
-                    rec.status().ToString());
+                    info.status().ToString());
       continue;
     }
-    rec->generation = base.generation;
-    found.push_back(std::move(*rec));
+    // Writer and epoch are not in the footer; a recovered segment has no holder anyway.
+    SegmentRecord rec = SegmentRecordFor(*info, name, NodeId(0), Epoch(0));
+    rec.generation = base.generation;
+    found.push_back(std::move(rec));
   }
   GlobalState recovered = RecoverState(base, base_key, files, std::move(found));
 

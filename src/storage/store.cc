@@ -106,11 +106,16 @@ Status VerifySegmentBytes(const SegmentRecord& segment, std::string_view bytes) 
   if (h != segment.content_hash) {
     return Status::Corruption(Describe(segment) + ": content hash mismatch");
   }
-  const std::string path = "<fetched " + segment.file_name + ">";
+  auto info = ReadSegmentInfo(segment.file_name, bytes);
+  if (!info.ok()) return info.status().WithContext(Describe(segment));
+  return CheckInfo(segment, *info);
+}
+
+Result<SegmentInfo> ReadSegmentInfo(const std::string& file_name, std::string_view bytes) {
+  const std::string path = "<fetched " + file_name + ">";
   BytesEnv env(path, bytes);
-  auto reader = SegmentReader::Open(&env, path);
-  if (!reader.ok()) return reader.status().WithContext(Describe(segment));
-  return CheckInfo(segment, (*reader)->info());
+  ASSIGN_OR_RETURN(auto reader, SegmentReader::Open(&env, path));
+  return reader->info();
 }
 
 SegmentStore::SegmentStore(Env* env, std::string dir) : env_(env), dir_(std::move(dir)) {}

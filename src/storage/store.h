@@ -17,6 +17,7 @@
 #include "common/status.h"
 #include "common/types.h"
 #include "global/global.h"
+#include "segment/segment.h"
 
 namespace sediment {
 
@@ -27,6 +28,10 @@ namespace sediment {
 // decompressed: a matching content hash already proves they are the bytes the writer produced.
 // Corruption otherwise, naming the segment.
 Status VerifySegmentBytes(const SegmentRecord& segment, std::string_view bytes);
+
+// The footer summary of segment file bytes held in memory (SegmentReader::Open's header, trailer
+// and footer checks; nothing is written). `file_name` names the bytes in errors.
+Result<SegmentInfo> ReadSegmentInfo(const std::string& file_name, std::string_view bytes);
 
 // Called before each chunk a verification reads, with the chunk's size; returns false to abort
 // (the verification then returns Aborted). Used for throttling (see RateLimiter).
