@@ -6,12 +6,13 @@
 
 #include <atomic>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/testing/fault_env.h"
-#include "log/local_log.h"
 #include "storage/placement.h"
 #include "storage/test_util.h"
 
@@ -19,90 +20,18 @@ namespace sediment {
 namespace {
 
 using namespace std::chrono_literals;
-using storage_testing::TempDir;
+using storage_testing::Liveness;
 using storage_testing::WriteTestSegment;
 
-using storage_testing::FakeFetcher;
-using storage_testing::FakePeers;
-using storage_testing::Liveness;
-using storage_testing::Membership;
-
-class ReplicatorTest : public ::testing::Test {
+class ReplicatorTest : public storage_testing::StorageClusterTest<> {
  protected:
-  struct Node {
-    NodeId id;
-    std::unique_ptr<SegmentStore> store;
-    std::unique_ptr<FakePeers> peers;
-    std::unique_ptr<Replicator> rep;
-  };
-
-  void SetUp() override {
-    LocalLogOptions lo;
-    lo.partitions = 1;
-    log_ = OpenLocalLog(env_, tmp_.Sub("global-log"), lo).value();
-    global_ = Global::Open(env_, log_.get(), tmp_.Sub("snap")).value();
-    ASSERT_TRUE(global_->Submit(ClaimPartition{PartitionId(0), NodeId(1), Epoch(0)}).ok());
-  }
-  void TearDown() override {
-    nodes_.clear();
-    (void)global_->Close();
-  }
-
-  ReplicatorOptions Options() {
-    ReplicatorOptions o;
-    o.interval = 5ms;
-    o.grace = 30s;
-    o.deletion_delay = 30s;
-    o.max_bytes_per_second = 0;
-    o.scrub_every = 0ms;
-    o.sleep = [this](std::chrono::microseconds d) {
-      slept_us_ += d.count();
-      clock_.AdvanceMillis((d.count() + 999) / 1000);
-      return true;
-    };
-    return o;
-  }
-
   void AddNodes(int n, std::optional<ReplicatorOptions> opts = std::nullopt) {
     for (int i = 1; i <= n; ++i) AddNode(NodeId(i), opts);
   }
   Node& AddNode(NodeId id, std::optional<ReplicatorOptions> opts = std::nullopt) {
-    auto r = global_->Submit(RegisterNode{id});
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    members_.Set(id, Liveness::kAlive);
-    Node node;
-    node.id = id;
-    node.store = std::make_unique<SegmentStore>(env_, tmp_.Sub("node" + std::to_string(id.value)));
-    node.peers = std::make_unique<FakePeers>(id, &members_);
-    fetcher_.Add(id, node.store.get());
-    node.rep = std::make_unique<Replicator>(env_, &clock_, global_.get(), node.store.get(),
-                                            node.peers.get(), &fetcher_, opts ? *opts : Options());
-    nodes_.emplace(id, std::move(node));
-    return nodes_.at(id);
-  }
-  Node& N(int64_t id) { return nodes_.at(NodeId(id)); }
-
-  // Node `writer` writes a segment into its own directory and registers it (replicas {writer}).
-  SegmentId AddSegment(int64_t writer = 1, size_t pad = 0, int events = 20) {
-    const std::string name = "seg-" + std::to_string(next_offset_) + ".seg";
-    SegmentRecord rec = WriteTestSegment(env_, N(writer).store->dir(), name, next_offset_, events,
-                                         NodeId(writer), pad);
-    rec.epoch = Epoch(1);
-    next_offset_ += events;
-    auto r = global_->Submit(RegisterSegment{rec, Offset(next_offset_)});
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? r->segment_id : SegmentId(0);
+    return AddStorageNode(id, opts ? *opts : RepOptions());
   }
 
-  SegmentRecord Record(SegmentId id) {
-    SegmentRecord out;
-    global_->Read([&](const GlobalState& s) {
-      auto it = s.segments.find(id);
-      if (it != s.segments.end()) out = it->second;
-    });
-    return out;
-  }
-  std::set<NodeId> Replicas(SegmentId id) { return Record(id).replicas; }
   std::vector<SegmentId> SegmentIds() {
     std::vector<SegmentId> out;
     global_->Read([&](const GlobalState& s) {
@@ -116,14 +45,7 @@ class ReplicatorTest : public ::testing::Test {
     return r;
   }
 
-  // One RunOnce on every alive node, in node order; OK expected from each.
-  void Round() {
-    for (auto& [id, node] : nodes_) {
-      if (members_.Get(id) != Liveness::kAlive) continue;
-      Status st = node.rep->RunOnce();
-      EXPECT_TRUE(st.ok()) << "node " << id.value << ": " << st.ToString();
-    }
-  }
+  void Round() { ReplicateRound(); }
   void Rounds(int n) {
     for (int i = 0; i < n; ++i) Round();
   }
@@ -140,17 +62,6 @@ class ReplicatorTest : public ::testing::Test {
       }
     }
   }
-
-  Env* env_ = Env::Default();
-  TempDir tmp_;
-  ManualClock clock_;
-  std::atomic<int64_t> slept_us_{0};
-  Membership members_;
-  FakeFetcher fetcher_{&members_};
-  std::unique_ptr<CommitLog> log_;
-  std::unique_ptr<Global> global_;
-  std::map<NodeId, Node> nodes_;
-  int64_t next_offset_ = 0;
 };
 
 TEST_F(ReplicatorTest, PullsAndAnnouncesUntilEverySegmentHasRCopies) {
@@ -597,7 +508,7 @@ TEST_F(ReplicatorTest, StagedMergeOutputIsReplicatedThenInputsGo) {
 }
 
 TEST_F(ReplicatorTest, ThrottleLimitsPullAndScrubBytes) {
-  ReplicatorOptions o = Options();
+  ReplicatorOptions o = RepOptions();
   o.max_bytes_per_second = 100'000;
   AddNodes(2, o);
   uint64_t total = 0;
@@ -640,7 +551,7 @@ TEST_F(ReplicatorTest, BackgroundThreadReplicatesAndStops) {
 }
 
 TEST_F(ReplicatorTest, StopCutsAThrottledPullShort) {
-  ReplicatorOptions o = Options();
+  ReplicatorOptions o = RepOptions();
   o.max_bytes_per_second = 1000;  // a real sleep of minutes per segment
   o.sleep = nullptr;
   AddNodes(2, o);

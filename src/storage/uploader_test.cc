@@ -7,13 +7,16 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <set>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "bucket/memory_bucket.h"
 #include "common/clock.h"
 #include "common/testing/fault_env.h"
-#include "log/local_log.h"
 #include "storage/replicator.h"
 #include "storage/test_util.h"
 
@@ -21,49 +24,20 @@ namespace sediment {
 namespace {
 
 using namespace std::chrono_literals;
-using storage_testing::FakeFetcher;
-using storage_testing::FakePeers;
 using storage_testing::Liveness;
-using storage_testing::Membership;
-using storage_testing::TempDir;
 using storage_testing::WriteTestSegment;
 
-class BucketStorageTest : public ::testing::Test {
+struct BucketNode : storage_testing::StorageNode {
+  std::unique_ptr<Uploader> up;
+  std::vector<std::pair<SegmentId, std::string>> corrupt_reports;  // from the uploader
+};
+
+class BucketStorageTest : public storage_testing::StorageClusterTest<BucketNode> {
  protected:
-  struct Node {
-    NodeId id;
-    std::unique_ptr<SegmentStore> store;
-    std::unique_ptr<FakePeers> peers;
-    std::unique_ptr<Replicator> rep;
-    std::unique_ptr<Uploader> up;
-    std::vector<std::pair<SegmentId, std::string>> corrupt_reports;  // from the uploader
-  };
-
-  void SetUp() override {
-    LocalLogOptions lo;
-    lo.partitions = 1;
-    log_ = OpenLocalLog(env_, tmp_.Sub("global-log"), lo).value();
-    global_ = Global::Open(env_, log_.get(), tmp_.Sub("snap")).value();
-    ASSERT_TRUE(global_->Submit(ClaimPartition{PartitionId(0), NodeId(1), Epoch(0)}).ok());
-  }
-  void TearDown() override {
-    nodes_.clear();
-    (void)global_->Close();
-  }
-
   void BucketOn() { ASSERT_TRUE(global_->Submit(SetBucket{"s3://test/prefix"}).ok()); }
 
-  ReplicatorOptions RepOptions(uint64_t cache_max_bytes = 0) {
-    ReplicatorOptions o;
-    o.interval = 5ms;
-    o.grace = 30s;
-    o.deletion_delay = 30s;
-    o.max_bytes_per_second = 0;
-    o.scrub_every = 0ms;
-    o.sleep = [this](std::chrono::microseconds d) {
-      clock_.AdvanceMillis((d.count() + 999) / 1000);
-      return true;
-    };
+  ReplicatorOptions BucketRepOptions(uint64_t cache_max_bytes = 0) {
+    ReplicatorOptions o = RepOptions();
     o.bucket = &bucket_;
     o.cache_max_bytes = cache_max_bytes;
     return o;
@@ -81,17 +55,7 @@ class BucketStorageTest : public ::testing::Test {
     for (int i = 1; i <= n; ++i) AddNode(NodeId(i));
   }
   Node& AddNode(NodeId id, uint64_t cache_max_bytes = 0, bool report_corrupt = true) {
-    auto r = global_->Submit(RegisterNode{id});
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    members_.Set(id, Liveness::kAlive);
-    Node& node = nodes_[id];
-    node.id = id;
-    node.store = std::make_unique<SegmentStore>(env_, tmp_.Sub("node" + std::to_string(id.value)));
-    node.peers = std::make_unique<FakePeers>(id, &members_);
-    fetcher_.Add(id, node.store.get());
-    node.rep =
-        std::make_unique<Replicator>(env_, &clock_, global_.get(), node.store.get(),
-                                     node.peers.get(), &fetcher_, RepOptions(cache_max_bytes));
+    Node& node = AddStorageNode(id, BucketRepOptions(cache_max_bytes));
     UploaderOptions uo = UpOptions(id);
     if (report_corrupt) {
       Node* np = &node;
@@ -104,25 +68,7 @@ class BucketStorageTest : public ::testing::Test {
                                          node.peers.get(), uo);
     return node;
   }
-  Node& N(int64_t id) { return nodes_.at(NodeId(id)); }
 
-  // Node `writer` writes a segment into its own directory and registers it (replicas {writer}).
-  SegmentId AddSegment(int64_t writer = 1, size_t pad = 0, int events = 20) {
-    const std::string name = "seg-" + std::to_string(next_offset_) + ".seg";
-    SegmentRecord rec = WriteTestSegment(env_, N(writer).store->dir(), name, next_offset_, events,
-                                         NodeId(writer), pad);
-    rec.epoch = Epoch(1);
-    next_offset_ += events;
-    auto r = global_->Submit(RegisterSegment{rec, Offset(next_offset_)});
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? r->segment_id : SegmentId(0);
-  }
-  // Copies `id` from `from` to `to` and announces it (a replica made by hand).
-  void CopyTo(SegmentId id, int64_t from, int64_t to) {
-    SegmentRecord seg = Record(id);
-    ASSERT_TRUE(N(to).store->Install(seg, N(from).store->Read(seg.file_name).value()).ok());
-    ASSERT_TRUE(global_->Submit(AddSegmentReplica{id, NodeId(to)}).ok());
-  }
   // Puts the segment into the bucket from node `from` and records it (an upload by hand).
   void Upload(SegmentId id, int64_t from = 1) {
     SegmentRecord seg = Record(id);
@@ -132,24 +78,8 @@ class BucketStorageTest : public ::testing::Test {
     ASSERT_TRUE(global_->Submit(SegmentUploaded{id}).ok());
   }
 
-  SegmentRecord Record(SegmentId id) {
-    SegmentRecord out;
-    global_->Read([&](const GlobalState& s) {
-      auto it = s.segments.find(id);
-      if (it != s.segments.end()) out = it->second;
-    });
-    return out;
-  }
-  std::set<NodeId> Replicas(SegmentId id) { return Record(id).replicas; }
   bool Uploaded(SegmentId id) { return Record(id).uploaded; }
 
-  void ReplicateRound() {
-    for (auto& [id, node] : nodes_) {
-      if (members_.Get(id) != Liveness::kAlive) continue;
-      Status st = node.rep->RunOnce();
-      EXPECT_TRUE(st.ok()) << "node " << id.value << ": " << st.ToString();
-    }
-  }
   void UploadRound() {
     for (auto& [id, node] : nodes_) {
       if (members_.Get(id) != Liveness::kAlive) continue;
@@ -171,16 +101,8 @@ class BucketStorageTest : public ::testing::Test {
     return total;
   }
 
-  Env* env_ = Env::Default();
-  TempDir tmp_;
-  ManualClock clock_;
-  Membership members_;
-  FakeFetcher fetcher_{&members_};
+  // Destroyed before the base's nodes_, so TearDown (which destroys the nodes) must have run.
   bucket::MemoryBucket bucket_;
-  std::unique_ptr<CommitLog> log_;
-  std::unique_ptr<Global> global_;
-  std::map<NodeId, Node> nodes_;
-  int64_t next_offset_ = 0;
 };
 
 // ---- Uploader ----
@@ -676,7 +598,7 @@ class EvictionTest : public BucketStorageTest {
     *seg_size = max_size;
     Node& n = N(1);
     n.rep = std::make_unique<Replicator>(env_, &clock_, global_.get(), n.store.get(), n.peers.get(),
-                                         &fetcher_, RepOptions(bound_segments * max_size));
+                                         &fetcher_, BucketRepOptions(bound_segments * max_size));
     bound_ = bound_segments * max_size;
     return ids;
   }
