@@ -1323,6 +1323,27 @@ def kafka_start_offsets(cluster: SedimentCluster, partitions: Iterable[int], tim
     return {p: got[p] for p in parts}
 
 
+def by_partition(view: dict) -> dict[int, dict]:
+    """The cluster view's partitions by id."""
+    return {p["partition"]: p for p in view["partitions"]}
+
+
+def wait_truncated_past(cluster: SedimentCluster, via: int, bounds: dict[int, int], what: str,
+                        timeout: float = 30.0) -> dict:
+    """Waits until node `via`'s view shows every partition p of `bounds` with safeOffset and
+    logStart above bounds[p], then checks Kafka's own start offsets are above them too. Returns
+    the view."""
+
+    def past(v):
+        ps = by_partition(v)
+        return all(ps[p]["safeOffset"] > b and ps[p]["logStart"] > b for p, b in bounds.items())
+
+    view = cluster.wait_view(via, past, timeout=timeout, what=f"safeOffset and logStart beyond {what} {bounds}")
+    real = kafka_start_offsets(cluster, bounds)
+    assert all(real[p] > b for p, b in bounds.items()), f"Kafka start offsets {real}, {what} {bounds}"
+    return view
+
+
 # ---------------------------------------------------------------------------------------------
 # Bucket storage (issue 6): uploads, backlog, snapshots in the bucket, queries that fetch from it
 # ---------------------------------------------------------------------------------------------
@@ -1334,6 +1355,7 @@ from harness import (  # noqa: E402,F401 - re-exported for the bucket scenarios
     bucket_support,
     moto_server,
     new_bucket_name,
+    running_moto,
     s3_delete,
     s3_get,
     s3_list,

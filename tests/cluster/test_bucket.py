@@ -30,14 +30,14 @@ import time
 import pytest
 
 from cluster_harness import (
-    FIGURES,
-    S3_ENV,
     ClusterWorkload,
+    FIGURES,
     KafkaCluster,
+    S3_ENV,
     SedimentCluster,
     bucket_args,
-    bucket_support,
     bucket_view,
+    by_partition,
     check_cluster,
     cluster_segments,
     evaluate,
@@ -46,15 +46,16 @@ from cluster_harness import (
     kafka_start_offsets,
     log_lines,
     marker,
-    moto_server,
     new_bucket_name,
     not_uploaded_bounds,
     now_ms,
     query_run,
     query_run_headers,
     recovery_report,
+    running_moto,
     wait_bucket_snapshot,
     wait_bucket_uploaded,
+    wait_truncated_past,
     wait_until,
 )
 
@@ -72,17 +73,8 @@ BULK_RANDOM_BYTES = 80
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    """One moto server for the module (each test has its own bucket); stopped by pid at the end.
-    Fails the module when the binary lacks bucket storage."""
-    reason = bucket_support()
-    if reason:
-        pytest.fail(f"the sediment binary does not support bucket storage: {reason}")
-    srv = moto_server(tmp_path_factory.mktemp("s3"))
-    try:
-        srv.start()
-        yield srv
-    finally:
-        srv.kill()
+    """One moto server for the module (each test has its own bucket); killed by pid at the end."""
+    yield from running_moto(tmp_path_factory.mktemp("s3"))
 
 
 def bucket_cluster_args(s3, bucket: str, *, recover: bool = False, create: bool = True, **more) -> list[str]:
@@ -140,10 +132,6 @@ def send_bulk(c: SedimentCluster, run: str, batches: int = BULK_BATCHES, per_bat
         assert r.status_code == 200, f"bulk batch {k} via node {node.index}: {r.status_code} {r.text[:300]}"
         ids.update(batch)
     return ids
-
-
-def by_partition(view: dict) -> dict[int, dict]:
-    return {p["partition"]: p for p in view["partitions"]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,14 +280,7 @@ def test_s3_outage_holds_truncation_and_loses_nothing(make_cluster, s3):
         view = wait_bucket_uploaded(c, 0, timeout=60)
         t_drained = c.mark("backlog drained")
 
-        def moved_on(v):
-            ps = by_partition(v)
-            return all(ps[p]["safeOffset"] > lo and ps[p]["logStart"] > lo for p, lo in seen.items())
-
-        view = c.wait_view(0, moved_on, timeout=30,
-                           what=f"safe offset and log start past the held-back segments {seen}")
-        real = kafka_start_offsets(c, seen)
-        assert all(real[p] > lo for p, lo in seen.items()), f"Kafka start offsets {real}, held back at {seen}"
+        view = wait_truncated_past(c, 0, seen, "the held-back segments' minOffset")
         line = (f"bucket outage: {t_up - t_down:.1f} s without S3 under ingest ({len(in_outage)} requests, all 200), "
                 f"backlog up to {max(backlog)} segments, drained {t_drained - t_up:.1f} s after S3 returned; "
                 f"truncation held at {len(seen)} partitions")

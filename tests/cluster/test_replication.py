@@ -35,10 +35,11 @@ import pytest
 import requests
 
 from cluster_harness import (
-    FIGURES,
     ClusterWorkload,
     DuplicateWatcher,
+    FIGURES,
     SedimentCluster,
+    by_partition,
     check_cluster,
     cluster_segments,
     disk_problems,
@@ -63,6 +64,7 @@ from cluster_harness import (
     under_replicated,
     wait_disk_matches,
     wait_replicated,
+    wait_truncated_past,
     wait_until,
 )
 
@@ -113,10 +115,6 @@ def start_workload(c: SedimentCluster, run: str, seed: int) -> ClusterWorkload:
 
 def segments_now(c: SedimentCluster, via: int) -> list[dict]:
     return cluster_segments(c, via)["segments"]
-
-
-def by_partition(view: dict) -> dict[int, dict]:
-    return {p["partition"]: p for p in view["partitions"]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -271,14 +269,7 @@ def test_safe_offset_holds_truncation_until_replicated(repl_cluster):
         for s in new:
             top[s["partition"]] = max(top.get(s["partition"], -1), s["maxOffset"])
 
-        def advanced(v):
-            ps = by_partition(v)
-            return all(ps[p]["safeOffset"] > m and ps[p]["logStart"] > m for p, m in top.items())
-
-        view = c.wait_view(0, advanced, timeout=30,
-                           what=f"safeOffset and logStart beyond the new segments' maxOffset {top}")
-        real = kafka_start_offsets(c, top)
-        assert all(real[p] > m for p, m in top.items()), f"Kafka start offsets {real}, new segments end at {top}"
+        view = wait_truncated_past(c, 0, top, "the new segments' maxOffset")
         print("after node 1 returned:\n" + format_replication(view))
         check_cluster(c, wl, "after node 1 returned", all_nodes=True)
     finally:

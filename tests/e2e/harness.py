@@ -460,6 +460,22 @@ def moto_server(dir: Path):
     return mod.MotoServer(Path(dir), port=mod.free_port())
 
 
+def running_moto(dir: Path):
+    """Generator for a module-scoped pytest fixture: one running moto server (moto_server) in
+    `dir`, killed by pid at the end. Fails the module when the binary lacks bucket storage."""
+    import pytest
+
+    reason = bucket_support()
+    if reason:
+        pytest.fail(f"the sediment binary does not support bucket storage: {reason}")
+    srv = moto_server(dir)
+    try:
+        srv.start()
+        yield srv
+    finally:
+        srv.kill()
+
+
 def bucket_support(binary: str | None = None) -> str | None:
     """None when `sediment server --help` lists the bucket flags, else why the bucket tests
     cannot run."""

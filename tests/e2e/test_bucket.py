@@ -41,10 +41,9 @@ from harness import (
     bucket_args,
     bucket_fetches,
     bucket_status,
-    bucket_support,
     local_segment_bytes,
     marker,
-    moto_server,
+    running_moto,
     new_bucket_name,
     s3_delete,
     s3_get,
@@ -61,16 +60,8 @@ ID_RE = re.compile(r"id=(\S+)")
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    """One moto server for the module (each test uses its own bucket); stopped by pid at the end."""
-    reason = bucket_support()
-    if reason:
-        pytest.fail(f"the sediment binary does not support bucket storage: {reason}")
-    srv = moto_server(tmp_path_factory.mktemp("s3"))
-    try:
-        srv.start()
-        yield srv
-    finally:
-        srv.kill()
+    """One moto server for the module (each test has its own bucket); killed by pid at the end."""
+    yield from running_moto(tmp_path_factory.mktemp("s3"))
 
 
 def make_bucket_server(server_factory, s3, bucket: str, *, prefix: str = "", flush_age_ms: int = FLUSH_AGE_MS,
