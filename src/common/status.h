@@ -23,6 +23,9 @@ enum class StatusCode {
   kTooLarge,          // body or event over a limit (HTTP 413)
   kRejected,          // a conditional Global event lost (stale epoch, version mismatch)
   kAborted,
+  kDeadlineExceeded,   // a time limit passed (a query's; HTTP 408)
+  kCancelled,          // the caller cancelled the work
+  kResourceExhausted,  // a memory or size bound of the work was reached (HTTP 413)
   kInternal,
 };
 
@@ -51,6 +54,13 @@ class [[nodiscard]] Status {
   static Status TooLarge(std::string m) { return {StatusCode::kTooLarge, std::move(m)}; }
   static Status Rejected(std::string m) { return {StatusCode::kRejected, std::move(m)}; }
   static Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
+  static Status DeadlineExceeded(std::string m) {
+    return {StatusCode::kDeadlineExceeded, std::move(m)};
+  }
+  static Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
+  static Status ResourceExhausted(std::string m) {
+    return {StatusCode::kResourceExhausted, std::move(m)};
+  }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }

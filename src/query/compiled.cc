@@ -132,6 +132,10 @@ bool GlobMatch(std::string_view pattern, std::string_view value) {
   return true;
 }
 
+bool GlobMatchIgnoreCase(std::string_view pattern, std::string_view value) {
+  return GlobMatch(Lower(pattern), Lower(value));
+}
+
 std::vector<std::string> RequiredTerms(const FilterNode& filter) {
   std::vector<std::string> out;
   CollectTerms(filter, &out);

@@ -1,5 +1,10 @@
-// Internal representation of a compiled query (shared by the parser, the evaluator, the executor
-// and the tests). Immutable after Compile; safe to share across threads.
+// Internal representation of a compiled query (the contract between the parser, the record
+// functions, the aggregates, the executor and the tests). Immutable after Compile; safe to share
+// across threads.
+//
+// A query is a pipeline `filter | stage | stage ...`. The parser folds the leading filter steps
+// (free text, field comparisons, regex, in(), wildcard(), NOT/AND/OR) into `filter`, which the
+// executor evaluates block-at-a-time and uses for pruning; every later step is a Stage.
 #pragma once
 
 #include <cstdint>
@@ -16,24 +21,32 @@ class RE2;
 
 namespace sediment::query {
 
+// ---- filters ----
+
 struct FilterNode {
   enum class Kind {
-    kTrue,      // matches every event
-    kFalse,     // matches no event
-    kAnd,       // children[0] AND children[1]
-    kOr,        // children[0] OR children[1]
-    kNot,       // NOT children[0]
-    kText,      // case-insensitive substring `text` (lower-cased) of @rawstring
-    kTextGlob,  // free-text pattern with '*' (`text`, lower-cased): `pieces` in order in @rawstring
-    kRawRegex,  // /re/ searched in @rawstring
-    kFieldEq,   // field == text (whole value, case-sensitive)
-    kFieldGlob,   // field matches the anchored '*' glob `text` (case-sensitive)
+    kTrue,        // matches every event
+    kFalse,       // matches no event
+    kAnd,         // children[0] AND children[1]
+    kOr,          // children[0] OR children[1]
+    kNot,         // NOT children[0]
+    kText,        // case-insensitive substring `text` (lower-cased) of @rawstring
+    kTextGlob,    // free-text pattern with '*' (`text`, lower-cased): `pieces` in order in @rawstring
+    kRawRegex,    // /re/ searched in @rawstring
+    kFieldEq,     // field == text (whole value; case-sensitive unless ignore_case)
+    kFieldGlob,   // field matches the anchored '*' glob `text` (case-sensitive unless ignore_case)
     kFieldRegex,  // `re` found in the field's value
+    kFieldCmp,    // numeric comparison: number(field) `cmp` `number`; false when the field is
+                  // missing or its value is not a number
   };
+  enum class Cmp { kLt, kLe, kGt, kGe, kEq, kNe };
   Kind kind = Kind::kTrue;
   std::vector<std::shared_ptr<const FilterNode>> children;
   std::string field;  // field comparisons
   std::string text;   // literal / glob pattern / regex source
+  bool ignore_case = false;  // kFieldEq / kFieldGlob: ASCII case-insensitive comparison
+  Cmp cmp = Cmp::kEq;        // kFieldCmp
+  double number = 0;         // kFieldCmp
   std::shared_ptr<const re2::RE2> re;
   std::shared_ptr<const CiSearcher> searcher;  // kText
   // kTextGlob: the non-empty pieces between '*' (lower-cased), at least one.
@@ -42,14 +55,117 @@ struct FilterNode {
 };
 using FilterPtr = std::shared_ptr<const FilterNode>;
 
-struct Stage {
-  enum class Kind { kCount, kHead, kTail, kSort, kTable, kGroupBy };
-  Kind kind = Kind::kCount;
-  std::vector<std::string> fields;  // sort keys / table columns / group keys
-  int64_t limit = 200;
-  bool descending = true;  // sort only
+// ---- expressions (eval(), `x := ...`, case conditions) ----
+
+struct Expr;
+using ExprPtr = std::shared_ptr<const Expr>;
+struct Expr {
+  enum class Kind {
+    kField,   // value of field `text`; missing field = no value
+    kString,  // string literal `text`
+    kNumber,  // numeric literal `number` (`text` keeps the spelling, e.g. "2", "0.5")
+    kCall,    // function `text` (canonical lower-case name) applied to `args`
+    kUnary,   // `text` is "-" or "!": args[0]
+    kBinary,  // `text` is one of + - * / % == != < <= > >= && ||  (args[0], args[1])
+  };
+  Kind kind = Kind::kString;
+  std::string text;
+  double number = 0;
+  std::vector<ExprPtr> args;
   size_t position = 0;
-  bool IsAggregate() const { return kind != Kind::kHead && kind != Kind::kTail; }
+};
+
+// ---- aggregate metrics ----
+
+// One metric of an aggregate: count(), sum(x), avg(x), min(x), max(x), percentile(x, ...).
+struct Metric {
+  enum class Kind { kCount, kSum, kAvg, kMin, kMax, kPercentile };
+  Kind kind = Kind::kCount;
+  std::string field;      // empty for count() without field=
+  bool distinct = false;  // count(field, distinct=true)
+  std::vector<double> percentiles;  // kPercentile (default 50, 75, 99)
+  // Output field name(s): `as` when given, else _count / _sum / _avg / _min / _max, and for
+  // percentile "_<p>" per percentile (e.g. _50, _99, _99.9).
+  std::string as;
+  size_t position = 0;
+};
+
+// ---- stages ----
+
+struct Stage;
+struct CaseBranch {
+  FilterPtr condition;        // kTrue for the `*` branch
+  std::vector<Stage> stages;  // per-record stages only (IsTransform())
+};
+
+struct Stage {
+  enum class Kind {
+    // Per-record stages (transforms): each input record gives 0..N output records, independent
+    // of other records; they run on the nodes that read the data.
+    kFilter,     // filter: keep records matching `filter`
+    kEval,       // assignments: `field := expr` / eval(f1 = e1, f2 = e2)
+    kRegex,      // regex(regex, field=@rawstring, strict=true): named groups become fields;
+                 // strict drops non-matching records
+    kParseJson,  // parseJson(field=@rawstring, prefix=""): objects flattened with '.', arrays
+                 // as name[0], name[1], ...; values of non-JSON fields are left as they are
+    kKvParse,    // kvParse(field=@rawstring, override=false): key=value pairs become fields
+    kCase,       // case { cond | stages ; ... ; * | stages }: first matching branch; records
+                 // matching no branch are dropped
+    kFormatTime,  // formatTime(format, field=@timestamp, as, timezone=UTC)
+    kLower,       // lower(field, as=field)
+    kLength,      // length(field=@rawstring, as=_length)
+    kSplit,       // split(field=_events): one record per element field[0], field[1], ...
+    kDrop,        // drop([fields])
+    kRename,      // rename(field, as) / rename(field=[[a, b], ...]): `renames`
+    kSelect,      // select([fields]): keep only those fields, in that order
+    // Collecting stages: need their whole input; the first one is computed as partial states
+    // on the nodes that read the data and merged at the coordinator.
+    kHead,       // head(limit=200): the oldest records
+    kTail,       // tail(limit=200): the newest records
+    kSort,       // sort(field, order=desc, limit=200)
+    kTable,      // table([fields], limit=200)
+    kAggregate,  // count/sum/avg/min/max/percentile/stats/groupBy/timeChart/bucket/top
+  };
+  enum class Grouping {
+    kNone,     // one row of metrics (count(), sum(), stats([...]), [f1(), f2()])
+    kGroupBy,  // groupBy(fields, function=[...], limit=20000)
+    kBucket,   // bucket(span, field=series, function, limit) / timeChart(series, span, function,
+               // limit): a row per time bucket (and series value), bucket start in _bucket
+    kTop,      // top(fields, limit=10): groups by count (or sum=field), descending
+  };
+
+  Kind kind = Kind::kFilter;
+  size_t position = 0;  // byte offset of the function name (or filter) in the query text
+  std::string function;  // canonical name as written in the query, for messages ("groupBy")
+
+  FilterPtr filter;                                  // kFilter
+  std::vector<std::pair<std::string, ExprPtr>> assignments;  // kEval: target field, value
+  std::shared_ptr<const re2::RE2> re;                // kRegex
+  std::vector<std::string> groups;                   // kRegex: named groups (output fields)
+  bool strict = true;                                // kRegex
+  std::string field;   // kRegex/kParseJson/kKvParse/kFormatTime/kLower/kLength/kSplit source
+  std::string as;      // kFormatTime/kLower/kLength target
+  std::string prefix;  // kParseJson
+  bool override_fields = false;  // kKvParse
+  std::string format;            // kFormatTime (strftime-style)
+  std::string timezone = "UTC";  // kFormatTime: "UTC"/"Z" or a fixed offset like "+02:00"
+  std::vector<CaseBranch> branches;                          // kCase
+  std::vector<std::pair<std::string, std::string>> renames;  // kRename: from, to
+  std::vector<std::string> fields;  // kDrop/kSelect/kTable columns; kSort keys; group keys
+                                    // (kGroupBy/kTop; kBucket: the series field, if any)
+  int64_t limit = 200;      // kHead/kTail/kSort/kTable rows; kGroupBy groups; kTop rows;
+                            // kBucket series
+  bool descending = true;   // kSort
+  Grouping grouping = Grouping::kNone;  // kAggregate
+  std::vector<Metric> metrics;          // kAggregate (never empty)
+  int64_t span_ms = 0;      // kBucket; 0 = chosen from the query's time range (about 100
+                            // buckets, rounded to 1s/5s/10s/30s/1m/5m/10m/30m/1h/3h/12h/1d)
+  std::string top_sum;      // kTop: sum this field instead of counting
+  bool top_percent = false;  // kTop: add `percent`
+
+  bool IsTransform() const { return kind < Kind::kHead; }
+  bool IsAggregate() const { return kind == Kind::kAggregate || kind == Kind::kSort ||
+                                    kind == Kind::kTable; }
 };
 
 class CompiledQuery {
@@ -57,7 +173,7 @@ class CompiledQuery {
   std::string text;
   FilterPtr filter;  // never null (kTrue for an empty filter)
   std::vector<Stage> stages;
-  bool is_aggregate = false;  // some stage is an aggregate
+  bool is_aggregate = false;  // some stage IsAggregate()
 };
 
 // Lower-cased literals that every event matching `filter` contains (case-insensitively) in its
@@ -74,5 +190,7 @@ std::string DebugString(const FilterNode& filter);
 
 // Whether `value` matches the anchored glob `pattern` ('*' = any run of bytes), case-sensitive.
 bool GlobMatch(std::string_view pattern, std::string_view value);
+// As GlobMatch, ignoring ASCII case.
+bool GlobMatchIgnoreCase(std::string_view pattern, std::string_view value);
 
 }  // namespace sediment::query

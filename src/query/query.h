@@ -3,8 +3,11 @@
 // ScanInput must already hold each event exactly once (the digest/Global cut is the caller's job).
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -79,16 +82,58 @@ struct QueryResult {
   QueryStats stats;
 };
 
+// Shared progress counters of a running query (for query jobs); written by worker threads.
+struct QueryProgress {
+  std::atomic<uint64_t> tasks_total{0};  // blocks and buffered chunks to scan (grows as planned)
+  std::atomic<uint64_t> tasks_done{0};
+  std::atomic<uint64_t> events_scanned{0};
+  std::atomic<uint64_t> bytes_scanned{0};
+  std::atomic<uint64_t> events_matched{0};
+};
+
 struct ExecOptions {
   int threads = 2;
   // Non-aggregate queries keep at most this many events (the newest), with a warning when cut.
   size_t max_events = 200000;
   // Skip blocks whose token filter rules out a required term. Off only to cross-check pruning.
   bool use_block_filters = true;
+  // The query fails with DeadlineExceeded once the steady clock passes this (checked before
+  // every block and buffered chunk).
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  // The query fails with Cancelled once this is set (checked as often as the deadline). Not
+  // owned; must outlive the call.
+  const std::atomic<bool>* cancel = nullptr;
+  // The partial states of the query (groups, kept rows) may hold at most this many bytes per
+  // query; beyond it the query fails with ResourceExhausted naming the stage. 0 = unlimited.
+  size_t max_memory_bytes = size_t{1} << 30;
+  // Optional progress counters, updated as blocks are scanned. Not owned.
+  QueryProgress* progress = nullptr;
 };
 
 Result<QueryResult> Execute(Env* env, const CompiledQuery& query, const TimeRange& range,
                             const ScanInput& input, const ExecOptions& options = {});
+
+// The distributable part of a query over some input: the partial state of its first collecting
+// stage (or of the implicit event collector), after the leading filter and the per-record stages
+// before it. A coordinator gathers one from every node that read data (and one from its own
+// input) and calls FinishPartials.
+struct PartialResult {
+  std::string state;  // the encoded collector (see WIRE.md)
+  std::vector<std::string> warnings;
+  std::vector<SegmentId> unreadable_segments;  // not part of the wire encoding
+  QueryStats stats;
+};
+
+// Scans `input` and computes the partial state. Fails only on internal errors and on the limits
+// of `options` (DeadlineExceeded, Cancelled, ResourceExhausted).
+Result<PartialResult> ExecutePartial(Env* env, const CompiledQuery& query, const TimeRange& range,
+                                     const ScanInput& input, const ExecOptions& options = {});
+// Merges partial results of the same query and range (from any nodes) and runs the remaining
+// stages. Warnings of every partial come first in the result, in the order given; stats are
+// summed. Corruption when a state does not decode.
+Result<QueryResult> FinishPartials(const CompiledQuery& query, const TimeRange& range,
+                                   std::vector<PartialResult> partials,
+                                   const ExecOptions& options = {});
 
 // The filter part of a query, for a coordinator that gathers matching events from the nodes that
 // hold them and then runs Execute over them (as `ScanInput::buffered`).

@@ -33,7 +33,10 @@ int HttpStatusFor(const Status& st) {
     case StatusCode::kNotFound:
       return 404;
     case StatusCode::kTooLarge:
+    case StatusCode::kResourceExhausted:
       return 413;
+    case StatusCode::kDeadlineExceeded:
+      return 408;
     case StatusCode::kUnavailable:
       return 503;
     default:

@@ -1,0 +1,59 @@
+// Collectors: the partial state of a collecting stage (Stage::IsTransform() is false: head,
+// tail, sort, table and every aggregate), plus the implicit event collector of a non-aggregate
+// query. The executor keeps one collector per worker thread, merges them, and in a cluster the
+// nodes that read the data send their encoded collectors to the coordinator, which decodes and
+// merges them and calls Finish once.
+//
+// Thread-safety: a collector is used by one thread at a time.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "query/compiled.h"
+#include "query/query.h"
+#include "query/record.h"
+
+namespace sediment::query {
+
+struct CollectorContext {
+  TimeRange range;  // the query's time range (timeChart/bucket span choice and empty buckets)
+  // The implicit event collector keeps at most this many (the newest).
+  size_t max_events = 200000;
+};
+
+class Collector {
+ public:
+  virtual ~Collector() = default;
+  // Adds one record. The record may point into a block that is reused after the call: keep
+  // only copies (Record::ToRow). Never fails on data.
+  virtual void Add(const Record& r) = 0;
+  // Folds `other` (a collector of the same stage and context) into this one; `other` is left
+  // in an unspecified state.
+  virtual void Merge(Collector& other) = 0;
+  // Approximate bytes held, for the query memory bound.
+  virtual size_t MemoryBytes() const = 0;
+  // Appends the state to `out` (see WIRE.md, "collector states"). Deterministic.
+  virtual void Encode(std::string* out) const = 0;
+  // The stage's output rows, in the order the stage defines, and the keys the next stage orders
+  // them by (RecordKey with offset = row number). Notices (limits cutting groups, rows or
+  // events) are appended to `warnings`. Called once.
+  virtual std::vector<Row> Finish(std::vector<std::string>* warnings) = 0;
+};
+
+// A fresh collector for `st` (!st.IsTransform()).
+std::unique_ptr<Collector> NewCollector(const Stage& st, const CollectorContext& ctx);
+// The collector a non-aggregate query ends with: the newest ctx.max_events records, output in
+// ascending key order, with a warning "results limited to the newest N of M matching events"
+// when it cut.
+std::unique_ptr<Collector> NewEventCollector(const CollectorContext& ctx);
+// Decodes what Encode wrote, for the same stage (`st` null: the event collector). Corruption on
+// any inconsistency (never crashes on bad bytes).
+Result<std::unique_ptr<Collector>> DecodeCollector(const Stage* st, const CollectorContext& ctx,
+                                                   std::string_view bytes);
+
+}  // namespace sediment::query

@@ -1,0 +1,34 @@
+// Per-record query functions: filters on one record, expressions, and the transform stages
+// (Stage::IsTransform()). Pure functions of their inputs; reentrant.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "query/compiled.h"
+#include "query/record.h"
+
+namespace sediment::query {
+
+// Whether `r` matches `filter` (the same semantics the executor's block-at-a-time evaluation has;
+// tags and built-ins are read through Record::Get).
+bool Matches(const FilterNode& filter, const Record& r);
+
+// Value of `e` for `r`; nullopt when it has none (a missing field, a non-numeric operand of
+// arithmetic, division by zero, an argument out of range). Comparisons and logical operators give
+// int64 1 / 0. Never throws on data.
+std::optional<Value> Evaluate(const Expr& e, const Record& r);
+
+// Applies the transform stage `st` (st.IsTransform()) to `r` and appends its 0..N output records
+// to `out` (in order). Output records keep `r`'s key (split()'s outputs too: their order in
+// `out` orders them).
+// Never fails on data: a value that cannot be parsed leaves the record as it was (parseJson,
+// kvParse, formatTime) or drops it (regex with strict=true, filters).
+void ApplyTransform(const Stage& st, Record&& r, std::vector<Record>* out);
+
+// strftime-style formatting of `ms` (milliseconds since the epoch) in `timezone` ("UTC", "Z" or
+// a fixed offset "+HH:MM"/"-HH:MM"): %Y %m %d %H %M %S %L (milliseconds) %j %a %b %e %y %p %I
+// %Z %z %s (epoch seconds) %F %T %%. Unknown conversions are copied as they are.
+std::string FormatTime(std::string_view format, int64_t ms, std::string_view timezone);
+
+}  // namespace sediment::query
