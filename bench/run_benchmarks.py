@@ -20,11 +20,13 @@ Only loopback addresses are contacted; the server is stopped by pid on exit, err
 """
 
 import argparse
+import calendar
 import http.client
 import json
 import os
 import platform
 import re
+import resource
 import secrets
 import shutil
 import signal
@@ -34,7 +36,8 @@ import sys
 import threading
 import time
 
-REPO = "bench"
+REPO = "bench"  # raw ingest: @rawstring only, @timestamp = ingest time
+FIELDS_REPO = "benchf"  # the same corpus via humio-structured: log timestamps and parsed fields
 HOST = "127.0.0.1"
 KAFKA_SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                              "scripts", "kafka")
@@ -77,12 +80,17 @@ def free_port():
 class Server:
     """One `sediment server` child process. stop() is idempotent and bounded in time."""
 
-    def __init__(self, binary, data_dir, log_path, ingest_token, api_token, extra_args=()):
+    def __init__(self, binary, data_dir, log_path, ingest_token, api_token, extra_args=(),
+                 extra_repos=()):
         self.binary = binary
         self.extra_args = list(extra_args)
         self.data_dir = data_dir
         self.log_path = log_path
         self.ingest_token = ingest_token
+        # repo -> ingest token; REPO plus one random token for each of extra_repos.
+        self.ingest_tokens = {REPO: ingest_token}
+        for r in extra_repos:
+            self.ingest_tokens[r] = "ingest-" + secrets.token_hex(12)
         self.api_token = api_token
         self.port = free_port()
         self.proc = None
@@ -93,9 +101,11 @@ class Server:
             self.binary, "server",
             "--data-dir", self.data_dir,
             "--listen", f"{HOST}:{self.port}",
-            "--ingest-token", f"{REPO}:{self.ingest_token}",
             "--api-token", self.api_token,
-        ] + self.extra_args
+        ]
+        for repo, token in self.ingest_tokens.items():
+            cmd += ["--ingest-token", f"{repo}:{token}"]
+        cmd += self.extra_args
         log("starting: " + " ".join(cmd))
         self._log_file = open(self.log_path, "wb")
         # Own session: Ctrl-C reaches only the driver, which then stops the server by pid.
@@ -163,12 +173,12 @@ def http_request(port, method, path, body, headers, timeout=60, conn=None):
             conn.close()
 
 
-def query(server, query_string, start_ms, end_ms, timeout=600):
+def query(server, query_string, start_ms, end_ms, timeout=600, repo=REPO):
     body = json.dumps({"queryString": query_string, "start": start_ms, "end": end_ms,
                        "isLive": False}).encode()
     headers = {"Authorization": f"Bearer {server.api_token}",
                "Content-Type": "application/json", "Accept": "application/json"}
-    status, data = http_request(server.port, "POST", f"/api/v1/repositories/{REPO}/query", body,
+    status, data = http_request(server.port, "POST", f"/api/v1/repositories/{repo}/query", body,
                                 headers, timeout=timeout)
     if status != 200:
         raise BenchError(f"query {query_string!r}: HTTP {status}: {data[:500]!r}")
@@ -178,8 +188,8 @@ def query(server, query_string, start_ms, end_ms, timeout=600):
         raise BenchError(f"query {query_string!r}: bad JSON ({e}): {data[:500]!r}") from e
 
 
-def count_events(server, start_ms, end_ms):
-    rows = query(server, "| count()", start_ms, end_ms)
+def count_events(server, start_ms, end_ms, repo=REPO):
+    rows = query(server, "| count()", start_ms, end_ms, repo=repo)
     if not isinstance(rows, list) or len(rows) != 1 or "_count" not in rows[0]:
         raise BenchError(f"count(): unexpected answer {str(rows)[:300]}")
     return int(rows[0]["_count"])
@@ -227,12 +237,15 @@ def split_batches(data, batch_lines):
 # Ingest
 
 
-def ingest_batches(server, batches, clients, max_retries=5):
-    """POSTs every batch exactly once per success; returns (seconds until last 200, stats)."""
+def ingest_batches(server, batches, clients, max_retries=5, repo=REPO,
+                   path="/api/v1/ingest/raw", encode=None):
+    """POSTs every batch exactly once per success; returns (start, seconds until last 200,
+    stats). With `encode`, the body sent for a batch is encode(raw batch) (JSON) and stats'
+    "bytes" still counts the raw batch bytes ("wire_bytes" what was sent)."""
     lock = threading.Lock()
-    state = {"next": 0, "errors": [], "retries": 0, "events": 0, "bytes": 0}
-    headers = {"Authorization": f"Bearer {server.ingest_token}",
-               "Content-Type": "text/plain; charset=utf-8"}
+    state = {"next": 0, "errors": [], "retries": 0, "events": 0, "bytes": 0, "wire_bytes": 0}
+    headers = {"Authorization": f"Bearer {server.ingest_tokens[repo]}",
+               "Content-Type": ("application/json" if encode else "text/plain; charset=utf-8")}
 
     def worker():
         conn = http.client.HTTPConnection(HOST, server.port, timeout=120)
@@ -243,12 +256,18 @@ def ingest_batches(server, batches, clients, max_retries=5):
                         return
                     i = state["next"]
                     state["next"] += 1
-                body, k = batches[i]
+                raw, k = batches[i]
+                try:
+                    body = encode(raw) if encode else raw
+                except BenchError as e:
+                    with lock:
+                        state["errors"].append(f"batch {i}: {e}")
+                    return
                 attempt = 0
                 while True:
                     try:
-                        status, data = http_request(server.port, "POST", "/api/v1/ingest/raw",
-                                                    body, headers, conn=conn)
+                        status, data = http_request(server.port, "POST", path, body, headers,
+                                                    conn=conn)
                     except (OSError, http.client.HTTPException) as e:
                         # The request may or may not have been taken: never resend it.
                         with lock:
@@ -257,7 +276,8 @@ def ingest_batches(server, batches, clients, max_retries=5):
                     if status == 200:
                         with lock:
                             state["events"] += k
-                            state["bytes"] += len(body)
+                            state["bytes"] += len(raw)
+                            state["wire_bytes"] += len(body)
                         break
                     if status in (429, 503) and attempt < max_retries:
                         attempt += 1
@@ -283,12 +303,12 @@ def ingest_batches(server, batches, clients, max_retries=5):
     return t0, secs, state
 
 
-def wait_searchable(server, expected, start_ms, end_ms, timeout):
+def wait_searchable(server, expected, start_ms, end_ms, timeout, repo=REPO):
     """Polls `| count()` until it equals `expected`. Returns the monotonic time it did."""
     deadline = time.monotonic() + timeout
     last = None
     while True:
-        got = count_events(server, start_ms, end_ms)
+        got = count_events(server, start_ms, end_ms, repo=repo)
         now = time.monotonic()
         if got == expected:
             return now
@@ -339,6 +359,55 @@ def raw_append_fsync(benchutil, in_path, out_path, batch_lines, batches):
 # Baselines for search and size
 
 
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_seconds(pid):
+    """User + system CPU seconds of process `pid` (all its threads) so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14, 15)
+
+
+def children_cpu_seconds():
+    """User + system CPU seconds of this process's waited-for children so far."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def machine_busy_seconds():
+    """CPU seconds all CPUs of the machine spent not idle so far (/proc/stat)."""
+    with open("/proc/stat") as f:
+        vals = [int(x) for x in f.readline().split()[1:]]
+    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)  # idle + iowait
+    total = sum(vals[:8])  # user nice system idle iowait irq softirq steal (guest is in user)
+    return (total - idle) / CLK_TCK
+
+
+def load_average():
+    with open("/proc/loadavg") as f:
+        return [float(x) for x in f.read().split()[:3]]
+
+
+def measure(fn, runs, cpu_of):
+    """Calls fn() `runs` times. Returns (best wall seconds, result of the last call, cpu) where
+    cpu describes the fastest call: `cpu_seconds` (what cpu_of() counted: the server process or
+    this driver's children), `machine_busy_seconds` (all CPUs), and `other_cores` = CPU seconds
+    of everything else on the machine (other users, the driver itself) / wall seconds."""
+    best, result, cpu = None, None, None
+    for _ in range(runs):
+        c0, m0 = cpu_of(), machine_busy_seconds()
+        t0 = time.monotonic()
+        result = fn()
+        secs = time.monotonic() - t0
+        c1, m1 = cpu_of(), machine_busy_seconds()
+        if best is None or secs < best:
+            best = secs
+            cpu = {"cpu_seconds": c1 - c0, "machine_busy_seconds": m1 - m0,
+                   "other_cores": max(0.0, (m1 - m0) - (c1 - c0)) / max(secs, 1e-9)}
+    return best, result, cpu
+
+
 def time_best(fn, runs=3):
     best, result = None, None
     for _ in range(runs):
@@ -356,6 +425,83 @@ def grep_count(path, needle, ignore_case):
     if res.returncode not in (0, 1):
         raise BenchError(f"{' '.join(cmd)} failed: {res.stderr}")
     return int(res.stdout.strip() or 0)
+
+
+# awk programs doing on the raw file what the queries do; each prints "KEY<TAB>COUNT" lines.
+# Apache combined: $9 is the status; $4 $5 are "[dd/Mon/yyyy:HH:MM:SS" "+0000]".
+AWK_GROUPBY_STATUS = '{ c[$9]++ } END { for (k in c) printf "%s\t%d\n", k, c[k] }'
+AWK_MINUTES = ('{ c[substr($4, 2, 17) " " $5]++ } '
+               'END { for (k in c) printf "%s\t%d\n", k, c[k] }')
+AWK_REGEX_STATUS = ('match($0, /" [0-9][0-9][0-9] /) { c[substr($0, RSTART + 2, 3)]++ } '
+                    'END { for (k in c) printf "%s\t%d\n", k, c[k] }')
+
+
+def awk_binary():
+    awk = shutil.which("mawk") or shutil.which("awk")
+    if not awk:
+        raise BenchError("no awk on PATH")
+    return awk
+
+
+def awk_counts(awk, program, path):
+    """{key: count} printed by `awk program path` (LC_ALL=C)."""
+    env = dict(os.environ, LC_ALL="C")
+    res = subprocess.run([awk, program, path], capture_output=True, text=True, env=env,
+                         timeout=3600)
+    if res.returncode != 0:
+        raise BenchError(f"{awk} {program!r} failed ({res.returncode}): {res.stderr[:500]}")
+    out = {}
+    for line in res.stdout.splitlines():
+        key, _, n = line.rpartition("\t")
+        out[key] = int(n)
+    return out
+
+
+MONTHS = {m: i + 1 for i, m in enumerate(
+    ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"))}
+
+
+def apache_time_ms(stamp):
+    """'dd/Mon/yyyy:HH:MM[:SS] +hhmm' (brackets allowed) -> epoch ms (UTC)."""
+    m = re.fullmatch(r"\[?(\d\d)/(\w{3})/(\d{4}):(\d\d):(\d\d)(?::(\d\d))? ([+-])(\d\d)(\d\d)\]?",
+                     stamp)
+    if not m or m.group(2) not in MONTHS:
+        raise BenchError(f"bad Apache timestamp {stamp!r}")
+    d, mon, y, hh, mm, ss, sign, oh, om = m.groups()
+    secs = calendar.timegm((int(y), MONTHS[mon], int(d), int(hh), int(mm), int(ss or 0)))
+    offset = (int(oh) * 60 + int(om)) * 60
+    return (secs - offset if sign == "+" else secs + offset) * 1000
+
+
+APACHE_LINE = re.compile(
+    r'(\S+) (\S+) (\S+) \[([^\]]+)\] "(\S+) (\S+) (\S+)" (\d{3}) (\S+) "([^"]*)" "([^"]*)"')
+APACHE_FIELDS = ("client", "ident", "user", None, "method", "url", "httpversion", "status",
+                 "size", "referrer", "useragent")
+
+
+class StructuredEncoder:
+    """Raw Apache lines -> a humio-structured body: per line `timestamp` (epoch ms of the log
+    time), `rawstring` (the line) and the `attributes` an access-log parser would extract
+    (APACHE_FIELDS, strings). Thread-safe (the timestamp cache is a dict of immutable values)."""
+
+    def __init__(self):
+        self._stamps = {}
+
+    def __call__(self, raw):
+        events = []
+        for line in raw.decode("utf-8").splitlines():
+            if not line:
+                continue
+            m = APACHE_LINE.fullmatch(line)
+            if not m:
+                raise BenchError(f"not an Apache combined line: {line[:200]!r}")
+            stamp = m.group(4)
+            ms = self._stamps.get(stamp)
+            if ms is None:
+                ms = self._stamps[stamp] = apache_time_ms(stamp)
+            attrs = {name: v for name, v in zip(APACHE_FIELDS, m.groups()) if name}
+            events.append({"timestamp": ms, "attributes": attrs, "rawstring": line})
+        return json.dumps([{"events": events}], separators=(",", ":")).encode()
 
 
 def zstd_size(path, work_dir, benchutil):

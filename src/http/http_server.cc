@@ -5,6 +5,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/version.hpp>
 
+#include <cerrno>
 #include <condition_variable>
 #include <list>
 #include <mutex>
@@ -12,6 +13,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <zlib.h>
 
@@ -111,6 +113,92 @@ int InflateBody(std::string* body, bool gzip, size_t limit, std::string* error) 
   return 0;
 }
 
+// A header value on one line: CR and LF become spaces (no header injection from handler text).
+std::string OneLine(std::string_view v) {
+  std::string out(v);
+  for (char& c : out) {
+    if (c == '\r' || c == '\n') c = ' ';
+  }
+  return out;
+}
+
+// Sends all of `data` on the blocking socket `fd`. False on an error, when the peer closed, or
+// when not a byte could be sent for `timeout_ms` (a client that stopped reading).
+bool SendAll(int fd, std::string_view data, int timeout_ms) {
+  while (!data.empty()) {
+    pollfd p{fd, POLLOUT, 0};
+    int r = ::poll(&p, 1, timeout_ms);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0 || (p.revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) return false;
+    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      return false;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// Whether the peer of `fd` is still connected (see BodyWriter::Connected).
+bool PeerConnected(int fd) {
+  pollfd p{fd, static_cast<short>(POLLIN | POLLRDHUP), 0};
+  int r = ::poll(&p, 1, 0);
+  if (r < 0) return errno == EINTR;
+  if (r == 0) return true;
+  if ((p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) != 0) return false;
+  if ((p.revents & POLLIN) != 0) {
+    char c;
+    ssize_t n = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0) return false;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
+  }
+  return true;
+}
+
+class SocketBodyWriter : public BodyWriter {
+ public:
+  SocketBodyWriter(int fd, bool chunked, int timeout_ms, const std::atomic<bool>* stopping)
+      : fd_(fd), chunked_(chunked), timeout_ms_(timeout_ms), stopping_(stopping) {}
+
+  bool Write(std::string_view data) override {
+    if (failed_ || stopping_->load()) {
+      failed_ = true;
+      return false;
+    }
+    if (data.empty()) return true;
+    bool ok;
+    if (chunked_) {
+      char size[24];
+      int n = std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+      std::string frame;
+      frame.reserve(static_cast<size_t>(n) + data.size() + 2);
+      frame.append(size, static_cast<size_t>(n));
+      frame.append(data);
+      frame.append("\r\n");
+      ok = SendAll(fd_, frame, timeout_ms_);
+    } else {
+      ok = SendAll(fd_, data, timeout_ms_);
+    }
+    if (!ok) failed_ = true;
+    return ok;
+  }
+
+  bool Connected() override {
+    if (failed_ || stopping_->load()) return false;
+    return PeerConnected(fd_);
+  }
+
+  bool failed() const { return failed_; }
+
+ private:
+  int fd_;
+  bool chunked_;
+  int timeout_ms_;
+  const std::atomic<bool>* stopping_;
+  bool failed_ = false;
+};
+
 struct Server::Impl {
   ServerOptions options;
   Handler handler;
@@ -125,7 +213,38 @@ struct Server::Impl {
 
   void AcceptLoop();
   void Serve(std::shared_ptr<tcp::socket> sock);
+  // Sends the status line and headers of `resp`, then runs its stream callback. False when the
+  // connection must close (the client is gone, the producer aborted, or no keep-alive).
+  bool WriteStreamed(tcp::socket& sock, Response& resp, unsigned version, bool keep_alive);
 };
+
+bool Server::Impl::WriteStreamed(tcp::socket& sock, Response& resp, unsigned version,
+                                 bool keep_alive) {
+  const bool chunked = version >= 11;
+  if (!chunked) keep_alive = false;
+  const auto status = static_cast<bhttp::status>(resp.status);
+  std::string head = std::string(version >= 11 ? "HTTP/1.1 " : "HTTP/1.0 ") +
+                     std::to_string(resp.status) + " " +
+                     std::string(bhttp::obsolete_reason(status)) + "\r\n";
+  head += "Server: sediment\r\nContent-Type: " + OneLine(resp.content_type) + "\r\n";
+  for (const auto& [k, v] : resp.headers) head += OneLine(k) + ": " + OneLine(v) + "\r\n";
+  if (chunked) head += "Transfer-Encoding: chunked\r\n";
+  head += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
+  head += "\r\n";
+  const int fd = sock.native_handle();
+  const int timeout_ms = options.idle_timeout_seconds * 1000;
+  if (!SendAll(fd, head, timeout_ms)) return false;
+  SocketBodyWriter writer(fd, chunked, timeout_ms, &stopping);
+  bool completed = false;
+  try {
+    completed = resp.stream(writer);
+  } catch (const std::exception& e) {
+    spdlog::error("http stream producer threw: {}", e.what());
+  }
+  if (!completed || writer.failed()) return false;
+  if (chunked && !SendAll(fd, "0\r\n\r\n", timeout_ms)) return false;
+  return keep_alive;
+}
 
 Server::Server(ServerOptions options, Handler handler) : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
@@ -314,10 +433,15 @@ void Server::Impl::Serve(std::shared_ptr<tcp::socket> sock) {
         }
       }
     }
+    if (resp.stream) {
+      if (!WriteStreamed(*sock, resp, version, keep_alive)) break;
+      continue;
+    }
     bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(resp.status), version};
     res.set(bhttp::field::server, "sediment");
-    res.set(bhttp::field::content_type, resp.content_type);
-    for (const auto& [k, v] : resp.headers) res.set(k, v);
+    res.set(bhttp::field::content_type, OneLine(resp.content_type));
+    // insert, not set: a header may repeat (one X-Sediment-Warning per warning).
+    for (const auto& [k, v] : resp.headers) res.insert(k, OneLine(v));
     res.keep_alive(keep_alive);
     res.body() = std::move(resp.body);
     res.prepare_payload();

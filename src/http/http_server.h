@@ -1,6 +1,7 @@
 // A small HTTP/1.1 server on Boost.Beast: one thread per connection (bounded), keep-alive,
-// request bodies bounded by max_body_bytes (413 beyond). Routing is the caller's: one Handler gets
-// every request. Thread-safety: the handler is called concurrently from connection threads.
+// request bodies bounded by max_body_bytes (413 beyond), complete or streamed (chunked) response
+// bodies. Routing is the caller's: one Handler gets every request. Thread-safety: the handler is
+// called concurrently from connection threads.
 #pragma once
 
 #include <atomic>
@@ -29,11 +30,32 @@ struct Request {
   std::string_view Header(std::string_view name) const;
 };
 
+// The sink of a streamed response body (Response::stream). Used by one thread, only during the
+// stream callback.
+class BodyWriter {
+ public:
+  virtual ~BodyWriter() = default;
+  // Sends `data` as one chunk (an empty `data` sends nothing). False once the client is gone: the
+  // connection failed or was closed, the client read nothing for the idle timeout, or the server
+  // is stopping. After a false every further call is false.
+  virtual bool Write(std::string_view data) = 0;
+  // Whether the client is still there, without writing: false once it closed the connection
+  // (also when it only closed its sending side) or reset it, or the server is stopping.
+  virtual bool Connected() = 0;
+};
+
 struct Response {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+  // Sent as given; a name may repeat (each pair is one header line).
   std::vector<std::pair<std::string, std::string>> headers;
+  // When set, `body` is ignored: after the status line and headers are sent, the connection
+  // thread calls `stream`, which writes the body in pieces. HTTP/1.1: chunked transfer encoding,
+  // keep-alive as requested; HTTP/1.0: the raw bytes, then the connection closes. `stream`
+  // returns false to abort the body: the connection is closed without the terminating chunk, so
+  // the client sees an incomplete response (for failures after the headers went out).
+  std::function<bool(BodyWriter&)> stream;
 };
 
 // A JSON error response: {"error": message, "status": code}.

@@ -17,8 +17,11 @@
 #include <unordered_map>
 
 #include "common/time_parse.h"
+#include "query/aggregate.h"
 #include "query/compiled.h"
 #include "query/query.h"
+#include "query/record.h"
+#include "query/transform.h"
 #include "segment/segment.h"
 
 namespace sediment::query {
@@ -81,37 +84,6 @@ struct BlockView {
     run_end = base + last_end;
   }
 };
-
-// Value of `name` for event i: built-ins, tags, then the event's fields.
-std::optional<std::string_view> Lookup(const BlockView& v, size_t i, const std::string& name,
-                                       std::string* scratch) {
-  const DecodedBlock& b = *v.b;
-  if (!name.empty() && name[0] == '@') {
-    if (name == "@rawstring") return b.raw[i];
-    if (name == "@timestamp") {
-      *scratch = std::to_string(b.timestamps[i]);
-      return std::string_view(*scratch);
-    }
-    if (name == "@ingesttimestamp") {
-      *scratch = std::to_string(b.ingest_ts[i]);
-      return std::string_view(*scratch);
-    }
-    if (name == "@id") {
-      *scratch = FormatEventId(v.partition, b.positions[i]);
-      return std::string_view(*scratch);
-    }
-  } else if (!name.empty() && name[0] == '#') {
-    for (const auto& [k, val] : v.ds->tags) {
-      if (k == name) return std::string_view(val);
-    }
-    if (name == "#repo") return std::string_view(v.ds->repo);
-    return std::nullopt;
-  }
-  for (uint32_t f = b.field_begin[i]; f < b.field_begin[i + 1]; ++f) {
-    if (b.fields[f].name == name) return b.fields[f].value;
-  }
-  return std::nullopt;
-}
 
 size_t NextCandidate(const Mask& m, size_t from) {
   while (from < m.size() && m[from] == 0) ++from;
@@ -213,276 +185,50 @@ void Eval(const FilterNode& node, const BlockView& v, const Mask& cand, Mask* ou
     case K::kFieldEq:
     case K::kFieldGlob:
     case K::kFieldRegex:
+    case K::kFieldCmp:
+      // One record at a time, with the same rules as a filter stage later in the pipeline.
       for (size_t i = 0; i < v.n; ++i) {
-        if (!cand[i]) continue;
-        std::optional<std::string_view> val = Lookup(v, i, node.field, &scratch);
-        if (!val) continue;
-        bool m = node.kind == K::kFieldEq ? *val == node.text
-                 : node.kind == K::kFieldGlob
-                     ? GlobMatch(node.text, *val)
-                     : RE2::PartialMatch(re2::StringPiece(val->data(), val->size()), *node.re);
-        if (m) (*out)[i] = 1;
+        if (cand[i] && Matches(node, Record(EventRef{v.b, v.ds, v.partition, i}))) (*out)[i] = 1;
       }
       return;
   }
 }
 
-struct EventKey {
-  int64_t ts = 0;
-  int32_t partition = 0;
-  int64_t offset = 0;
-  uint32_t index = 0;
-  auto operator<=>(const EventKey&) const = default;
-};
+// ---- the pipeline around the scan ----
 
-struct Collected {
-  EventKey key;
-  Row row;
-};
-
-bool IsBuiltin(std::string_view name) {
-  return name == "@timestamp" || name == "@rawstring" || name == "@id" ||
-         name == "@ingesttimestamp" || name == "#repo";
-}
-
-Row MakeRow(const BlockView& v, size_t i) {
-  const DecodedBlock& b = *v.b;
-  Row r;
-  r.reserve(5 + v.ds->tags.size() + (b.field_begin[i + 1] - b.field_begin[i]));
-  r.emplace_back("@timestamp", b.timestamps[i]);
-  r.emplace_back("@rawstring", std::string(b.raw[i]));
-  r.emplace_back("@id", FormatEventId(v.partition, b.positions[i]));
-  r.emplace_back("@ingesttimestamp", b.ingest_ts[i]);
-  r.emplace_back("#repo", v.ds->repo);
-  for (const auto& [k, val] : v.ds->tags) {
-    if (!IsBuiltin(k)) r.emplace_back(k, val);
+// Where the query's stages split: [0, collect) are per-record stages run where the data is read,
+// `collect` is the first collecting stage (stages.size() when there is none: the implicit event
+// collector), and the stages after it run on the coordinator over the collector's rows.
+size_t CollectIndex(const CompiledQuery& q) {
+  for (size_t s = 0; s < q.stages.size(); ++s) {
+    if (!q.stages[s].IsTransform()) return s;
   }
-  for (uint32_t f = b.field_begin[i]; f < b.field_begin[i + 1]; ++f) {
-    std::string_view name = b.fields[f].name;
-    if (IsBuiltin(name) || (!name.empty() && name[0] == '#')) continue;
-    r.emplace_back(std::string(name), std::string(b.fields[f].value));
+  return q.stages.size();
+}
+
+std::unique_ptr<Collector> MakeCollector(const CompiledQuery& q, size_t collect,
+                                         const CollectorContext& ctx) {
+  if (collect < q.stages.size()) return NewCollector(q.stages[collect], ctx);
+  return NewEventCollector(ctx);
+}
+
+// Runs per-record stages [begin, end) over one record and hands the survivors to `sink`.
+// `scratch` holds one reusable vector per stage.
+template <typename Sink>
+void RunTransforms(const std::vector<Stage>& stages, size_t begin, size_t end, Record&& r,
+                   std::vector<std::vector<Record>>* scratch, Sink&& sink) {
+  if (begin == end) {
+    sink(r);
+    return;
   }
-  return r;
-}
-
-// Length-prefixed concatenation: distinct value lists give distinct keys.
-std::string GroupKey(const std::vector<std::string>& values) {
-  std::string key;
-  for (const std::string& v : values) {
-    key += std::to_string(v.size());
-    key += ':';
-    key += v;
+  std::vector<Record>& out = (*scratch)[begin];
+  const size_t mark = out.size();
+  ApplyTransform(stages[begin], std::move(r), &out);
+  // Stages may recurse into the same vector only at deeper levels; process what this call added.
+  for (size_t k = mark; k < out.size(); ++k) {
+    RunTransforms(stages, begin + 1, end, std::move(out[k]), scratch, sink);
   }
-  return key;
-}
-
-struct Group {
-  std::vector<std::string> values;
-  uint64_t count = 0;
-};
-
-// Per-worker partial result of the first pipeline stage (or of the plain event stream).
-struct Collector {
-  enum class Mode { kNewest, kOldest, kCount, kGroupBy } mode = Mode::kNewest;
-  size_t k = 0;                     // kNewest / kOldest capacity
-  std::vector<std::string> fields;  // kGroupBy
-  uint64_t matched = 0;
-  std::vector<Collected> heap;  // kNewest: min-heap; kOldest: max-heap (by key)
-  std::unordered_map<std::string, Group> groups;
-
-  static bool NewestCmp(const Collected& a, const Collected& b) { return a.key > b.key; }
-  static bool OldestCmp(const Collected& a, const Collected& b) { return a.key < b.key; }
-
-  void Add(const BlockView& v, size_t i) {
-    ++matched;
-    const DecodedBlock& b = *v.b;
-    switch (mode) {
-      case Mode::kCount:
-        return;
-      case Mode::kGroupBy: {
-        std::vector<std::string> values;
-        values.reserve(fields.size());
-        std::string scratch;
-        for (const std::string& f : fields) {
-          std::optional<std::string_view> val = Lookup(v, i, f, &scratch);
-          if (!val) return;  // events without a group field are not grouped
-          values.emplace_back(*val);
-        }
-        std::string key = GroupKey(values);
-        Group& g = groups[key];
-        if (g.count == 0) g.values = std::move(values);
-        ++g.count;
-        return;
-      }
-      case Mode::kNewest:
-      case Mode::kOldest: {
-        if (k == 0) return;
-        EventKey key{b.timestamps[i], v.partition.value, b.positions[i].offset.value,
-                     b.positions[i].index};
-        auto cmp = mode == Mode::kNewest ? NewestCmp : OldestCmp;
-        if (heap.size() >= k) {
-          bool better = mode == Mode::kNewest ? key > heap.front().key : key < heap.front().key;
-          if (!better) return;
-          std::pop_heap(heap.begin(), heap.end(), cmp);
-          heap.pop_back();
-        }
-        heap.push_back(Collected{key, MakeRow(v, i)});
-        std::push_heap(heap.begin(), heap.end(), cmp);
-        return;
-      }
-    }
-  }
-};
-
-// ---- row pipeline ----
-
-std::string ValueToString(const Value& v) {
-  if (const auto* s = std::get_if<std::string>(&v)) return *s;
-  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.17g", std::get<double>(v));
-  return buf;
-}
-
-const Value* RowGet(const Row& r, const std::string& name) {
-  for (const auto& [k, v] : r) {
-    if (k == name) return &v;
-  }
-  return nullptr;
-}
-
-std::optional<double> AsNumber(const Value& v) {
-  if (const auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
-  if (const auto* d = std::get_if<double>(&v)) return *d;
-  const std::string& s = std::get<std::string>(v);
-  if (s.empty()) return std::nullopt;
-  double out = 0;
-  const char* b = s.data();
-  if (*b == '+') ++b;
-  auto [p, ec] = std::from_chars(b, s.data() + s.size(), out);
-  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
-  return out;
-}
-
-int CompareValues(const Value& a, const Value& b) {
-  std::optional<double> na = AsNumber(a), nb = AsNumber(b);
-  if (na && nb) return *na < *nb ? -1 : (*na > *nb ? 1 : 0);
-  std::string sa = ValueToString(a), sb = ValueToString(b);
-  return sa < sb ? -1 : (sa > sb ? 1 : 0);
-}
-
-std::vector<Row> GroupRows(const std::vector<Group*>& groups, const Stage& st,
-                           std::vector<std::string>* warnings) {
-  std::vector<Row> rows;
-  size_t n = std::min(groups.size(), static_cast<size_t>(st.limit));
-  if (groups.size() > n) {
-    warnings->push_back("groupBy: " + std::to_string(groups.size()) +
-                        " groups exceed limit=" + std::to_string(st.limit) + "; kept the first " +
-                        std::to_string(n) + " in key order");
-  }
-  rows.reserve(n);
-  for (size_t g = 0; g < n; ++g) {
-    Row r;
-    for (size_t f = 0; f < st.fields.size(); ++f)
-      r.emplace_back(st.fields[f], groups[g]->values[f]);
-    r.emplace_back("_count", static_cast<int64_t>(groups[g]->count));
-    rows.push_back(std::move(r));
-  }
-  return rows;
-}
-
-std::vector<Group*> SortedGroups(std::unordered_map<std::string, Group>* groups) {
-  std::vector<Group*> out;
-  out.reserve(groups->size());
-  for (auto& [k, g] : *groups) out.push_back(&g);
-  std::sort(out.begin(), out.end(),
-            [](const Group* a, const Group* b) { return a->values < b->values; });
-  return out;
-}
-
-// Applies one stage to a row stream. `events_in` tells whether the rows are still events in
-// @timestamp order (before any aggregate).
-std::vector<Row> ApplyStage(const Stage& st, std::vector<Row> rows, bool events_in,
-                            std::vector<std::string>* warnings) {
-  const size_t limit = static_cast<size_t>(st.limit);
-  switch (st.kind) {
-    case Stage::Kind::kCount: {
-      std::vector<Row> out(1);
-      out[0].emplace_back("_count", static_cast<int64_t>(rows.size()));
-      return out;
-    }
-    case Stage::Kind::kHead:
-      if (rows.size() > limit) rows.resize(limit);
-      return rows;
-    case Stage::Kind::kTail:
-      if (rows.size() > limit) rows.erase(rows.begin(), rows.end() - static_cast<ptrdiff_t>(limit));
-      return rows;
-    case Stage::Kind::kSort: {
-      std::stable_sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
-        for (const std::string& f : st.fields) {
-          const Value* va = RowGet(a, f);
-          const Value* vb = RowGet(b, f);
-          if (va == nullptr || vb == nullptr) {
-            if (va == vb) continue;
-            return vb == nullptr;  // rows lacking the field go last
-          }
-          int c = CompareValues(*va, *vb);
-          if (c != 0) return st.descending ? c > 0 : c < 0;
-        }
-        return false;
-      });
-      if (rows.size() > limit) {
-        warnings->push_back("sort: kept the first " + std::to_string(limit) + " of " +
-                            std::to_string(rows.size()) + " rows (limit=" + std::to_string(limit) +
-                            ")");
-        rows.resize(limit);
-      }
-      return rows;
-    }
-    case Stage::Kind::kTable: {
-      if (rows.size() > limit) {
-        warnings->push_back("table: kept " + std::to_string(limit) + " of " +
-                            std::to_string(rows.size()) + " rows (limit=" + std::to_string(limit) +
-                            ")");
-        if (events_in) {
-          rows.erase(rows.begin(), rows.end() - static_cast<ptrdiff_t>(limit));  // the newest
-        } else {
-          rows.resize(limit);
-        }
-      }
-      std::vector<Row> out;
-      out.reserve(rows.size());
-      for (Row& r : rows) {
-        Row p;
-        for (const std::string& f : st.fields) {
-          if (const Value* v = RowGet(r, f)) p.emplace_back(f, *v);
-        }
-        out.push_back(std::move(p));
-      }
-      return out;
-    }
-    case Stage::Kind::kGroupBy: {
-      std::unordered_map<std::string, Group> groups;
-      for (const Row& r : rows) {
-        std::vector<std::string> values;
-        bool complete = true;
-        for (const std::string& f : st.fields) {
-          const Value* v = RowGet(r, f);
-          if (v == nullptr) {
-            complete = false;
-            break;
-          }
-          values.push_back(ValueToString(*v));
-        }
-        if (!complete) continue;
-        Group& g = groups[GroupKey(values)];
-        if (g.count == 0) g.values = std::move(values);
-        ++g.count;
-      }
-      return GroupRows(SortedGroups(&groups), st, warnings);
-    }
-  }
-  return rows;
+  out.resize(mark);
 }
 
 // Copies buffered events [begin, end) that fall in `range` into a DecodedBlock.
@@ -698,6 +444,8 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const TimeRange& 
   }
 
   // Phase 2: scan.
+  QueryProgress* progress = options.progress;
+  if (progress != nullptr) progress->tasks_total.fetch_add(tasks.size(), std::memory_order_relaxed);
   std::atomic<bool> stopped{false};
   RETURN_IF_ERROR(ParallelFor(threads, tasks.size(), [&](size_t worker, size_t ti) {
     if (stop()) {
@@ -706,6 +454,19 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const TimeRange& 
     }
     const Task& t = tasks[ti];
     ScanWorker& w = workers[worker];
+    struct Done {
+      QueryProgress* progress;
+      ScanWorker& w;
+      uint64_t events0, bytes0;
+      ~Done() {
+        if (progress == nullptr) return;
+        progress->tasks_done.fetch_add(1, std::memory_order_relaxed);
+        progress->events_scanned.fetch_add(w.stats.events_scanned - events0,
+                                           std::memory_order_relaxed);
+        progress->bytes_scanned.fetch_add(w.stats.bytes_scanned - bytes0,
+                                          std::memory_order_relaxed);
+      }
+    } done{progress, w, w.stats.events_scanned, w.stats.bytes_scanned};
     if (t.buffered) {
       const BufferedSource& bs = input.buffered[t.source];
       BuildBufferedBlock(*bs.events, t.block, t.end, range, &w.block);
@@ -762,105 +523,223 @@ int64_t MillisSince(std::chrono::steady_clock::time_point t0) {
       .count();
 }
 
-Result<QueryResult> ExecuteImpl(Env* env, const CompiledQuery& query, const TimeRange& range,
-                                const ScanInput& input, const ExecOptions& options) {
+Status LimitStatus(const ExecOptions& options) {
+  if (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed)) {
+    return Status::Cancelled("the query was cancelled");
+  }
+  if (options.deadline && std::chrono::steady_clock::now() > *options.deadline) {
+    return Status::DeadlineExceeded("the query did not finish within its time limit");
+  }
+  return Status::OK();
+}
+
+// Shared by the workers of one ExecutePartial: the first limit that was hit, and the collectors'
+// memory as last reported by each worker.
+struct Limits {
+  const ExecOptions* options = nullptr;
+  std::string stage_name;
+  std::mutex mu;
+  Status failed;
+  std::atomic<bool> stop{false};
+  std::vector<std::atomic<size_t>> memory;
+
+  Limits(const ExecOptions* o, size_t workers, std::string name)
+      : options(o), stage_name(std::move(name)), memory(workers) {}
+
+  void Fail(Status st) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (failed.ok()) failed = std::move(st);
+    stop.store(true, std::memory_order_relaxed);
+  }
+  bool Check() {
+    if (stop.load(std::memory_order_relaxed)) return true;
+    Status st = LimitStatus(*options);
+    if (!st.ok()) {
+      Fail(std::move(st));
+      return true;
+    }
+    return false;
+  }
+  void Report(size_t worker, size_t bytes) {
+    memory[worker].store(bytes, std::memory_order_relaxed);
+    if (options->max_memory_bytes == 0) return;
+    size_t total = 0;
+    for (const auto& m : memory) total += m.load(std::memory_order_relaxed);
+    if (total > options->max_memory_bytes) {
+      Fail(Status::ResourceExhausted(
+          stage_name + " needs more than the query memory bound of " +
+          std::to_string(options->max_memory_bytes) +
+          " bytes; narrow the search, the time range or the number of groups"));
+    }
+  }
+};
+
+Result<PartialResult> ExecutePartialImpl(Env* env, const CompiledQuery& query,
+                                         const TimeRange& range, const ScanInput& input,
+                                         const ExecOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(LimitStatus(options));
+  const size_t collect = CollectIndex(query);
+  CollectorContext ctx;
+  ctx.range = range;
+  ctx.max_events = options.max_events;
+  const size_t workers = static_cast<size_t>(std::max(1, options.threads));
+  std::vector<std::unique_ptr<Collector>> collectors;
+  std::vector<std::vector<std::vector<Record>>> scratch(workers);
+  for (size_t w = 0; w < workers; ++w) {
+    collectors.push_back(MakeCollector(query, collect, ctx));
+    scratch[w].resize(collect);
+  }
+  std::vector<uint64_t> matched(workers, 0);
+  Limits limits(&options, workers,
+                collect < query.stages.size()
+                    ? query.stages[collect].function + "()"
+                    : std::string("the search (non-aggregate results)"));
+  QueryProgress* progress = options.progress;
+  ASSIGN_OR_RETURN(
+      ScanOutcome scan,
+      Scan(
+          env, query, range, input, options,
+          [&](size_t worker, size_t /*task*/, const BlockView& v, const Mask& m) {
+            Collector& c = *collectors[worker];
+            uint64_t n = 0;
+            for (size_t i = 0; i < v.n; ++i) {
+              if (!m[i]) continue;
+              ++n;
+              RunTransforms(query.stages, 0, collect, Record(EventRef{v.b, v.ds, v.partition, i}),
+                            &scratch[worker], [&c](const Record& r) { c.Add(r); });
+            }
+            matched[worker] += n;
+            if (progress != nullptr) {
+              progress->events_matched.fetch_add(n, std::memory_order_relaxed);
+            }
+            limits.Report(worker, c.MemoryBytes());
+          },
+          [&] { return limits.Check(); }));
+  if (!limits.failed.ok()) return limits.failed;
+
+  PartialResult out;
+  out.stats = scan.stats;
+  for (uint64_t n : matched) out.stats.events_matched += n;
+  out.warnings = std::move(scan.warnings);
+  out.unreadable_segments = std::move(scan.unreadable);
+  for (size_t w = 1; w < workers; ++w) collectors[0]->Merge(*collectors[w]);
+  collectors.resize(1);
+  if (options.max_memory_bytes != 0 && collectors[0]->MemoryBytes() > options.max_memory_bytes) {
+    return Status::ResourceExhausted(limits.stage_name +
+                                     " needs more than the query memory bound of " +
+                                     std::to_string(options.max_memory_bytes) + " bytes");
+  }
+  out.collector = std::move(collectors[0]);
+  out.stats.elapsed_ms = MillisSince(t0);
+  return out;
+}
+
+// Runs stages [begin, end) over rows on one thread: per-record stages record by record, a
+// collecting stage over all of its input.
+Result<std::vector<Row>> RunRowStages(const CompiledQuery& query, size_t begin,
+                                      std::vector<Row> rows, const CollectorContext& ctx,
+                                      const ExecOptions& options,
+                                      std::vector<std::string>* warnings) {
+  const std::vector<Stage>& stages = query.stages;
+  size_t s = begin;
+  std::vector<std::vector<Record>> scratch(stages.size());
+  while (s < stages.size()) {
+    RETURN_IF_ERROR(LimitStatus(options));
+    // The per-record stages up to the next collecting stage, then that stage.
+    size_t next = s;
+    while (next < stages.size() && stages[next].IsTransform()) ++next;
+    std::vector<Row> out;
+    std::unique_ptr<Collector> c;
+    if (next < stages.size()) c = NewCollector(stages[next], ctx);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      RecordKey key;
+      key.offset = static_cast<int64_t>(i);
+      RunTransforms(stages, s, next, Record::FromRow(std::move(rows[i]), key), &scratch,
+                    [&](const Record& r) {
+                      if (c) {
+                        c->Add(r);
+                      } else {
+                        out.push_back(r.ToRow());
+                      }
+                    });
+    }
+    if (c) {
+      if (options.max_memory_bytes != 0 && c->MemoryBytes() > options.max_memory_bytes) {
+        return Status::ResourceExhausted(stages[next].function +
+                                         "() needs more than the query memory bound of " +
+                                         std::to_string(options.max_memory_bytes) + " bytes");
+      }
+      out = c->Finish(warnings);
+      s = next + 1;
+    } else {
+      s = next;
+    }
+    rows = std::move(out);
+  }
+  return rows;
+}
+
+Result<QueryResult> FinishPartialsImpl(const CompiledQuery& query, const TimeRange& range,
+                                       std::vector<PartialResult> partials,
+                                       const ExecOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const size_t collect = CollectIndex(query);
+  CollectorContext ctx;
+  ctx.range = range;
+  ctx.max_events = options.max_events;
+  const Stage* collect_stage = collect < query.stages.size() ? &query.stages[collect] : nullptr;
   QueryResult result;
   result.is_aggregate = query.is_aggregate;
-
-  // Plan: how the first stage is collected per worker.
-  Collector proto;
-  size_t first_stage = 0;
-  bool truncation_warning = false;
-  if (!query.stages.empty() && query.stages[0].kind == Stage::Kind::kCount) {
-    proto.mode = Collector::Mode::kCount;
-    first_stage = 1;
-  } else if (!query.stages.empty() && query.stages[0].kind == Stage::Kind::kGroupBy) {
-    proto.mode = Collector::Mode::kGroupBy;
-    proto.fields = query.stages[0].fields;
-    first_stage = 1;
-  } else if (!query.stages.empty() && query.stages[0].kind == Stage::Kind::kHead) {
-    proto.mode = Collector::Mode::kOldest;
-    proto.k = std::min(options.max_events, static_cast<size_t>(query.stages[0].limit));
-  } else if (!query.stages.empty() && query.stages[0].kind == Stage::Kind::kTail) {
-    proto.mode = Collector::Mode::kNewest;
-    proto.k = std::min(options.max_events, static_cast<size_t>(query.stages[0].limit));
-  } else {
-    proto.mode = Collector::Mode::kNewest;
-    proto.k = options.max_events;
-    truncation_warning = true;
-  }
-
-  std::vector<Collector> collectors(static_cast<size_t>(std::max(1, options.threads)), proto);
-  ASSIGN_OR_RETURN(ScanOutcome scan, Scan(
-                                         env, query, range, input, options,
-                                         [&](size_t worker, size_t /*task*/, const BlockView& v,
-                                             const Mask& matched) {
-                                           Collector& c = collectors[worker];
-                                           for (size_t i = 0; i < v.n; ++i) {
-                                             if (matched[i]) c.Add(v, i);
-                                           }
-                                         },
-                                         [] { return false; }));
-  result.stats = scan.stats;
-  QueryStats& stats = result.stats;
-  result.warnings = std::move(scan.warnings);
-  result.unreadable_segments = std::move(scan.unreadable);
-  uint64_t matched = 0;
-  for (const Collector& c : collectors) matched += c.matched;
-  stats.events_matched = matched;
-
-  std::vector<Row> rows;
-  switch (proto.mode) {
-    case Collector::Mode::kCount:
-      rows.resize(1);
-      rows[0].emplace_back("_count", static_cast<int64_t>(matched));
-      break;
-    case Collector::Mode::kGroupBy: {
-      std::unordered_map<std::string, Group> all = std::move(collectors[0].groups);
-      for (size_t wi = 1; wi < collectors.size(); ++wi) {
-        for (auto& [key, g] : collectors[wi].groups) {
-          Group& dst = all[key];
-          if (dst.count == 0) dst.values = std::move(g.values);
-          dst.count += g.count;
-        }
+  std::shared_ptr<Collector> all;
+  int64_t elapsed = 0;
+  for (size_t i = 0; i < partials.size(); ++i) {
+    PartialResult& p = partials[i];
+    std::shared_ptr<Collector> c = p.collector;
+    if (c == nullptr) {
+      auto decoded = DecodeCollector(collect_stage, ctx, p.state);
+      if (!decoded.ok()) {
+        return Status::Corruption("partial result " + std::to_string(i) + ": " +
+                                  decoded.status().message());
       }
-      rows = GroupRows(SortedGroups(&all), query.stages[0], &result.warnings);
-      break;
+      c = std::move(decoded).value();
     }
-    case Collector::Mode::kNewest:
-    case Collector::Mode::kOldest: {
-      std::vector<Collected> all;
-      for (Collector& c : collectors) {
-        for (Collected& e : c.heap) all.push_back(std::move(e));
-      }
-      std::sort(all.begin(), all.end(),
-                [](const Collected& a, const Collected& b) { return a.key < b.key; });
-      if (all.size() > proto.k) {
-        if (proto.mode == Collector::Mode::kNewest) {
-          all.erase(all.begin(), all.end() - static_cast<ptrdiff_t>(proto.k));
-        } else {
-          all.resize(proto.k);
-        }
-      }
-      if (truncation_warning && matched > proto.k) {
-        result.warnings.push_back("results limited to the newest " + std::to_string(proto.k) +
-                                  " of " + std::to_string(matched) + " matching events");
-      }
-      rows.reserve(all.size());
-      for (Collected& c : all) rows.push_back(std::move(c.row));
-      break;
+    if (all == nullptr) {
+      all = std::move(c);
+    } else {
+      all->Merge(*c);
     }
+    const QueryStats& s = p.stats;
+    QueryStats& t = result.stats;
+    t.segments_total += s.segments_total;
+    t.segments_scanned += s.segments_scanned;
+    t.blocks_total += s.blocks_total;
+    t.blocks_scanned += s.blocks_scanned;
+    t.events_scanned += s.events_scanned;
+    t.events_matched += s.events_matched;
+    t.bytes_scanned += s.bytes_scanned;
+    elapsed = std::max(elapsed, s.elapsed_ms);
+    for (std::string& w : p.warnings) result.warnings.push_back(std::move(w));
+    result.unreadable_segments.insert(result.unreadable_segments.end(),
+                                      p.unreadable_segments.begin(), p.unreadable_segments.end());
   }
-  collectors.clear();
-
-  bool events = proto.mode == Collector::Mode::kNewest || proto.mode == Collector::Mode::kOldest;
-  for (size_t s = first_stage; s < query.stages.size(); ++s) {
-    rows = ApplyStage(query.stages[s], std::move(rows), events, &result.warnings);
-    events = events && !query.stages[s].IsAggregate();
+  if (all == nullptr) all = MakeCollector(query, collect, ctx);
+  if (options.max_memory_bytes != 0 && all->MemoryBytes() > options.max_memory_bytes) {
+    return Status::ResourceExhausted(
+        (collect_stage ? collect_stage->function + "()" : std::string("the search")) +
+        " needs more than the query memory bound of " +
+        std::to_string(options.max_memory_bytes) + " bytes");
   }
-  result.rows = std::move(rows);
-  stats.elapsed_ms = MillisSince(t0);
+  std::sort(result.unreadable_segments.begin(), result.unreadable_segments.end());
+  result.unreadable_segments.erase(
+      std::unique(result.unreadable_segments.begin(), result.unreadable_segments.end()),
+      result.unreadable_segments.end());
+  std::vector<Row> rows = all->Finish(&result.warnings);
+  all.reset();
+  partials.clear();
+  ASSIGN_OR_RETURN(result.rows, RunRowStages(query, collect + 1, std::move(rows), ctx, options,
+                                             &result.warnings));
+  result.stats.elapsed_ms = elapsed + MillisSince(t0);
   return result;
 }
 
@@ -973,7 +852,30 @@ Result<MatchSet> CollectMatchesImpl(Env* env, const CompiledQuery& query, const 
 Result<QueryResult> Execute(Env* env, const CompiledQuery& query, const TimeRange& range,
                             const ScanInput& input, const ExecOptions& options) {
   try {
-    return ExecuteImpl(env, query, range, input, options);
+    ASSIGN_OR_RETURN(PartialResult partial,
+                     ExecutePartialImpl(env, query, range, input, options));
+    std::vector<PartialResult> partials;
+    partials.push_back(std::move(partial));
+    return FinishPartialsImpl(query, range, std::move(partials), options);
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("query execution failed: ") + e.what());
+  }
+}
+
+Result<PartialResult> ExecutePartial(Env* env, const CompiledQuery& query, const TimeRange& range,
+                                     const ScanInput& input, const ExecOptions& options) {
+  try {
+    return ExecutePartialImpl(env, query, range, input, options);
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("query execution failed: ") + e.what());
+  }
+}
+
+Result<QueryResult> FinishPartials(const CompiledQuery& query, const TimeRange& range,
+                                   std::vector<PartialResult> partials,
+                                   const ExecOptions& options) {
+  try {
+    return FinishPartialsImpl(query, range, std::move(partials), options);
   } catch (const std::exception& e) {
     return Status::Internal(std::string("query execution failed: ") + e.what());
   }

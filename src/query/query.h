@@ -117,8 +117,12 @@ Result<QueryResult> Execute(Env* env, const CompiledQuery& query, const TimeRang
 // stage (or of the implicit event collector), after the leading filter and the per-record stages
 // before it. A coordinator gathers one from every node that read data (and one from its own
 // input) and calls FinishPartials.
+class Collector;  // aggregate.h
 struct PartialResult {
-  std::string state;  // the encoded collector (see WIRE.md)
+  // The collector: in memory as ExecutePartial returns it, or encoded (see WIRE.md) as
+  // DecodePartial returns it. FinishPartials uses `collector` when set, else decodes `state`.
+  std::shared_ptr<Collector> collector;
+  std::string state;
   std::vector<std::string> warnings;
   std::vector<SegmentId> unreadable_segments;  // not part of the wire encoding
   QueryStats stats;

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <random>
 #include <set>
@@ -10,6 +12,7 @@
 #include "common/time_parse.h"
 #include "query/compiled.h"
 #include "query/search.h"
+#include "query/wire.h"
 #include "segment/segment.h"
 
 namespace sediment::query {
@@ -133,12 +136,15 @@ TEST(ParserTest, Pipeline) {
                            "| groupby([a,b], function=[count()])", "|groupBy(field=[a,b])"}) {
     q = Compile(text);
     ASSERT_TRUE(q.ok()) << text << ": " << q.status().ToString();
-    EXPECT_EQ((*q)->stages[0].kind, Stage::Kind::kGroupBy);
+    EXPECT_EQ((*q)->stages[0].kind, Stage::Kind::kAggregate);
+    EXPECT_EQ((*q)->stages[0].grouping, Stage::Grouping::kGroupBy);
     EXPECT_EQ((*q)->stages[0].fields, (std::vector<std::string>{"a", "b"}));
   }
   q = Compile("| count()");
   ASSERT_TRUE(q.ok());
-  EXPECT_EQ((*q)->stages[0].kind, Stage::Kind::kCount);
+  EXPECT_EQ((*q)->stages[0].kind, Stage::Kind::kAggregate);
+  EXPECT_EQ((*q)->stages[0].grouping, Stage::Grouping::kNone);
+  EXPECT_EQ((*q)->stages[0].metrics.size(), 1u);
   EXPECT_TRUE((*q)->is_aggregate);
 }
 
@@ -757,6 +763,148 @@ TEST_F(SegmentExecTest, CorruptAndMissingSegmentsBecomeWarnings) {
     ASSERT_TRUE(m.ok());
     EXPECT_EQ(m->unreadable_segments, r->unreadable_segments);
   }
+}
+
+
+// ---------- partial results, limits, progress ----------
+
+// Buffered sources with k (0..6), n (0..999) and 2% needles over 3 partitions.
+ScanInput ManyEvents(int per_source = 4000) {
+  ScanInput in;
+  std::mt19937 rng(11);
+  for (int src = 0; src < 3; ++src) {
+    auto v = std::make_shared<std::vector<PositionedEvent>>();
+    for (int i = 0; i < per_source; ++i) {
+      std::string raw = "event " + std::to_string(i) + (rng() % 50 == 0 ? " needle" : " hay");
+      v->push_back(Ev(static_cast<int64_t>(rng() % 100000), i, raw,
+                      {{"k", std::to_string(rng() % 7)}, {"n", std::to_string(rng() % 1000)}}));
+    }
+    in.buffered.push_back(
+        BufferedSource{Datasource{"r", {{"#src", std::to_string(src)}}}, PartitionId(src), v});
+  }
+  return in;
+}
+
+TEST(PartialTest, SplitInputMergesToTheSameResult) {
+  const ScanInput in = ManyEvents();
+  const TimeRange range{0, 100000};
+  const char* queries[] = {
+      "needle",
+      "| count()",
+      "needle | groupBy(k)",
+      "| groupBy(k, function=[count(), sum(n), avg(n), min(n), max(n)])",
+      "| tail(50)",
+      "| head(7)",
+      "k=3 | sort(n, order=asc, limit=20)",
+      "| table([k, n], limit=10)",
+      "| x := n * 2 | k >= 5 | groupBy(x) | sort(_count, limit=5)",
+      "| top(k, limit=3)",
+      "| count(k, distinct=true)",
+      "| percentile(n, percentiles=[50, 99])",
+      "| timeChart(span=10s)",
+      "| bucket(span=20s, field=k, function=max(n))",
+      "needle | regex(\"event (?<num>\\d+)\") | num < 100 | table([num])",
+      "| stats([count(), avg(n)])",
+  };
+  for (const char* q : queries) {
+    auto c = Compile(q);
+    ASSERT_TRUE(c.ok()) << q << ": " << c.status().ToString();
+    ExecOptions o;
+    o.threads = 2;
+    auto whole = Execute(Env::Default(), **c, range, in, o);
+    ASSERT_TRUE(whole.ok()) << q << ": " << whole.status().ToString();
+    // One partial per source, as three nodes would send them (two of them over the wire).
+    std::vector<PartialResult> parts;
+    for (size_t i = 0; i < in.buffered.size(); ++i) {
+      ScanInput one;
+      one.buffered.push_back(in.buffered[i]);
+      auto p = ExecutePartial(Env::Default(), **c, range, one, o);
+      ASSERT_TRUE(p.ok()) << q << ": " << p.status().ToString();
+      if (i == 0) {
+        parts.push_back(std::move(p).value());
+      } else {
+        auto decoded = DecodePartial(EncodePartial(*p));
+        ASSERT_TRUE(decoded.ok()) << q << ": " << decoded.status().ToString();
+        parts.push_back(std::move(decoded).value());
+      }
+    }
+    auto merged = FinishPartials(**c, range, std::move(parts), o);
+    ASSERT_TRUE(merged.ok()) << q << ": " << merged.status().ToString();
+    EXPECT_EQ(merged->rows, whole->rows) << q;
+    EXPECT_FALSE(whole->rows.empty()) << q;
+    EXPECT_EQ(merged->stats.events_scanned, whole->stats.events_scanned) << q;
+    EXPECT_EQ(merged->is_aggregate, whole->is_aggregate) << q;
+  }
+}
+
+TEST(PartialTest, GarbledStatesAreCorruption) {
+  const ScanInput in = ManyEvents(500);
+  auto c = Compile("| groupBy(k)");
+  ASSERT_TRUE(c.ok());
+  auto p = ExecutePartial(Env::Default(), **c, TimeRange{0, 100000}, in);
+  ASSERT_TRUE(p.ok());
+  std::string frame = EncodePartial(*p);
+  frame[frame.size() / 2] ^= 0x40;
+  EXPECT_EQ(DecodePartial(frame).status().code(), StatusCode::kCorruption);
+  // A state that decodes as a frame but not as this stage's collector.
+  PartialResult bad;
+  bad.state = "not a collector";
+  std::vector<PartialResult> parts;
+  parts.push_back(std::move(bad));
+  auto r = FinishPartials(**c, TimeRange{0, 100000}, std::move(parts));
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+}
+
+TEST(LimitsTest, DeadlineCancelAndMemory) {
+  const ScanInput in = ManyEvents();
+  ExecOptions late;
+  late.deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
+  auto r = RunQuery("| count()", in, kAll, late);
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
+
+  std::atomic<bool> cancel{true};
+  ExecOptions cancelled;
+  cancelled.cancel = &cancel;
+  r = RunQuery("needle", in, kAll, cancelled);
+  EXPECT_EQ(r.status().code(), StatusCode::kCancelled);
+  cancel = false;
+  EXPECT_TRUE(RunQuery("needle", in, kAll, cancelled).ok());
+
+  ExecOptions small;
+  small.max_memory_bytes = 20000;
+  r = RunQuery("| groupBy([k, n])", in, kAll, small);
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(r.status().message().find("groupBy()"), std::string::npos) << r.status().ToString();
+  // A small answer fits the same bound.
+  EXPECT_TRUE(RunQuery("| groupBy(k)", in, kAll, small).ok());
+}
+
+TEST(LimitsTest, ProgressCountsEveryTask) {
+  const ScanInput in = ManyEvents();
+  QueryProgress progress;
+  ExecOptions o;
+  o.progress = &progress;
+  auto r = RunQuery("needle | count()", in, kAll, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_GT(progress.tasks_total.load(), 0u);
+  EXPECT_EQ(progress.tasks_done.load(), progress.tasks_total.load());
+  EXPECT_EQ(progress.events_scanned.load(), 12000u);
+  EXPECT_EQ(static_cast<int64_t>(progress.events_matched.load()),
+            std::get<int64_t>(*Get(r->rows[0], "_count")));
+}
+
+TEST(PipelineTest, StagesAfterTheFirstAggregateRunOnRows) {
+  ScanInput in = SampleInput();
+  auto r = RunQuery("| groupBy(status) | _count > 1 | x := _count * 10 | select([status, x])", in);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->rows.size(), 1u);
+  EXPECT_EQ(Column(*r, "status"), "200");
+  EXPECT_EQ(Column(*r, "x"), "20");
+  // A filter stage between per-record stages keeps the event order of plain searches.
+  r = RunQuery("| in(method, values=[get], ignoreCase=true) | lower(method) | table([method, status])",
+               in);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Column(*r, "method"), "get,get");
 }
 
 }  // namespace

@@ -488,6 +488,39 @@ TEST(WireTest, RoundTrip) {
   EXPECT_TRUE(d->sources[0].events->empty());
 }
 
+TEST(PartialWireTest, RoundTripAndRejection) {
+  PartialResult p;
+  p.state = std::string("collector\0bytes", 15);
+  p.warnings = {"segment 9 (x) could not be read", ""};
+  p.stats = QueryStats{9, 8, 7, 6, 5, 4, 3, 2};
+  p.unreadable_segments = {SegmentId(9)};  // not sent
+  for (Codec codec : {Codec::kNone, Codec::kLz4, Codec::kZstd}) {
+    const std::string enc = EncodePartial(p, codec);
+    EXPECT_EQ(enc.substr(0, 4), "SQPR");
+    auto d = DecodePartial(enc);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    EXPECT_EQ(d->state, p.state);
+    EXPECT_EQ(d->warnings, p.warnings);
+    EXPECT_TRUE(d->unreadable_segments.empty());
+    EXPECT_EQ(d->collector, nullptr);
+    EXPECT_EQ(std::tie(d->stats.segments_total, d->stats.bytes_scanned, d->stats.elapsed_ms),
+              std::tie(p.stats.segments_total, p.stats.bytes_scanned, p.stats.elapsed_ms));
+    for (size_t n = 0; n < enc.size(); ++n) {
+      auto t = DecodePartial(std::string_view(enc).substr(0, n));
+      ASSERT_EQ(t.status().code(), StatusCode::kCorruption) << n;
+    }
+    EXPECT_FALSE(DecodePartial(enc + '\0').ok());
+    for (size_t i = 0; i < enc.size(); ++i) {
+      std::string bad = enc;
+      bad[i] = static_cast<char>(bad[i] ^ 0x10);
+      ASSERT_EQ(DecodePartial(bad).status().code(), StatusCode::kCorruption) << i;
+    }
+  }
+  // A match set is not a partial result, nor the other way round.
+  EXPECT_FALSE(DecodePartial(EncodeMatchSet(SampleSet())).ok());
+  EXPECT_FALSE(DecodeMatchSet(EncodePartial(p)).ok());
+}
+
 TEST(WireTest, EveryTruncationAndExtensionIsRejected) {
   for (Codec codec : {Codec::kNone, Codec::kLz4}) {
     const std::string enc = EncodeMatchSet(SampleSet(), codec);

@@ -11,11 +11,13 @@
 
 #include "common/checksum.h"
 #include "common/coding.h"
+#include "query/aggregate.h"
 
 namespace sediment::query {
 namespace {
 
 constexpr char kMagic[4] = {'S', 'Q', 'M', 'S'};
+constexpr char kPartialMagic[4] = {'S', 'Q', 'P', 'R'};
 constexpr uint8_t kVersion = 1;
 // magic, version, codec, reserved (2), body raw length (8), body stored length (8)
 constexpr size_t kHeaderSize = 4 + 1 + 1 + 2 + 8 + 8;
@@ -24,6 +26,9 @@ constexpr uint64_t kMaxBodySize = uint64_t{1} << 30;
 constexpr uint64_t kFlagTruncated = 1;
 
 Status Bad(const std::string& what) { return Status::Corruption("match set: " + what); }
+Status BadPartial(const std::string& what) {
+  return Status::Corruption("partial result: " + what);
+}
 
 void EncodeBody(const MatchSet& set, std::string* out) {
   PutVarint64(out, set.truncated ? kFlagTruncated : 0);
@@ -142,11 +147,8 @@ Status DecodeBody(std::string_view in, MatchSet* set) {
   return Status::OK();
 }
 
-}  // namespace
-
-std::string EncodeMatchSet(const MatchSet& set, Codec codec) {
-  std::string body;
-  EncodeBody(set, &body);
+// A frame (WIRE.md) with `magic` around `body`, compressed with `codec` when that shrinks it.
+std::string EncodeFrame(const char* magic, const std::string& body, Codec codec) {
   std::string stored;
   switch (codec) {
     case Codec::kNone:
@@ -182,7 +184,7 @@ std::string EncodeMatchSet(const MatchSet& set, Codec codec) {
 
   std::string out;
   out.reserve(kHeaderSize + payload.size() + kTrailerSize);
-  out.append(kMagic, 4);
+  out.append(magic, 4);
   out.push_back(static_cast<char>(kVersion));
   out.push_back(static_cast<char>(codec));
   out.append(2, '\0');
@@ -193,11 +195,14 @@ std::string EncodeMatchSet(const MatchSet& set, Codec codec) {
   return out;
 }
 
-Result<MatchSet> DecodeMatchSet(std::string_view data) {
+// Verifies a frame with `magic` and returns its body (decompressed into *storage when needed).
+Status DecodeFrame(const char* magic, std::string_view data, std::string* storage,
+                   std::string_view* out, Status (*bad)(const std::string&)) {
+  auto Bad = bad;
   if (data.size() < kHeaderSize + kTrailerSize) {
     return Bad("too short (" + std::to_string(data.size()) + " bytes)");
   }
-  if (data.substr(0, 4) != std::string_view(kMagic, 4)) return Bad("bad magic");
+  if (data.substr(0, 4) != std::string_view(magic, 4)) return Bad("bad magic");
   const uint8_t version = static_cast<uint8_t>(data[4]);
   if (version != kVersion) return Bad("unsupported version " + std::to_string(version));
   const uint64_t raw_len = DecodeFixed64(data.data() + 8);
@@ -214,8 +219,8 @@ Result<MatchSet> DecodeMatchSet(std::string_view data) {
   if (raw_len > kMaxBodySize) return Bad("body of " + std::to_string(raw_len) + " bytes too large");
   const std::string_view stored = data.substr(kHeaderSize, stored_len);
 
-  std::string body;
-  std::string_view in;
+  std::string& body = *storage;
+  std::string_view& in = *out;
   const auto codec = static_cast<Codec>(data[5]);
   switch (codec) {
     case Codec::kNone:
@@ -243,6 +248,21 @@ Result<MatchSet> DecodeMatchSet(std::string_view data) {
     default:
       return Bad("unknown codec " + std::to_string(static_cast<uint8_t>(data[5])));
   }
+  return Status::OK();
+}
+
+}  // namespace
+
+std::string EncodeMatchSet(const MatchSet& set, Codec codec) {
+  std::string body;
+  EncodeBody(set, &body);
+  return EncodeFrame(kMagic, body, codec);
+}
+
+Result<MatchSet> DecodeMatchSet(std::string_view data) {
+  std::string storage;
+  std::string_view in;
+  RETURN_IF_ERROR(DecodeFrame(kMagic, data, &storage, &in, &Bad));
   MatchSet set;
   try {
     RETURN_IF_ERROR(DecodeBody(in, &set));
@@ -250,6 +270,53 @@ Result<MatchSet> DecodeMatchSet(std::string_view data) {
     return Bad(std::string("cannot be decoded: ") + e.what());
   }
   return set;
+}
+
+std::string EncodePartial(const PartialResult& partial, Codec codec) {
+  std::string body;
+  const QueryStats& s = partial.stats;
+  for (uint64_t v : {s.segments_total, s.segments_scanned, s.blocks_total, s.blocks_scanned,
+                     s.events_scanned, s.events_matched, s.bytes_scanned}) {
+    PutVarint64(&body, v);
+  }
+  PutVarsint64(&body, s.elapsed_ms);
+  PutVarint64(&body, partial.warnings.size());
+  for (const std::string& w : partial.warnings) PutLengthPrefixed(&body, w);
+  if (partial.collector != nullptr) {
+    std::string state;
+    partial.collector->Encode(&state);
+    PutLengthPrefixed(&body, state);
+  } else {
+    PutLengthPrefixed(&body, partial.state);
+  }
+  return EncodeFrame(kPartialMagic, body, codec);
+}
+
+Result<PartialResult> DecodePartial(std::string_view data) {
+  std::string storage;
+  std::string_view in;
+  RETURN_IF_ERROR(DecodeFrame(kPartialMagic, data, &storage, &in, &BadPartial));
+  PartialResult p;
+  QueryStats& s = p.stats;
+  for (uint64_t* v : {&s.segments_total, &s.segments_scanned, &s.blocks_total, &s.blocks_scanned,
+                      &s.events_scanned, &s.events_matched, &s.bytes_scanned}) {
+    if (!GetVarint64(&in, v)) return BadPartial("truncated stats");
+  }
+  if (!GetVarsint64(&in, &s.elapsed_ms)) return BadPartial("truncated stats");
+  uint64_t n_warnings;
+  if (!GetVarint64(&in, &n_warnings) || n_warnings > in.size()) {
+    return BadPartial("bad warning count");
+  }
+  for (uint64_t i = 0; i < n_warnings; ++i) {
+    std::string_view w;
+    if (!GetLengthPrefixed(&in, &w)) return BadPartial("truncated warning " + std::to_string(i));
+    p.warnings.emplace_back(w);
+  }
+  std::string_view state;
+  if (!GetLengthPrefixed(&in, &state)) return BadPartial("truncated collector state");
+  if (!in.empty()) return BadPartial(std::to_string(in.size()) + " trailing bytes in body");
+  p.state.assign(state);
+  return p;
 }
 
 }  // namespace sediment::query
