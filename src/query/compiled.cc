@@ -3,6 +3,8 @@
 #include <re2/re2.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <optional>
 
 namespace sediment::query {
@@ -66,6 +68,9 @@ void CollectTerms(const FilterNode& n, std::vector<std::string>* out) {
     case FilterNode::Kind::kFieldGlob:
       if (!IsUnindexedField(n.field)) AddGlobPieces(n.text, out);
       break;
+    // kFieldEq / kFieldGlob with ignore_case contribute the same lower-cased literals: the
+    // terms are matched case-insensitively. kFieldCmp compares numbers, whose spelling varies
+    // ("5", "5.0"), so it contributes nothing; neither do NOT, regexes and constants.
     default:
       break;
   }
@@ -94,6 +99,60 @@ std::optional<std::string_view> TagValue(const Datasource& ds, const std::string
   }
   if (name == "#repo") return std::string_view(ds.repo);
   return std::nullopt;
+}
+
+// A number when `s` parses fully as a decimal number (leading '+' allowed), as Record's
+// ParseNumber (not linked into every user of this file).
+std::optional<double> TagNumber(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  const char* b = s.data();
+  const char* e = s.data() + s.size();
+  if (*b == '+') ++b;
+  // Decimal spellings only: from_chars alone would also take "inf", "nan" and "+-1".
+  const char* digits = b == s.data() && *b == '-' ? b + 1 : b;
+  if (digits == e || !((*digits >= '0' && *digits <= '9') || *digits == '.')) {
+    return std::nullopt;
+  }
+  double v = 0;
+  auto [p, ec] = std::from_chars(b, e, v);
+  if (ec != std::errc() || p != e || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+bool CompareNumbers(double a, FilterNode::Cmp cmp, double b) {
+  switch (cmp) {
+    case FilterNode::Cmp::kLt:
+      return a < b;
+    case FilterNode::Cmp::kLe:
+      return a <= b;
+    case FilterNode::Cmp::kGt:
+      return a > b;
+    case FilterNode::Cmp::kGe:
+      return a >= b;
+    case FilterNode::Cmp::kEq:
+      return a == b;
+    case FilterNode::Cmp::kNe:
+      return a != b;
+  }
+  return false;
+}
+
+const char* CmpName(FilterNode::Cmp cmp) {
+  switch (cmp) {
+    case FilterNode::Cmp::kLt:
+      return "<";
+    case FilterNode::Cmp::kLe:
+      return "<=";
+    case FilterNode::Cmp::kGt:
+      return ">";
+    case FilterNode::Cmp::kGe:
+      return ">=";
+    case FilterNode::Cmp::kEq:
+      return "==";
+    case FilterNode::Cmp::kNe:
+      return "!=";
+  }
+  return "?";
 }
 
 void Quote(std::string* out, std::string_view s) {
@@ -149,15 +208,19 @@ FilterPtr Specialize(const FilterPtr& f, const Datasource& ds) {
   switch (f->kind) {
     case K::kFieldEq:
     case K::kFieldGlob:
-    case K::kFieldRegex: {
+    case K::kFieldRegex:
+    case K::kFieldCmp: {
       if (f->field.empty() || f->field[0] != '#') return f;
       std::optional<std::string_view> v = TagValue(ds, f->field);
       bool match = false;
       if (v) {
         if (f->kind == K::kFieldEq) {
-          match = *v == f->text;
+          match = f->ignore_case ? Lower(*v) == Lower(f->text) : *v == f->text;
         } else if (f->kind == K::kFieldGlob) {
-          match = GlobMatch(f->text, *v);
+          match = f->ignore_case ? GlobMatchIgnoreCase(f->text, *v) : GlobMatch(f->text, *v);
+        } else if (f->kind == K::kFieldCmp) {
+          std::optional<double> n = TagNumber(*v);
+          match = n && CompareNumbers(*n, f->cmp, f->number);
         } else {
           match = RE2::PartialMatch(re2::StringPiece(v->data(), v->size()), *f->re);
         }
@@ -227,11 +290,24 @@ std::string DebugString(const FilterNode& n) {
     case K::kFieldEq:
     case K::kFieldGlob:
     case K::kFieldRegex:
-      out = n.kind == K::kFieldEq ? "(eq " : n.kind == K::kFieldGlob ? "(glob " : "(fregex ";
+      out = n.kind == K::kFieldEq     ? (n.ignore_case ? "(ieq " : "(eq ")
+            : n.kind == K::kFieldGlob ? (n.ignore_case ? "(iglob " : "(glob ")
+                                      : "(fregex ";
       Quote(&out, n.field);
       out += ' ';
       Quote(&out, n.text);
       break;
+    case K::kFieldCmp: {
+      out = "(cmp ";
+      Quote(&out, n.field);
+      out += ' ';
+      out += CmpName(n.cmp);
+      out += ' ';
+      char buf[64];
+      auto [p, ec] = std::to_chars(buf, buf + sizeof(buf), n.number);
+      out.append(buf, ec == std::errc() ? p : buf);
+      break;
+    }
   }
   out += ')';
   return out;

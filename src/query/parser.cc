@@ -1,10 +1,19 @@
-// Recursive-descent parser for the supported CQL subset (grammar in query/README.md).
+// Recursive-descent parser for the supported CQL subset: filters (query/README.md), pipeline
+// functions and expressions (query/FUNCTIONS.md). Produces the CompiledQuery of compiled.h.
 #include <re2/re2.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "query/compiled.h"
@@ -13,22 +22,28 @@
 namespace sediment::query {
 namespace {
 
-bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'; }
+// Row limits LogScale documents for its `limit=max` aliases (StateRowLimit, GroupMaxLimit) and
+// the maximum number of series of timeChart()/bucket().
+constexpr int64_t kMaxRows = 200000;
+constexpr int64_t kMaxGroups = 1000000;
+constexpr int64_t kMaxSeries = 500;
+constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
+// Deepest nesting of parentheses, negations, lists, calls and case { } accepted (bounds the
+// recursion, hence the stack a hostile query can use).
+constexpr int kMaxDepth = 100;
 
-// Characters that end a bare word in the filter part.
-bool EndsWord(char c) {
-  return IsSpace(c) || c == '(' || c == ')' || c == '|' || c == '"' || c == '=' || c == '!' ||
-         c == ',' || c == '[' || c == ']' || c == '<' || c == '>';
-}
+bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'; }
 
 bool IsFieldNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
          c == '.' || c == '@' || c == '#';
 }
 
-bool IsIdentChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
+bool IsIdentStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+
+bool IsIdentChar(char c) { return IsIdentStart(c) || (c >= '0' && c <= '9'); }
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -40,6 +55,10 @@ std::string Lower(std::string_view s) {
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return a.size() == b.size() && Lower(a) == Lower(b);
+}
+
+bool IsKeyword(std::string_view w) {
+  return EqualsIgnoreCase(w, "and") || EqualsIgnoreCase(w, "or") || EqualsIgnoreCase(w, "not");
 }
 
 // The non-empty runs between '*' characters, lower-cased.
@@ -55,20 +74,153 @@ std::vector<std::string> GlobPieces(std::string_view pattern) {
   return out;
 }
 
-// A parsed function argument value: a word/string, a [list], or a call like count().
-struct ArgValue;
-struct Arg {
-  std::string name;  // empty for the unnamed (positional) argument
-  size_t position = 0;
-  std::shared_ptr<ArgValue> value;
-};
-struct ArgValue {
-  enum class Kind { kScalar, kList, kCall } kind = Kind::kScalar;
-  std::string text;  // scalar text or call name
-  std::vector<ArgValue> list;
-  std::vector<Arg> args;  // call arguments
-  size_t position = 0;
-};
+// Shortest text that reads back as `v` ("50", "99.9", "-0.5").
+std::string FormatNumber(double v) {
+  char buf[64];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  return ec == std::errc() ? std::string(buf, p) : std::string("nan");
+}
+
+// A finite decimal number spelled exactly as `s` (optional sign, digits, '.', exponent).
+std::optional<double> ParseNumber(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  const char* b = s.data();
+  const char* e = s.data() + s.size();
+  if (*b == '+') ++b;
+  // Decimal spellings only: from_chars alone would also take "inf", "nan" and "+-1".
+  const char* digits = b == s.data() && *b == '-' ? b + 1 : b;
+  if (digits == e || !((*digits >= '0' && *digits <= '9') || *digits == '.')) {
+    return std::nullopt;
+  }
+  double v = 0;
+  auto [p, ec] = std::from_chars(b, e, v);
+  if (ec != std::errc() || p != e || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+// Milliseconds of a relative time span such as "1m", "5min", "1 hour", "100ms"; nullopt when
+// `s` is not one (calendar months are not fixed spans and are rejected).
+std::optional<int64_t> ParseSpan(std::string_view s) {
+  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
+  size_t i = 0;
+  while (i < s.size() && IsDigit(s[i])) ++i;
+  if (i == 0 || i > 12) return std::nullopt;
+  int64_t n = 0;
+  std::from_chars(s.data(), s.data() + i, n);
+  size_t u = i;
+  while (u < s.size() && IsSpace(s[u])) ++u;
+  std::string unit = Lower(s.substr(u));
+  constexpr int64_t kSec = 1000, kMin = 60 * kSec, kHour = 60 * kMin, kDay = 24 * kHour;
+  struct Unit {
+    std::initializer_list<const char*> names;
+    int64_t ms;
+  };
+  static const Unit kUnits[] = {
+      {{"ms", "msec", "msecs", "millis", "millisecond", "milliseconds"}, 1},
+      {{"s", "sec", "secs", "second", "seconds"}, kSec},
+      {{"m", "min", "mins", "minute", "minutes"}, kMin},
+      {{"h", "hr", "hrs", "hour", "hours"}, kHour},
+      {{"d", "day", "days"}, kDay},
+      {{"w", "week", "weeks"}, 7 * kDay},
+      {{"y", "yr", "yrs", "year", "years"}, 365 * kDay},
+  };
+  for (const Unit& un : kUnits) {
+    for (const char* name : un.names) {
+      if (unit == name) {
+        if (n == 0) return std::nullopt;
+        return n * un.ms;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// "UTC", "Z" (GMT is taken as UTC) or a fixed offset "+HH:MM" / "+HHMM" / "+HH" normalized to
+// "+HH:MM"; nullopt for anything else (named zones are not supported).
+std::optional<std::string> NormalizeTimezone(std::string_view tz) {
+  std::string up = Lower(tz);
+  if (up == "utc" || up == "gmt") return std::string("UTC");
+  if (up == "z") return std::string("Z");
+  if (tz.size() < 3 || (tz[0] != '+' && tz[0] != '-')) return std::nullopt;
+  std::string_view rest = tz.substr(1);
+  std::string digits;
+  if (rest.size() == 5 && rest[2] == ':') {
+    digits = std::string(rest.substr(0, 2)) + std::string(rest.substr(3, 2));
+  } else if (rest.size() == 4 || rest.size() == 2) {
+    digits = std::string(rest) + (rest.size() == 2 ? "00" : "");
+  } else {
+    return std::nullopt;
+  }
+  for (char c : digits) {
+    if (!IsDigit(c)) return std::nullopt;
+  }
+  int hours = (digits[0] - '0') * 10 + (digits[1] - '0');
+  int minutes = (digits[2] - '0') * 10 + (digits[3] - '0');
+  if (hours > 18 || minutes > 59) return std::nullopt;
+  return std::string(1, tz[0]) + digits.substr(0, 2) + ":" + digits.substr(2, 2);
+}
+
+// Rewrites Java/LogScale named groups `(?<name>...)` as RE2's `(?P<name>...)`. With
+// `plain_to_noncapturing`, unnamed capturing groups `(...)` become `(?:...)`, so that the capture
+// groups of the result are exactly its named groups. Escapes and character classes are skipped.
+std::string ConvertRegex(std::string_view p, bool plain_to_noncapturing) {
+  std::string out;
+  out.reserve(p.size() + 8);
+  bool in_class = false;
+  for (size_t i = 0; i < p.size(); ++i) {
+    char c = p[i];
+    if (c == '\\' && i + 1 < p.size()) {
+      out.push_back(c);
+      out.push_back(p[++i]);
+      continue;
+    }
+    if (in_class) {
+      if (c == ']') in_class = false;
+      out.push_back(c);
+      continue;
+    }
+    if (c == '[') {
+      in_class = true;
+      out.push_back(c);
+      if (i + 1 < p.size() && p[i + 1] == '^') out.push_back(p[++i]);
+      if (i + 1 < p.size() && p[i + 1] == ']') out.push_back(p[++i]);
+      continue;
+    }
+    if (c == '(') {
+      bool question = i + 1 < p.size() && p[i + 1] == '?';
+      if (question && i + 3 < p.size() && p[i + 2] == '<' && p[i + 3] != '=' && p[i + 3] != '!') {
+        out += "(?P<";
+        i += 2;
+        continue;
+      }
+      if (!question && plain_to_noncapturing) {
+        out += "(?:";
+        continue;
+      }
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::shared_ptr<const RE2> CompileRegex(const std::string& source, std::string* error) {
+  RE2::Options opts;
+  opts.set_log_errors(false);
+  auto re = std::make_shared<RE2>(source, opts);
+  if (!re->ok()) {
+    *error = re->error();
+    return nullptr;
+  }
+  return re;
+}
+
+// Names of the capture groups of `re` in capture order (every group must be named).
+std::vector<std::string> GroupNames(const RE2& re) {
+  std::vector<std::string> out;
+  for (const auto& [index, name] : re.CapturingGroupNames()) out.push_back(name);
+  return out;
+}
 
 std::shared_ptr<FilterNode> MakeNode(FilterNode::Kind kind, size_t position) {
   auto n = std::make_shared<FilterNode>();
@@ -83,6 +235,140 @@ FilterPtr Combine(FilterNode::Kind kind, FilterPtr a, FilterPtr b, size_t positi
   return n;
 }
 
+ExprPtr MakeExpr(Expr::Kind kind, std::string text, size_t position,
+                 std::vector<ExprPtr> args = {}) {
+  auto e = std::make_shared<Expr>();
+  e->kind = kind;
+  e->text = std::move(text);
+  e->position = position;
+  e->args = std::move(args);
+  return e;
+}
+
+// Output field names of a metric (see Metric::as): percentile's `as` is a prefix.
+std::vector<std::string> MetricOutputNames(const Metric& m) {
+  switch (m.kind) {
+    case Metric::Kind::kCount:
+      return {m.as.empty() ? "_count" : m.as};
+    case Metric::Kind::kSum:
+      return {m.as.empty() ? "_sum" : m.as};
+    case Metric::Kind::kAvg:
+      return {m.as.empty() ? "_avg" : m.as};
+    case Metric::Kind::kMin:
+      return {m.as.empty() ? "_min" : m.as};
+    case Metric::Kind::kMax:
+      return {m.as.empty() ? "_max" : m.as};
+    case Metric::Kind::kPercentile: {
+      std::vector<std::string> out;
+      for (double p : m.percentiles) out.push_back(m.as + "_" + FormatNumber(p));
+      return out;
+    }
+  }
+  return {};
+}
+
+// ---- function names ----
+
+// Pipeline functions, by their documented (camelCase) names.
+const char* const kFunctions[] = {
+    "count",   "sum",        "avg",    "min",    "max",   "percentile", "stats",
+    "groupBy", "timeChart",  "bucket", "top",    "table", "select",     "sort",
+    "head",    "tail",       "drop",   "rename", "eval",  "regex",      "parseJson",
+    "kvParse", "formatTime", "lower",  "length", "split", "in",         "wildcard",
+};
+const char* const kMetricFunctions[] = {"count", "sum", "avg", "min", "max", "percentile"};
+
+// The documented name of `name` (given as documented or all lower-case), or "".
+template <size_t N>
+std::string Canonical(const char* const (&names)[N], std::string_view name) {
+  for (const char* n : names) {
+    if (name == n || name == Lower(n)) return n;
+  }
+  return "";
+}
+
+std::string CanonicalFunction(std::string_view name) { return Canonical(kFunctions, name); }
+
+bool IsFilterFunction(const std::string& fn) { return fn == "in" || fn == "wildcard"; }
+
+// Expression functions: canonical (lower-case) name, documented camelCase spelling, arity.
+struct ExprFunction {
+  const char* name;
+  const char* camel;
+  int min_args;
+  int max_args;  // -1 = any number
+};
+const ExprFunction kExprFunctions[] = {
+    {"lower", nullptr, 1, 1},
+    {"upper", nullptr, 1, 1},
+    {"length", nullptr, 1, 1},
+    {"concat", nullptr, 1, -1},
+    {"substr", nullptr, 2, 3},
+    {"trim", nullptr, 1, 1},
+    {"round", nullptr, 1, 1},
+    {"floor", nullptr, 1, 1},
+    {"ceil", nullptr, 1, 1},
+    {"abs", nullptr, 1, 1},
+    {"min", nullptr, 2, -1},
+    {"max", nullptr, 2, -1},
+    {"if", nullptr, 3, 3},
+    {"tostring", "toString", 1, 1},
+    {"tonumber", "toNumber", 1, 1},
+    {"now", nullptr, 0, 0},
+    {"formattime", "formatTime", 2, 3},
+};
+
+const ExprFunction* FindExprFunction(std::string_view name) {
+  for (const ExprFunction& f : kExprFunctions) {
+    if (name == f.name || (f.camel != nullptr && name == f.camel)) return &f;
+  }
+  return nullptr;
+}
+
+// ---- function arguments ----
+
+// A parsed argument value: a word/string, a [list], or a call like count(x).
+struct Arg;
+struct ArgValue {
+  enum class Kind { kScalar, kList, kCall } kind = Kind::kScalar;
+  std::string text;  // scalar text or call name
+  bool quoted = false;
+  std::vector<ArgValue> list;
+  std::vector<Arg> args;  // call arguments
+  size_t position = 0;
+};
+struct Arg {
+  std::string name;  // empty for the unnamed argument
+  size_t position = 0;
+  ArgValue value;
+};
+
+// Short rendering of a value for messages.
+std::string ValueText(const ArgValue& v) {
+  switch (v.kind) {
+    case ArgValue::Kind::kScalar:
+      return v.text;
+    case ArgValue::Kind::kList:
+      return "[...]";
+    case ArgValue::Kind::kCall:
+      return v.text + "()";
+  }
+  return "";
+}
+
+// The arguments of one call bound to its parameter names.
+struct Params {
+  std::string fn;       // canonical function name
+  size_t position = 0;  // of the function name
+  std::vector<std::pair<std::string, const Arg*>> given;
+  const Arg* Find(std::string_view name) const {
+    for (const auto& [n, a] : given) {
+      if (n == name) return a;
+    }
+    return nullptr;
+  }
+};
+
 class Parser {
  public:
   explicit Parser(std::string_view s) : s_(s) {}
@@ -90,32 +376,9 @@ class Parser {
   Result<std::shared_ptr<const CompiledQuery>> Parse() {
     auto q = std::make_shared<CompiledQuery>();
     q->text = std::string(s_);
-    SkipWs();
-    if (AtEnd() || Peek() == '|') {
-      q->filter = MakeNode(FilterNode::Kind::kTrue, pos_);
-    } else {
-      q->filter = ParseAnd();
-      if (!ok()) return err_;
-      SkipWs();
-      if (!AtEnd() && Peek() != '|') {
-        Error(pos_, Unexpected());
-        return err_;
-      }
-    }
-    while (ok()) {
-      SkipWs();
-      if (AtEnd()) break;
-      if (Peek() != '|') {
-        Error(pos_, Unexpected());
-        return err_;
-      }
-      ++pos_;
-      SkipWs();
-      Stage stage;
-      if (!ParseStage(&stage)) return err_;
-      q->stages.push_back(std::move(stage));
-    }
-    if (!ok()) return err_;
+    FilterPtr filter;
+    if (!ParseSteps(&filter, &q->stages, /*in_branch=*/false)) return err_;
+    q->filter = filter ? filter : MakeNode(FilterNode::Kind::kTrue, 0);
     q->is_aggregate = std::any_of(q->stages.begin(), q->stages.end(),
                                   [](const Stage& st) { return st.IsAggregate(); });
     return std::shared_ptr<const CompiledQuery>(std::move(q));
@@ -128,9 +391,14 @@ class Parser {
   void SkipWs() {
     while (!AtEnd() && IsSpace(s_[pos_])) ++pos_;
   }
+  // "end of query" or "'c'".
+  std::string Found() const {
+    if (AtEnd()) return "end of query";
+    return "'" + std::string(1, s_[pos_]) + "'";
+  }
   std::string Unexpected() const {
     if (AtEnd()) return "unexpected end of query";
-    return "unexpected '" + std::string(1, s_[pos_]) + "'";
+    return "unexpected " + Found();
   }
   // Records the first error.
   void Error(size_t at, const std::string& msg) {
@@ -138,24 +406,259 @@ class Parser {
       err_ = Status::InvalidArgument(msg + " at position " + std::to_string(at));
     }
   }
+  bool InCase() const { return case_depth_ > 0; }
 
-  // The bare word starting at pos_ (not consumed).
+  // Counts one level of nesting while alive; ok() is false (and an error recorded) beyond
+  // kMaxDepth.
+  class Nest {
+   public:
+    explicit Nest(Parser* p) : p_(p) {
+      if (++p_->depth_ > kMaxDepth) p_->Error(p_->pos_, "query nested too deeply");
+    }
+    ~Nest() { --p_->depth_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+    bool ok() const { return p_->depth_ <= kMaxDepth; }
+
+   private:
+    Parser* p_;
+  };
+  // Whether pos_ (after SkipWs) is where a pipeline step ends.
+  bool AtStepEnd() const {
+    if (AtEnd()) return true;
+    char c = Peek();
+    return c == '|' || (InCase() && (c == ';' || c == '}'));
+  }
+
+  // Characters that end a bare word in a filter.
+  bool EndsWord(char c) const {
+    return IsSpace(c) || c == '(' || c == ')' || c == '|' || c == '"' || c == '=' || c == '!' ||
+           c == ',' || c == '[' || c == ']' || c == '<' || c == '>' ||
+           (InCase() && (c == ';' || c == '{' || c == '}'));
+  }
+
+  // The bare word starting at `at` (not consumed).
   std::string_view WordAt(size_t at) const {
     size_t e = at;
     while (e < s_.size() && !EndsWord(s_[e])) ++e;
     return s_.substr(at, e - at);
   }
 
+  // End of the identifier starting at `at`.
+  size_t IdentEnd(size_t at) const {
+    size_t e = at;
+    while (e < s_.size() && IsIdentChar(s_[e])) ++e;
+    return e;
+  }
+  size_t SkipWsFrom(size_t at) const {
+    while (at < s_.size() && IsSpace(s_[at])) ++at;
+    return at;
+  }
+
   // A keyword (and/or/not, any case) at pos_ that is not used as a field name.
   bool AtKeyword(std::string_view kw) const {
     std::string_view w = WordAt(pos_);
     if (!EqualsIgnoreCase(w, kw)) return false;
-    size_t e = pos_ + w.size();
-    while (e < s_.size() && IsSpace(s_[e])) ++e;
-    if (e < s_.size() && (s_[e] == '=' || (s_[e] == '!' && e + 1 < s_.size() && s_[e + 1] == '=')))
+    size_t e = SkipWsFrom(pos_ + w.size());
+    if (e < s_.size() && (s_[e] == '=' || s_[e] == '<' || s_[e] == '>' ||
+                          (s_[e] == '!' && e + 1 < s_.size() && s_[e + 1] == '='))) {
       return false;
+    }
     return true;
   }
+
+  // ---- pipeline ----
+
+  // Steps separated by '|' up to the end of the query (or, in a case branch, up to ';' / '}',
+  // not consumed). Leading pure-filter steps are ANDed into *leading (null when there are none);
+  // every later step is appended to *stages.
+  bool ParseSteps(FilterPtr* leading, std::vector<Stage>* stages, bool in_branch) {
+    bool filter_phase = true;
+    bool first = true;
+    while (true) {
+      SkipWs();
+      if (AtStepEnd()) {
+        // Only the first step may be empty: "| count()" or the empty query.
+        bool allowed = first && (Peek() == '|' || (!in_branch && AtEnd()));
+        if (!allowed) {
+          Error(pos_, "expected a filter or a function but found " + Found());
+          return false;
+        }
+      } else {
+        if (!ParseStep(leading, stages, &filter_phase)) return false;
+        SkipWs();
+      }
+      first = false;
+      if (AtEnd()) return true;
+      char c = Peek();
+      if (c == '|') {
+        ++pos_;
+        continue;
+      }
+      if (in_branch && (c == ';' || c == '}')) return true;
+      Error(pos_, Unexpected());
+      return false;
+    }
+  }
+
+  void AddFilter(FilterPtr f, size_t position, FilterPtr* leading, std::vector<Stage>* stages,
+                 bool filter_phase) {
+    if (filter_phase) {
+      *leading = *leading ? Combine(FilterNode::Kind::kAnd, *leading, f, position) : f;
+      return;
+    }
+    Stage st;
+    st.kind = Stage::Kind::kFilter;
+    st.position = position;
+    st.function = "filter";
+    st.filter = std::move(f);
+    stages->push_back(std::move(st));
+  }
+
+  // One non-empty pipeline step at pos_.
+  bool ParseStep(FilterPtr* leading, std::vector<Stage>* stages, bool* filter_phase) {
+    size_t start = pos_;
+    char c = Peek();
+    if (c == '[') {
+      Stage st;
+      if (!ParseStatsShorthand(start, &st)) return false;
+      stages->push_back(std::move(st));
+      *filter_phase = false;
+      return true;
+    }
+    if (IsFieldNameChar(c)) {
+      size_t e = start;
+      while (e < s_.size() && IsFieldNameChar(s_[e])) ++e;
+      size_t k = SkipWsFrom(e);
+      if (k + 1 < s_.size() && s_[k] == ':' && s_[k + 1] == '=') {
+        Stage st;
+        st.kind = Stage::Kind::kEval;
+        st.position = start;
+        st.function = "eval";
+        pos_ = k + 2;
+        ExprPtr value = ParseExpr();
+        if (!value) return false;
+        st.assignments.emplace_back(std::string(s_.substr(start, e - start)), std::move(value));
+        stages->push_back(std::move(st));
+        *filter_phase = false;
+        return true;
+      }
+    }
+    if (IsIdentStart(c)) {
+      size_t e = IdentEnd(start);
+      std::string name(s_.substr(start, e - start));
+      size_t k = SkipWsFrom(e);
+      if (name == "case" && k < s_.size() && s_[k] == '{') {
+        pos_ = k;
+        Stage st;
+        if (!ParseCase(start, &st)) return false;
+        stages->push_back(std::move(st));
+        *filter_phase = false;
+        return true;
+      }
+      if (k < s_.size() && s_[k] == '(' && !IsKeyword(name)) {
+        std::string fn = CanonicalFunction(name);
+        if (fn.empty() && k == e) {
+          Error(start, "unknown function '" + name + "'");
+          return false;
+        }
+        if (!fn.empty() && !IsFilterFunction(fn)) {
+          pos_ = k + 1;
+          Stage st;
+          if (!ParseFunctionStage(fn, start, &st)) return false;
+          stages->push_back(std::move(st));
+          *filter_phase = false;
+          return true;
+        }
+      }
+    }
+    FilterPtr f = ParseAnd();
+    if (!f) return false;
+    SkipWs();
+    if (!AtStepEnd()) {
+      Error(pos_, Unexpected());
+      return false;
+    }
+    // A step that is one regex with named groups also extracts them as fields (as regex()).
+    if ((f->kind == FilterNode::Kind::kRawRegex || f->kind == FilterNode::Kind::kFieldRegex) &&
+        !f->re->NamedCapturingGroups().empty()) {
+      std::string error;
+      auto re = CompileRegex(ConvertRegex(f->text, /*plain_to_noncapturing=*/true), &error);
+      if (!re) {
+        Error(start, "invalid regular expression: " + error);
+        return false;
+      }
+      AddFilter(f, start, leading, stages, *filter_phase);
+      Stage st;
+      st.kind = Stage::Kind::kRegex;
+      st.position = start;
+      st.function = "regex";
+      st.field = f->field;
+      st.strict = true;
+      st.groups = GroupNames(*re);
+      st.re = std::move(re);
+      stages->push_back(std::move(st));
+      *filter_phase = false;
+      return true;
+    }
+    AddFilter(std::move(f), start, leading, stages, *filter_phase);
+    return true;
+  }
+
+  // case { cond | stages ; cond | stages ; * | stages }; pos_ at '{'.
+  bool ParseCase(size_t start, Stage* st) {
+    Nest nest(this);
+    if (!nest.ok()) return false;
+    size_t brace = pos_;
+    ++pos_;
+    st->kind = Stage::Kind::kCase;
+    st->position = start;
+    st->function = "case";
+    ++case_depth_;
+    while (true) {
+      SkipWs();
+      if (AtEnd()) {
+        Error(pos_, "missing '}' for 'case {' at position " + std::to_string(brace));
+        return false;
+      }
+      if (Peek() == '}') {
+        if (st->branches.empty()) {
+          Error(pos_, "empty case { }");
+          return false;
+        }
+        ++pos_;
+        break;
+      }
+      CaseBranch branch;
+      FilterPtr condition;
+      if (!ParseSteps(&condition, &branch.stages, /*in_branch=*/true)) return false;
+      for (const Stage& s : branch.stages) {
+        if (!s.IsTransform()) {
+          Error(s.position, s.function +
+                                "() cannot be used in a case branch (only per-record functions "
+                                "can)");
+          return false;
+        }
+      }
+      branch.condition = condition ? condition : MakeNode(FilterNode::Kind::kTrue, pos_);
+      st->branches.push_back(std::move(branch));
+      SkipWs();
+      if (AtEnd()) {
+        Error(pos_, "missing '}' for 'case {' at position " + std::to_string(brace));
+        return false;
+      }
+      if (Peek() == ';') {
+        ++pos_;
+        continue;
+      }
+      ++pos_;  // '}' (ParseSteps stops only at the end, ';' or '}')
+      break;
+    }
+    --case_depth_;
+    return true;
+  }
+
+  // ---- filters ----
 
   // LogScale precedence: NOT binds tightest, then OR, then AND (explicit or implicit), so
   // `a b OR c` is `a AND (b OR c)`. Both binary operators are left-associative.
@@ -164,7 +667,7 @@ class Parser {
     FilterPtr left = ParseOr();
     while (ok()) {
       SkipWs();
-      if (AtEnd() || Peek() == '|' || Peek() == ')') break;
+      if (AtStepEnd() || Peek() == ')') break;
       if (AtKeyword("and")) pos_ += 3;
       FilterPtr right = ParseOr();
       if (!ok()) return nullptr;
@@ -188,6 +691,8 @@ class Parser {
   }
 
   FilterPtr ParseNot() {
+    Nest nest(this);
+    if (!nest.ok()) return nullptr;
     SkipWs();
     size_t start = pos_;
     bool negate = false;
@@ -228,7 +733,7 @@ class Parser {
       SkipWs();
       if (Peek() != ')') {
         Error(pos_, AtEnd() ? "missing ')' for '(' at position " + std::to_string(start)
-                            : "expected ')' but found " + Unexpected().substr(11));
+                            : "expected ')' but found " + Found());
         return nullptr;
       }
       ++pos_;
@@ -237,12 +742,31 @@ class Parser {
     if (c == '/') {
       std::shared_ptr<const re2::RE2> re;
       std::string source;
-      if (!ParseRegex(&re, &source)) return nullptr;
+      if (!ParseRegexLiteral(&re, &source)) return nullptr;
       auto n = MakeNode(FilterNode::Kind::kRawRegex, start);
       n->field = "@rawstring";
       n->text = source;
       n->re = re;
       return n;
+    }
+    if (IsIdentStart(c)) {
+      // A filter function: in(...), wildcard(...).
+      size_t e = IdentEnd(start);
+      std::string name(s_.substr(start, e - start));
+      size_t k = SkipWsFrom(e);
+      if (k < s_.size() && s_[k] == '(' && !IsKeyword(name)) {
+        std::string fn = CanonicalFunction(name);
+        if (IsFilterFunction(fn)) {
+          pos_ = k + 1;
+          return ParseFilterFunction(fn, start);
+        }
+        if (k == e) {
+          Error(start, fn.empty() ? "unknown function '" + name + "'"
+                                  : fn + "() is not a filter: use it as a pipeline step of its "
+                                         "own, after '|'");
+          return nullptr;
+        }
+      }
     }
     std::string word;
     bool quoted = false;
@@ -261,16 +785,8 @@ class Parser {
     }
     size_t after = pos_;
     SkipWs();
-    if (Peek() == '=' || (Peek() == '!' && Peek(1) == '=')) {
-      if (Peek() == '=' && Peek(1) == '=') {
-        Error(pos_, "unsupported operator '=='");
-        return nullptr;
-      }
+    if (Peek() == '=' || Peek() == '<' || Peek() == '>' || (Peek() == '!' && Peek(1) == '=')) {
       return ParseComparison(word, quoted, start);
-    }
-    if (Peek() == '<' || Peek() == '>') {
-      Error(pos_, "unsupported operator '" + std::string(1, Peek()) + "'");
-      return nullptr;
     }
     pos_ = after;
     if (word.find('*') != std::string::npos) {
@@ -289,6 +805,7 @@ class Parser {
     return n;
   }
 
+  // `name` op value at pos_ (the operator), op one of = != < <= > >= ==.
   FilterPtr ParseComparison(const std::string& name, bool quoted_name, size_t start) {
     if (name.empty()) {
       Error(start, "empty field name");
@@ -303,15 +820,23 @@ class Parser {
         }
       }
     }
-    bool negated = Peek() == '!';
-    pos_ += negated ? 2 : 1;
+    std::string op;
+    char c = Peek();
+    if (c == '!' || (c == '=' && Peek(1) == '=') || ((c == '<' || c == '>') && Peek(1) == '=')) {
+      op = std::string(s_.substr(pos_, 2));
+    } else {
+      op = std::string(1, c);
+    }
+    pos_ += op.size();
     SkipWs();
     size_t vpos = pos_;
+    if (op != "=" && op != "!=") return ParseNumericComparison(name, op, start, vpos);
+    bool negated = op == "!=";
     std::shared_ptr<FilterNode> n;
     if (Peek() == '/') {
       std::shared_ptr<const re2::RE2> re;
       std::string source;
-      if (!ParseRegex(&re, &source)) return nullptr;
+      if (!ParseRegexLiteral(&re, &source)) return nullptr;
       n = MakeNode(FilterNode::Kind::kFieldRegex, start);
       n->text = source;
       n->re = re;
@@ -324,8 +849,7 @@ class Parser {
     } else {
       std::string_view value = WordAt(pos_);
       if (value.empty()) {
-        Error(vpos, "expected a value after '" + std::string(negated ? "!=" : "=") +
-                        "' but found " + Unexpected().substr(11));
+        Error(vpos, "expected a value after '" + op + "' but found " + Found());
         return nullptr;
       }
       pos_ += value.size();
@@ -338,6 +862,106 @@ class Parser {
     auto neg = MakeNode(FilterNode::Kind::kNot, start);
     neg->children = {n};
     return neg;
+  }
+
+  FilterPtr ParseNumericComparison(const std::string& name, const std::string& op, size_t start,
+                                   size_t vpos) {
+    std::string value;
+    if (Peek() == '"') {
+      if (!ParseQuoted(&value)) return nullptr;
+    } else {
+      value = std::string(WordAt(pos_));
+      pos_ += value.size();
+    }
+    std::optional<double> number = ParseNumber(value);
+    if (!number) {
+      std::string found = vpos < s_.size() && pos_ > vpos ? "'" + value + "'" : Found();
+      Error(vpos, "expected a number after '" + op + "' but found " + found +
+                      (op == "==" ? " (use '=' to compare text)" : ""));
+      return nullptr;
+    }
+    auto n = MakeNode(FilterNode::Kind::kFieldCmp, start);
+    n->field = name;
+    n->text = value;
+    n->number = *number;
+    using C = FilterNode::Cmp;
+    n->cmp = op == "<"    ? C::kLt
+             : op == "<=" ? C::kLe
+             : op == ">"  ? C::kGt
+             : op == ">=" ? C::kGe
+                          : C::kEq;
+    return n;
+  }
+
+  // in(field, values=[...], ignoreCase=false) / wildcard(pattern, field=@rawstring,
+  // ignoreCase=false, includeEverythingOnAsterisk=false); pos_ just after '('.
+  FilterPtr ParseFilterFunction(const std::string& fn, size_t start) {
+    std::vector<Arg> args;
+    if (!ParseArgs(&args)) return nullptr;
+    Params p;
+    bool ignore_case = false;
+    if (fn == "in") {
+      if (!Bind(fn, start, args, "field", {"field", "values", "ignoreCase"}, {},
+                {"field", "values"}, &p)) {
+        return nullptr;
+      }
+      std::string field;
+      if (!GetField(p, "field", &field) || !GetBool(p, "ignoreCase", &ignore_case)) return nullptr;
+      const Arg* values = p.Find("values");
+      std::vector<const ArgValue*> items;
+      if (values->value.kind == ArgValue::Kind::kList) {
+        for (const ArgValue& item : values->value.list) items.push_back(&item);
+      } else {
+        items.push_back(&values->value);
+      }
+      if (items.empty()) {
+        BadParam(p, "values", "at least one value");
+        return nullptr;
+      }
+      FilterPtr result;
+      for (const ArgValue* item : items) {
+        if (item->kind != ArgValue::Kind::kScalar) {
+          Error(item->position, "invalid value '" + ValueText(*item) +
+                                    "' for parameter 'values' of in(): expected a string");
+          return nullptr;
+        }
+        bool glob = item->text.find('*') != std::string::npos;
+        auto n = MakeNode(glob ? FilterNode::Kind::kFieldGlob : FilterNode::Kind::kFieldEq,
+                          item->position);
+        n->field = field;
+        n->text = item->text;
+        n->ignore_case = ignore_case;
+        result = result ? Combine(FilterNode::Kind::kOr, result, n, start) : n;
+      }
+      return result;
+    }
+    // wildcard()
+    if (!Bind(fn, start, args, "pattern",
+              {"pattern", "field", "ignoreCase", "includeEverythingOnAsterisk"}, {}, {"pattern"},
+              &p)) {
+      return nullptr;
+    }
+    std::string pattern;
+    std::vector<std::string> fields = {"@rawstring"};
+    bool everything = false;
+    if (!GetString(p, "pattern", &pattern) || !GetFields(p, "field", &fields) ||
+        !GetBool(p, "ignoreCase", &ignore_case) ||
+        !GetBool(p, "includeEverythingOnAsterisk", &everything)) {
+      return nullptr;
+    }
+    if (everything && GlobPieces(pattern).empty() && !pattern.empty()) {
+      return MakeNode(FilterNode::Kind::kTrue, start);
+    }
+    bool glob = pattern.find('*') != std::string::npos;
+    FilterPtr result;
+    for (const std::string& field : fields) {
+      auto n = MakeNode(glob ? FilterNode::Kind::kFieldGlob : FilterNode::Kind::kFieldEq, start);
+      n->field = field;
+      n->text = pattern;
+      n->ignore_case = ignore_case;
+      result = result ? Combine(FilterNode::Kind::kOr, result, n, start) : n;
+    }
+    return result;
   }
 
   // "..." with \" and \\ escapes; other backslashes are kept.
@@ -364,8 +988,8 @@ class Parser {
   }
 
   // /pattern/flags; "\/" stands for '/'. Flags: i (case-insensitive), m (multi-line), d (dot
-  // matches newline).
-  bool ParseRegex(std::shared_ptr<const re2::RE2>* re, std::string* source) {
+  // matches newline). Named groups (?<name>...) are accepted.
+  bool ParseRegexLiteral(std::shared_ptr<const re2::RE2>* re, std::string* source) {
     size_t start = pos_;
     ++pos_;
     std::string pattern;
@@ -395,43 +1019,44 @@ class Parser {
     }
     std::string prefix;
     while (!AtEnd() && IsIdentChar(Peek())) {
-      char f = Peek();
-      if (f == 'i') {
-        prefix += "(?i)";
-      } else if (f == 'm') {
-        prefix += "(?m)";
-      } else if (f == 'd') {
-        prefix += "(?s)";
-      } else {
-        Error(pos_, "unknown regex flag '" + std::string(1, f) + "'");
+      std::string flag = RegexFlag(Peek());
+      if (flag.empty()) {
+        Error(pos_, "unknown regex flag '" + std::string(1, Peek()) + "'");
         return false;
       }
+      prefix += flag;
       ++pos_;
     }
-    RE2::Options opts;
-    opts.set_log_errors(false);
-    auto compiled = std::make_shared<RE2>(prefix + pattern, opts);
-    if (!compiled->ok()) {
-      Error(start, "invalid regular expression: " + compiled->error());
+    std::string full = prefix + ConvertRegex(pattern, /*plain_to_noncapturing=*/false);
+    std::string error;
+    auto compiled = CompileRegex(full, &error);
+    if (!compiled) {
+      Error(start, "invalid regular expression: " + error);
       return false;
     }
     *re = std::move(compiled);
-    *source = prefix + pattern;
+    *source = std::move(full);
     return true;
   }
 
-  // ---- pipeline ----
-
-  std::string ParseIdent() {
-    size_t e = pos_;
-    while (e < s_.size() && IsIdentChar(s_[e])) ++e;
-    std::string out(s_.substr(pos_, e - pos_));
-    pos_ = e;
-    return out;
+  // The RE2 prefix of a LogScale regex flag, "" when `f` is not one.
+  static std::string RegexFlag(char f) {
+    switch (f) {
+      case 'i':
+        return "(?i)";
+      case 'm':
+        return "(?m)";
+      case 'd':
+        return "(?s)";
+      default:
+        return "";
+    }
   }
 
+  // ---- function arguments ----
+
+  // Arguments up to and including ')'; pos_ is just after '('.
   bool ParseArgs(std::vector<Arg>* args) {
-    // pos_ is just after '('.
     SkipWs();
     if (Peek() == ')') {
       ++pos_;
@@ -441,19 +1066,16 @@ class Parser {
       SkipWs();
       Arg arg;
       arg.position = pos_;
-      // name = value ?
       size_t save = pos_;
-      std::string ident = ParseIdent();
-      SkipWs();
-      if (!ident.empty() && Peek() == '=' && Peek(1) != '=') {
-        ++pos_;
-        arg.name = ident;
+      size_t e = IdentEnd(pos_);
+      size_t k = SkipWsFrom(e);
+      if (e > pos_ && k < s_.size() && s_[k] == '=' && (k + 1 >= s_.size() || s_[k + 1] != '=')) {
+        arg.name = std::string(s_.substr(pos_, e - pos_));
+        pos_ = k + 1;
       } else {
         pos_ = save;
       }
-      auto value = std::make_shared<ArgValue>();
-      if (!ParseArgValue(value.get())) return false;
-      arg.value = value;
+      if (!ParseArgValue(&arg.value)) return false;
       args->push_back(std::move(arg));
       SkipWs();
       if (Peek() == ',') {
@@ -464,13 +1086,14 @@ class Parser {
         ++pos_;
         return true;
       }
-      Error(pos_,
-            AtEnd() ? "missing ')'" : "expected ',' or ')' but found " + Unexpected().substr(11));
+      Error(pos_, AtEnd() ? "missing ')'" : "expected ',' or ')' but found " + Found());
       return false;
     }
   }
 
   bool ParseArgValue(ArgValue* v) {
+    Nest nest(this);
+    if (!nest.ok()) return false;
     SkipWs();
     v->position = pos_;
     char c = Peek();
@@ -495,22 +1118,27 @@ class Parser {
           ++pos_;
           return true;
         }
-        Error(pos_,
-              AtEnd() ? "missing ']'" : "expected ',' or ']' but found " + Unexpected().substr(11));
+        Error(pos_, AtEnd() ? "missing ']'" : "expected ',' or ']' but found " + Found());
         return false;
       }
     }
     if (c == '"') {
       v->kind = ArgValue::Kind::kScalar;
+      v->quoted = true;
       return ParseQuoted(&v->text);
+    }
+    if (c == '{') {
+      Error(pos_, "subqueries { ... } are not supported");
+      return false;
     }
     size_t e = pos_;
     while (e < s_.size() && !IsSpace(s_[e]) && s_[e] != ',' && s_[e] != ')' && s_[e] != ']' &&
-           s_[e] != '(' && s_[e] != '[' && s_[e] != '|' && s_[e] != '"' && s_[e] != '=') {
+           s_[e] != '(' && s_[e] != '[' && s_[e] != '|' && s_[e] != '"' && s_[e] != '=' &&
+           s_[e] != '{' && s_[e] != '}' && s_[e] != ';') {
       ++e;
     }
     if (e == pos_) {
-      Error(pos_, "expected a value but found " + Unexpected().substr(11));
+      Error(pos_, "expected a value but found " + Found());
       return false;
     }
     v->text = std::string(s_.substr(pos_, e - pos_));
@@ -527,172 +1155,919 @@ class Parser {
     return true;
   }
 
-  // Accepts the documented camelCase name or its all-lower-case spelling.
-  static std::string CanonicalFunction(const std::string& name) {
-    static const char* kNames[] = {"count", "head", "tail", "sort", "table", "groupBy"};
-    for (const char* n : kNames) {
-      if (name == n || (name == Lower(n))) return n;
-    }
-    return "";
-  }
-
-  bool ToFieldList(const ArgValue& v, std::vector<std::string>* out) {
-    if (v.kind == ArgValue::Kind::kScalar) {
-      out->push_back(v.text);
-      return true;
-    }
-    if (v.kind == ArgValue::Kind::kList) {
-      for (const ArgValue& item : v.list) {
-        if (item.kind != ArgValue::Kind::kScalar) {
-          Error(item.position, "expected a field name");
-          return false;
-        }
-        out->push_back(item.text);
-      }
-      if (out->empty()) {
-        Error(v.position, "expected at least one field");
-        return false;
-      }
-      return true;
-    }
-    Error(v.position, "expected a field name or a list of field names");
-    return false;
-  }
-
-  bool ToLimit(const ArgValue& v, int64_t* out) {
-    int64_t n = 0;
-    if (v.kind == ArgValue::Kind::kScalar) {
-      const char* b = v.text.data();
-      const char* e = b + v.text.size();
-      auto [p, ec] = std::from_chars(b, e, n);
-      if (ec == std::errc() && p == e && n >= 0) {
-        *out = n;
-        return true;
-      }
-    }
-    Error(v.position, "invalid limit '" + v.text + "' (expected a non-negative integer)");
-    return false;
-  }
-
-  bool ParseStage(Stage* stage) {
-    size_t start = pos_;
-    stage->position = start;
-    std::string name = ParseIdent();
-    if (name.empty()) {
-      Error(start, "expected a function name but found " + Unexpected().substr(11));
-      return false;
-    }
-    std::string fn = CanonicalFunction(name);
-    if (fn.empty()) {
-      Error(start, "unknown function '" + name + "'");
-      return false;
-    }
-    SkipWs();
-    if (Peek() != '(') {
-      Error(pos_, "expected '(' after '" + name + "'");
-      return false;
-    }
-    ++pos_;
-    std::vector<Arg> args;
-    if (!ParseArgs(&args)) return false;
-
-    std::string unnamed;  // name of the function's unnamed parameter
-    std::vector<std::string> allowed;
-    if (fn == "count") {
-      stage->kind = Stage::Kind::kCount;
-    } else if (fn == "head" || fn == "tail") {
-      stage->kind = fn == "head" ? Stage::Kind::kHead : Stage::Kind::kTail;
-      unnamed = "limit";
-      allowed = {"limit"};
-    } else if (fn == "sort") {
-      stage->kind = Stage::Kind::kSort;
-      unnamed = "field";
-      allowed = {"field", "order", "limit"};
-    } else if (fn == "table") {
-      stage->kind = Stage::Kind::kTable;
-      unnamed = "fields";
-      allowed = {"fields", "limit"};
-    } else {
-      stage->kind = Stage::Kind::kGroupBy;
-      stage->limit = 20000;
-      unnamed = "field";
-      allowed = {"field", "function", "limit"};
-    }
-    std::vector<std::string> seen;
-    for (size_t i = 0; i < args.size(); ++i) {
-      Arg& a = args[i];
+  // Binds `args` of `fn` (named `fn` at `fn_pos`) to its parameters: `unnamed` is the parameter
+  // an unnamed argument stands for (nullptr: none), `known` the supported parameters,
+  // `unsupported` the LogScale parameters this engine does not implement, `required` those that
+  // must be given. Parameter names are matched as documented or all lower-case.
+  bool Bind(const std::string& fn, size_t fn_pos, const std::vector<Arg>& args, const char* unnamed,
+            std::initializer_list<const char*> known,
+            std::initializer_list<const char*> unsupported,
+            std::initializer_list<const char*> required, Params* out) {
+    out->fn = fn;
+    out->position = fn_pos;
+    for (const Arg& a : args) {
+      std::string name;
       if (a.name.empty()) {
-        if (i != 0 || unnamed.empty()) {
-          Error(a.position, fn + "() takes no unnamed argument here");
+        if (unnamed == nullptr) {
+          Error(a.position, fn + "() takes no unnamed argument");
           return false;
         }
-        a.name = unnamed;
+        name = unnamed;
+      } else {
+        for (const char* k : known) {
+          if (a.name == k || a.name == Lower(k)) name = k;
+        }
+        if (name.empty()) {
+          for (const char* u : unsupported) {
+            if (a.name == u || a.name == Lower(u)) {
+              Error(a.position,
+                    "parameter '" + std::string(u) + "' of " + fn + "() is not supported");
+              return false;
+            }
+          }
+          Error(a.position, "unknown parameter '" + a.name + "' for " + fn + "()");
+          return false;
+        }
       }
-      if (std::find(allowed.begin(), allowed.end(), a.name) == allowed.end()) {
-        Error(a.position, "unknown parameter '" + a.name + "' for " + fn + "()");
+      if (out->Find(name) != nullptr) {
+        Error(a.position, "parameter '" + name + "' of " + fn + "() given twice");
         return false;
       }
-      if (std::find(seen.begin(), seen.end(), a.name) != seen.end()) {
-        Error(a.position, "parameter '" + a.name + "' given twice");
-        return false;
-      }
-      seen.push_back(a.name);
-      const ArgValue& v = *a.value;
-      if (a.name == "limit") {
-        if (!ToLimit(v, &stage->limit)) return false;
-      } else if (a.name == "field" || a.name == "fields") {
-        if (!ToFieldList(v, &stage->fields)) return false;
-      } else if (a.name == "order") {
-        std::string o = Lower(v.text);
-        if (v.kind == ArgValue::Kind::kScalar && (o == "asc" || o == "ascending")) {
-          stage->descending = false;
-        } else if (v.kind == ArgValue::Kind::kScalar && (o == "desc" || o == "descending")) {
-          stage->descending = true;
-        } else {
-          Error(v.position, "invalid order '" + v.text + "' (expected asc or desc)");
-          return false;
-        }
-      } else if (a.name == "function") {
-        std::vector<const ArgValue*> calls;
-        if (v.kind == ArgValue::Kind::kList) {
-          for (const ArgValue& item : v.list) calls.push_back(&item);
-        } else {
-          calls.push_back(&v);
-        }
-        if (calls.empty()) {
-          Error(v.position, "expected an aggregate function");
-          return false;
-        }
-        for (const ArgValue* c : calls) {
-          if (c->kind != ArgValue::Kind::kCall) {
-            Error(c->position, "expected a function call such as count()");
-            return false;
-          }
-          if (CanonicalFunction(c->text) != "count") {
-            Error(c->position, "unknown function '" + c->text + "' for groupBy(function=...)");
-            return false;
-          }
-          if (!c->args.empty()) {
-            Error(c->args[0].position,
-                  "unknown parameter '" +
-                      (c->args[0].name.empty() ? std::string("field") : c->args[0].name) +
-                      "' for count()");
-            return false;
-          }
-        }
-      }
+      out->given.emplace_back(name, &a);
     }
-    if ((stage->kind == Stage::Kind::kSort || stage->kind == Stage::Kind::kTable ||
-         stage->kind == Stage::Kind::kGroupBy) &&
-        stage->fields.empty()) {
-      Error(start, fn + "() needs a field");
-      return false;
+    for (const char* r : required) {
+      if (out->Find(r) == nullptr) {
+        Error(fn_pos, "missing required parameter '" + std::string(r) + "' for " + fn + "()");
+        return false;
+      }
     }
     return true;
   }
 
+  // Reports the value of parameter `name` of p.fn as invalid.
+  void BadParam(const Params& p, const char* name, const std::string& expected) {
+    const Arg* a = p.Find(name);
+    Error(a->value.position, "invalid value '" + ValueText(a->value) + "' for parameter '" + name +
+                                 "' of " + p.fn + "(): expected " + expected);
+  }
+
+  // Value accessors: leave *out as it is when the parameter is absent.
+  bool GetString(const Params& p, const char* name, std::string* out) {
+    const Arg* a = p.Find(name);
+    if (a == nullptr) return true;
+    if (a->value.kind != ArgValue::Kind::kScalar) {
+      BadParam(p, name, "a string");
+      return false;
+    }
+    *out = a->value.text;
+    return true;
+  }
+  bool GetField(const Params& p, const char* name, std::string* out) {
+    const Arg* a = p.Find(name);
+    if (a == nullptr) return true;
+    if (a->value.kind != ArgValue::Kind::kScalar || a->value.text.empty()) {
+      BadParam(p, name, "a field name");
+      return false;
+    }
+    *out = a->value.text;
+    return true;
+  }
+  // A field name or a non-empty list of field names.
+  bool GetFields(const Params& p, const char* name, std::vector<std::string>* out) {
+    const Arg* a = p.Find(name);
+    if (a == nullptr) return true;
+    const ArgValue& v = a->value;
+    std::vector<std::string> fields;
+    if (v.kind == ArgValue::Kind::kScalar && !v.text.empty()) {
+      fields.push_back(v.text);
+    } else if (v.kind == ArgValue::Kind::kList && !v.list.empty()) {
+      for (const ArgValue& item : v.list) {
+        if (item.kind != ArgValue::Kind::kScalar || item.text.empty()) {
+          Error(item.position, "invalid value '" + ValueText(item) + "' for parameter '" + name +
+                                   "' of " + p.fn + "(): expected a field name");
+          return false;
+        }
+        fields.push_back(item.text);
+      }
+    } else {
+      BadParam(p, name, "a field name or a list of field names");
+      return false;
+    }
+    *out = std::move(fields);
+    return true;
+  }
+  bool GetBool(const Params& p, const char* name, bool* out) {
+    const Arg* a = p.Find(name);
+    if (a == nullptr) return true;
+    std::string v = Lower(a->value.text);
+    if (a->value.kind == ArgValue::Kind::kScalar && (v == "true" || v == "false")) {
+      *out = v == "true";
+      return true;
+    }
+    BadParam(p, name, "true or false");
+    return false;
+  }
+  // A non-negative integer up to `max`, or "max" (= `max`) when `max_alias`.
+  bool GetLimit(const Params& p, const char* name, int64_t max, bool max_alias, int64_t* out) {
+    const Arg* a = p.Find(name);
+    if (a == nullptr) return true;
+    const ArgValue& v = a->value;
+    if (v.kind == ArgValue::Kind::kScalar) {
+      if (max_alias && EqualsIgnoreCase(v.text, "max")) {
+        *out = max;
+        return true;
+      }
+      int64_t n = 0;
+      const char* b = v.text.data();
+      const char* e = b + v.text.size();
+      auto [ptr, ec] = std::from_chars(b, e, n);
+      if (ec == std::errc() && ptr == e && n >= 0 && n <= max) {
+        *out = n;
+        return true;
+      }
+    }
+    std::string expected = "a non-negative integer";
+    if (max != kNoMax) expected += " up to " + std::to_string(max);
+    if (max_alias) expected += " or max";
+    BadParam(p, name, expected);
+    return false;
+  }
+  bool GetSpan(const Params& p, const char* name, int64_t* out) {
+    const Arg* a = p.Find(name);
+    if (a == nullptr) return true;
+    if (a->value.kind == ArgValue::Kind::kScalar) {
+      if (EqualsIgnoreCase(a->value.text, "auto")) {
+        *out = 0;
+        return true;
+      }
+      if (std::optional<int64_t> ms = ParseSpan(a->value.text)) {
+        *out = *ms;
+        return true;
+      }
+    }
+    BadParam(p, name, "a time span such as 1m, 5min, 1h, 30s, 1d, 100ms, or auto");
+    return false;
+  }
+  bool GetPercentiles(const Params& p, const char* name, std::vector<double>* out) {
+    const Arg* a = p.Find(name);
+    if (a == nullptr) return true;
+    std::vector<const ArgValue*> items;
+    if (a->value.kind == ArgValue::Kind::kList) {
+      for (const ArgValue& item : a->value.list) items.push_back(&item);
+    } else {
+      items.push_back(&a->value);
+    }
+    if (items.empty()) {
+      BadParam(p, name, "a list of percentiles between 0 and 100");
+      return false;
+    }
+    std::vector<double> values;
+    for (const ArgValue* item : items) {
+      std::optional<double> v;
+      if (item->kind == ArgValue::Kind::kScalar) v = ParseNumber(item->text);
+      if (!v || *v < 0 || *v > 100) {
+        Error(item->position, "invalid value '" + ValueText(*item) + "' for parameter '" + name +
+                                  "' of " + p.fn + "(): expected a number between 0 and 100");
+        return false;
+      }
+      values.push_back(*v);
+    }
+    *out = std::move(values);
+    return true;
+  }
+  // function=count() or function=[count(), avg(x)]; context names the function for messages.
+  bool GetMetrics(const Params& p, const char* name, std::vector<Metric>* out) {
+    const Arg* a = p.Find(name);
+    if (a == nullptr) return true;
+    return MetricsFrom(a->value, p.fn + "(" + name + "=...)", out);
+  }
+  bool MetricsFrom(const ArgValue& v, const std::string& context, std::vector<Metric>* out) {
+    std::vector<const ArgValue*> calls;
+    if (v.kind == ArgValue::Kind::kList) {
+      for (const ArgValue& item : v.list) calls.push_back(&item);
+    } else {
+      calls.push_back(&v);
+    }
+    std::vector<Metric> metrics;
+    for (const ArgValue* c : calls) {
+      if (c->kind != ArgValue::Kind::kCall) {
+        Error(c->position, "expected an aggregate function such as count() in " + context +
+                               " but found '" + ValueText(*c) + "'");
+        return false;
+      }
+      std::string fn = Canonical(kMetricFunctions, c->text);
+      if (fn.empty()) {
+        Error(c->position, "unknown aggregate function '" + c->text + "' in " + context);
+        return false;
+      }
+      Metric m;
+      if (!BuildMetric(fn, c->position, c->args, &m)) return false;
+      metrics.push_back(std::move(m));
+    }
+    *out = std::move(metrics);
+    return true;
+  }
+
+  // Output names of `metrics` must be distinct.
+  bool CheckMetricNames(const std::vector<Metric>& metrics, const std::string& fn) {
+    std::vector<std::string> seen;
+    for (const Metric& m : metrics) {
+      for (const std::string& n : MetricOutputNames(m)) {
+        if (std::find(seen.begin(), seen.end(), n) != seen.end()) {
+          Error(m.position,
+                "duplicate output field '" + n + "' in " + fn + "() (use as= to name the results)");
+          return false;
+        }
+        seen.push_back(n);
+      }
+    }
+    return true;
+  }
+
+  static Metric CountMetric(size_t position) {
+    Metric m;
+    m.kind = Metric::Kind::kCount;
+    m.position = position;
+    return m;
+  }
+
+  bool BuildMetric(const std::string& fn, size_t start, const std::vector<Arg>& args, Metric* m) {
+    m->position = start;
+    Params p;
+    if (fn == "count") {
+      m->kind = Metric::Kind::kCount;
+      if (!Bind(fn, start, args, "field", {"field", "distinct", "as"}, {}, {}, &p) ||
+          !GetField(p, "field", &m->field) || !GetBool(p, "distinct", &m->distinct) ||
+          !GetString(p, "as", &m->as)) {
+        return false;
+      }
+      if (m->distinct && m->field.empty()) {
+        Error(start, "missing required parameter 'field' for count() with distinct=true");
+        return false;
+      }
+      return true;
+    }
+    if (fn == "percentile") {
+      m->kind = Metric::Kind::kPercentile;
+      m->percentiles = {50, 75, 99};
+      if (!Bind(fn, start, args, "field", {"field", "percentiles", "as", "accuracy"}, {}, {"field"},
+                &p) ||
+          !GetField(p, "field", &m->field) || !GetPercentiles(p, "percentiles", &m->percentiles) ||
+          !GetString(p, "as", &m->as)) {
+        return false;
+      }
+      // accuracy tunes LogScale's estimator; percentiles here are exact. Only validated.
+      if (const Arg* acc = p.Find("accuracy")) {
+        std::optional<double> v;
+        if (acc->value.kind == ArgValue::Kind::kScalar) v = ParseNumber(acc->value.text);
+        if (!v || *v <= 0 || *v >= 1) {
+          BadParam(p, "accuracy", "a number between 0 and 1");
+          return false;
+        }
+      }
+      return true;
+    }
+    m->kind = fn == "sum"   ? Metric::Kind::kSum
+              : fn == "avg" ? Metric::Kind::kAvg
+              : fn == "min" ? Metric::Kind::kMin
+                            : Metric::Kind::kMax;
+    return Bind(fn, start, args, "field", {"field", "as"}, {}, {"field"}, &p) &&
+           GetField(p, "field", &m->field) && GetString(p, "as", &m->as);
+  }
+
+  // [f1(), f2()] as a step: stats().
+  bool ParseStatsShorthand(size_t start, Stage* st) {
+    ArgValue v;
+    if (!ParseArgValue(&v)) return false;
+    st->kind = Stage::Kind::kAggregate;
+    st->grouping = Stage::Grouping::kNone;
+    st->position = start;
+    st->function = "stats";
+    if (v.list.empty()) {
+      Error(start, "expected aggregate functions such as count() in [ ]");
+      return false;
+    }
+    return MetricsFrom(v, "[...]", &st->metrics) && CheckMetricNames(st->metrics, "stats");
+  }
+
+  // eval(field = expression, ...); pos_ just after '('.
+  bool ParseEval(size_t start, Stage* st) {
+    st->kind = Stage::Kind::kEval;
+    while (true) {
+      SkipWs();
+      size_t tpos = pos_;
+      std::string target;
+      if (Peek() == '"') {
+        if (!ParseQuoted(&target)) return false;
+      } else {
+        while (!AtEnd() && IsFieldNameChar(Peek())) ++pos_;
+        target = std::string(s_.substr(tpos, pos_ - tpos));
+      }
+      if (target.empty()) {
+        Error(tpos, st->assignments.empty() && Peek() == ')'
+                        ? "missing required assignment 'field = expression' for eval()"
+                        : "expected a field name in eval() but found " + Found());
+        return false;
+      }
+      SkipWs();
+      if (Peek() != '=' || Peek(1) == '=') {
+        Error(pos_, "expected '=' after '" + target + "' in eval() but found " + Found());
+        return false;
+      }
+      ++pos_;
+      ExprPtr value = ParseExpr();
+      if (!value) return false;
+      st->assignments.emplace_back(std::move(target), std::move(value));
+      SkipWs();
+      if (Peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      if (Peek() == ')') {
+        ++pos_;
+        return true;
+      }
+      Error(pos_, AtEnd() ? "missing ')'" : "expected ',' or ')' but found " + Found());
+      return false;
+    }
+  }
+
+  // A pipeline function `fn` named at `start`; pos_ just after '('.
+  bool ParseFunctionStage(const std::string& fn, size_t start, Stage* st) {
+    st->position = start;
+    st->function = fn;
+    if (fn == "eval") return ParseEval(start, st);
+    std::vector<Arg> args;
+    if (!ParseArgs(&args)) return false;
+    Params p;
+    using K = Stage::Kind;
+    using G = Stage::Grouping;
+    if (Canonical(kMetricFunctions, fn) == fn) {
+      st->kind = K::kAggregate;
+      st->grouping = G::kNone;
+      Metric m;
+      if (!BuildMetric(fn, start, args, &m)) return false;
+      st->metrics = {std::move(m)};
+      return true;
+    }
+    if (fn == "stats") {
+      st->kind = K::kAggregate;
+      st->grouping = G::kNone;
+      st->metrics = {CountMetric(start)};
+      if (!Bind(fn, start, args, "function", {"function"}, {}, {}, &p) ||
+          !GetMetrics(p, "function", &st->metrics)) {
+        return false;
+      }
+      if (st->metrics.empty()) st->metrics = {CountMetric(start)};
+      return CheckMetricNames(st->metrics, fn);
+    }
+    if (fn == "groupBy") {
+      st->kind = K::kAggregate;
+      st->grouping = G::kGroupBy;
+      st->limit = 20000;
+      st->metrics = {CountMetric(start)};
+      if (!Bind(fn, start, args, "field", {"field", "function", "limit"}, {}, {"field"}, &p) ||
+          !GetFields(p, "field", &st->fields) || !GetMetrics(p, "function", &st->metrics) ||
+          !GetLimit(p, "limit", kMaxGroups, true, &st->limit)) {
+        return false;
+      }
+      // function=[] (only the distinct keys) still counts: metrics are never empty.
+      if (st->metrics.empty()) st->metrics = {CountMetric(start)};
+      return CheckMetricNames(st->metrics, fn);
+    }
+    if (fn == "timeChart" || fn == "bucket") {
+      st->kind = K::kAggregate;
+      st->grouping = G::kBucket;
+      st->limit = 10;
+      st->metrics = {CountMetric(start)};
+      bool chart = fn == "timeChart";
+      const char* series = chart ? "series" : "field";
+      if (!Bind(fn, start, args, chart ? "series" : "span", {series, "function", "span", "limit"},
+                {"buckets", "minSpan", "unit", "timezone"}, {}, &p) ||
+          !GetFields(p, series, &st->fields) || !GetMetrics(p, "function", &st->metrics) ||
+          !GetSpan(p, "span", &st->span_ms) ||
+          !GetLimit(p, "limit", kMaxSeries, false, &st->limit)) {
+        return false;
+      }
+      if (st->fields.size() > 1) {
+        BadParam(p, series, "one field");
+        return false;
+      }
+      if (st->metrics.empty()) st->metrics = {CountMetric(start)};
+      return CheckMetricNames(st->metrics, fn);
+    }
+    if (fn == "top") {
+      st->kind = K::kAggregate;
+      st->grouping = G::kTop;
+      st->limit = 10;
+      std::string as;
+      if (!Bind(fn, start, args, "field", {"field", "limit", "sum", "percent", "as"},
+                {"rest", "max", "error"}, {"field"}, &p) ||
+          !GetFields(p, "field", &st->fields) || !GetLimit(p, "limit", kNoMax, false, &st->limit) ||
+          !GetField(p, "sum", &st->top_sum) || !GetBool(p, "percent", &st->top_percent) ||
+          !GetString(p, "as", &as)) {
+        return false;
+      }
+      Metric m = CountMetric(start);
+      if (!st->top_sum.empty()) {
+        m.kind = Metric::Kind::kSum;
+        m.field = st->top_sum;
+      }
+      m.as = as;
+      st->metrics = {std::move(m)};
+      return true;
+    }
+    if (fn == "table") {
+      st->kind = K::kTable;
+      return Bind(fn, start, args, "fields", {"fields", "limit"},
+                  {"sortby", "order", "reverse", "type"}, {"fields"}, &p) &&
+             GetFields(p, "fields", &st->fields) &&
+             GetLimit(p, "limit", kMaxRows, true, &st->limit);
+    }
+    if (fn == "select" || fn == "drop") {
+      st->kind = fn == "select" ? K::kSelect : K::kDrop;
+      return Bind(fn, start, args, "fields", {"fields"}, {}, {"fields"}, &p) &&
+             GetFields(p, "fields", &st->fields);
+    }
+    if (fn == "sort") {
+      st->kind = K::kSort;
+      st->fields = {"_count"};
+      if (!Bind(fn, start, args, "field", {"field", "order", "limit", "reverse"}, {"type"}, {},
+                &p) ||
+          !GetFields(p, "field", &st->fields) ||
+          !GetLimit(p, "limit", kMaxRows, true, &st->limit)) {
+        return false;
+      }
+      if (p.Find("order") != nullptr && p.Find("reverse") != nullptr) {
+        Error(p.Find("reverse")->position, "sort() takes order or reverse, not both");
+        return false;
+      }
+      if (p.Find("reverse") != nullptr) return GetBool(p, "reverse", &st->descending);
+      return GetOrder(p, &st->descending);
+    }
+    if (fn == "head" || fn == "tail") {
+      st->kind = fn == "head" ? K::kHead : K::kTail;
+      return Bind(fn, start, args, "limit", {"limit"}, {}, {}, &p) &&
+             GetLimit(p, "limit", kMaxRows, true, &st->limit);
+    }
+    if (fn == "rename") return BuildRename(start, args, st);
+    if (fn == "regex") return BuildRegex(start, args, st);
+    if (fn == "parseJson") {
+      st->kind = K::kParseJson;
+      st->field = "@rawstring";
+      return Bind(fn, start, args, "field", {"field", "prefix"},
+                  {"exclude", "include", "excludeEmpty", "handleNull", "removePrefixes"}, {}, &p) &&
+             GetField(p, "field", &st->field) && GetString(p, "prefix", &st->prefix);
+    }
+    if (fn == "kvParse") {
+      st->kind = K::kKvParse;
+      std::vector<std::string> fields = {"@rawstring"};
+      if (!Bind(fn, start, args, "field", {"field", "override"},
+                {"as", "prefix", "excludeEmpty", "separator", "separatorPadding", "onDuplicate"},
+                {}, &p) ||
+          !GetFields(p, "field", &fields) || !GetBool(p, "override", &st->override_fields)) {
+        return false;
+      }
+      if (fields.size() > 1) {
+        BadParam(p, "field", "one field");
+        return false;
+      }
+      st->field = fields[0];
+      return true;
+    }
+    if (fn == "formatTime") {
+      st->kind = K::kFormatTime;
+      st->field = "@timestamp";
+      std::string tz = "UTC";
+      if (!Bind(fn, start, args, "format", {"format", "as", "field", "timezone"},
+                {"locale", "unit"}, {"format", "as"}, &p) ||
+          !GetString(p, "format", &st->format) || !GetField(p, "as", &st->as) ||
+          !GetField(p, "field", &st->field) || !GetString(p, "timezone", &tz)) {
+        return false;
+      }
+      std::optional<std::string> norm = NormalizeTimezone(tz);
+      if (!norm) {
+        BadParam(p, "timezone", "UTC, Z or a fixed offset such as +02:00");
+        return false;
+      }
+      st->timezone = *norm;
+      return true;
+    }
+    if (fn == "lower" || fn == "length") {
+      st->kind = fn == "lower" ? K::kLower : K::kLength;
+      st->as = fn == "lower" ? "_lower" : "_length";
+      if (fn == "lower") {
+        return Bind(fn, start, args, "field", {"field", "as"}, {"locale", "type"}, {"field"}, &p) &&
+               GetField(p, "field", &st->field) && GetField(p, "as", &st->as);
+      }
+      return Bind(fn, start, args, "field", {"field", "as"}, {}, {"field"}, &p) &&
+             GetField(p, "field", &st->field) && GetField(p, "as", &st->as);
+    }
+    if (fn == "split") {
+      st->kind = K::kSplit;
+      st->field = "_events";
+      bool strip = false;
+      if (!Bind(fn, start, args, "field", {"field", "strip"}, {}, {}, &p) ||
+          !GetField(p, "field", &st->field) || !GetBool(p, "strip", &strip)) {
+        return false;
+      }
+      if (strip) {
+        BadParam(p, "strip", "false (strip=true is not supported)");
+        return false;
+      }
+      return true;
+    }
+    Error(start, "unknown function '" + fn + "'");  // a filter function reaching here
+    return false;
+  }
+
+  bool GetOrder(const Params& p, bool* descending) {
+    const Arg* a = p.Find("order");
+    if (a == nullptr) return true;
+    std::vector<const ArgValue*> items;
+    if (a->value.kind == ArgValue::Kind::kList) {
+      for (const ArgValue& item : a->value.list) items.push_back(&item);
+    } else {
+      items.push_back(&a->value);
+    }
+    std::optional<bool> result;
+    for (const ArgValue* item : items) {
+      std::string o = Lower(item->text);
+      std::optional<bool> desc;
+      if (item->kind == ArgValue::Kind::kScalar && (o == "asc" || o == "ascending")) desc = false;
+      if (item->kind == ArgValue::Kind::kScalar && (o == "desc" || o == "descending")) desc = true;
+      if (!desc || (result && *result != *desc)) {
+        Error(item->position, "invalid value '" + ValueText(*item) +
+                                  "' for parameter 'order' of sort(): expected asc or desc " +
+                                  "(one order for all fields)");
+        return false;
+      }
+      result = desc;
+    }
+    if (!result) {
+      BadParam(p, "order", "asc or desc");
+      return false;
+    }
+    *descending = *result;
+    return true;
+  }
+
+  // rename(field, as) / rename(field=[[from, to], ...]).
+  bool BuildRename(size_t start, const std::vector<Arg>& args, Stage* st) {
+    st->kind = Stage::Kind::kRename;
+    Params p;
+    if (!Bind("rename", start, args, "field", {"field", "as"}, {}, {"field"}, &p)) return false;
+    const Arg* field = p.Find("field");
+    const Arg* as = p.Find("as");
+    const ArgValue& v = field->value;
+    bool pairs = v.kind == ArgValue::Kind::kList && !v.list.empty() &&
+                 v.list[0].kind == ArgValue::Kind::kList;
+    if (!pairs) {
+      std::vector<std::string> from;
+      if (!GetFields(p, "field", &from)) return false;
+      if (from.size() != 1) {
+        BadParam(p, "field", "a field name or a list of [from, to] pairs");
+        return false;
+      }
+      if (as == nullptr) {
+        Error(start, "missing required parameter 'as' for rename()");
+        return false;
+      }
+      std::string to;
+      if (!GetField(p, "as", &to)) return false;
+      st->renames.emplace_back(from[0], to);
+      return true;
+    }
+    if (as != nullptr) {
+      Error(as->position, "rename() takes as only with a single field");
+      return false;
+    }
+    for (const ArgValue& pair : v.list) {
+      if (pair.kind != ArgValue::Kind::kList || pair.list.size() != 2 ||
+          pair.list[0].kind != ArgValue::Kind::kScalar ||
+          pair.list[1].kind != ArgValue::Kind::kScalar || pair.list[0].text.empty() ||
+          pair.list[1].text.empty()) {
+        Error(pair.position, "invalid value '" + ValueText(pair) +
+                                 "' for parameter 'field' of rename(): expected a [from, to] pair");
+        return false;
+      }
+      st->renames.emplace_back(pair.list[0].text, pair.list[1].text);
+    }
+    return true;
+  }
+
+  // regex(regex, field=@rawstring, strict=true, flags=m, limit, repeat=false).
+  bool BuildRegex(size_t start, const std::vector<Arg>& args, Stage* st) {
+    st->kind = Stage::Kind::kRegex;
+    st->field = "@rawstring";
+    Params p;
+    std::string pattern, flags = "m";
+    bool repeat = false;
+    int64_t limit = 100;
+    if (!Bind("regex", start, args, "regex",
+              {"regex", "field", "strict", "flags", "limit", "repeat"}, {}, {"regex"}, &p) ||
+        !GetString(p, "regex", &pattern) || !GetField(p, "field", &st->field) ||
+        !GetBool(p, "strict", &st->strict) || !GetString(p, "flags", &flags) ||
+        !GetLimit(p, "limit", kNoMax, false, &limit) || !GetBool(p, "repeat", &repeat)) {
+      return false;
+    }
+    if (repeat) {
+      BadParam(p, "repeat", "false (repeat=true is not supported)");
+      return false;
+    }
+    std::string prefix;
+    for (char f : flags) {
+      if (f == 'F') continue;  // LogScale's engine choice; no meaning here
+      std::string flag = RegexFlag(f);
+      if (flag.empty()) {
+        BadParam(p, "flags", "a combination of the flags d, i and m");
+        return false;
+      }
+      prefix += flag;
+    }
+    std::string error;
+    auto re = CompileRegex(prefix + ConvertRegex(pattern, /*plain_to_noncapturing=*/true), &error);
+    if (!re) {
+      Error(p.Find("regex")->value.position, "invalid regular expression in regex(): " + error);
+      return false;
+    }
+    st->groups = GroupNames(*re);
+    st->re = std::move(re);
+    return true;
+  }
+
+  // ---- expressions ----
+  // Precedence, lowest first: || ; && ; == != ; < <= > >= ; + - ; * / % ; unary - ! ;
+  // primary.
+  // Binary operators are left-associative.
+
+  ExprPtr ParseExpr() { return ParseExprOr(); }
+
+  ExprPtr Binary(std::string op, ExprPtr a, ExprPtr b, size_t position) {
+    return MakeExpr(Expr::Kind::kBinary, std::move(op), position, {std::move(a), std::move(b)});
+  }
+
+  ExprPtr ParseExprOr() {
+    ExprPtr left = ParseExprAnd();
+    while (left) {
+      SkipWs();
+      if (Peek() != '|' || Peek(1) != '|') break;
+      size_t at = pos_;
+      pos_ += 2;
+      ExprPtr right = ParseExprAnd();
+      if (!right) return nullptr;
+      left = Binary("||", left, right, at);
+    }
+    return left;
+  }
+
+  ExprPtr ParseExprAnd() {
+    ExprPtr left = ParseExprEq();
+    while (left) {
+      SkipWs();
+      if (Peek() != '&' || Peek(1) != '&') break;
+      size_t at = pos_;
+      pos_ += 2;
+      ExprPtr right = ParseExprEq();
+      if (!right) return nullptr;
+      left = Binary("&&", left, right, at);
+    }
+    return left;
+  }
+
+  ExprPtr ParseExprEq() {
+    ExprPtr left = ParseExprRel();
+    while (left) {
+      SkipWs();
+      char c = Peek();
+      if (c == '=' && Peek(1) != '=') {
+        Error(pos_, "unexpected '=' in expression (use '==' to compare)");
+        return nullptr;
+      }
+      if ((c != '=' && c != '!') || Peek(1) != '=') break;
+      size_t at = pos_;
+      std::string op(s_.substr(pos_, 2));
+      pos_ += 2;
+      ExprPtr right = ParseExprRel();
+      if (!right) return nullptr;
+      left = Binary(op, left, right, at);
+    }
+    return left;
+  }
+
+  ExprPtr ParseExprRel() {
+    ExprPtr left = ParseExprAdd();
+    while (left) {
+      SkipWs();
+      char c = Peek();
+      if (c != '<' && c != '>') break;
+      size_t at = pos_;
+      std::string op(1, c);
+      if (Peek(1) == '=') op += '=';
+      pos_ += op.size();
+      ExprPtr right = ParseExprAdd();
+      if (!right) return nullptr;
+      left = Binary(op, left, right, at);
+    }
+    return left;
+  }
+
+  ExprPtr ParseExprAdd() {
+    ExprPtr left = ParseExprMul();
+    while (left) {
+      SkipWs();
+      char c = Peek();
+      if (c != '+' && c != '-') break;
+      size_t at = pos_;
+      ++pos_;
+      ExprPtr right = ParseExprMul();
+      if (!right) return nullptr;
+      left = Binary(std::string(1, c), left, right, at);
+    }
+    return left;
+  }
+
+  ExprPtr ParseExprMul() {
+    ExprPtr left = ParseExprUnary();
+    while (left) {
+      SkipWs();
+      char c = Peek();
+      if (c != '*' && c != '/' && c != '%') break;
+      size_t at = pos_;
+      ++pos_;
+      ExprPtr right = ParseExprUnary();
+      if (!right) return nullptr;
+      left = Binary(std::string(1, c), left, right, at);
+    }
+    return left;
+  }
+
+  ExprPtr ParseExprUnary() {
+    Nest nest(this);
+    if (!nest.ok()) return nullptr;
+    SkipWs();
+    char c = Peek();
+    if (c == '-' || (c == '!' && Peek(1) != '=')) {
+      size_t at = pos_;
+      ++pos_;
+      ExprPtr operand = ParseExprUnary();
+      if (!operand) return nullptr;
+      return MakeExpr(Expr::Kind::kUnary, std::string(1, c), at, {std::move(operand)});
+    }
+    return ParseExprPrimary();
+  }
+
+  ExprPtr ParseExprPrimary() {
+    SkipWs();
+    size_t start = pos_;
+    if (AtEnd()) {
+      Error(pos_, "expected an expression but found end of query");
+      return nullptr;
+    }
+    char c = Peek();
+    if (c == '(') {
+      ++pos_;
+      ExprPtr inner = ParseExprOr();
+      if (!inner) return nullptr;
+      SkipWs();
+      if (Peek() != ')') {
+        Error(pos_, AtEnd() ? "missing ')' for '(' at position " + std::to_string(start)
+                            : "expected ')' but found " + Found());
+        return nullptr;
+      }
+      ++pos_;
+      return inner;
+    }
+    if (c == '"') {
+      std::string text;
+      if (!ParseQuoted(&text)) return nullptr;
+      return MakeExpr(Expr::Kind::kString, std::move(text), start);
+    }
+    if (IsDigit(c) || (c == '.' && IsDigit(Peek(1)))) {
+      size_t e = pos_;
+      while (e < s_.size() && (IsDigit(s_[e]) || s_[e] == '.')) ++e;
+      if (e < s_.size() && (s_[e] == 'e' || s_[e] == 'E')) {
+        size_t x = e + 1;
+        if (x < s_.size() && (s_[x] == '+' || s_[x] == '-')) ++x;
+        if (x < s_.size() && IsDigit(s_[x])) {
+          e = x;
+          while (e < s_.size() && IsDigit(s_[e])) ++e;
+        }
+      }
+      std::string text(s_.substr(start, e - start));
+      std::optional<double> v = ParseNumber(text);
+      if (!v || (e < s_.size() && IsFieldNameChar(s_[e]))) {
+        size_t w = e;
+        while (w < s_.size() && IsFieldNameChar(s_[w])) ++w;
+        Error(start, "invalid number '" + std::string(s_.substr(start, w - start)) + "'");
+        return nullptr;
+      }
+      pos_ = e;
+      auto n = std::make_shared<Expr>();
+      n->kind = Expr::Kind::kNumber;
+      n->text = std::move(text);
+      n->number = *v;
+      n->position = start;
+      return n;
+    }
+    if (IsFieldNameChar(c)) {
+      size_t e = pos_;
+      while (e < s_.size() && IsFieldNameChar(s_[e])) ++e;
+      std::string name(s_.substr(start, e - start));
+      size_t k = SkipWsFrom(e);
+      if (k < s_.size() && s_[k] == '(' && IdentEnd(start) == e && IsIdentStart(c)) {
+        pos_ = k + 1;
+        return ParseExprCall(name, start);
+      }
+      pos_ = e;
+      return MakeExpr(Expr::Kind::kField, std::move(name), start);
+    }
+    Error(pos_, "expected an expression but found " + Found());
+    return nullptr;
+  }
+
+  // name(args) in an expression; pos_ just after '('.
+  ExprPtr ParseExprCall(const std::string& name, size_t start) {
+    const ExprFunction* fn = FindExprFunction(name);
+    if (fn == nullptr) {
+      Error(start, "unknown function '" + name + "' in expression");
+      return nullptr;
+    }
+    std::string fname = fn->name;
+    std::vector<ExprPtr> args;
+    ExprPtr then_arg, else_arg;  // if(): then= / else=
+    SkipWs();
+    if (Peek() == ')') {
+      ++pos_;
+    } else {
+      while (true) {
+        SkipWs();
+        size_t arg_pos = pos_;
+        std::string param;
+        size_t e = IdentEnd(pos_);
+        size_t k = SkipWsFrom(e);
+        if (e > pos_ && k < s_.size() && s_[k] == '=' && (k + 1 >= s_.size() || s_[k + 1] != '=')) {
+          param = std::string(s_.substr(pos_, e - pos_));
+          if (fname != "if" || (param != "then" && param != "else" && param != "condition")) {
+            Error(arg_pos, "unknown parameter '" + param + "' for " + fname + "()");
+            return nullptr;
+          }
+          pos_ = k + 1;
+        }
+        ExprPtr value = ParseExprOr();
+        if (!value) return nullptr;
+        if (param.empty() || param == "condition") {
+          if (param == "condition" && !args.empty()) {
+            Error(arg_pos, "parameter 'condition' of if() given twice");
+            return nullptr;
+          }
+          args.push_back(std::move(value));
+        } else {
+          ExprPtr& slot = param == "then" ? then_arg : else_arg;
+          if (slot) {
+            Error(arg_pos, "parameter '" + param + "' of if() given twice");
+            return nullptr;
+          }
+          slot = std::move(value);
+        }
+        SkipWs();
+        if (Peek() == ',') {
+          ++pos_;
+          continue;
+        }
+        if (Peek() == ')') {
+          ++pos_;
+          break;
+        }
+        Error(pos_, AtEnd() ? "missing ')'" : "expected ',' or ')' but found " + Found());
+        return nullptr;
+      }
+    }
+    if (then_arg || else_arg) {
+      if (args.size() != 1 || !then_arg || !else_arg) {
+        Error(start, "if() takes a condition, then= and else=");
+        return nullptr;
+      }
+      args.push_back(std::move(then_arg));
+      args.push_back(std::move(else_arg));
+    }
+    int n = static_cast<int>(args.size());
+    if (n < fn->min_args || (fn->max_args >= 0 && n > fn->max_args)) {
+      std::string expected =
+          fn->min_args == fn->max_args ? std::to_string(fn->min_args)
+          : fn->max_args < 0           ? "at least " + std::to_string(fn->min_args)
+                             : std::to_string(fn->min_args) + " to " + std::to_string(fn->max_args);
+      Error(start, "wrong number of arguments for " + fname + "(): expected " + expected +
+                       ", got " + std::to_string(n));
+      return nullptr;
+    }
+    return MakeExpr(Expr::Kind::kCall, fname, start, std::move(args));
+  }
+
   std::string_view s_;
   size_t pos_ = 0;
+  int case_depth_ = 0;
+  int depth_ = 0;
   Status err_;
 };
 

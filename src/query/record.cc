@@ -48,8 +48,12 @@ std::optional<double> ParseNumber(std::string_view s) {
   if (s.empty()) return std::nullopt;
   const char* b = s.data();
   const char* e = s.data() + s.size();
-  if (*b == '+') ++b;
-  if (b == e) return std::nullopt;
+  if (*b == '+') ++b;  // from_chars takes '-' but not '+'
+  // A decimal number only: from_chars alone would also take "inf", "nan" and "+-1".
+  const char* digits = b == s.data() && *b == '-' ? b + 1 : b;
+  if (digits == e || !((*digits >= '0' && *digits <= '9') || *digits == '.')) {
+    return std::nullopt;
+  }
   double out = 0;
   auto [p, ec] = std::from_chars(b, e, out);
   if (ec != std::errc() || p != e) return std::nullopt;
@@ -68,6 +72,9 @@ int CompareValues(const Value& a, const Value& b) {
   if (ia && ib) return *ia < *ib ? -1 : (*ia > *ib ? 1 : 0);
   std::optional<double> na = ValueToNumber(a), nb = ValueToNumber(b);
   if (na && nb) return *na < *nb ? -1 : (*na > *nb ? 1 : 0);
+  // Numbers order before text, so the order is total on mixed columns.
+  if (na) return -1;
+  if (nb) return 1;
   std::string sa = ValueToString(a), sb = ValueToString(b);
   return sa < sb ? -1 : (sa > sb ? 1 : 0);
 }

@@ -93,7 +93,8 @@ std::string ValueToString(const Value& v);
 // allowed); nullopt otherwise.
 std::optional<double> ValueToNumber(const Value& v);
 std::optional<double> ParseNumber(std::string_view s);
-// Total order used by sort(): numeric when both values are numbers, else bytewise text.
+// Total order used by sort(): numeric when both values are numbers, numbers before text, text
+// bytewise.
 int CompareValues(const Value& a, const Value& b);
 
 }  // namespace sediment::query

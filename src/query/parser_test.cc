@@ -1,0 +1,1138 @@
+// Tests of Compile (parser.cc) and of the filter helpers of compiled.cc.
+#include <gtest/gtest.h>
+#include <re2/re2.h>
+
+#include <string>
+#include <vector>
+
+#include "query/compiled.h"
+#include "query/query.h"
+
+namespace sediment::query {
+namespace {
+
+// ---------- helpers ----------
+
+std::shared_ptr<const CompiledQuery> MustCompile(std::string_view q) {
+  auto r = Compile(q);
+  EXPECT_TRUE(r.ok()) << q << ": " << r.status().ToString();
+  return r.ok() ? *r : nullptr;
+}
+
+std::string Parsed(std::string_view q) {
+  auto r = Compile(q);
+  if (!r.ok()) return "ERROR: " + r.status().message();
+  return DebugString(*(*r)->filter);
+}
+
+std::string ParseError(std::string_view q) {
+  auto r = Compile(q);
+  if (r.ok()) return "OK";
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << q;
+  return r.status().message();
+}
+
+std::string Num(double v) {
+  std::string s = std::to_string(v);
+  while (!s.empty() && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
+std::string ExprString(const Expr& e) {
+  switch (e.kind) {
+    case Expr::Kind::kField:
+      return e.text;
+    case Expr::Kind::kString:
+      return "\"" + e.text + "\"";
+    case Expr::Kind::kNumber:
+      return "#" + Num(e.number);
+    case Expr::Kind::kCall:
+    case Expr::Kind::kUnary:
+    case Expr::Kind::kBinary: {
+      std::string out = "(" + e.text;
+      for (const ExprPtr& a : e.args) out += " " + ExprString(*a);
+      return out + ")";
+    }
+  }
+  return "?";
+}
+
+std::string MetricString(const Metric& m) {
+  static const char* kNames[] = {"count", "sum", "avg", "min", "max", "percentile"};
+  std::string out = kNames[static_cast<int>(m.kind)];
+  out += "(" + m.field;
+  if (m.distinct) out += " distinct";
+  if (m.kind == Metric::Kind::kPercentile) {
+    out += " [";
+    for (size_t i = 0; i < m.percentiles.size(); ++i) {
+      out += (i ? "," : "") + Num(m.percentiles[i]);
+    }
+    out += "]";
+  }
+  if (!m.as.empty()) out += " as " + m.as;
+  return out + ")";
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + v[i];
+  return out;
+}
+
+std::string StageString(const Stage& st);
+
+std::string StagesString(const std::vector<Stage>& stages) {
+  std::string out;
+  for (size_t i = 0; i < stages.size(); ++i) out += (i ? " | " : "") + StageString(stages[i]);
+  return out;
+}
+
+// Compact rendering of the parameters each stage kind uses.
+std::string StageString(const Stage& st) {
+  using K = Stage::Kind;
+  switch (st.kind) {
+    case K::kFilter:
+      return "filter " + DebugString(*st.filter);
+    case K::kEval: {
+      std::string out = "eval";
+      for (const auto& [f, e] : st.assignments) out += " " + f + "=" + ExprString(*e);
+      return out;
+    }
+    case K::kRegex:
+      return "regex " + st.re->pattern() + " field=" + st.field + " groups=[" + Join(st.groups) +
+             "]" + (st.strict ? "" : " nonstrict");
+    case K::kParseJson:
+      return "parseJson field=" + st.field + " prefix=" + st.prefix;
+    case K::kKvParse:
+      return "kvParse field=" + st.field + (st.override_fields ? " override" : "");
+    case K::kCase: {
+      std::string out = "case {";
+      for (size_t i = 0; i < st.branches.size(); ++i) {
+        out += (i ? "; " : " ") + DebugString(*st.branches[i].condition);
+        if (!st.branches[i].stages.empty()) out += " => " + StagesString(st.branches[i].stages);
+      }
+      return out + " }";
+    }
+    case K::kFormatTime:
+      return "formatTime " + st.format + " field=" + st.field + " as=" + st.as +
+             " tz=" + st.timezone;
+    case K::kLower:
+      return "lower " + st.field + " as=" + st.as;
+    case K::kLength:
+      return "length " + st.field + " as=" + st.as;
+    case K::kSplit:
+      return "split " + st.field;
+    case K::kDrop:
+      return "drop " + Join(st.fields);
+    case K::kRename: {
+      std::string out = "rename";
+      for (const auto& [a, b] : st.renames) out += " " + a + "->" + b;
+      return out;
+    }
+    case K::kSelect:
+      return "select " + Join(st.fields);
+    case K::kHead:
+      return "head " + std::to_string(st.limit);
+    case K::kTail:
+      return "tail " + std::to_string(st.limit);
+    case K::kSort:
+      return "sort " + Join(st.fields) + (st.descending ? " desc " : " asc ") +
+             std::to_string(st.limit);
+    case K::kTable:
+      return "table " + Join(st.fields) + " " + std::to_string(st.limit);
+    case K::kAggregate: {
+      static const char* kG[] = {"none", "groupBy", "bucket", "top"};
+      std::string out = std::string("agg/") + kG[static_cast<int>(st.grouping)];
+      if (!st.fields.empty()) out += " [" + Join(st.fields) + "]";
+      if (st.grouping != Stage::Grouping::kNone) out += " limit=" + std::to_string(st.limit);
+      if (st.grouping == Stage::Grouping::kBucket) out += " span=" + std::to_string(st.span_ms);
+      if (!st.top_sum.empty()) out += " sum=" + st.top_sum;
+      if (st.top_percent) out += " percent";
+      std::vector<std::string> ms;
+      for (const Metric& m : st.metrics) ms.push_back(MetricString(m));
+      return out + " {" + Join(ms) + "}";
+    }
+  }
+  return "?";
+}
+
+// The stages of `q` rendered, or the error.
+std::string Stages(std::string_view q) {
+  auto r = Compile(q);
+  if (!r.ok()) return "ERROR: " + r.status().message();
+  return StagesString((*r)->stages);
+}
+
+// ---------- filters ----------
+
+TEST(ParserFilterTest, Constructs) {
+  EXPECT_EQ(Parsed(""), "true");
+  EXPECT_EQ(Parsed("   "), "true");
+  EXPECT_EQ(Parsed("*"), "true");
+  EXPECT_EQ(Parsed("Foo"), R"((text "foo"))");
+  EXPECT_EQ(Parsed("foo bar"), R"((and (text "foo") (text "bar")))");
+  EXPECT_EQ(Parsed(R"("Hello \"World\"")"), R"((text "hello \"world\""))");
+  EXPECT_EQ(Parsed(R"("a\\b")"), R"((text "a\\b"))");
+  EXPECT_EQ(Parsed("status=200"), R"((eq "status" "200"))");
+  EXPECT_EQ(Parsed("status = 200"), R"((eq "status" "200"))");
+  EXPECT_EQ(Parsed("url=*api*v1"), R"((glob "url" "*api*v1"))");
+  EXPECT_EQ(Parsed("status!=200"), R"((not (eq "status" "200")))");
+  EXPECT_EQ(Parsed(R"(msg="a b")"), R"((eq "msg" "a b"))");
+  EXPECT_EQ(Parsed(R"("my field"=x)"), R"((eq "my field" "x"))");
+  EXPECT_EQ(Parsed("#repo=web"), R"((eq "#repo" "web"))");
+  EXPECT_EQ(Parsed("#type=accesslog"), R"((eq "#type" "accesslog"))");
+  EXPECT_EQ(Parsed("@rawstring=abc"), R"((eq "@rawstring" "abc"))");
+  EXPECT_EQ(Parsed("a.b_c@d=1"), R"((eq "a.b_c@d" "1"))");
+  EXPECT_EQ(Parsed("/err.r/"), R"q((regex "err.r"))q");
+  EXPECT_EQ(Parsed("/err.r/i"), R"q((regex "(?i)err.r"))q");
+  EXPECT_EQ(Parsed("/a/imd"), R"q((regex "(?i)(?m)(?s)a"))q");
+  EXPECT_EQ(Parsed(R"q(/a\/b/)q"), R"q((regex "a/b"))q");
+  EXPECT_EQ(Parsed("method=/get|post/i"), R"q((fregex "method" "(?i)get|post"))q");
+  EXPECT_EQ(Parsed("foo*bar"), R"((textglob "foo*bar"))");
+  EXPECT_EQ(Parsed("Foo*BAR"), R"((textglob "foo*bar"))");
+  EXPECT_EQ(Parsed("**"), "true");
+  EXPECT_EQ(Parsed(R"("Foo*bar baz")"), R"((textglob "foo*bar baz"))");
+  EXPECT_EQ(Parsed(R"("*")"), "true");
+  EXPECT_EQ(Parsed(R"("")"), R"((text ""))");
+  EXPECT_EQ(Parsed(R"(url="*Api*v1")"), R"((glob "url" "*Api*v1"))");
+  EXPECT_EQ(Parsed(R"(msg="a \\*b")"), R"((glob "msg" "a \\*b"))");
+  EXPECT_EQ(Parsed(R"(status="*")"), R"((glob "status" "*"))");
+  EXPECT_EQ(Parsed("status=*"), R"((glob "status" "*"))");
+  EXPECT_EQ(Parsed("status!=*"), R"((not (glob "status" "*")))");
+  EXPECT_EQ(Parsed("NOT status=*"), R"((not (glob "status" "*")))");
+  EXPECT_EQ(Parsed(R"(status!="*")"), R"((not (glob "status" "*")))");
+  EXPECT_EQ(Parsed("!a"), R"((not (text "a")))");
+  EXPECT_EQ(Parsed("NOT a"), R"((not (text "a")))");
+  EXPECT_EQ(Parsed("a AND b"), R"((and (text "a") (text "b")))");
+  EXPECT_EQ(Parsed("a and b"), R"((and (text "a") (text "b")))");
+  EXPECT_EQ(Parsed("not=1"), R"((eq "not" "1"))");
+  EXPECT_EQ(Parsed("not(a)"), R"((not (text "a")))");
+  // A word followed by a space and '(' is free text and a group, as before.
+  EXPECT_EQ(Parsed("error (a or b)"), R"((and (text "error") (or (text "a") (text "b"))))");
+  // Outside case { }, ';' and braces are ordinary word characters.
+  EXPECT_EQ(Parsed("a;b}"), R"((text "a;b}"))");
+}
+
+TEST(ParserFilterTest, Precedence) {
+  // LogScale: NOT binds tightest, then OR, then AND (explicit or implicit).
+  EXPECT_EQ(Parsed("a b OR c"), R"((and (text "a") (or (text "b") (text "c"))))");
+  EXPECT_EQ(Parsed("a OR b c"), R"((and (or (text "a") (text "b")) (text "c")))");
+  EXPECT_EQ(Parsed("a or b and c"), R"((and (or (text "a") (text "b")) (text "c")))");
+  EXPECT_EQ(Parsed("a AND b OR c AND d"),
+            R"((and (and (text "a") (or (text "b") (text "c"))) (text "d")))");
+  EXPECT_EQ(Parsed("a b OR c d"),
+            R"((and (and (text "a") (or (text "b") (text "c"))) (text "d")))");
+  EXPECT_EQ(Parsed("a OR b OR c d"),
+            R"((and (or (or (text "a") (text "b")) (text "c")) (text "d")))");
+  EXPECT_EQ(Parsed("x=1 or y=2 z=3"), R"((and (or (eq "x" "1") (eq "y" "2")) (eq "z" "3")))");
+  EXPECT_EQ(Parsed("not a and b"), R"((and (not (text "a")) (text "b")))");
+  EXPECT_EQ(Parsed("not a or b"), R"((or (not (text "a")) (text "b")))");
+  EXPECT_EQ(Parsed("a or not b c"), R"((and (or (text "a") (not (text "b"))) (text "c")))");
+  EXPECT_EQ(Parsed("(a or b) c"), R"((and (or (text "a") (text "b")) (text "c")))");
+  EXPECT_EQ(Parsed("a (b c) or d"),
+            R"((and (text "a") (or (and (text "b") (text "c")) (text "d"))))");
+  EXPECT_EQ(Parsed("not (a or b)"), R"((not (or (text "a") (text "b"))))");
+  EXPECT_EQ(Parsed("!!a"), R"((not (not (text "a"))))");
+  EXPECT_EQ(Parsed("a or b or c"), R"((or (or (text "a") (text "b")) (text "c")))");
+  EXPECT_EQ(Parsed("a and b and c"), R"((and (and (text "a") (text "b")) (text "c")))");
+  EXPECT_EQ(Parsed("a OR b | count()"), R"((or (text "a") (text "b")))");
+  EXPECT_EQ(Parsed("or=1 OR and=2"), R"((or (eq "or" "1") (eq "and" "2")))");
+  EXPECT_EQ(Parsed("status>=500 or status<100"),
+            R"((or (cmp "status" >= 500) (cmp "status" < 100)))");
+}
+
+TEST(ParserFilterTest, NumericComparisons) {
+  EXPECT_EQ(Parsed("status>=500"), R"((cmp "status" >= 500))");
+  EXPECT_EQ(Parsed("status >= 500"), R"((cmp "status" >= 500))");
+  EXPECT_EQ(Parsed("status>500"), R"((cmp "status" > 500))");
+  EXPECT_EQ(Parsed("status<500"), R"((cmp "status" < 500))");
+  EXPECT_EQ(Parsed("status<=500"), R"((cmp "status" <= 500))");
+  EXPECT_EQ(Parsed("status==500"), R"((cmp "status" == 500))");
+  EXPECT_EQ(Parsed("latency < 0.25"), R"((cmp "latency" < 0.25))");
+  EXPECT_EQ(Parsed("delta > -3"), R"((cmp "delta" > -3))");
+  EXPECT_EQ(Parsed("x < 1e3"), R"((cmp "x" < 1000))");
+  EXPECT_EQ(Parsed(R"(x < "12")"), R"((cmp "x" < 12))");
+  EXPECT_EQ(Parsed(R"("my field" >= 2)"), R"((cmp "my field" >= 2))");
+  EXPECT_EQ(Parsed("#code>=5"), R"((cmp "#code" >= 5))");
+  // != stays text (in)equality: true when the field is missing or not that exact text.
+  EXPECT_EQ(Parsed("status!=500"), R"((not (eq "status" "500")))");
+  EXPECT_EQ(Parsed("not status>=500"), R"((not (cmp "status" >= 500)))");
+  EXPECT_EQ(Parsed("a>5 b"), R"((and (cmp "a" > 5) (text "b")))");
+  // A keyword followed by an operator is a field name.
+  EXPECT_EQ(Parsed("or>1"), R"((cmp "or" > 1))");
+
+  auto q = MustCompile("latency<=2.5");
+  ASSERT_TRUE(q);
+  ASSERT_EQ(q->filter->kind, FilterNode::Kind::kFieldCmp);
+  EXPECT_EQ(q->filter->cmp, FilterNode::Cmp::kLe);
+  EXPECT_EQ(q->filter->number, 2.5);
+  EXPECT_EQ(q->filter->field, "latency");
+  EXPECT_EQ(q->filter->position, 0u);
+
+  EXPECT_EQ(ParseError("a>b"), "expected a number after '>' but found 'b' at position 2");
+  EXPECT_EQ(ParseError("a >= 5x"), "expected a number after '>=' but found '5x' at position 5");
+  EXPECT_EQ(ParseError("a<"), "expected a number after '<' but found end of query at position 2");
+  EXPECT_EQ(ParseError("a==b"),
+            "expected a number after '==' but found 'b' (use '=' to compare text) at position 3");
+  EXPECT_EQ(ParseError("a > inf"), "expected a number after '>' but found 'inf' at position 4");
+  EXPECT_EQ(ParseError("a > +-1"), "expected a number after '>' but found '+-1' at position 4");
+  EXPECT_EQ(ParseError("a > 1e999"), "expected a number after '>' but found '1e999' at position 4");
+  EXPECT_EQ(Parsed("a > +5"), R"((cmp "a" > 5))");
+}
+
+TEST(ParserFilterTest, InFunction) {
+  EXPECT_EQ(Parsed(R"(in(status, values=[200, "30*", "a b"]))"),
+            R"((or (or (eq "status" "200") (glob "status" "30*")) (eq "status" "a b")))");
+  EXPECT_EQ(Parsed("in(field=loglevel, values=[error, warn], ignoreCase=true)"),
+            R"((or (ieq "loglevel" "error") (ieq "loglevel" "warn")))");
+  EXPECT_EQ(Parsed("in(f, values=x*, ignorecase=true)"), R"((iglob "f" "x*"))");
+  EXPECT_EQ(Parsed("in(f, values=[a])"), R"((eq "f" "a"))");
+  EXPECT_EQ(Parsed("!in(f, values=[a, b])"), R"((not (or (eq "f" "a") (eq "f" "b"))))");
+  EXPECT_EQ(Parsed("x in(f, values=[a]) or y"), R"((and (text "x") (or (eq "f" "a") (text "y"))))");
+  EXPECT_EQ(Parsed("in(#type, values=[access*])"), R"((glob "#type" "access*"))");
+  EXPECT_EQ(Parsed("IN(f, values=[a])"), "ERROR: unknown function 'IN' at position 0");
+
+  auto q = MustCompile("a | in(f, values=[x, y], ignoreCase=true)");
+  ASSERT_TRUE(q);
+  EXPECT_TRUE(q->stages.empty());
+  EXPECT_EQ(DebugString(*q->filter), R"((and (text "a") (or (ieq "f" "x") (ieq "f" "y"))))");
+
+  EXPECT_EQ(ParseError("in(f)"), "missing required parameter 'values' for in() at position 0");
+  EXPECT_EQ(ParseError("in(values=[a])"),
+            "missing required parameter 'field' for in() at position 0");
+  EXPECT_EQ(ParseError("in(f, values=[])"),
+            "invalid value '[...]' for parameter 'values' of in(): expected at least one value "
+            "at position 13");
+  EXPECT_EQ(ParseError("in(f, values=[a], ignoreCase=maybe)"),
+            "invalid value 'maybe' for parameter 'ignoreCase' of in(): expected true or false at "
+            "position 29");
+  EXPECT_EQ(
+      ParseError("in(f, values=[[a]])"),
+      "invalid value '[...]' for parameter 'values' of in(): expected a string at position 14");
+  EXPECT_EQ(ParseError("in(f, vals=[a])"), "unknown parameter 'vals' for in() at position 6");
+}
+
+TEST(ParserFilterTest, WildcardFunction) {
+  // Without field=, the pattern is anchored on the whole @rawstring.
+  EXPECT_EQ(Parsed("wildcard(\"*Error*\")"), R"((glob "@rawstring" "*Error*"))");
+  EXPECT_EQ(Parsed("wildcard(pattern=horse, field=animal, ignoreCase=true)"),
+            R"((ieq "animal" "horse"))");
+  EXPECT_EQ(Parsed("wildcard(\"*h*rse*\", field=animal, ignoreCase=true)"),
+            R"((iglob "animal" "*h*rse*"))");
+  EXPECT_EQ(Parsed("wildcard(\"a*\", field=[x, y])"), R"((or (glob "x" "a*") (glob "y" "a*")))");
+  EXPECT_EQ(Parsed("wildcard(\"*\", field=animal)"), R"((glob "animal" "*"))");
+  EXPECT_EQ(Parsed("wildcard(\"*\", field=animal, includeEverythingOnAsterisk=true)"), "true");
+  EXPECT_EQ(Parsed("not wildcard(x*, field=f)"), R"((not (glob "f" "x*")))");
+  EXPECT_EQ(ParseError("wildcard(field=f)"),
+            "missing required parameter 'pattern' for wildcard() at position 0");
+}
+
+TEST(ParserFilterTest, FunctionsInFilters) {
+  EXPECT_EQ(ParseError("a foo(b)"), "unknown function 'foo' at position 2");
+  EXPECT_EQ(ParseError("a count()"),
+            "count() is not a filter: use it as a pipeline step of its own, after '|' at "
+            "position 2");
+  EXPECT_EQ(ParseError("a or regex(\"x\")"),
+            "regex() is not a filter: use it as a pipeline step of its own, after '|' at "
+            "position 5");
+}
+
+TEST(ParserFilterTest, RequiredTermsFollowAndSpine) {
+  auto terms = [](std::string_view q) {
+    auto r = Compile(q);
+    EXPECT_TRUE(r.ok()) << q;
+    return r.ok() ? RequiredTerms(*(*r)->filter) : std::vector<std::string>{"ERROR"};
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(terms("Foo \"Bar Baz\" status=OK"), (V{"bar baz", "foo", "ok"}));
+  EXPECT_EQ(terms("foo or bar"), V{});
+  EXPECT_EQ(terms("foo not bar"), V{"foo"});
+  EXPECT_EQ(terms("url=*Api*v1 #repo=web @timestamp=5 x=/re/"), (V{"api", "v1"}));
+  EXPECT_EQ(terms("abc*def"), (V{"abc", "def"}));
+  EXPECT_EQ(terms("alpha beta OR gamma"), V{"alpha"});
+  EXPECT_EQ(terms("alpha OR beta gamma"), V{"gamma"});
+  EXPECT_EQ(terms("alpha AND beta OR gamma AND delta"), (V{"alpha", "delta"}));
+  EXPECT_EQ(terms("alpha or not beta"), V{});
+  EXPECT_EQ(terms("alpha or *"), V{});
+  EXPECT_EQ(terms("(error user=x) or (error user=y)"), V{"error"});
+  EXPECT_EQ(terms("errors or ERROR"), V{"error"});
+  EXPECT_EQ(terms("errors or error*x"), V{"error"});
+  EXPECT_EQ(terms(R"("ab*CD ef")"), (V{"ab", "cd ef"}));
+  EXPECT_EQ(terms(R"(url="*Api*v1")"), (V{"api", "v1"}));
+  EXPECT_EQ(terms(R"("*" f=* g="*")"), V{});
+  // New constructs: numeric comparisons require nothing; case-insensitive literals are the
+  // same lower-cased terms; in() is an OR; wildcard() on @rawstring gives its pieces.
+  EXPECT_EQ(terms("status>=500 foo"), V{"foo"});
+  EXPECT_EQ(terms("in(level, values=[Error, ERRORS], ignoreCase=true)"), V{"error"});
+  EXPECT_EQ(terms("in(level, values=[error, warn])"), V{});
+  EXPECT_EQ(terms("wildcard(\"*Time*Out*\")"), (V{"out", "time"}));
+  EXPECT_EQ(terms("wildcard(Abc, field=f, ignoreCase=true)"), V{"abc"});
+}
+
+TEST(ParserFilterTest, SpecializeFoldsTags) {
+  Datasource ds{"web", {{"#type", "Access"}, {"#code", "42"}}};
+  auto f = [&](std::string_view q) {
+    auto c = MustCompile(q);
+    return c ? DebugString(*Specialize(c->filter, ds)) : "ERROR";
+  };
+  EXPECT_EQ(f("#type=Access foo"), R"((text "foo"))");
+  EXPECT_EQ(f("#type=access foo"), "false");
+  EXPECT_EQ(f("#type=other or foo"), R"((text "foo"))");
+  EXPECT_EQ(f("#repo=w* foo"), R"((text "foo"))");
+  EXPECT_EQ(f("#repo!=web"), "false");
+  EXPECT_EQ(f("#host=x"), "false");
+  EXPECT_EQ(f("#host!=x"), "true");
+  EXPECT_EQ(f("#type=/ACC/i"), "true");
+  // Case-insensitive tag comparisons.
+  EXPECT_EQ(f("in(#type, values=[access], ignoreCase=true) foo"), R"((text "foo"))");
+  EXPECT_EQ(f("in(#type, values=[access]) foo"), "false");
+  EXPECT_EQ(f("wildcard(\"ACC*\", field=#type, ignoreCase=true)"), "true");
+  EXPECT_EQ(f("wildcard(\"ACC*\", field=#type)"), "false");
+  // Numeric comparisons on tags: false when missing or not a number.
+  EXPECT_EQ(f("#code>=42"), "true");
+  EXPECT_EQ(f("#code>42"), "false");
+  EXPECT_EQ(f("#code<42.5 x"), R"((text "x"))");
+  EXPECT_EQ(f("#code==42"), "true");
+  EXPECT_EQ(f("#type>1"), "false");
+  EXPECT_EQ(f("#missing<1"), "false");
+  EXPECT_EQ(DebugString(*Specialize(MustCompile("#t<0")->filter, Datasource{"w", {{"#t", "+-1"}}})),
+            "false");
+  EXPECT_EQ(DebugString(*Specialize(MustCompile("#t<0")->filter, Datasource{"w", {{"#t", "-1"}}})),
+            "true");
+  EXPECT_EQ(DebugString(*Specialize(MustCompile("#t>0")->filter, Datasource{"w", {{"#t", "inf"}}})),
+            "false");
+  EXPECT_EQ(f("not #missing<1"), "true");
+  // Non-tag comparisons are kept (shared).
+  auto c = MustCompile("status>=500");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(Specialize(c->filter, ds), c->filter);
+}
+
+TEST(ParserFilterTest, DebugStringOfNewNodes) {
+  auto node = std::make_shared<FilterNode>();
+  node->kind = FilterNode::Kind::kFieldCmp;
+  node->field = "f";
+  node->number = -0.5;
+  for (auto [cmp, name] :
+       std::vector<std::pair<FilterNode::Cmp, std::string>>{{FilterNode::Cmp::kLt, "<"},
+                                                            {FilterNode::Cmp::kLe, "<="},
+                                                            {FilterNode::Cmp::kGt, ">"},
+                                                            {FilterNode::Cmp::kGe, ">="},
+                                                            {FilterNode::Cmp::kEq, "=="},
+                                                            {FilterNode::Cmp::kNe, "!="}}) {
+    node->cmp = cmp;
+    EXPECT_EQ(DebugString(*node), "(cmp \"f\" " + name + " -0.5)");
+  }
+  Datasource ds{"web", {{"#n", "3"}}};
+  node->field = "#n";
+  node->number = 3;
+  node->cmp = FilterNode::Cmp::kNe;
+  EXPECT_EQ(DebugString(*Specialize(node, ds)), "false");
+  node->number = 4;
+  EXPECT_EQ(DebugString(*Specialize(node, ds)), "true");
+}
+
+TEST(GlobTest, Anchored) {
+  EXPECT_TRUE(GlobMatch("abc", "abc"));
+  EXPECT_FALSE(GlobMatch("abc", "abcd"));
+  EXPECT_TRUE(GlobMatch("*", ""));
+  EXPECT_TRUE(GlobMatch("a*", "abc"));
+  EXPECT_FALSE(GlobMatch("a*", "bac"));
+  EXPECT_TRUE(GlobMatch("*c", "abc"));
+  EXPECT_TRUE(GlobMatch("a*b*c", "aXbYc"));
+  EXPECT_FALSE(GlobMatch("a*b*c", "aXcYb"));
+  EXPECT_FALSE(GlobMatch("ab*ba", "aba"));
+  EXPECT_TRUE(GlobMatch("*x*", "abxcd"));
+  EXPECT_FALSE(GlobMatch("*X*", "abxcd"));
+  EXPECT_TRUE(GlobMatchIgnoreCase("*X*", "abxcd"));
+  EXPECT_TRUE(GlobMatchIgnoreCase("AB*", "abc"));
+  EXPECT_FALSE(GlobMatchIgnoreCase("AB*D", "abc"));
+}
+
+// ---------- pipeline ----------
+
+TEST(ParserPipelineTest, LeadingFilterStepsAreAnded) {
+  auto q = MustCompile("a | b=c | status>=500 | count()");
+  ASSERT_TRUE(q);
+  EXPECT_EQ(DebugString(*q->filter),
+            R"((and (and (text "a") (eq "b" "c")) (cmp "status" >= 500)))");
+  EXPECT_EQ(StagesString(q->stages), "agg/none {count()}");
+  EXPECT_TRUE(q->is_aggregate);
+
+  // After a non-filter stage, filters are stages.
+  q = MustCompile("a | x := 1 | x=1 | head(5) | b");
+  ASSERT_TRUE(q);
+  EXPECT_EQ(DebugString(*q->filter), R"((text "a"))");
+  EXPECT_EQ(StagesString(q->stages),
+            R"(eval x=#1 | filter (eq "x" "1") | head 5 | filter (text "b"))");
+  EXPECT_EQ(q->stages[1].position, 13u);
+  EXPECT_EQ(q->stages[1].function, "filter");
+  EXPECT_FALSE(q->is_aggregate);
+
+  q = MustCompile("| head()");
+  ASSERT_TRUE(q);
+  EXPECT_EQ(DebugString(*q->filter), "true");
+  EXPECT_EQ(StagesString(q->stages), "head 200");
+
+  q = MustCompile("");
+  ASSERT_TRUE(q);
+  EXPECT_TRUE(q->stages.empty());
+  EXPECT_EQ(q->text, "");
+}
+
+TEST(ParserPipelineTest, StagePositionsAndNames) {
+  auto q = MustCompile("error | groupby(a) |  SORT_ME:=1 | timechart()");
+  ASSERT_TRUE(q);
+  ASSERT_EQ(q->stages.size(), 3u);
+  EXPECT_EQ(q->stages[0].position, 8u);
+  EXPECT_EQ(q->stages[0].function, "groupBy");
+  EXPECT_EQ(q->stages[1].position, 22u);
+  EXPECT_EQ(q->stages[1].function, "eval");
+  EXPECT_EQ(q->stages[2].position, 35u);
+  EXPECT_EQ(q->stages[2].function, "timeChart");
+  EXPECT_EQ(q->text, "error | groupby(a) |  SORT_ME:=1 | timechart()");
+}
+
+TEST(ParserPipelineTest, IsAggregate) {
+  for (const char* text : {"| count()", "| sort(a)", "| table([a])", "| groupBy(a)", "| [sum(x)]",
+                           "| head() | top(a)", "| timeChart()"}) {
+    auto q = MustCompile(text);
+    ASSERT_TRUE(q);
+    EXPECT_TRUE(q->is_aggregate) << text;
+  }
+  for (const char* text : {"a", "| head()", "| tail()", "| x := 1", "| regex(\"a\")",
+                           "| select([a])", "| drop(a)", "| case { a | x := 1 }"}) {
+    auto q = MustCompile(text);
+    ASSERT_TRUE(q);
+    EXPECT_FALSE(q->is_aggregate) << text;
+  }
+}
+
+// ---------- functions ----------
+
+TEST(ParserFunctionTest, CountAndMetrics) {
+  EXPECT_EQ(Stages("| count()"), "agg/none {count()}");
+  EXPECT_EQ(Stages("| count(user)"), "agg/none {count(user)}");
+  EXPECT_EQ(Stages("| count(field=user, distinct=true, as=users)"),
+            "agg/none {count(user distinct as users)}");
+  EXPECT_EQ(Stages("| count(as=n)"), "agg/none {count( as n)}");
+  EXPECT_EQ(Stages("| sum(bytes)"), "agg/none {sum(bytes)}");
+  EXPECT_EQ(Stages("| avg(field=latency, as=mean)"), "agg/none {avg(latency as mean)}");
+  EXPECT_EQ(Stages("| min(x) | max(y)"), "agg/none {min(x)} | agg/none {max(y)}");
+  EXPECT_EQ(Stages("| percentile(latency)"), "agg/none {percentile(latency [50,75,99])}");
+  EXPECT_EQ(Stages("| percentile(latency, percentiles=[50, 99.9], as=lat, accuracy=0.01)"),
+            "agg/none {percentile(latency [50,99.9] as lat)}");
+  EXPECT_EQ(Stages("| percentile(latency, percentiles=90)"), "agg/none {percentile(latency [90])}");
+
+  auto q = MustCompile("| count()");
+  ASSERT_TRUE(q);
+  const Stage& st = q->stages[0];
+  EXPECT_EQ(st.kind, Stage::Kind::kAggregate);
+  EXPECT_EQ(st.grouping, Stage::Grouping::kNone);
+  ASSERT_EQ(st.metrics.size(), 1u);
+  EXPECT_EQ(st.metrics[0].kind, Metric::Kind::kCount);
+  EXPECT_EQ(st.metrics[0].as, "");
+  EXPECT_EQ(st.metrics[0].position, 2u);
+  EXPECT_EQ(st.function, "count");
+
+  EXPECT_EQ(ParseError("| count(distinct=true)"),
+            "missing required parameter 'field' for count() with distinct=true at position 2");
+  EXPECT_EQ(ParseError("| sum()"), "missing required parameter 'field' for sum() at position 2");
+  EXPECT_EQ(ParseError("| avg(as=x)"),
+            "missing required parameter 'field' for avg() at position 2");
+  EXPECT_EQ(ParseError("| percentile(x, percentiles=[50, 101])"),
+            "invalid value '101' for parameter 'percentiles' of percentile(): expected a number "
+            "between 0 and 100 at position 33");
+  EXPECT_EQ(ParseError("| percentile(x, percentiles=[])"),
+            "invalid value '[...]' for parameter 'percentiles' of percentile(): expected a list "
+            "of percentiles between 0 and 100 at position 28");
+  EXPECT_EQ(ParseError("| percentile(x, accuracy=2)"),
+            "invalid value '2' for parameter 'accuracy' of percentile(): expected a number "
+            "between 0 and 1 at position 25");
+  EXPECT_EQ(ParseError("| count(x, distinct=yes)"),
+            "invalid value 'yes' for parameter 'distinct' of count(): expected true or false at "
+            "position 20");
+  EXPECT_EQ(ParseError("| count(x, y)"), "parameter 'field' of count() given twice at position 11");
+  EXPECT_EQ(ParseError("| count(x, field=y)"),
+            "parameter 'field' of count() given twice at position 11");
+  EXPECT_EQ(ParseError("| sum([a, b])"),
+            "invalid value '[...]' for parameter 'field' of sum(): expected a field name at "
+            "position 6");
+}
+
+TEST(ParserFunctionTest, StatsAndShorthand) {
+  EXPECT_EQ(Stages("| stats([count(), avg(x)])"), "agg/none {count(),avg(x)}");
+  EXPECT_EQ(Stages("| stats(function=sum(x))"), "agg/none {sum(x)}");
+  EXPECT_EQ(Stages("| stats()"), "agg/none {count()}");
+  EXPECT_EQ(Stages("| [count(), max(x, as=top)]"), "agg/none {count(),max(x as top)}");
+  EXPECT_EQ(Stages("[min(a), max(a)]"), "agg/none {min(a),max(a)}");
+  auto q = MustCompile("x | [count()]");
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->stages[0].function, "stats");
+  EXPECT_EQ(q->stages[0].position, 4u);
+
+  EXPECT_EQ(ParseError("| [count(), count()]"),
+            "duplicate output field '_count' in stats() (use as= to name the results) at "
+            "position 12");
+  EXPECT_EQ(ParseError("| [percentile(a), percentile(b)]"),
+            "duplicate output field '_50' in stats() (use as= to name the results) at position "
+            "18");
+  EXPECT_EQ(Stages("| [percentile(a, as=a), percentile(b, as=b)]"),
+            "agg/none {percentile(a [50,75,99] as a),percentile(b [50,75,99] as b)}");
+  EXPECT_EQ(ParseError("| []"),
+            "expected aggregate functions such as count() in [ ] at position 2");
+  EXPECT_EQ(ParseError("| [a]"),
+            "expected an aggregate function such as count() in [...] but found 'a' at position 3");
+  EXPECT_EQ(ParseError("| [head()]"), "unknown aggregate function 'head' in [...] at position 3");
+  EXPECT_EQ(ParseError("| stats(function=[collect(x)])"),
+            "unknown aggregate function 'collect' in stats(function=...) at position 18");
+}
+
+TEST(ParserFunctionTest, GroupBy) {
+  EXPECT_EQ(Stages("| groupBy(a)"), "agg/groupBy [a] limit=20000 {count()}");
+  for (const char* text : {"| groupBy([a, b], function=count())",
+                           "| groupby([a,b], function=[count()])", "|groupBy(field=[a,b])"}) {
+    EXPECT_EQ(Stages(text), "agg/groupBy [a,b] limit=20000 {count()}") << text;
+  }
+  EXPECT_EQ(Stages("| groupBy(a, function=[sum(x), avg(y, as=m)], limit=5)"),
+            "agg/groupBy [a] limit=5 {sum(x),avg(y as m)}");
+  EXPECT_EQ(Stages("| groupBy(a, limit=max)"), "agg/groupBy [a] limit=1000000 {count()}");
+  EXPECT_EQ(Stages("| groupBy(a, function=[])"), "agg/groupBy [a] limit=20000 {count()}");
+  EXPECT_EQ(Stages("| groupBy(\"a b\", function=count(as=n))"),
+            "agg/groupBy [a b] limit=20000 {count( as n)}");
+  EXPECT_EQ(ParseError("| groupBy()"),
+            "missing required parameter 'field' for groupBy() at position 2");
+  EXPECT_EQ(ParseError("| groupBy(a, function=foo())"),
+            "unknown aggregate function 'foo' in groupBy(function=...) at position 22");
+  EXPECT_EQ(ParseError("| groupBy(a, function=x)"),
+            "expected an aggregate function such as count() in groupBy(function=...) but found "
+            "'x' at position 22");
+  EXPECT_EQ(ParseError("| groupBy(a, limit=2000000)"),
+            "invalid value '2000000' for parameter 'limit' of groupBy(): expected a non-negative "
+            "integer up to 1000000 or max at position 19");
+  EXPECT_EQ(ParseError("| groupBy(a, function=count(bogus=1))"),
+            "unknown parameter 'bogus' for count() at position 28");
+  EXPECT_EQ(ParseError("| groupBy([])"),
+            "invalid value '[...]' for parameter 'field' of groupBy(): expected a field name or a "
+            "list of field names at position 10");
+}
+
+TEST(ParserFunctionTest, TimeChartAndBucket) {
+  EXPECT_EQ(Stages("| timeChart()"), "agg/bucket limit=10 span=0 {count()}");
+  EXPECT_EQ(Stages("| timechart(host, span=5min, function=avg(x), limit=20)"),
+            "agg/bucket [host] limit=20 span=300000 {avg(x)}");
+  EXPECT_EQ(Stages("| timeChart(series=host, span=auto)"),
+            "agg/bucket [host] limit=10 span=0 {count()}");
+  EXPECT_EQ(Stages("| bucket(1h)"), "agg/bucket limit=10 span=3600000 {count()}");
+  EXPECT_EQ(Stages("| bucket(span=30s, field=host, function=[count(), sum(b)], limit=3)"),
+            "agg/bucket [host] limit=3 span=30000 {count(),sum(b)}");
+  // Spans: LogScale's relative-time units.
+  const std::pair<const char*, int64_t> kSpans[] = {
+      {"1m", 60000},    {"5min", 300000},     {"1h", 3600000},     {"30s", 30000},
+      {"1d", 86400000}, {"100ms", 100},       {"2w", 1209600000},  {"\"1 hour\"", 3600000},
+      {"10sec", 10000}, {"3hours", 10800000}, {"1y", 31536000000}, {"15minutes", 900000},
+  };
+  for (const auto& [span, ms] : kSpans) {
+    auto q = MustCompile(std::string("| timeChart(span=") + span + ")");
+    ASSERT_TRUE(q) << span;
+    EXPECT_EQ(q->stages[0].span_ms, ms) << span;
+  }
+  for (const char* span : {"0m", "1month", "1.5h", "h", "\"5 parsecs\"", "-1m"}) {
+    EXPECT_NE(ParseError(std::string("| bucket(span=") + span + ")")
+                  .find("for parameter 'span' of bucket(): expected a time span"),
+              std::string::npos)
+        << span;
+  }
+  EXPECT_EQ(ParseError("| timeChart(limit=501)"),
+            "invalid value '501' for parameter 'limit' of timeChart(): expected a non-negative "
+            "integer up to 500 at position 18");
+  EXPECT_EQ(ParseError("| timeChart(buckets=10)"),
+            "parameter 'buckets' of timeChart() is not supported at position 12");
+  EXPECT_EQ(ParseError("| bucket(field=[a, b])"),
+            "invalid value '[...]' for parameter 'field' of bucket(): expected one field at "
+            "position 15");
+  EXPECT_EQ(ParseError("| timeChart(series=h, function=[count(), count()])"),
+            "duplicate output field '_count' in timeChart() (use as= to name the results) at "
+            "position 41");
+}
+
+TEST(ParserFunctionTest, Top) {
+  EXPECT_EQ(Stages("| top(url)"), "agg/top [url] limit=10 {count()}");
+  EXPECT_EQ(Stages("| top([a, b], limit=3, percent=true, as=n)"),
+            "agg/top [a,b] limit=3 percent {count( as n)}");
+  EXPECT_EQ(Stages("| top(host, sum=bytes)"), "agg/top [host] limit=10 sum=bytes {sum(bytes)}");
+  EXPECT_EQ(ParseError("| top()"), "missing required parameter 'field' for top() at position 2");
+  EXPECT_EQ(ParseError("| top(a, rest=others)"),
+            "parameter 'rest' of top() is not supported at position 9");
+}
+
+TEST(ParserFunctionTest, RowFunctions) {
+  EXPECT_EQ(Stages("error | head(5) | tail(limit=3) | sort(status, order=asc, limit=10)"),
+            "head 5 | tail 3 | sort status asc 10");
+  EXPECT_EQ(Stages("| head() | tail()"), "head 200 | tail 200");
+  EXPECT_EQ(Stages("| head(limit=max) | head(0)"), "head 200000 | head 0");
+  EXPECT_EQ(Stages("| head (3)"), "head 3");
+  EXPECT_EQ(Stages("x | sort(f)"), "sort f desc 200");
+  EXPECT_EQ(Stages("| sort()"), "sort _count desc 200");
+  EXPECT_EQ(Stages("| sort([a, b], order=[asc, asc])"), "sort a,b asc 200");
+  EXPECT_EQ(Stages("| sort(a, order=descending)"), "sort a desc 200");
+  EXPECT_EQ(Stages("| sort(a, reverse=false)"), "sort a asc 200");
+  EXPECT_EQ(Stages("| sort(a, reverse=true)"), "sort a desc 200");
+  EXPECT_EQ(Stages("| table([a, \"b c\"], limit=7)"), "table a,b c 7");
+  EXPECT_EQ(Stages("| table(a)"), "table a 200");
+  EXPECT_EQ(Stages("| select([a, b]) | drop(c) | drop([d, e])"), "select a,b | drop c | drop d,e");
+  EXPECT_EQ(ParseError("| head(-1)"),
+            "invalid value '-1' for parameter 'limit' of head(): expected a non-negative integer "
+            "up to 200000 or max at position 7");
+  EXPECT_EQ(ParseError("| head(x=1)"), "unknown parameter 'x' for head() at position 7");
+  EXPECT_EQ(ParseError("| head(1, 2)"), "parameter 'limit' of head() given twice at position 10");
+  EXPECT_EQ(ParseError("| sort(a, order=up)"),
+            "invalid value 'up' for parameter 'order' of sort(): expected asc or desc (one order "
+            "for all fields) at position 16");
+  EXPECT_EQ(ParseError("| sort([a, b], order=[asc, desc])"),
+            "invalid value 'desc' for parameter 'order' of sort(): expected asc or desc (one "
+            "order for all fields) at position 27");
+  EXPECT_EQ(ParseError("| sort(a, type=number)"),
+            "parameter 'type' of sort() is not supported at position 10");
+  EXPECT_EQ(ParseError("| sort(a, order=asc, reverse=true)"),
+            "sort() takes order or reverse, not both at position 21");
+  EXPECT_EQ(ParseError("| table()"),
+            "missing required parameter 'fields' for table() at position 2");
+  EXPECT_EQ(ParseError("| table([a], sortby=a)"),
+            "parameter 'sortby' of table() is not supported at position 13");
+  EXPECT_EQ(ParseError("| table([a], limit=200001)"),
+            "invalid value '200001' for parameter 'limit' of table(): expected a non-negative "
+            "integer up to 200000 or max at position 19");
+  EXPECT_EQ(ParseError("| select()"),
+            "missing required parameter 'fields' for select() at position 2");
+  EXPECT_EQ(ParseError("| drop([a, [b]])"),
+            "invalid value '[...]' for parameter 'fields' of drop(): expected a field name at "
+            "position 11");
+}
+
+TEST(ParserFunctionTest, Rename) {
+  EXPECT_EQ(Stages("| rename(a, as=b)"), "rename a->b");
+  EXPECT_EQ(Stages("| rename(field=a, as=\"b c\")"), "rename a->b c");
+  EXPECT_EQ(Stages("| rename([[a, b], [c, d]])"), "rename a->b c->d");
+  EXPECT_EQ(Stages("| rename(field=[[src_ip, source]])"), "rename src_ip->source");
+  EXPECT_EQ(ParseError("| rename(a)"),
+            "missing required parameter 'as' for rename() at position 2");
+  EXPECT_EQ(ParseError("| rename([[a, b]], as=c)"),
+            "rename() takes as only with a single field at position 19");
+  EXPECT_EQ(ParseError("| rename([[a, b], [c]])"),
+            "invalid value '[...]' for parameter 'field' of rename(): expected a [from, to] pair "
+            "at position 18");
+  EXPECT_EQ(ParseError("| rename([a, b], as=c)"),
+            "invalid value '[...]' for parameter 'field' of rename(): expected a field name or a "
+            "list of [from, to] pairs at position 9");
+}
+
+TEST(ParserFunctionTest, RegexStage) {
+  auto q = MustCompile(R"q(| regex("user=(?<user>\w+) id=(\d+) (?<n>\d+)"))q");
+  ASSERT_TRUE(q);
+  ASSERT_EQ(q->stages.size(), 1u);
+  const Stage& st = q->stages[0];
+  EXPECT_EQ(st.kind, Stage::Kind::kRegex);
+  EXPECT_EQ(st.function, "regex");
+  EXPECT_EQ(st.position, 2u);
+  EXPECT_EQ(st.field, "@rawstring");
+  EXPECT_TRUE(st.strict);
+  EXPECT_EQ(st.groups, (std::vector<std::string>{"user", "n"}));
+  // Named groups use RE2's syntax; unnamed groups do not capture, so the capture groups are
+  // exactly `groups` in order; the default flag m is applied.
+  EXPECT_EQ(st.re->pattern(), R"q((?m)user=(?P<user>\w+) id=(?:\d+) (?P<n>\d+))q");
+  ASSERT_EQ(st.re->NumberOfCapturingGroups(), 2);
+  std::string user, n;
+  EXPECT_TRUE(RE2::PartialMatch("x user=bob id=7 42", *st.re, &user, &n));
+  EXPECT_EQ(user, "bob");
+  EXPECT_EQ(n, "42");
+
+  EXPECT_EQ(Stages(R"q(regex("a(?<x>b)c", field=msg, strict=false, flags=i))q"),
+            "regex (?i)a(?P<x>b)c field=msg groups=[x] nonstrict");
+  EXPECT_EQ(Stages(R"q(| regex(regex="[(](?<v>x)", flags=""))q"),
+            "regex [(](?P<v>x) field=@rawstring groups=[v]");
+  EXPECT_EQ(Stages(R"q(| regex("\\((?<v>x)\\)", limit=5, repeat=false, flags=dmF))q"),
+            R"q(regex (?s)(?m)\((?P<v>x)\) field=@rawstring groups=[v])q");
+  // As the first step, regex() is a stage, not part of the filter.
+  q = MustCompile("regex(\"(?<a>x)\") | count()");
+  ASSERT_TRUE(q);
+  EXPECT_EQ(DebugString(*q->filter), "true");
+  EXPECT_EQ(StagesString(q->stages),
+            "regex (?m)(?P<a>x) field=@rawstring groups=[a] | agg/none {count()}");
+
+  EXPECT_EQ(ParseError("| regex()"),
+            "missing required parameter 'regex' for regex() at position 2");
+  EXPECT_EQ(ParseError("| regex(\"(\")").substr(0, 48),
+            "invalid regular expression in regex(): missing )");
+  EXPECT_NE(ParseError("| regex(\"(\")").find("at position 8"), std::string::npos);
+  EXPECT_EQ(ParseError("| regex(\"a\", flags=q)"),
+            "invalid value 'q' for parameter 'flags' of regex(): expected a combination of the "
+            "flags d, i and m at position 19");
+  EXPECT_EQ(ParseError("| regex(\"a\", repeat=true)"),
+            "invalid value 'true' for parameter 'repeat' of regex(): expected false "
+            "(repeat=true is not supported) at position 20");
+}
+
+TEST(ParserFunctionTest, RegexLiteralWithNamedGroupsExtracts) {
+  // A /regex/ step with named groups filters (and prunes) and also extracts the groups.
+  auto q = MustCompile(R"q(/user=(?<user>\w+)/ | user=bob | count())q");
+  ASSERT_TRUE(q);
+  EXPECT_EQ(DebugString(*q->filter), R"q((regex "user=(?P<user>\\w+)"))q");
+  EXPECT_EQ(
+      StagesString(q->stages),
+      R"q(regex user=(?P<user>\w+) field=@rawstring groups=[user] | filter (eq "user" "bob") | agg/none {count()})q");
+  q = MustCompile(R"q(a | msg=/(\d+)-(?<id>\d+)/i)q");
+  ASSERT_TRUE(q);
+  EXPECT_EQ(DebugString(*q->filter),
+            R"q((and (text "a") (fregex "msg" "(?i)(\\d+)-(?P<id>\\d+)")))q");
+  EXPECT_EQ(StagesString(q->stages), R"q(regex (?i)(?:\d+)-(?P<id>\d+) field=msg groups=[id])q");
+  // Without named groups, or combined with other filters, a regex only filters.
+  q = MustCompile(R"q(/a(\d)/ | /(?<x>y)/ z)q");
+  ASSERT_TRUE(q);
+  EXPECT_TRUE(q->stages.empty());
+  EXPECT_EQ(DebugString(*q->filter),
+            R"q((and (regex "a(\\d)") (and (regex "(?P<x>y)") (text "z"))))q");
+}
+
+TEST(ParserFunctionTest, ParseJsonKvParseSplit) {
+  EXPECT_EQ(Stages("| parseJson()"), "parseJson field=@rawstring prefix=");
+  EXPECT_EQ(Stages("| parsejson(msg, prefix=\"j.\")"), "parseJson field=msg prefix=j.");
+  EXPECT_EQ(Stages("| kvParse()"), "kvParse field=@rawstring");
+  EXPECT_EQ(Stages("| kvparse(field=[msg], override=true)"), "kvParse field=msg override");
+  EXPECT_EQ(Stages("| split()"), "split _events");
+  EXPECT_EQ(Stages("| split(commits, strip=false)"), "split commits");
+  EXPECT_EQ(ParseError("| parseJson(exclude=a)"),
+            "parameter 'exclude' of parseJson() is not supported at position 12");
+  EXPECT_EQ(ParseError("| kvParse(separator=\":\")"),
+            "parameter 'separator' of kvParse() is not supported at position 10");
+  EXPECT_EQ(ParseError("| kvParse([a, b])"),
+            "invalid value '[...]' for parameter 'field' of kvParse(): expected one field at "
+            "position 10");
+  EXPECT_EQ(ParseError("| split(a, strip=true)"),
+            "invalid value 'true' for parameter 'strip' of split(): expected false (strip=true is "
+            "not supported) at position 17");
+}
+
+TEST(ParserFunctionTest, FormatTimeLowerLength) {
+  EXPECT_EQ(Stages("| formatTime(\"%Y-%m-%d %H:%M\", as=day)"),
+            "formatTime %Y-%m-%d %H:%M field=@timestamp as=day tz=UTC");
+  EXPECT_EQ(Stages("| formattime(format=\"%H\", field=t, as=h, timezone=\"+0230\")"),
+            "formatTime %H field=t as=h tz=+02:30");
+  EXPECT_EQ(Stages("| formatTime(\"%H\", as=h, timezone=-05:00)"),
+            "formatTime %H field=@timestamp as=h tz=-05:00");
+  EXPECT_EQ(Stages("| formatTime(\"%H\", as=h, timezone=Z)"),
+            "formatTime %H field=@timestamp as=h tz=Z");
+  EXPECT_EQ(Stages("| formatTime(\"%H\", as=h, timezone=gmt)"),
+            "formatTime %H field=@timestamp as=h tz=UTC");
+  EXPECT_EQ(Stages("| formatTime(\"%H\", as=h, timezone=\"+01\")"),
+            "formatTime %H field=@timestamp as=h tz=+01:00");
+  EXPECT_EQ(ParseError("| formatTime(\"%H\")"),
+            "missing required parameter 'as' for formatTime() at position 2");
+  EXPECT_EQ(ParseError("| formatTime(as=x)"),
+            "missing required parameter 'format' for formatTime() at position 2");
+  EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, timezone=Europe/London)"),
+            "invalid value 'Europe/London' for parameter 'timezone' of formatTime(): expected "
+            "UTC, Z or a fixed offset such as +02:00 at position 34");
+  EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, timezone=\"+25:00\")").substr(0, 20),
+            "invalid value '+25:0");
+  EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, locale=en)"),
+            "parameter 'locale' of formatTime() is not supported at position 25");
+
+  EXPECT_EQ(Stages("| lower(method)"), "lower method as=_lower");
+  EXPECT_EQ(Stages("| lower(field=method, as=method)"), "lower method as=method");
+  EXPECT_EQ(Stages("| length(@rawstring)"), "length @rawstring as=_length");
+  EXPECT_EQ(Stages("| length(msg, as=n)"), "length msg as=n");
+  EXPECT_EQ(ParseError("| lower()"),
+            "missing required parameter 'field' for lower() at position 2");
+  EXPECT_EQ(ParseError("| length(as=n)"),
+            "missing required parameter 'field' for length() at position 2");
+  EXPECT_EQ(ParseError("| lower(a, locale=en)"),
+            "parameter 'locale' of lower() is not supported at position 11");
+}
+
+TEST(ParserFunctionTest, NamesAndParameterSpellings) {
+  // Documented camelCase or all lower-case; nothing else.
+  EXPECT_EQ(Stages("| groupby(a) | GroupBy(a)"),
+            "ERROR: unknown function 'GroupBy' at position 15");
+  EXPECT_EQ(Stages("| timechart() | timeChart()"),
+            "agg/bucket limit=10 span=0 {count()} | agg/bucket limit=10 span=0 {count()}");
+  EXPECT_EQ(Stages("| kvparse() | parsejson() | formattime(x, as=y)"),
+            "kvParse field=@rawstring | parseJson field=@rawstring prefix= | formatTime x "
+            "field=@timestamp as=y tz=UTC");
+  EXPECT_EQ(Parsed("in(f, values=[a], ignorecase=true)"), R"((ieq "f" "a"))");
+  EXPECT_EQ(ParseError("| in(f, values=[a], IgnoreCase=true)").substr(0, 35),
+            "unknown parameter 'IgnoreCase' for ");
+  EXPECT_EQ(ParseError("foo | bar()"), "unknown function 'bar' at position 6");
+  EXPECT_EQ(ParseError("| COUNT()"), "unknown function 'COUNT' at position 2");
+  // Without parentheses a function name is free text.
+  EXPECT_EQ(Parsed("| count"), R"((text "count"))");
+}
+
+// ---------- eval and expressions ----------
+
+std::string Assigned(std::string_view q) {
+  auto r = Compile(q);
+  if (!r.ok()) return "ERROR: " + r.status().message();
+  const auto& stages = (*r)->stages;
+  if (stages.size() != 1 || stages[0].kind != Stage::Kind::kEval) return "not one eval";
+  std::string out;
+  for (const auto& [f, e] : stages[0].assignments) {
+    out += (out.empty() ? "" : "; ") + f + " = " + ExprString(*e);
+  }
+  return out;
+}
+
+TEST(ParserExprTest, Precedence) {
+  EXPECT_EQ(Assigned("x := a * 2"), "x = (* a #2)");
+  EXPECT_EQ(Assigned("x := a + b * c - d"), "x = (- (+ a (* b c)) d)");
+  EXPECT_EQ(Assigned("x := (a + b) * c"), "x = (* (+ a b) c)");
+  EXPECT_EQ(Assigned("x := a / b % c"), "x = (% (/ a b) c)");
+  EXPECT_EQ(Assigned("x := -a * -2"), "x = (* (- a) (- #2))");
+  EXPECT_EQ(Assigned("x := a - - b"), "x = (- a (- b))");
+  EXPECT_EQ(Assigned("x := !a || b && c == d"), "x = (|| (! a) (&& b (== c d)))");
+  EXPECT_EQ(Assigned("x := a < b == c >= d"), "x = (== (< a b) (>= c d))");
+  EXPECT_EQ(Assigned("x := a != b && c <= d || e > f"), "x = (|| (&& (!= a b) (<= c d)) (> e f))");
+  EXPECT_EQ(Assigned("x := a + 1 > b * 2"), "x = (> (+ a #1) (* b #2))");
+  EXPECT_EQ(Assigned("x := \"str\" + @timestamp + #repo + a.b"),
+            "x = (+ (+ (+ \"str\" @timestamp) #repo) a.b)");
+  EXPECT_EQ(Assigned("x := 0.5 + .25 + 1e3"), "x = (+ (+ #0.5 #0.25) #1000)");
+  EXPECT_EQ(Assigned("x:=1"), "x = #1");
+  EXPECT_EQ(Assigned("#x.y := _a"), "#x.y = _a");
+
+  auto q = MustCompile("x := 2.50 + a");
+  ASSERT_TRUE(q);
+  const Expr& e = *q->stages[0].assignments[0].second;
+  EXPECT_EQ(e.kind, Expr::Kind::kBinary);
+  EXPECT_EQ(e.position, 10u);
+  EXPECT_EQ(e.args[0]->kind, Expr::Kind::kNumber);
+  EXPECT_EQ(e.args[0]->text, "2.50");
+  EXPECT_EQ(e.args[0]->number, 2.5);
+  EXPECT_EQ(e.args[0]->position, 5u);
+  EXPECT_EQ(e.args[1]->kind, Expr::Kind::kField);
+  EXPECT_EQ(e.args[1]->position, 12u);
+}
+
+TEST(ParserExprTest, Calls) {
+  EXPECT_EQ(Assigned("x := lower(y)"), "x = (lower y)");
+  EXPECT_EQ(Assigned("x := upper(y) + length(\"abc\")"), "x = (+ (upper y) (length \"abc\"))");
+  EXPECT_EQ(Assigned("x := concat(a, \"-\", b)"), "x = (concat a \"-\" b)");
+  EXPECT_EQ(Assigned("x := substr(s, 1) + substr(s, 0, 2)"),
+            "x = (+ (substr s #1) (substr s #0 #2))");
+  EXPECT_EQ(Assigned("x := trim(a)"), "x = (trim a)");
+  EXPECT_EQ(Assigned("x := round(a) + floor(b) + ceil(c) + abs(d)"),
+            "x = (+ (+ (+ (round a) (floor b)) (ceil c)) (abs d))");
+  EXPECT_EQ(Assigned("x := min(a, b, 3) - max(a, b)"), "x = (- (min a b #3) (max a b))");
+  EXPECT_EQ(Assigned("x := if(status >= 500, \"err\", \"ok\")"),
+            "x = (if (>= status #500) \"err\" \"ok\")");
+  EXPECT_EQ(Assigned("x := if(a, then=1, else=2)"), "x = (if a #1 #2)");
+  EXPECT_EQ(Assigned("x := if(a, else=2, then=1)"), "x = (if a #1 #2)");
+  EXPECT_EQ(Assigned("x := if(condition=a, then=1, else=2)"), "x = (if a #1 #2)");
+  EXPECT_EQ(Assigned("x := tostring(a) + toString(b) + tonumber(c) + toNumber(d)"),
+            "x = (+ (+ (+ (tostring a) (tostring b)) (tonumber c)) (tonumber d))");
+  EXPECT_EQ(Assigned("x := now() - @timestamp"), "x = (- (now) @timestamp)");
+  EXPECT_EQ(Assigned("x := formatTime(\"%H\", @timestamp) + formattime(\"%M\", t)"),
+            "x = (+ (formattime \"%H\" @timestamp) (formattime \"%M\" t))");
+  EXPECT_EQ(Assigned("x := formatTime(\"%H\", t, \"+02:00\")"),
+            "x = (formattime \"%H\" t \"+02:00\")");
+  EXPECT_EQ(Assigned("x := formatTime(\"%H\")"),
+            "ERROR: wrong number of arguments for formattime(): expected 2 to 3, got 1 at "
+            "position 5");
+  EXPECT_EQ(Assigned("x := lower (y)"), "x = (lower y)");
+
+  EXPECT_EQ(Assigned("x := foo(y)"), "ERROR: unknown function 'foo' in expression at position 5");
+  EXPECT_EQ(Assigned("x := LOWER(y)"),
+            "ERROR: unknown function 'LOWER' in expression at position 5");
+  EXPECT_EQ(Assigned("x := lower()"),
+            "ERROR: wrong number of arguments for lower(): expected 1, got 0 at position 5");
+  EXPECT_EQ(Assigned("x := substr(a)"),
+            "ERROR: wrong number of arguments for substr(): expected 2 to 3, got 1 at position 5");
+  EXPECT_EQ(Assigned("x := min(a)"),
+            "ERROR: wrong number of arguments for min(): expected at least 2, got 1 at position 5");
+  EXPECT_EQ(Assigned("x := now(1)"),
+            "ERROR: wrong number of arguments for now(): expected 0, got 1 at position 5");
+  EXPECT_EQ(Assigned("x := lower(field=y)"),
+            "ERROR: unknown parameter 'field' for lower() at position 11");
+  EXPECT_EQ(Assigned("x := if(a, then=1)"),
+            "ERROR: if() takes a condition, then= and else= at position 5");
+  EXPECT_EQ(Assigned("x := if(a, then=1, then=2)"),
+            "ERROR: parameter 'then' of if() given twice at position 19");
+  EXPECT_EQ(Assigned("x := lower(a b)"), "ERROR: expected ',' or ')' but found 'b' at position 13");
+}
+
+TEST(ParserExprTest, Eval) {
+  EXPECT_EQ(Assigned("| eval(x = a + 1)"), "x = (+ a #1)");
+  EXPECT_EQ(Assigned("| eval(x = a == 1, \"y z\" = lower(b))"), "x = (== a #1); y z = (lower b)");
+  auto q = MustCompile("a | eval(x=1)");
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->stages[0].function, "eval");
+  EXPECT_EQ(q->stages[0].position, 4u);
+  EXPECT_EQ(ParseError("| eval()"),
+            "missing required assignment 'field = expression' for eval() at position 7");
+  EXPECT_EQ(ParseError("| eval(x)"),
+            "expected '=' after 'x' in eval() but found ')' at position 8");
+  EXPECT_EQ(ParseError("| eval(x == 1)"),
+            "expected '=' after 'x' in eval() but found '=' at position 9");
+  EXPECT_EQ(ParseError("| eval(x = 1"), "missing ')' at position 12");
+  EXPECT_EQ(ParseError("| eval(= 1)"),
+            "expected a field name in eval() but found '=' at position 7");
+}
+
+TEST(ParserExprTest, Errors) {
+  EXPECT_EQ(ParseError("x :="), "expected an expression but found end of query at position 4");
+  EXPECT_EQ(ParseError("x := a +"), "expected an expression but found end of query at position 8");
+  EXPECT_EQ(ParseError("x := (a + b"), "missing ')' for '(' at position 5 at position 11");
+  EXPECT_EQ(ParseError("x := a = b"),
+            "unexpected '=' in expression (use '==' to compare) at position 7");
+  EXPECT_EQ(ParseError("x := 12ab"), "invalid number '12ab' at position 5");
+  EXPECT_EQ(ParseError("x := 1.2.3"), "invalid number '1.2.3' at position 5");
+  EXPECT_EQ(ParseError("x := \"abc"), "unterminated string at position 5");
+  EXPECT_EQ(ParseError("x := a b"), "unexpected 'b' at position 7");
+  EXPECT_EQ(ParseError("x := ,"), "expected an expression but found ',' at position 5");
+  // `||` is an operator, a single '|' ends the step.
+  EXPECT_EQ(Stages("x := a || b | y := 1"), "eval x=(|| a b) | eval y=#1");
+}
+
+// ---------- case ----------
+
+TEST(ParserCaseTest, Branches) {
+  EXPECT_EQ(Stages("| case { status>=500 | level := \"error\" ; status>=400 | level := \"warn\" "
+                   "; * | level := \"ok\" }"),
+            R"(case { (cmp "status" >= 500) => eval level="error"; (cmp "status" >= 400) )"
+            R"(=> eval level="warn"; true => eval level="ok" })");
+  // Conditions are any filters (leading filter steps are ANDed); bodies any per-record stages.
+  EXPECT_EQ(Stages("| case { a b=c | in(d, values=[1]) | x := 1 | y=2 | lower(y); }"),
+            R"(case { (and (and (text "a") (eq "b" "c")) (eq "d" "1")) => eval x=#1 | )"
+            R"(filter (eq "y" "2") | lower y as=_lower })");
+  // An empty condition or `*` matches everything; a branch may have no stages.
+  EXPECT_EQ(Stages("| case { a ; | x := 1 ; * }"),
+            R"(case { (text "a"); true => eval x=#1; true })");
+  EXPECT_EQ(Stages("case{a|x:=1}"), R"(case { (text "a") => eval x=#1 })");
+  // ';' and '}' end words inside case; nested case.
+  EXPECT_EQ(Stages("| case { a;b }"), R"(case { (text "a"); (text "b") })");
+  EXPECT_EQ(Stages("| case { a | case { b | x := 1 ; * | x := 2 } ; * }"),
+            R"(case { (text "a") => case { (text "b") => eval x=#1; true => eval x=#2 }; true })");
+  EXPECT_EQ(
+      Stages("| case { /(?<n>\\d+)/ ; * } | count()"),
+      R"q(case { (regex "(?P<n>\\d+)") => regex (?P<n>\d+) field=@rawstring groups=[n]; true })q"
+      R"( | agg/none {count()})");
+  auto q = MustCompile("a | case { b }");
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->stages[0].kind, Stage::Kind::kCase);
+  EXPECT_EQ(q->stages[0].function, "case");
+  EXPECT_EQ(q->stages[0].position, 4u);
+  EXPECT_EQ(DebugString(*q->filter), R"((text "a"))");
+}
+
+TEST(ParserCaseTest, Errors) {
+  EXPECT_EQ(ParseError("| case { a | count() }"),
+            "count() cannot be used in a case branch (only per-record functions can) at "
+            "position 13");
+  EXPECT_EQ(ParseError("| case { a | x := 1 ; * | sort(x) }"),
+            "sort() cannot be used in a case branch (only per-record functions can) at position "
+            "26");
+  EXPECT_EQ(ParseError("| case { }"), "empty case { } at position 9");
+  EXPECT_EQ(ParseError("| case { a | x := 1"),
+            "missing '}' for 'case {' at position 7 at position 19");
+  EXPECT_EQ(ParseError("| case { a | }"),
+            "expected a filter or a function but found '}' at position 13");
+  EXPECT_EQ(ParseError("| case { ; a }"),
+            "expected a filter or a function but found ';' at position 9");
+  EXPECT_EQ(ParseError("| case { a } }"), "unexpected '}' at position 13");
+  EXPECT_EQ(ParseError("| head(1) ; x"), "unexpected ';' at position 10");
+}
+
+// ---------- general errors ----------
+
+TEST(ParserErrorTest, CarryPositions) {
+  EXPECT_EQ(ParseError("\"abc"), "unterminated string at position 0");
+  EXPECT_EQ(ParseError("x /ab"), "unterminated regular expression at position 2");
+  EXPECT_NE(ParseError("f=/(/").find("invalid regular expression"), std::string::npos);
+  EXPECT_NE(ParseError("f=/(/").find("at position 2"), std::string::npos);
+  EXPECT_EQ(ParseError("/a/q"), "unknown regex flag 'q' at position 3");
+  EXPECT_EQ(ParseError("a="), "expected a value after '=' but found end of query at position 2");
+  EXPECT_EQ(ParseError("a!= )"), "expected a value after '!=' but found ')' at position 4");
+  EXPECT_EQ(ParseError("a b)"), "unexpected ')' at position 3");
+  EXPECT_EQ(ParseError("(a"), "missing ')' for '(' at position 0 at position 2");
+  EXPECT_EQ(ParseError("(a | b)"), "expected ')' but found '|' at position 3");
+  EXPECT_EQ(ParseError("()"), "empty parentheses at position 1");
+  EXPECT_EQ(ParseError("a or"), "expected a filter but found end of query at position 4");
+  EXPECT_EQ(ParseError("a b OR"), "expected a filter but found end of query at position 6");
+  EXPECT_EQ(ParseError("a or or b"), "expected a filter but found 'or' at position 5");
+  EXPECT_EQ(ParseError("a AND OR b"), "expected a filter but found 'OR' at position 6");
+  EXPECT_EQ(ParseError("and b"), "expected a filter but found 'and' at position 0");
+  EXPECT_EQ(ParseError("a OR (b c"), "missing ')' for '(' at position 5 at position 9");
+  EXPECT_EQ(ParseError(R"(a OR f="x*)"), "unterminated string at position 7");
+  EXPECT_EQ(ParseError("a-b=c"), "invalid character '-' in field name 'a-b' at position 1");
+  EXPECT_EQ(ParseError("a <b"), "expected a number after '<' but found 'b' at position 3");
+  EXPECT_EQ(ParseError("x | head(1"), "missing ')' at position 10");
+  EXPECT_EQ(ParseError("x | head(1 2)"), "expected ',' or ')' but found '2' at position 11");
+  EXPECT_EQ(ParseError("x | table([a b])"), "expected ',' or ']' but found 'b' at position 13");
+  EXPECT_EQ(ParseError("x | table([a"), "missing ']' at position 12");
+  EXPECT_EQ(ParseError("x | head(,)"), "expected a value but found ',' at position 9");
+  EXPECT_EQ(ParseError("x | head(limit=)"), "expected a value but found ')' at position 15");
+  EXPECT_EQ(ParseError("x | groupBy(a, function={count()})"),
+            "subqueries { ... } are not supported at position 24");
+  EXPECT_EQ(ParseError("x | head(\"5)"), "unterminated string at position 9");
+  EXPECT_EQ(ParseError("x | "),
+            "expected a filter or a function but found end of query at position 4");
+  EXPECT_EQ(ParseError("x || y"), "expected a filter or a function but found '|' at position 3");
+  EXPECT_EQ(ParseError("|"),
+            "expected a filter or a function but found end of query at position 1");
+  EXPECT_EQ(ParseError("| head(1) x"), "unexpected 'x' at position 10");
+  EXPECT_EQ(ParseError("| stats(x)"),
+            "expected an aggregate function such as count() in stats(function=...) but found 'x' "
+            "at position 8");
+}
+
+// The examples of FUNCTIONS.md compile.
+TEST(ParserDocTest, ExamplesCompile) {
+  for (const char* q : {
+           "a | b=c | status>=500",
+           "x := a * 2 | x > 10",
+           "in(a, values=[x]) or b=c",
+           "/user=(?<user>\\w+)/ | groupBy(user)",
+           "in(status, values=[200, \"30*\"])",
+           "wildcard(\"*timeout*\", ignoreCase=true)",
+           "wildcard(pattern=horse, field=animal)",
+           "count(user, distinct=true, as=users)",
+           "stats([count(), avg(latency)])",
+           "[count(), avg(latency)]",
+           "groupBy([method, status], function=[count(), avg(bytes)])",
+           "bucket(1h, field=host)",
+           "rename(badName, as=goodName)",
+           "rename([[src_ip, source], [dst_ip, destination]])",
+           "eval(kb = bytes / 1024, slow = latency > 1)",
+           "regex(\"user=(?<user>\\\\w+) took (?<ms>\\\\d+)ms\") | groupBy(user, function=avg(ms))",
+           "formatTime(\"%Y-%m-%d %H:%M\", as=minute)",
+           "case { a | x := 1 ; | x := 2 }",
+           "case { status >= 500 | level := \"error\" ;\n status >= 400 | level := \"warn\" ;\n"
+           " * | level := \"ok\" }\n| groupBy(level)",
+       }) {
+    EXPECT_TRUE(Compile(q).ok()) << q << ": " << Compile(q).status().ToString();
+  }
+}
+
+TEST(ParserErrorTest, NestingIsBounded) {
+  auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  // Deep but reasonable nesting parses.
+  EXPECT_EQ(Parsed(repeat("(", 50) + "a" + repeat(")", 50)), R"((text "a"))");
+  EXPECT_EQ(Parsed(repeat("!", 40) + "a").substr(0, 10), "(not (not ");
+  // Hostile nesting is an error, not a stack overflow.
+  constexpr int kDeep = 100000;
+  for (const std::string& q :
+       {repeat("(", kDeep) + "a", repeat("!", kDeep) + "a", "| head(" + repeat("[", kDeep),
+        "| groupBy(a, function=" + repeat("count(", kDeep), "x := " + repeat("(", kDeep) + "1",
+        "x := " + repeat("-", kDeep) + "1", "x := " + repeat("abs(", kDeep) + "1",
+        repeat("case { a | ", kDeep)}) {
+    std::string err = ParseError(q);
+    EXPECT_EQ(err.substr(0, 24), "query nested too deeply ") << q.substr(0, 20);
+  }
+}
+
+}  // namespace
+}  // namespace sediment::query
