@@ -377,6 +377,7 @@ class KeptRowsCollector final : public Collector {
 
   void Add(const Record& r) override {
     ++total_;
+    if (r.is_event()) from_events_ = true;
     if (!Wanted(r.key())) return;
     Row row;
     if (mode_ == Mode::kTable) {
@@ -393,6 +394,7 @@ class KeptRowsCollector final : public Collector {
     auto* o = dynamic_cast<KeptRowsCollector*>(&other);
     if (o == nullptr) return;  // not the same stage: a caller bug; nothing sensible to fold
     total_ += o->total_;
+    from_events_ = from_events_ || o->from_events_;
     for (Entry& e : o->entries_) {
       if (Wanted(e.key)) Push(std::move(e));
     }
@@ -405,6 +407,7 @@ class KeptRowsCollector final : public Collector {
   void Encode(std::string* out) const override {
     PutHeader(out, Tag());
     PutVarint64(out, total_);
+    if (mode_ == Mode::kTable) PutVarint64(out, from_events_ ? 1 : 0);
     std::vector<const Entry*> sorted = SortedEntries();
     PutVarint64(out, sorted.size());
     for (const Entry* e : sorted) {
@@ -416,9 +419,15 @@ class KeptRowsCollector final : public Collector {
   Status Decode(std::string_view bytes) {
     Reader in(bytes);
     uint64_t n;
-    if (!in.Header(Tag()) || !in.Varint(&total_) || !in.Count(&n, 5)) {
+    if (!in.Header(Tag()) || !in.Varint(&total_)) {
       return Malformed("truncated or malformed row keeper header");
     }
+    if (mode_ == Mode::kTable) {
+      uint64_t flags;
+      if (!in.Varint(&flags) || flags > 1) return Malformed("bad table flags");
+      from_events_ = flags == 1;
+    }
+    if (!in.Count(&n, 5)) return Malformed("truncated or malformed row keeper header");
     if (n > cap_ || n > total_) return Malformed("row keeper holds more rows than it may");
     entries_.reserve(n);
     for (uint64_t i = 0; i < n; ++i) {
@@ -451,6 +460,9 @@ class KeptRowsCollector final : public Collector {
                             std::to_string(total_) + " rows (limit=" + std::to_string(cap_) + ")");
       }
     }
+    // table() over events lists the newest first (LogScale's sortby=@timestamp, order=desc);
+    // over rows of an earlier aggregate it keeps their order.
+    if (mode_ == Mode::kTable && from_events_) std::reverse(entries_.begin(), entries_.end());
     std::vector<Row> rows;
     rows.reserve(entries_.size());
     for (Entry& e : entries_) rows.push_back(std::move(e.row));
@@ -519,6 +531,7 @@ class KeptRowsCollector final : public Collector {
   size_t cap_;
   std::vector<std::string> columns_;  // kTable
   uint64_t total_ = 0;                // records added (over merges)
+  bool from_events_ = false;          // kTable: some input record was an event
   std::vector<Entry> entries_;        // a heap by HeapLess(mode_)
   size_t bytes_ = 0;
 };

@@ -309,6 +309,37 @@ TEST(TableCollectorTest, ReadsEventBuiltinsAndFields) {
                             {"#type", std::string("access")}}));
 }
 
+TEST(TableCollectorTest, EventsComeNewestFirstRowsInTheirOrder) {
+  TestBlock tb;
+  tb.Add(300, 1, "c", {{"n", "3"}});
+  tb.Add(100, 2, "a", {{"n", "1"}});
+  tb.Add(200, 3, "b", {{"n", "2"}});
+  CollectorContext ctx;
+  Stage st = Simple(Stage::Kind::kTable, 10, {"n"});
+  // Split over two collectors and one encode round trip: the order survives the merge.
+  auto a = NewCollector(st, ctx);
+  auto b = NewCollector(st, ctx);
+  a->Add(tb.At(0));
+  b->Add(tb.At(1));
+  b->Add(tb.At(2));
+  std::string state;
+  b->Encode(&state);
+  auto decoded = DecodeCollector(&st, ctx, state);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  a->Merge(**decoded);
+  Output o = Finish(*a);
+  ASSERT_EQ(o.rows.size(), 3u);
+  EXPECT_EQ(o.rows[0], (Row{{"n", std::string("3")}}));
+  EXPECT_EQ(o.rows[2], (Row{{"n", std::string("1")}}));
+  // Rows of an earlier stage keep their order.
+  auto rows = NewCollector(st, ctx);
+  rows->Add(R({{"n", int64_t{1}}}, Key(0)));
+  rows->Add(R({{"n", int64_t{2}}}, Key(1)));
+  o = Finish(*rows);
+  ASSERT_EQ(o.rows.size(), 2u);
+  EXPECT_EQ(o.rows[0], (Row{{"n", int64_t{1}}}));
+}
+
 // ---------- ungrouped aggregates ----------
 
 TEST(AggregateTest, CountOverNothingIsZeroAndOtherMetricsAreMissing) {

@@ -25,15 +25,15 @@ namespace sediment::query {
 
 struct FilterNode {
   enum class Kind {
-    kTrue,        // matches every event
-    kFalse,       // matches no event
-    kAnd,         // children[0] AND children[1]
-    kOr,          // children[0] OR children[1]
-    kNot,         // NOT children[0]
-    kText,        // case-insensitive substring `text` (lower-cased) of @rawstring
-    kTextGlob,    // free-text pattern with '*' (`text`, lower-cased): `pieces` in order in @rawstring
-    kRawRegex,    // /re/ searched in @rawstring
-    kFieldEq,     // field == text (whole value; case-sensitive unless ignore_case)
+    kTrue,      // matches every event
+    kFalse,     // matches no event
+    kAnd,       // children[0] AND children[1]
+    kOr,        // children[0] OR children[1]
+    kNot,       // NOT children[0]
+    kText,      // case-insensitive substring `text` (lower-cased) of @rawstring
+    kTextGlob,  // free-text pattern with '*' (`text`, lower-cased): `pieces` in order in @rawstring
+    kRawRegex,  // /re/ searched in @rawstring
+    kFieldEq,   // field == text (whole value; case-sensitive unless ignore_case)
     kFieldGlob,   // field matches the anchored '*' glob `text` (case-sensitive unless ignore_case)
     kFieldRegex,  // `re` found in the field's value
     kFieldCmp,    // numeric comparison: number(field) `cmp` `number`; false when the field is
@@ -42,8 +42,8 @@ struct FilterNode {
   enum class Cmp { kLt, kLe, kGt, kGe, kEq, kNe };
   Kind kind = Kind::kTrue;
   std::vector<std::shared_ptr<const FilterNode>> children;
-  std::string field;  // field comparisons
-  std::string text;   // literal / glob pattern / regex source
+  std::string field;         // field comparisons
+  std::string text;          // literal / glob pattern / regex source
   bool ignore_case = false;  // kFieldEq / kFieldGlob: ASCII case-insensitive comparison
   Cmp cmp = Cmp::kEq;        // kFieldCmp
   double number = 0;         // kFieldCmp
@@ -81,11 +81,11 @@ struct Expr {
 struct Metric {
   enum class Kind { kCount, kSum, kAvg, kMin, kMax, kPercentile };
   Kind kind = Kind::kCount;
-  std::string field;      // empty for count() without field=
-  bool distinct = false;  // count(field, distinct=true)
+  std::string field;                // empty for count() without field=
+  bool distinct = false;            // count(field, distinct=true)
   std::vector<double> percentiles;  // kPercentile (default 50, 75, 99)
-  // Output field name(s): `as` when given, else _count / _sum / _avg / _min / _max, and for
-  // percentile "_<p>" per percentile (e.g. _50, _99, _99.9).
+  // Output field name(s): `as` when given, else _count / _sum / _avg / _min / _max; percentile
+  // gives "<as>_<p>" per percentile (as empty by default: _50, _99, _99.9).
   std::string as;
   size_t position = 0;
 };
@@ -102,19 +102,20 @@ struct Stage {
   enum class Kind {
     // Per-record stages (transforms): each input record gives 0..N output records, independent
     // of other records; they run on the nodes that read the data.
-    kFilter,     // filter: keep records matching `filter`
-    kEval,       // assignments: `field := expr` / eval(f1 = e1, f2 = e2)
-    kRegex,      // regex(regex, field=@rawstring, strict=true): named groups become fields;
-                 // strict drops non-matching records
-    kParseJson,  // parseJson(field=@rawstring, prefix=""): objects flattened with '.', arrays
-                 // as name[0], name[1], ...; values of non-JSON fields are left as they are
-    kKvParse,    // kvParse(field=@rawstring, override=false): key=value pairs become fields
-    kCase,       // case { cond | stages ; ... ; * | stages }: first matching branch; records
-                 // matching no branch are dropped
+    kFilter,      // filter: keep records matching `filter`
+    kEval,        // assignments: `field := expr` / eval(f1 = e1, f2 = e2)
+    kRegex,       // regex(regex, field=@rawstring, strict=true): named groups become fields;
+                  // strict drops non-matching records
+    kParseJson,   // parseJson(field=@rawstring, prefix=""): objects flattened with '.', arrays
+                  // as name[0], name[1], ...; values of non-JSON fields are left as they are
+    kKvParse,     // kvParse(field=@rawstring, override=false): key=value pairs become fields
+    kCase,        // case { cond | stages ; ... ; * | stages }: first matching branch; records
+                  // matching no branch are dropped
     kFormatTime,  // formatTime(format, field=@timestamp, as, timezone=UTC)
-    kLower,       // lower(field, as=field)
-    kLength,      // length(field=@rawstring, as=_length)
-    kSplit,       // split(field=_events): one record per element field[0], field[1], ...
+    kLower,       // lower(field, as=_lower)
+    kLength,      // length(field, as=_length)
+    kSplit,       // split(field=_events, strip=false): one record per element field[0],
+                  // field[1], ...; field[i].x becomes field.x (x with strip)
     kDrop,        // drop([fields])
     kRename,      // rename(field, as) / rename(field=[[a, b], ...]): `renames`
     kSelect,      // select([fields]): keep only those fields, in that order
@@ -135,37 +136,39 @@ struct Stage {
   };
 
   Kind kind = Kind::kFilter;
-  size_t position = 0;  // byte offset of the function name (or filter) in the query text
+  size_t position = 0;   // byte offset of the function name (or filter) in the query text
   std::string function;  // canonical name as written in the query, for messages ("groupBy")
 
-  FilterPtr filter;                                  // kFilter
+  FilterPtr filter;                                          // kFilter
   std::vector<std::pair<std::string, ExprPtr>> assignments;  // kEval: target field, value
-  std::shared_ptr<const re2::RE2> re;                // kRegex
-  std::vector<std::string> groups;                   // kRegex: named groups (output fields)
-  bool strict = true;                                // kRegex
+  std::shared_ptr<const re2::RE2> re;                        // kRegex
+  std::vector<std::string> groups;                           // kRegex: named groups (output fields)
+  bool strict = true;                                        // kRegex
   std::string field;   // kRegex/kParseJson/kKvParse/kFormatTime/kLower/kLength/kSplit source
   std::string as;      // kFormatTime/kLower/kLength target
   std::string prefix;  // kParseJson
-  bool override_fields = false;  // kKvParse
-  std::string format;            // kFormatTime (strftime-style)
-  std::string timezone = "UTC";  // kFormatTime: "UTC"/"Z" or a fixed offset like "+02:00"
-  std::vector<CaseBranch> branches;                          // kCase
+  bool override_fields = false;      // kKvParse
+  bool strip = false;                // kSplit
+  std::string format;                // kFormatTime (strftime-style)
+  std::string timezone = "UTC";      // kFormatTime: "UTC"/"Z" or a fixed offset like "+02:00"
+  std::vector<CaseBranch> branches;  // kCase
   std::vector<std::pair<std::string, std::string>> renames;  // kRename: from, to
   std::vector<std::string> fields;  // kDrop/kSelect/kTable columns; kSort keys; group keys
                                     // (kGroupBy/kTop; kBucket: the series field, if any)
-  int64_t limit = 200;      // kHead/kTail/kSort/kTable rows; kGroupBy groups; kTop rows;
-                            // kBucket series
-  bool descending = true;   // kSort
+  int64_t limit = 200;              // kHead/kTail/kSort/kTable rows; kGroupBy groups; kTop rows;
+                                    // kBucket series
+  bool descending = true;           // kSort
   Grouping grouping = Grouping::kNone;  // kAggregate
   std::vector<Metric> metrics;          // kAggregate (never empty)
-  int64_t span_ms = 0;      // kBucket; 0 = chosen from the query's time range (about 100
-                            // buckets, rounded to 1s/5s/10s/30s/1m/5m/10m/30m/1h/3h/12h/1d)
-  std::string top_sum;      // kTop: sum this field instead of counting
+  int64_t span_ms = 0;       // kBucket; 0 = chosen from the query's time range (about 100
+                             // buckets, rounded to 1s/5s/10s/30s/1m/5m/10m/30m/1h/3h/12h/1d)
+  std::string top_sum;       // kTop: sum this field instead of counting
   bool top_percent = false;  // kTop: add `percent`
 
   bool IsTransform() const { return kind < Kind::kHead; }
-  bool IsAggregate() const { return kind == Kind::kAggregate || kind == Kind::kSort ||
-                                    kind == Kind::kTable; }
+  bool IsAggregate() const {
+    return kind == Kind::kAggregate || kind == Kind::kSort || kind == Kind::kTable;
+  }
 };
 
 class CompiledQuery {

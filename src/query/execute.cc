@@ -592,30 +592,29 @@ Result<PartialResult> ExecutePartialImpl(Env* env, const CompiledQuery& query,
   }
   std::vector<uint64_t> matched(workers, 0);
   Limits limits(&options, workers,
-                collect < query.stages.size()
-                    ? query.stages[collect].function + "()"
-                    : std::string("the search (non-aggregate results)"));
+                collect < query.stages.size() ? query.stages[collect].function + "()"
+                                              : std::string("the search (non-aggregate results)"));
   QueryProgress* progress = options.progress;
-  ASSIGN_OR_RETURN(
-      ScanOutcome scan,
-      Scan(
-          env, query, range, input, options,
-          [&](size_t worker, size_t /*task*/, const BlockView& v, const Mask& m) {
-            Collector& c = *collectors[worker];
-            uint64_t n = 0;
-            for (size_t i = 0; i < v.n; ++i) {
-              if (!m[i]) continue;
-              ++n;
-              RunTransforms(query.stages, 0, collect, Record(EventRef{v.b, v.ds, v.partition, i}),
-                            &scratch[worker], [&c](const Record& r) { c.Add(r); });
-            }
-            matched[worker] += n;
-            if (progress != nullptr) {
-              progress->events_matched.fetch_add(n, std::memory_order_relaxed);
-            }
-            limits.Report(worker, c.MemoryBytes());
-          },
-          [&] { return limits.Check(); }));
+  ASSIGN_OR_RETURN(ScanOutcome scan,
+                   Scan(
+                       env, query, range, input, options,
+                       [&](size_t worker, size_t /*task*/, const BlockView& v, const Mask& m) {
+                         Collector& c = *collectors[worker];
+                         uint64_t n = 0;
+                         for (size_t i = 0; i < v.n; ++i) {
+                           if (!m[i]) continue;
+                           ++n;
+                           RunTransforms(query.stages, 0, collect,
+                                         Record(EventRef{v.b, v.ds, v.partition, i}),
+                                         &scratch[worker], [&c](const Record& r) { c.Add(r); });
+                         }
+                         matched[worker] += n;
+                         if (progress != nullptr) {
+                           progress->events_matched.fetch_add(n, std::memory_order_relaxed);
+                         }
+                         limits.Report(worker, c.MemoryBytes());
+                       },
+                       [&] { return limits.Check(); }));
   if (!limits.failed.ok()) return limits.failed;
 
   PartialResult out;
@@ -727,8 +726,8 @@ Result<QueryResult> FinishPartialsImpl(const CompiledQuery& query, const TimeRan
   if (options.max_memory_bytes != 0 && all->MemoryBytes() > options.max_memory_bytes) {
     return Status::ResourceExhausted(
         (collect_stage ? collect_stage->function + "()" : std::string("the search")) +
-        " needs more than the query memory bound of " +
-        std::to_string(options.max_memory_bytes) + " bytes");
+        " needs more than the query memory bound of " + std::to_string(options.max_memory_bytes) +
+        " bytes");
   }
   std::sort(result.unreadable_segments.begin(), result.unreadable_segments.end());
   result.unreadable_segments.erase(
@@ -852,8 +851,7 @@ Result<MatchSet> CollectMatchesImpl(Env* env, const CompiledQuery& query, const 
 Result<QueryResult> Execute(Env* env, const CompiledQuery& query, const TimeRange& range,
                             const ScanInput& input, const ExecOptions& options) {
   try {
-    ASSIGN_OR_RETURN(PartialResult partial,
-                     ExecutePartialImpl(env, query, range, input, options));
+    ASSIGN_OR_RETURN(PartialResult partial, ExecutePartialImpl(env, query, range, input, options));
     std::vector<PartialResult> partials;
     partials.push_back(std::move(partial));
     return FinishPartialsImpl(query, range, std::move(partials), options);

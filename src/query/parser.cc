@@ -1666,16 +1666,8 @@ class Parser {
     if (fn == "split") {
       st->kind = K::kSplit;
       st->field = "_events";
-      bool strip = false;
-      if (!Bind(fn, start, args, "field", {"field", "strip"}, {}, {}, &p) ||
-          !GetField(p, "field", &st->field) || !GetBool(p, "strip", &strip)) {
-        return false;
-      }
-      if (strip) {
-        BadParam(p, "strip", "false (strip=true is not supported)");
-        return false;
-      }
-      return true;
+      return Bind(fn, start, args, "field", {"field", "strip"}, {}, {}, &p) &&
+             GetField(p, "field", &st->field) && GetBool(p, "strip", &st->strip);
     }
     Error(start, "unknown function '" + fn + "'");  // a filter function reaching here
     return false;
@@ -2013,6 +2005,38 @@ class Parser {
             return nullptr;
           }
           pos_ = k + 1;
+        }
+        if (param.empty() && fname == "concat" && Peek() == '[') {
+          // LogScale's concat([a, b, ...]): a list of values, as if given one by one.
+          ++pos_;
+          while (true) {
+            SkipWs();
+            ExprPtr item = ParseExprOr();
+            if (!item) return nullptr;
+            args.push_back(std::move(item));
+            SkipWs();
+            if (Peek() == ',') {
+              ++pos_;
+              continue;
+            }
+            if (Peek() == ']') {
+              ++pos_;
+              break;
+            }
+            Error(pos_, AtEnd() ? "missing ']'" : "expected ',' or ']' but found " + Found());
+            return nullptr;
+          }
+          SkipWs();
+          if (Peek() == ',') {
+            ++pos_;
+            continue;
+          }
+          if (Peek() == ')') {
+            ++pos_;
+            break;
+          }
+          Error(pos_, AtEnd() ? "missing ')'" : "expected ',' or ')' but found " + Found());
+          return nullptr;
         }
         ExprPtr value = ParseExprOr();
         if (!value) return nullptr;

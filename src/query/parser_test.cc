@@ -809,9 +809,9 @@ TEST(ParserFunctionTest, ParseJsonKvParseSplit) {
   EXPECT_EQ(ParseError("| kvParse([a, b])"),
             "invalid value '[...]' for parameter 'field' of kvParse(): expected one field at "
             "position 10");
-  EXPECT_EQ(ParseError("| split(a, strip=true)"),
-            "invalid value 'true' for parameter 'strip' of split(): expected false (strip=true is "
-            "not supported) at position 17");
+  auto strip = Compile("| split(a, strip=true)");
+  ASSERT_TRUE(strip.ok()) << strip.status().ToString();
+  EXPECT_TRUE((*strip)->stages[0].strip);
 }
 
 TEST(ParserFunctionTest, FormatTimeLowerLength) {
@@ -917,6 +917,8 @@ TEST(ParserExprTest, Calls) {
   EXPECT_EQ(Assigned("x := lower(y)"), "x = (lower y)");
   EXPECT_EQ(Assigned("x := upper(y) + length(\"abc\")"), "x = (+ (upper y) (length \"abc\"))");
   EXPECT_EQ(Assigned("x := concat(a, \"-\", b)"), "x = (concat a \"-\" b)");
+  EXPECT_EQ(Assigned("x := concat([a, \"-\", b])"), "x = (concat a \"-\" b)");
+  EXPECT_NE(ParseError("| x := concat([a, b)").find("expected ',' or ']'"), std::string::npos);
   EXPECT_EQ(Assigned("x := substr(s, 1) + substr(s, 0, 2)"),
             "x = (+ (substr s #1) (substr s #0 #2))");
   EXPECT_EQ(Assigned("x := trim(a)"), "x = (trim a)");

@@ -175,8 +175,9 @@ void Record::Set(std::string_view name, Value value) {
 }
 
 void Record::Remove(std::string_view name) {
-  row_.erase(std::remove_if(row_.begin(), row_.end(), [&](const auto& kv) { return kv.first == name; }),
-             row_.end());
+  row_.erase(
+      std::remove_if(row_.begin(), row_.end(), [&](const auto& kv) { return kv.first == name; }),
+      row_.end());
   if (is_event() && !Removed(name)) {
     std::string scratch;
     if (EventGet(name, &scratch)) removed_.emplace_back(name);

@@ -82,7 +82,7 @@ class Record {
 
   EventRef ev_;
   RecordKey key_;
-  Row row_;                            // a row's fields, or an event's overrides and additions
+  Row row_;                           // a row's fields, or an event's overrides and additions
   std::vector<std::string> removed_;  // event fields removed by stages
 };
 

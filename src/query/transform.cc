@@ -1201,7 +1201,14 @@ void ApplySplit(const Stage& st, Record&& r, std::vector<Record>* out) {
   }
   for (auto& [idx, fields] : elements) {
     Record rec = Record::FromRow(base, r.key());
-    for (auto& [suffix, value] : fields) rec.Set(field + suffix, std::move(value));
+    for (auto& [suffix, value] : fields) {
+      // strip: "f[i].x" becomes "x" (the element itself keeps the name f).
+      if (st.strip && suffix.size() > 1 && suffix[0] == '.') {
+        rec.Set(std::string_view(suffix).substr(1), std::move(value));
+      } else {
+        rec.Set(field + suffix, std::move(value));
+      }
+    }
     rec.Set("_index", Value(idx));
     if (id) rec.Set("@id", Value(*id + "__" + std::to_string(idx)));
     out->push_back(std::move(rec));

@@ -1013,6 +1013,18 @@ TEST(TransformTest, SplitObjectsAndDefaultField) {
   EXPECT_FALSE(out[0].Has("_events"));
 }
 
+TEST(TransformTest, SplitStripDropsTheArrayPrefix) {
+  OneEvent ev("raw", {{"items[0].sku", "X1"}, {"items[0].qty", "2"}, {"items[1]", "scalar"}});
+  Stage st = SplitStage("items");
+  st.strip = true;
+  std::vector<Record> out = Apply(st, ev.Get());
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(GetText(out[0], "sku"), "X1");
+  EXPECT_EQ(GetText(out[0], "qty"), "2");
+  EXPECT_FALSE(out[0].Has("items.sku"));
+  EXPECT_EQ(GetText(out[1], "items"), "scalar");
+}
+
 TEST(TransformTest, SplitWithoutElementsPassesUnchanged) {
   OneEvent ev("raw", {{"a", "1"}, {"a[x]", "2"}});
   std::vector<Record> out = Apply(SplitStage("a"), ev.Get());

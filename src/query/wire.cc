@@ -26,9 +26,7 @@ constexpr uint64_t kMaxBodySize = uint64_t{1} << 30;
 constexpr uint64_t kFlagTruncated = 1;
 
 Status Bad(const std::string& what) { return Status::Corruption("match set: " + what); }
-Status BadPartial(const std::string& what) {
-  return Status::Corruption("partial result: " + what);
-}
+Status BadPartial(const std::string& what) { return Status::Corruption("partial result: " + what); }
 
 void EncodeBody(const MatchSet& set, std::string* out) {
   PutVarint64(out, set.truncated ? kFlagTruncated : 0);
