@@ -143,7 +143,10 @@ struct Stage {
   std::vector<std::pair<std::string, ExprPtr>> assignments;  // kEval: target field, value
   std::shared_ptr<const re2::RE2> re;                        // kRegex
   std::vector<std::string> groups;                           // kRegex: named groups (output fields)
-  bool strict = true;                                        // kRegex
+  // kRegex: the byte every match starts with (case-sensitively), or -1 when unknown; lets the
+  // executor try anchored matches only where that byte occurs.
+  int regex_first_byte = -1;
+  bool strict = true;  // kRegex
   std::string field;   // kRegex/kParseJson/kKvParse/kFormatTime/kLower/kLength/kSplit source
   std::string as;      // kFormatTime/kLower/kLength target
   std::string prefix;  // kParseJson

@@ -174,14 +174,15 @@ void Eval(const FilterNode& node, const BlockView& v, const Mask& cand, Mask* ou
         if (cand[i] && GlobPiecesInOrder(node.pieces, b.raw[i])) (*out)[i] = 1;
       }
       return;
-    case K::kRawRegex:
+    case K::kRawRegex: {
+      const RE2& re = ThreadLocalRegex(node.re);
       for (size_t i = 0; i < v.n; ++i) {
-        if (cand[i] &&
-            RE2::PartialMatch(re2::StringPiece(b.raw[i].data(), b.raw[i].size()), *node.re)) {
+        if (cand[i] && RE2::PartialMatch(re2::StringPiece(b.raw[i].data(), b.raw[i].size()), re)) {
           (*out)[i] = 1;
         }
       }
       return;
+    }
     case K::kFieldEq:
     case K::kFieldGlob:
     case K::kFieldRegex:

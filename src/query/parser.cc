@@ -3,6 +3,7 @@
 #include <re2/re2.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -213,6 +214,51 @@ std::shared_ptr<const RE2> CompileRegex(const std::string& source, std::string* 
     return nullptr;
   }
   return re;
+}
+
+// The byte every match of the RE2 pattern `re` starts with, or -1 when that is not certain: after
+// leading flag groups such as (?m) or (?s) (not (?i)), the pattern starts with a literal byte or
+// an escaped punctuation byte that no ?, * or { follows, and has no '|' outside brackets.
+int LeadingLiteralByte(std::string_view re) {
+  size_t i = 0;
+  while (re.compare(i, 2, "(?") == 0) {
+    size_t j = i + 2;
+    while (j < re.size() && (re[j] == 'm' || re[j] == 's' || re[j] == 'U')) ++j;
+    if (j >= re.size() || re[j] != ')' || j == i + 2) return -1;  // (?i), (?P<..>, (?:..)
+    i = j + 1;
+  }
+  int depth = 0;
+  bool in_class = false;
+  for (size_t k = i; k < re.size(); ++k) {
+    const char c = re[k];
+    if (c == '\\') {
+      ++k;
+    } else if (in_class) {
+      if (c == ']') in_class = false;
+    } else if (c == '[') {
+      in_class = true;
+    } else if (c == '(') {
+      ++depth;
+    } else if (c == ')') {
+      --depth;
+    } else if (c == '|' && depth == 0) {
+      return -1;
+    }
+  }
+  if (i >= re.size()) return -1;
+  unsigned char first = static_cast<unsigned char>(re[i]);
+  size_t next = i + 1;
+  if (first == '\\') {
+    if (i + 1 >= re.size()) return -1;
+    first = static_cast<unsigned char>(re[i + 1]);
+    if (std::isalnum(first) || first >= 0x80) return -1;  // \d, \w, \x41, ...: not a literal
+    next = i + 2;
+  } else if (first >= 0x80 || std::string_view("^$.|?*+()[]{}").find(static_cast<char>(first)) !=
+                                  std::string_view::npos) {
+    return -1;
+  }
+  if (next < re.size() && (re[next] == '?' || re[next] == '*' || re[next] == '{')) return -1;
+  return first;
 }
 
 // Names of the capture groups of `re` in capture order (every group must be named).
@@ -596,6 +642,7 @@ class Parser {
       st.field = f->field;
       st.strict = true;
       st.groups = GroupNames(*re);
+      st.regex_first_byte = LeadingLiteralByte(re->pattern());
       st.re = std::move(re);
       stages->push_back(std::move(st));
       *filter_phase = false;
@@ -1784,6 +1831,7 @@ class Parser {
       return false;
     }
     st->groups = GroupNames(*re);
+    st->regex_first_byte = LeadingLiteralByte(re->pattern());
     st->re = std::move(re);
     return true;
   }

@@ -774,6 +774,32 @@ TEST(ParserFunctionTest, RegexStage) {
             "(repeat=true is not supported) at position 20");
 }
 
+TEST(ParserFunctionTest, RegexFirstByte) {
+  auto first = [](std::string_view q) {
+    auto c = Compile(q);
+    EXPECT_TRUE(c.ok()) << q << ": " << c.status().ToString();
+    return c.ok() ? (*c)->stages.back().regex_first_byte : -2;
+  };
+  EXPECT_EQ(first(R"q(| regex("\" (?<s>\d{3}) "))q"), '"');
+  EXPECT_EQ(first(R"q(| regex("user=(?<u>\w+)"))q"), 'u');
+  EXPECT_EQ(first(R"q(| regex("\.(?<ext>\w+)"))q"), '.');
+  EXPECT_EQ(first(R"q(| regex("a+(?<x>b)"))q"), 'a');
+  EXPECT_EQ(first(R"q(/id=(?<id>\d+)/)q"), 'i');
+  // Not certain: optional or repeated-from-zero first byte, alternation, classes, escapes that
+  // are classes, case-insensitive matching, anchors.
+  EXPECT_EQ(first(R"q(| regex("a?(?<x>b)"))q"), -1);
+  EXPECT_EQ(first(R"q(| regex("a*(?<x>b)"))q"), -1);
+  EXPECT_EQ(first(R"q(| regex("a{0,2}(?<x>b)"))q"), -1);
+  EXPECT_EQ(first(R"q(| regex("a(?<x>b)|c"))q"), -1);
+  EXPECT_EQ(first(R"q(| regex("a(?<x>b|c)"))q"), 'a');
+  EXPECT_EQ(first(R"q(| regex("a[|](?<x>b)"))q"), 'a');
+  EXPECT_EQ(first(R"q(| regex("[ab](?<x>c)"))q"), -1);
+  EXPECT_EQ(first(R"q(| regex("\d(?<x>c)"))q"), -1);
+  EXPECT_EQ(first(R"q(| regex("a(?<x>b)", flags=i))q"), -1);
+  EXPECT_EQ(first(R"q(| regex("^a(?<x>b)"))q"), -1);
+  EXPECT_EQ(first(R"q(| regex("(?<x>a)b"))q"), -1);
+}
+
 TEST(ParserFunctionTest, RegexLiteralWithNamedGroupsExtracts) {
   // A /regex/ step with named groups filters (and prunes) and also extracts the groups.
   auto q = MustCompile(R"q(/user=(?<user>\w+)/ | user=bob | count())q");

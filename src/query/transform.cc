@@ -244,8 +244,9 @@ bool CompareNumber(FilterNode::Cmp cmp, double a, double b) {
   return false;
 }
 
-bool RegexFound(const re2::RE2* re, std::string_view s) {
-  return re != nullptr && RE2::PartialMatch(re2::StringPiece(s.data(), s.size()), *re);
+bool RegexFound(const std::shared_ptr<const re2::RE2>& re, std::string_view s) {
+  return re != nullptr &&
+         RE2::PartialMatch(re2::StringPiece(s.data(), s.size()), ThreadLocalRegex(re));
 }
 
 // ---- expressions ----
@@ -1078,6 +1079,31 @@ const std::string kTimestamp = "@timestamp";
 const std::string kLengthOut = "_length";
 const std::string kEvents = "_events";
 
+// Leftmost match of `re` in `input` with `nsub` submatches. With `first_byte` >= 0 (every match
+// starts with that byte) it tries anchored matches where that byte occurs, which RE2 runs as a
+// one-pass or bounded match instead of a backtracking search over the whole text; the first
+// anchored match is the leftmost one, with the same groups. After a few failed candidates it
+// searches the rest unanchored.
+bool MatchGroups(const RE2& re, int first_byte, const re2::StringPiece& input,
+                 re2::StringPiece* sub, int nsub) {
+  size_t from = 0;
+  if (first_byte >= 0) {
+    constexpr int kMaxCandidates = 8;
+    const char* const begin = input.data();
+    const char* const end = begin + input.size();
+    const char* p = begin;
+    for (int tries = 0; tries < kMaxCandidates; ++tries) {
+      p = static_cast<const char*>(std::memchr(p, first_byte, static_cast<size_t>(end - p)));
+      if (p == nullptr) return false;
+      const size_t at = static_cast<size_t>(p - begin);
+      if (re.Match(input, at, input.size(), RE2::ANCHOR_START, sub, nsub)) return true;
+      from = at + 1;
+      ++p;
+    }
+  }
+  return re.Match(input, from, input.size(), RE2::UNANCHORED, sub, nsub);
+}
+
 void ApplyRegex(const Stage& st, Record&& r, std::vector<Record>* out) {
   if (!st.re) {
     out->push_back(std::move(r));
@@ -1089,7 +1115,8 @@ void ApplyRegex(const Stage& st, Record&& r, std::vector<Record>* out) {
     if (!st.strict) out->push_back(std::move(r));
     return;
   }
-  const std::map<std::string, int>& named = st.re->NamedCapturingGroups();
+  const RE2& re = ThreadLocalRegex(st.re);
+  const std::map<std::string, int>& named = re.NamedCapturingGroups();
   int nsub = 1;
   for (const std::string& g : st.groups) {
     auto it = named.find(g);
@@ -1103,21 +1130,30 @@ void ApplyRegex(const Stage& st, Record&& r, std::vector<Record>* out) {
     sub = dynamic.data();
   }
   const re2::StringPiece input(text->data(), text->size());
-  if (!st.re->Match(input, 0, input.size(), RE2::UNANCHORED, sub, nsub)) {
+  if (!MatchGroups(re, st.regex_first_byte, input, sub, nsub)) {
     if (!st.strict) out->push_back(std::move(r));
     return;
   }
   // Copy the groups before setting anything: they may point into the record.
-  std::vector<std::pair<const std::string*, std::string>> values;
-  values.reserve(st.groups.size());
+  constexpr size_t kInline = 8;
+  std::array<std::pair<const std::string*, std::string>, kInline> inline_values;
+  std::vector<std::pair<const std::string*, std::string>> more;
+  size_t n = 0;
   for (const std::string& g : st.groups) {
     auto it = named.find(g);
     if (it == named.end()) continue;
     const re2::StringPiece& m = sub[it->second];
     if (m.data() == nullptr) continue;  // optional group that did not take part
-    values.emplace_back(&g, std::string(m.data(), m.size()));
+    if (n < kInline) {
+      inline_values[n++] = {&g, std::string(m.data(), m.size())};
+    } else {
+      more.emplace_back(&g, std::string(m.data(), m.size()));
+    }
   }
-  for (auto& [name, v] : values) r.Set(*name, Value(std::move(v)));
+  for (size_t i = 0; i < n; ++i) {
+    r.Set(*inline_values[i].first, Value(std::move(inline_values[i].second)));
+  }
+  for (auto& [name, v] : more) r.Set(*name, Value(std::move(v)));
   out->push_back(std::move(r));
 }
 
@@ -1281,7 +1317,7 @@ bool Matches(const FilterNode& f, const Record& r) {
       return f.searcher ? f.searcher->Contains(*raw) : ContainsIgnoreCase(*raw, f.text);
     }
     if (f.kind == FK::kTextGlob) return GlobPiecesInOrder(f.pieces, *raw);
-    return RegexFound(f.re.get(), *raw);
+    return RegexFound(f.re, *raw);
   }
   if (f.kind == FK::kFieldCmp) {
     std::optional<double> v = r.GetNumber(f.field);
@@ -1295,7 +1331,7 @@ bool Matches(const FilterNode& f, const Record& r) {
     case FK::kFieldGlob:
       return f.ignore_case ? GlobMatchIgnoreCase(f.text, *v) : GlobMatch(f.text, *v);
     case FK::kFieldRegex:
-      return RegexFound(f.re.get(), *v);
+      return RegexFound(f.re, *v);
     default:
       return false;
   }
@@ -1376,6 +1412,23 @@ void ApplyTransform(const Stage& st, Record&& r, std::vector<Record>* out) {
       out->push_back(std::move(r));
       return;
   }
+}
+
+const re2::RE2& ThreadLocalRegex(const std::shared_ptr<const re2::RE2>& re) {
+  struct Entry {
+    std::shared_ptr<const re2::RE2> original;  // keeps the address from being reused
+    std::unique_ptr<re2::RE2> copy;
+  };
+  constexpr size_t kMaxEntries = 32;
+  thread_local std::vector<Entry> cache;
+  for (const Entry& e : cache) {
+    if (e.original.get() == re.get()) return *e.copy;
+  }
+  auto copy = std::make_unique<re2::RE2>(re->pattern(), re->options());
+  if (!copy->ok()) return *re;
+  if (cache.size() >= kMaxEntries) cache.erase(cache.begin());
+  cache.push_back(Entry{re, std::move(copy)});
+  return *cache.back().copy;
 }
 
 std::string FormatTime(std::string_view format, int64_t ms, std::string_view timezone) {

@@ -2,6 +2,7 @@
 // (Stage::IsTransform()). Pure functions of their inputs; reentrant.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -25,6 +26,12 @@ std::optional<Value> Evaluate(const Expr& e, const Record& r);
 // Never fails on data: a value that cannot be parsed leaves the record as it was (parseJson,
 // kvParse, formatTime) or drops it (regex with strict=true, filters).
 void ApplyTransform(const Stage& st, Record&& r, std::vector<Record>* out);
+
+// A copy of `re` private to the calling thread (made on first use, at most 32 kept per thread).
+// RE2 guards the DFA it builds lazily with a reader-writer lock, and threads matching with one
+// shared RE2 contend on it; per-thread copies take that cost away. Falls back to `*re` when the
+// copy cannot be compiled.
+const re2::RE2& ThreadLocalRegex(const std::shared_ptr<const re2::RE2>& re);
 
 // strftime-style formatting of `ms` (milliseconds since the epoch) in `timezone` ("UTC", "Z" or
 // a fixed offset "+HH:MM"/"-HH:MM"): %Y %m %d %H %M %S %L (milliseconds) %j %a %b %e %y %p %I

@@ -658,6 +658,37 @@ TEST(TransformTest, RegexExtractsNamedGroups) {
   EXPECT_EQ(GetText(out[0], "msg"), "alice");
 }
 
+TEST(TransformTest, RegexFirstByteFastPathAgreesWithAPlainSearch) {
+  // The same stage with and without the first-byte hint must give the same records, also when
+  // the byte occurs many times before the match (the fallback after a few candidates).
+  std::mt19937 rng(5);
+  const char* patterns[] = {R"(" (?P<status>\d{3}) )", R"(a(?P<x>b+)c)", R"(\.(?P<ext>[a-z]+)$)"};
+  const int first[] = {'"', 'a', '.'};
+  const char* group[] = {"status", "x", "ext"};
+  for (size_t k = 0; k < 3; ++k) {
+    Stage plain = RegexStage(patterns[k], {group[k]}, /*strict=*/false);
+    Stage fast = plain;
+    fast.regex_first_byte = first[k];
+    for (int trial = 0; trial < 3000; ++trial) {
+      std::string text;
+      const int len = static_cast<int>(rng() % 40);
+      for (int i = 0; i < len; ++i) text.push_back("\"a. bc123xyz"[rng() % 12]);
+      OneEvent ev(text);
+      std::vector<Record> a = Apply(plain, ev.Get());
+      std::vector<Record> b = Apply(fast, ev.Get());
+      ASSERT_EQ(a.size(), b.size());
+      ASSERT_EQ(a[0].ToRow(), b[0].ToRow()) << patterns[k] << " on " << text;
+    }
+  }
+  // Eleven quotes before the match: past the candidate limit.
+  Stage st = RegexStage(R"(" (?P<status>\d{3}) )", {"status"});
+  st.regex_first_byte = '"';
+  OneEvent ev(R"(""""""""""" x" 404 end)");
+  std::vector<Record> out = Apply(st, ev.Get());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(GetText(out[0], "status"), "404");
+}
+
 TEST(TransformTest, RegexStrictness) {
   OneEvent ev("no digits here");
   Stage st = RegexStage(R"((?P<n>\d+))", {"n"});

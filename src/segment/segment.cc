@@ -332,8 +332,12 @@ struct Cursor {
   const char* end;
   bool ok = true;
 
-  uint64_t V() {
+  // Inlined: decoding a block is a loop of varints, almost all of them one byte.
+  __attribute__((always_inline)) uint64_t V() {
     if (p < end && static_cast<uint8_t>(*p) < 0x80) return static_cast<uint8_t>(*p++);
+    return VSlow();
+  }
+  __attribute__((noinline)) uint64_t VSlow() {
     std::string_view in(p, end - p);
     uint64_t v = 0;
     if (!GetVarint64(&in, &v)) {
@@ -372,6 +376,7 @@ class SegmentReaderImpl final : public SegmentReader {
   }
   Status ReadExact(uint64_t offset, size_t n, std::string* out, const char* region) const;
   Status ParseFooter(std::string_view in, uint64_t footer_offset);
+  Status ReadBlockInto(size_t i, DecodedBlock* out) const;
   Status DecodeColumns(size_t i, DecodedBlock* out) const;
 
   std::string path_;
@@ -518,7 +523,14 @@ void ClearColumns(DecodedBlock* out) {
 }
 
 Status SegmentReaderImpl::ReadBlock(size_t i, DecodedBlock* out) const {
-  ClearColumns(out);
+  // The columns are not cleared up front: resizing vectors that keep their size from the
+  // previous block avoids value-initializing every element again. Any failure empties them.
+  Status st = ReadBlockInto(i, out);
+  if (!st.ok()) ClearColumns(out);
+  return st;
+}
+
+Status SegmentReaderImpl::ReadBlockInto(size_t i, DecodedBlock* out) const {
   if (i >= blocks_.size()) return Status::InvalidArgument("segment: block index out of range");
   const BlockInfo& b = blocks_[i];
   const std::string where = "block " + std::to_string(i) + ": ";
@@ -535,9 +547,7 @@ Status SegmentReaderImpl::ReadBlock(size_t i, DecodedBlock* out) const {
   size_t got = ZSTD_decompressDCtx(tls_dctx.get(), out->buffer.data(), out->buffer.size(),
                                    stored.data(), stored.size());
   if (ZSTD_isError(got) || got != b.raw_size) return Corrupt(where + "decompression failed");
-  Status st = DecodeColumns(i, out);
-  if (!st.ok()) ClearColumns(out);
-  return st;
+  return DecodeColumns(i, out);
 }
 
 Status SegmentReaderImpl::DecodeColumns(size_t bi, DecodedBlock* out) const {
