@@ -7,15 +7,20 @@ dir, and measures in one run:
   (a) ingest: concurrent clients POST the generated Apache log in ~1000-line batches to
       /api/v1/ingest/raw; events/s and MB/s until the last 200 and until `| count()` sees every
       event; beside it the machine's raw append+fdatasync rate of the same batches.
-  (b) search: the rest of a >= --size corpus is ingested, then a rare planted needle is searched
-      (best of 3) as GB/s of raw data, beside `grep -c` / `grep -ci` on the same file.
+  (b) search: the rest of a >= --size corpus is ingested (repository `bench`), (c) is measured,
+      then the whole corpus is ingested again through humio-structured with log timestamps and
+      parsed access-log fields (repository `benchf`). Then, best of --runs each: a planted
+      needle (and `| count()`), `groupBy(status)`, `timeChart(span=1m)` and a query-time
+      `regex(...) | groupBy(status)`, as GB/s of raw data per core (/ min(--query-threads,
+      CPUs)), each beside `grep -c` / awk doing the same work on the raw file (one core), with
+      the ratio; every answer must equal the grep/awk answer.
   (c) stored size: bytes of segment files under the data dir vs `zstd -3` of the raw file.
 With --kafka it measures only (a), with sediment on a Kafka commit log (one local broker started
 by scripts/kafka/cluster.py, replication factor 1), and beside it `kcat -P` producing the same
 batches as messages (acks=all, idempotent) to a fresh topic with the same partition count; it
 prints the ratio of sediment's acknowledged MB/s to kcat's.
 Prints a report and writes it as JSON. Exits non-zero when any step fails (HTTP error, count
-mismatch, needle count mismatch, server not ready); speed never fails the run.
+mismatch, a query answer that differs from grep/awk, server not ready); speed never fails the run.
 Only loopback addresses are contacted; the server is stopped by pid on exit, error or Ctrl-C.
 """
 
@@ -408,16 +413,6 @@ def measure(fn, runs, cpu_of):
     return best, result, cpu
 
 
-def time_best(fn, runs=3):
-    best, result = None, None
-    for _ in range(runs):
-        t0 = time.monotonic()
-        result = fn()
-        secs = time.monotonic() - t0
-        best = secs if best is None else min(best, secs)
-    return best, result
-
-
 def grep_count(path, needle, ignore_case):
     cmd = ["grep", "-c"] + (["-i"] if ignore_case else []) + ["-F", "--", needle, path]
     env = dict(os.environ, LC_ALL="C")
@@ -429,11 +424,11 @@ def grep_count(path, needle, ignore_case):
 
 # awk programs doing on the raw file what the queries do; each prints "KEY<TAB>COUNT" lines.
 # Apache combined: $9 is the status; $4 $5 are "[dd/Mon/yyyy:HH:MM:SS" "+0000]".
-AWK_GROUPBY_STATUS = '{ c[$9]++ } END { for (k in c) printf "%s\t%d\n", k, c[k] }'
+AWK_GROUPBY_STATUS = r'{ c[$9]++ } END { for (k in c) printf "%s\t%d\n", k, c[k] }'
 AWK_MINUTES = ('{ c[substr($4, 2, 17) " " $5]++ } '
-               'END { for (k in c) printf "%s\t%d\n", k, c[k] }')
+               r'END { for (k in c) printf "%s\t%d\n", k, c[k] }')
 AWK_REGEX_STATUS = ('match($0, /" [0-9][0-9][0-9] /) { c[substr($0, RSTART + 2, 3)]++ } '
-                    'END { for (k in c) printf "%s\t%d\n", k, c[k] }')
+                    r'END { for (k in c) printf "%s\t%d\n", k, c[k] }')
 
 
 def awk_binary():
@@ -589,6 +584,9 @@ def main():
     ap.add_argument("--batch-lines", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--runs", type=int, default=3, help="best of N for the timed searches")
+    ap.add_argument("--query-threads", type=int, default=2,
+                    help="the server's --query-threads (threads per query; default 2); per-core "
+                         "figures divide by min(this, CPUs)")
     ap.add_argument("--searchable-timeout", type=float, default=900)
     ap.add_argument("--server-timeout", type=float, default=60)
     ap.add_argument("--settle", type=float, default=10,
@@ -641,10 +639,11 @@ def main():
     report = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
-                    "python": platform.python_version()},
+                    "python": platform.python_version(), "load_average": load_average()},
         "params": {"size": args.size, "ingest_size": args.ingest_size, "clients": args.clients,
                    "batch_lines": args.batch_lines, "seed": args.seed, "runs": args.runs,
-                   "smoke": args.smoke, "kafka": args.kafka},
+                   "smoke": args.smoke, "kafka": args.kafka,
+                   "query_threads": args.query_threads},
         "ok": False,
     }
     # Whatever exists in ctx is stopped by pid in `finally`: the server first (a Kafka client),
@@ -652,7 +651,9 @@ def main():
     ctx = {"server": None, "cluster": None, "kafka_dir": None, "data_dir": data_dir}
     if not args.kafka:
         ctx["server"] = Server(server_bin, data_dir, os.path.join(work, "server.log"),
-                               "ingest-" + secrets.token_hex(12), "api-" + secrets.token_hex(12))
+                               "ingest-" + secrets.token_hex(12), "api-" + secrets.token_hex(12),
+                               extra_args=["--query-threads", str(args.query_threads)],
+                               extra_repos=[FIELDS_REPO])
 
     def on_term(signum, frame):
         raise KeyboardInterrupt()
@@ -786,36 +787,8 @@ def run(args, server, gen, benchutil, work, report):
     if total != total_events:
         raise BenchError(f"count() = {total}, corpus has {total_events} events")
 
-    log(f"(b) search: needle {needle!r} (planted {g['needles']}x), best of {args.runs}")
-    q_secs, rows = time_best(lambda: query(server, needle, q_start, q_end), args.runs)
-    if not isinstance(rows, list) or len(rows) != g["needles"]:
-        raise BenchError(f"needle query returned {len(rows) if isinstance(rows, list) else rows!r}"
-                         f" events, planted {g['needles']}")
-    bad = [r for r in rows if needle not in json.dumps(r)]
-    if bad:
-        raise BenchError(f"needle query returned events without the needle: {str(bad[0])[:300]}")
-    cq_secs, crow = time_best(lambda: count_events_query(server, needle, q_start, q_end), args.runs)
-    if crow != g["needles"]:
-        raise BenchError(f"'{needle} | count()' = {crow}, planted {g['needles']}")
-    grep_count(corpus, needle, False)  # warm the page cache
-    grep_secs, gc = time_best(lambda: grep_count(corpus, needle, False), args.runs)
-    grepi_secs, gci = time_best(lambda: grep_count(corpus, needle, True), args.runs)
-    if gc != g["needles"] or gci != g["needles"]:
-        raise BenchError(f"grep found {gc} / {gci} (-i) lines, planted {g['needles']}")
-    gb = g["bytes"] / 1e9
-    report["search"] = {
-        "raw_bytes": g["bytes"], "events": total_events, "needle": needle,
-        "matches": g["needles"],
-        "query_seconds_best": q_secs, "query_gb_per_s": gb / q_secs,
-        "count_query_seconds_best": cq_secs, "count_query_gb_per_s": gb / cq_secs,
-        "grep_c_seconds_best": grep_secs, "grep_c_gb_per_s": gb / grep_secs,
-        "grep_ci_seconds_best": grepi_secs, "grep_ci_gb_per_s": gb / grepi_secs,
-        "ratio_query_vs_grep_c": grep_secs / q_secs,
-        "ratio_query_vs_grep_ci": grepi_secs / q_secs,
-        "grep_locale": "LC_ALL=C, -F",
-    }
-
-    # (c) stored size
+    # (c) stored size, before the second repository is loaded; waiting for the segment bytes to
+    # settle also lets flushes and merges finish before anything is timed.
     log(f"(c) stored size: waiting for segment bytes to stay unchanged for {args.settle}s")
     seg, nseg, how = settle_segments(server.data_dir, args.settle, timeout=max(60, args.settle * 6))
     if seg == 0:
@@ -829,7 +802,254 @@ def run(args, server, gen, benchutil, work, report):
         "ratio_segments_vs_zstd3": seg / z, "ratio_raw_vs_segments": g["bytes"] / seg,
         "target": "segments <= 1.1x zstd -3", "target_met": seg / z <= 1.1,
     }
+
+    # The same corpus once more, into FIELDS_REPO through humio-structured: log timestamps and
+    # the fields an access-log parser extracts at ingest (as LogScale's parsers do), for the
+    # groupBy and timeChart queries.
+    log(f"(d) loading the corpus into {FIELDS_REPO!r} via humio-structured "
+        f"(log timestamps + {len([f for f in APACHE_FIELDS if f])} parsed fields)")
+    with open(corpus, "rb") as f:
+        fbatches = split_batches(f.read(), args.batch_lines)
+    t0, secs, st = ingest_batches(server, fbatches, args.clients, repo=FIELDS_REPO,
+                                  path="/api/v1/ingest/humio-structured",
+                                  encode=StructuredEncoder())
+    del fbatches
+    if st["events"] != total_events:
+        raise BenchError(f"{FIELDS_REPO}: acknowledged {st['events']} events, sent "
+                         f"{total_events}")
+    # Log time: the hour before the run. Minute-aligned so that 1m buckets are whole minutes
+    # whichever end the engine aligns them to.
+    f_start = (start_ms - 3_600_000) // 60_000 * 60_000
+    f_end = -(-(now_ms + 3_600_000) // 60_000) * 60_000
+    t_all = wait_searchable(server, total_events, f_start, f_end, args.searchable_timeout,
+                            repo=FIELDS_REPO)
+    report["fields_load"] = {"repo": FIELDS_REPO, "events": st["events"], "raw_bytes": st["bytes"],
+                             "json_bytes": st["wire_bytes"], "seconds_to_last_ack": secs,
+                             "events_per_s_acked": st["events"] / secs,
+                             "seconds_to_searchable": t_all - t0, "fields": [
+                                 f for f in APACHE_FIELDS if f]}
+    log(f"waiting for segment bytes to stay unchanged for {args.settle}s before timing queries")
+    settle_segments(server.data_dir, args.settle, timeout=max(60, args.settle * 6))
+
+    # (b) queries, each beside grep/awk doing the same work on the raw file.
+    report["search"] = search_queries(args, server, corpus, g, total_events, needle,
+                                      (q_start, q_end), (f_start, f_end))
     print_report(report)
+    failed = [q for q in report["search"]["queries"] if q.get("error")]
+    if failed:
+        raise BenchError("; ".join(f"{q['name']}: {q['error']}" for q in failed))
+
+
+MIN_CPU_SECONDS = 0.2
+
+
+def cores_for(threads):
+    return max(1, min(threads, os.cpu_count() or 1))
+
+
+def search_queries(args, server, corpus, g, total_events, needle, raw_range, fields_range):
+    """Runs the needle, groupBy, timeChart and regex queries (best of args.runs) and their
+    grep/awk lines; checks every answer against the grep/awk answer. A query that fails (HTTP
+    error, wrong answer) is recorded with "error" and the others still run."""
+    gb = g["bytes"] / 1e9
+    runs = args.runs
+    cores = cores_for(args.query_threads)
+    awk = awk_binary()
+    server_cpu = lambda: process_cpu_seconds(server.proc.pid)  # noqa: E731
+    out = {
+        "raw_bytes": g["bytes"], "events": total_events, "needle": needle,
+        "matches": g["needles"], "query_threads": args.query_threads, "cores": cores,
+        "awk": os.path.realpath(awk), "baseline_locale": "LC_ALL=C",
+        "load_average_before": load_average(), "queries": [],
+    }
+    log(f"(b) search: {human_bytes(g['bytes'])}, query threads {args.query_threads} "
+        f"(per-core figures divide by {cores}), best of {runs}; load average "
+        f"{out['load_average_before']}")
+    # Warm the page cache for the baselines (the server's caches warm in its first run).
+    grep_count(corpus, needle, False)
+
+    def entry(name, q, repo, rng, baseline_cmd, run_query, run_baseline, check):
+        e = {"name": name, "query": q, "repo": repo, "baseline": baseline_cmd}
+        log(f"  {name}: {q!r} on {repo!r} vs {baseline_cmd}")
+        try:
+            bsecs, bres, bcpu = measure(run_baseline, runs, children_cpu_seconds)
+            e.update({"baseline_seconds_best": bsecs, "baseline_gb_per_s": gb / bsecs,
+                      "baseline_cpu_seconds": bcpu["cpu_seconds"],
+                      "baseline_other_cores": bcpu["other_cores"]})
+        except BenchError as ex:
+            e["error"] = f"baseline: {ex}"
+            out["queries"].append(e)
+            return e
+        try:
+            qsecs, qres, qcpu = measure(lambda: run_query(q, repo, rng), runs, server_cpu)
+            e.update({
+                "seconds_best": qsecs, "gb_per_s": gb / qsecs,
+                "gb_per_s_per_core": gb / qsecs / cores,
+                "server_cpu_seconds": qcpu["cpu_seconds"],
+                "server_cores_busy": qcpu["cpu_seconds"] / qsecs,
+                "other_cores": qcpu["other_cores"],
+                "ratio_per_core_vs_baseline": (gb / qsecs / cores) / (gb / bsecs),
+                "ratio_wall_vs_baseline": bsecs / qsecs,
+            })
+            e["target_met"] = e["ratio_per_core_vs_baseline"] >= 1.0
+            # CPU-time figures: robust when other work takes the cores (clock-tick resolution,
+            # so left out for runs of less than MIN_CPU_SECONDS).
+            if qcpu["cpu_seconds"] >= MIN_CPU_SECONDS and bcpu["cpu_seconds"] >= MIN_CPU_SECONDS:
+                e["gb_per_cpu_second"] = gb / qcpu["cpu_seconds"]
+                e["baseline_gb_per_cpu_second"] = gb / bcpu["cpu_seconds"]
+                e["ratio_cpu_vs_baseline"] = bcpu["cpu_seconds"] / qcpu["cpu_seconds"]
+            detail = check(qres, bres)
+            e.update(detail or {})
+            e["verified"] = True
+        except BenchError as ex:
+            e["error"] = str(ex)
+        if e.get("error"):
+            log(f"    FAILED: {e['error']}")
+        else:
+            log(f"    query {e['seconds_best']:.3f}s ({e['gb_per_s_per_core']:.3f} GB/s/core), "
+                f"baseline {bsecs:.3f}s ({e['baseline_gb_per_s']:.3f} GB/s), ratio/core "
+                f"{e['ratio_per_core_vs_baseline']:.2f}")
+        out["queries"].append(e)
+        return e
+
+    def rows_of(q, repo, rng):
+        return query(server, q, rng[0], rng[1], repo=repo)
+
+    # 1. needle: free text vs grep -c -F. Checked: exactly the planted events.
+    def check_needle(rows, gc):
+        if gc != g["needles"]:
+            raise BenchError(f"grep -c found {gc} lines, planted {g['needles']}")
+        if not isinstance(rows, list) or len(rows) != g["needles"]:
+            raise BenchError(f"returned {len(rows) if isinstance(rows, list) else rows!r} "
+                             f"events, planted {g['needles']}")
+        bad = [r for r in rows if needle not in json.dumps(r)]
+        if bad:
+            raise BenchError(f"returned events without the needle: {str(bad[0])[:300]}")
+        return {"matches": len(rows)}
+
+    entry("needle", needle, REPO, raw_range, f"grep -c -F {needle} corpus", rows_of,
+          lambda: grep_count(corpus, needle, False), check_needle)
+
+    def check_needle_count(rows, gci):
+        if gci != g["needles"]:
+            raise BenchError(f"grep -ci found {gci} lines, planted {g['needles']}")
+        n = single_count(rows, f"{needle} | count()")
+        if n != g["needles"]:
+            raise BenchError(f"_count = {n}, planted {g['needles']}")
+        return {"matches": n}
+
+    entry("needle_count", f"{needle} | count()", REPO, raw_range,
+          f"grep -ci -F {needle} corpus", rows_of,
+          lambda: grep_count(corpus, needle, True), check_needle_count)
+
+    # 2. groupBy over a field parsed at ingest vs awk splitting every line.
+    def check_groups(field):
+        def check(rows, expected):
+            got = group_counts(rows, field)
+            compare_counts(got, expected, field)
+            if sum(got.values()) != total_events:
+                raise BenchError(f"groups hold {sum(got.values())} events, corpus "
+                                 f"{total_events}")
+            return {"groups": len(got)}
+        return check
+
+    entry("groupBy", "groupBy(status)", FIELDS_REPO, fields_range,
+          f"awk '{AWK_GROUPBY_STATUS}' corpus", rows_of,
+          lambda: awk_counts(awk, AWK_GROUPBY_STATUS, corpus), check_groups("status"))
+
+    # 3. timeChart over the log timestamps (stored at ingest) vs awk cutting the minute out of
+    # the timestamp text. Every non-empty bucket must hold awk's count of that minute.
+    def check_minutes(rows, by_minute):
+        expected = {apache_time_ms(k): v for k, v in by_minute.items()}
+        if not isinstance(rows, list):
+            raise BenchError(f"unexpected answer {str(rows)[:300]}")
+        got = {}
+        for r in rows:
+            if not isinstance(r, dict) or "_bucket" not in r or "_count" not in r:
+                raise BenchError(f"row without _bucket/_count: {str(r)[:300]}")
+            b, n = as_int(r["_bucket"], "_bucket"), as_int(r["_count"], "_count")
+            if b in got:
+                raise BenchError(f"bucket {b} twice")
+            got[b] = n
+        compare_counts({k: v for k, v in got.items() if v}, expected, "_bucket (minute)")
+        return {"buckets": len(got), "buckets_non_empty": len(expected)}
+
+    entry("timeChart", "timeChart(span=1m)", FIELDS_REPO, fields_range,
+          f"awk '{AWK_MINUTES}' corpus", rows_of,
+          lambda: awk_counts(awk, AWK_MINUTES, corpus), check_minutes)
+
+    # 4. regex extraction at query time on the raw repository vs awk's match() + substr().
+    entry("regex", REGEX_QUERY, REPO, raw_range, f"awk '{AWK_REGEX_STATUS}' corpus", rows_of,
+          lambda: awk_counts(awk, AWK_REGEX_STATUS, corpus), check_groups("status"))
+
+    out["load_average_after"] = load_average()
+    done = [q for q in out["queries"] if "target_met" in q and not q.get("error")]
+    out["target"] = "every query >= the grep/awk line, per core"
+    out["target_met"] = len(done) == len(out["queries"]) and all(q["target_met"] for q in done)
+    # Flat keys of the needle figures, as before.
+    nq = {q["name"]: q for q in out["queries"]}
+    if "seconds_best" in nq["needle"] and "seconds_best" in nq["needle_count"]:
+        n, c = nq["needle"], nq["needle_count"]
+        out.update({
+            "query_seconds_best": n["seconds_best"], "query_gb_per_s": n["gb_per_s"],
+            "count_query_seconds_best": c["seconds_best"], "count_query_gb_per_s": c["gb_per_s"],
+            "grep_c_seconds_best": n["baseline_seconds_best"],
+            "grep_c_gb_per_s": n["baseline_gb_per_s"],
+            "grep_ci_seconds_best": c["baseline_seconds_best"],
+            "grep_ci_gb_per_s": c["baseline_gb_per_s"],
+            "ratio_query_vs_grep_c": n["ratio_wall_vs_baseline"],
+            "ratio_query_vs_grep_ci": c["ratio_wall_vs_baseline"],
+            "grep_locale": "LC_ALL=C, -F",
+        })
+    return out
+
+
+# The regex extraction query: the status after the request's closing quote.
+REGEX_QUERY = r'regex("\" (?<status>\d{3}) ") | groupBy(status)'
+
+
+def as_int(v, what):
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            raise BenchError(f"{what} = {v!r} is not a number") from None
+        if f != int(f):
+            raise BenchError(f"{what} = {v!r} is not an integer")
+        return int(f)
+
+
+def single_count(rows, what):
+    if not isinstance(rows, list) or len(rows) != 1 or "_count" not in rows[0]:
+        raise BenchError(f"{what}: unexpected answer {str(rows)[:300]}")
+    return as_int(rows[0]["_count"], "_count")
+
+
+def group_counts(rows, field):
+    """{value of field: _count} of groupBy rows; fails on a malformed or repeated group."""
+    if not isinstance(rows, list):
+        raise BenchError(f"unexpected answer {str(rows)[:300]}")
+    got = {}
+    for r in rows:
+        if not isinstance(r, dict) or field not in r or "_count" not in r:
+            raise BenchError(f"row without {field}/_count: {str(r)[:300]}")
+        k = str(r[field])
+        if k in got:
+            raise BenchError(f"group {field}={k} twice")
+        got[k] = as_int(r["_count"], "_count")
+    return got
+
+
+def compare_counts(got, expected, what):
+    if got == expected:
+        return
+    diff = sorted(set(got) | set(expected), key=str)
+    diff = [f"{k}: query {got.get(k, 0)} vs {expected.get(k, 0)}" for k in diff
+            if got.get(k, 0) != expected.get(k, 0)]
+    raise BenchError(f"counts per {what} differ from grep/awk in {len(diff)} groups: "
+                     + ", ".join(diff[:8]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1062,13 +1282,6 @@ def print_kafka_report(r):
     print("\n".join(lines), flush=True)
 
 
-def count_events_query(server, needle, start_ms, end_ms):
-    rows = query(server, f"{needle} | count()", start_ms, end_ms)
-    if not isinstance(rows, list) or len(rows) != 1 or "_count" not in rows[0]:
-        raise BenchError(f"'{needle} | count()': unexpected answer {str(rows)[:300]}")
-    return int(rows[0]["_count"])
-
-
 def print_report(r):
     a, s, c = r["ingest"], r["search"], r["stored"]
     raw = a["raw_append_fsync"]
@@ -1090,15 +1303,46 @@ def print_report(r):
         f"    ratio acked / raw fsync: {a['ratio_acked_vs_raw_fsync']:.3f}",
         f"    target {a['target']}: {met(a['target_met'])}",
         f"(b) search  {human_bytes(s['raw_bytes'])} raw, {s['events']} events, needle x"
-        f"{s['matches']}, best of {r['params']['runs']}",
-        f"    needle query:       {s['query_seconds_best']:8.3f}s  {s['query_gb_per_s']:7.2f} GB/s",
-        f"    needle | count():   {s['count_query_seconds_best']:8.3f}s  "
-        f"{s['count_query_gb_per_s']:7.2f} GB/s",
-        f"    grep -c  (warm):    {s['grep_c_seconds_best']:8.3f}s  {s['grep_c_gb_per_s']:7.2f} GB/s"
-        f"   query is {s['ratio_query_vs_grep_c']:.2f}x grep -c speed",
-        f"    grep -ci (warm):    {s['grep_ci_seconds_best']:8.3f}s  "
-        f"{s['grep_ci_gb_per_s']:7.2f} GB/s   query is {s['ratio_query_vs_grep_ci']:.2f}x grep -ci"
-        f" speed",
+        f"{s['matches']}, best of {r['params']['runs']}; query threads {s['query_threads']} "
+        f"(per core = / {s['cores']}); baselines single-core, {s['baseline_locale']}, warm cache",
+        f"    {r['fields_load']['repo']}: the corpus again via humio-structured with "
+        f"{len(r['fields_load']['fields'])} parsed fields, "
+        f"{r['fields_load']['events_per_s_acked']:,.0f} events/s acked, searchable after "
+        f"{r['fields_load']['seconds_to_searchable']:.1f}s",
+        f"    load average before {s['load_average_before']}, after {s['load_average_after']}; "
+        f"'other' = CPU cores busy with other work during the run",
+        f"    {'query':<22} {'s':>7} {'GB/s':>6} {'/core':>6} {'srv cores':>9} {'other':>5} | "
+        f"{'baseline':<9} {'s':>7} {'GB/s':>6} {'other':>5} | ratio/core | GB/cpu-s: "
+        f"{'query':>6} {'base':>6} {'ratio':>5}",
+    ]
+    for q in s["queries"]:
+        base = " ".join(q["baseline"].split()[:2]) if q["baseline"].startswith("grep") else "awk"
+        if "baseline_seconds_best" in q:
+            bl = (f"{base:<9} {q['baseline_seconds_best']:7.3f} {q['baseline_gb_per_s']:6.3f} "
+                  f"{q['baseline_other_cores']:5.2f}")
+        else:
+            bl = f"{base:<9} {'-':>7} {'-':>6} {'-':>5}"
+        if "seconds_best" in q:
+            ql = (f"{q['name']:<22} {q['seconds_best']:7.3f} {q['gb_per_s']:6.3f} "
+                  f"{q['gb_per_s_per_core']:6.3f} {q['server_cores_busy']:9.2f} "
+                  f"{q['other_cores']:5.2f}")
+            ratio = f"{q['ratio_per_core_vs_baseline']:6.2f}"
+        else:
+            ql = f"{q['name']:<22} {'-':>7} {'-':>6} {'-':>6} {'-':>9} {'-':>5}"
+            ratio = "     -"
+        if "ratio_cpu_vs_baseline" in q:
+            cl = (f"{q['gb_per_cpu_second']:6.3f} {q['baseline_gb_per_cpu_second']:6.3f} "
+                  f"{q['ratio_cpu_vs_baseline']:5.2f}")
+        else:
+            cl = f"{'-':>6} {'-':>6} {'-':>5}"
+        lines.append(f"    {ql} | {bl} |     {ratio} |           {cl}"
+                     + (f"  FAILED: {q['error'][:200]}" if q.get("error") else ""))
+    for q in s["queries"]:
+        lines.append(f"      {q['name']}: {q['query']}  [{q['repo']}]  vs  {q['baseline']}")
+    lines += [
+        f"    GB/cpu-s = raw GB / CPU seconds of the server (query) or of grep/awk (base), shown "
+        f"when both used >= {MIN_CPU_SECONDS}s",
+        f"    target every query >= grep/awk per core: {met(s['target_met'])}",
         f"(c) stored  segments {human_bytes(c['segment_bytes'])} ({c['segment_files']} files, "
         f"{c['segment_files_found_as']}); data dir {human_bytes(c['data_dir_bytes'])}",
         f"    {c['zstd_method']}: {human_bytes(c['zstd3_bytes'])}; raw "
