@@ -359,6 +359,30 @@ int main(int argc, char** argv) {
       ->envname("SEDIMENT_QUERY_THREADS")
       ->capture_default_str();
   server
+      ->add_option("--query-timeout-ms", config.query_timeout_ms,
+                   "a query that runs longer fails with 408 (0: no limit)")
+      ->envname("SEDIMENT_QUERY_TIMEOUT_MS")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{86400000}));
+  server
+      ->add_option("--query-memory-bytes", config.query_memory_bytes,
+                   "a query whose partial states (groups, kept rows) need more on one node fails "
+                   "with 413 (0: no bound)")
+      ->envname("SEDIMENT_QUERY_MEMORY_BYTES")
+      ->capture_default_str();
+  server
+      ->add_option("--max-query-jobs", config.max_query_jobs,
+                   "query jobs and live queries running at once (429 beyond)")
+      ->envname("SEDIMENT_MAX_QUERY_JOBS")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  server
+      ->add_option("--query-job-expiry-ms", config.query_job_expiry_ms,
+                   "a query job not polled for this long is cancelled and forgotten (0: never)")
+      ->envname("SEDIMENT_QUERY_JOB_EXPIRY_MS")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{86400000}));
+  server
       ->add_option("--advertise", config.advertise,
                    "HOST:PORT other nodes and clients use to reach this node (default: the "
                    "listen address)")

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -185,8 +186,8 @@ class SocketBodyWriter : public BodyWriter {
   }
 
   bool Connected() override {
-    if (failed_ || stopping_->load()) return false;
-    return PeerConnected(fd_);
+    if (failed_ || stopping_->load() || !PeerConnected(fd_)) failed_ = true;
+    return !failed_;
   }
 
   bool failed() const { return failed_; }
@@ -439,12 +440,16 @@ void Server::Impl::Serve(std::shared_ptr<tcp::socket> sock) {
     }
     bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(resp.status), version};
     res.set(bhttp::field::server, "sediment");
-    res.set(bhttp::field::content_type, OneLine(resp.content_type));
+    // 1xx, 204 and 304 answers have no body and no Content-Length / Content-Type (RFC 9110).
+    const bool bodiless = resp.status < 200 || resp.status == 204 || resp.status == 304;
+    if (!bodiless) res.set(bhttp::field::content_type, OneLine(resp.content_type));
     // insert, not set: a header may repeat (one X-Sediment-Warning per warning).
     for (const auto& [k, v] : resp.headers) res.insert(k, OneLine(v));
     res.keep_alive(keep_alive);
-    res.body() = std::move(resp.body);
-    res.prepare_payload();
+    if (!bodiless) {
+      res.body() = std::move(resp.body);
+      res.prepare_payload();
+    }
     bhttp::write(*sock, res, ec);
     if (ec) break;
     if (!keep_alive) {

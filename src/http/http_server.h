@@ -40,7 +40,8 @@ class BodyWriter {
   // is stopping. After a false every further call is false.
   virtual bool Write(std::string_view data) = 0;
   // Whether the client is still there, without writing: false once it closed the connection
-  // (also when it only closed its sending side) or reset it, or the server is stopping.
+  // (also when it only closed its sending side) or reset it, or the server is stopping. After a
+  // false every further call of either function is false.
   virtual bool Connected() = 0;
 };
 

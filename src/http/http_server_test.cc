@@ -7,12 +7,59 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace sediment::http {
 namespace {
+
+// Set by the /stream-until-gone handler once BodyWriter::Connected() turned false.
+std::atomic<bool> g_noticed_gone{false};
+std::atomic<int> g_chunks_after_gone{0};
+
+// Handlers of the streaming tests (paths starting with /stream).
+Response StreamingHandler(const Request& r) {
+  Response resp;
+  resp.content_type = "text/plain";
+  resp.headers.emplace_back("X-Multi", "one");
+  resp.headers.emplace_back("X-Multi", "two");
+  if (r.path == "/stream") {
+    resp.stream = [](BodyWriter& w) {
+      return w.Write("alpha,") && w.Write("") && w.Write("beta,") &&
+             w.Write(std::string(70000, 'z'));
+    };
+  } else if (r.path == "/stream-abort") {
+    resp.stream = [](BodyWriter& w) {
+      (void)w.Write("partial");
+      return false;
+    };
+  } else if (r.path == "/stream-until-gone") {
+    resp.stream = [](BodyWriter& w) {
+      if (!w.Write("first\n")) return false;
+      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (std::chrono::steady_clock::now() < until) {
+        if (!w.Connected()) {
+          g_noticed_gone = true;
+          // Writes after the client left fail.
+          for (int i = 0; i < 50; ++i) {
+            if (w.Write(std::string(65536, 'x'))) ++g_chunks_after_gone;
+          }
+          return false;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      return true;
+    };
+  } else if (r.path == "/stream-204") {
+    resp.status = 204;
+  } else {
+    resp.body = "plain";
+  }
+  return resp;
+}
 
 // Sends raw bytes to 127.0.0.1:port and returns everything the server answers until it closes or
 // stops answering for a second.
@@ -51,6 +98,7 @@ class HttpServerTest : public ::testing::Test {
     o.max_body_bytes = 1000;
     server_ = std::make_unique<Server>(o, [](const Request& r) {
       if (r.path == "/throw") throw std::runtime_error("boom");
+      if (r.path.rfind("/stream", 0) == 0 || r.path == "/multi") return StreamingHandler(r);
       Response resp;
       resp.body = r.method + " " + r.path + " q=" + (r.query.count("a") ? r.query.at("a") : "") +
                   " auth=" + std::string(r.Header("authorization")) + " body=" + r.body;
@@ -164,6 +212,163 @@ TEST_F(HttpServerTest, BadOrOversizedOrUnknownEncodingIsRejected) {
   EXPECT_NE(Post(server_->port(), "gzip", Gzip(std::string(5000, 'a'))).find("HTTP/1.1 413"),
             std::string::npos);
   EXPECT_NE(Post(server_->port(), "br", "xx").find("HTTP/1.1 415"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sediment::http
+
+namespace sediment::http {
+namespace {
+
+// Decodes a chunked body (starting at `pos`, just after the headers) into `out`; false when the
+// framing is broken or the terminating chunk is missing.
+bool Dechunk(const std::string& raw, size_t pos, std::string* out, size_t* end = nullptr) {
+  out->clear();
+  while (true) {
+    size_t eol = raw.find("\r\n", pos);
+    if (eol == std::string::npos) return false;
+    size_t size = std::stoul(raw.substr(pos, eol - pos), nullptr, 16);
+    pos = eol + 2;
+    if (size == 0) {
+      if (raw.compare(pos, 2, "\r\n") != 0) return false;
+      if (end) *end = pos + 2;
+      return true;
+    }
+    if (pos + size + 2 > raw.size() || raw.compare(pos + size, 2, "\r\n") != 0) return false;
+    out->append(raw, pos, size);
+    pos += size + 2;
+  }
+}
+
+TEST_F(HttpServerTest, StreamedBodyIsChunkedAndComplete) {
+  std::string out =
+      RoundTrip(server_->port(), "GET /stream HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+  ASSERT_NE(out.find("HTTP/1.1 200"), std::string::npos) << out.substr(0, 300);
+  ASSERT_NE(out.find("Transfer-Encoding: chunked\r\n"), std::string::npos) << out.substr(0, 300);
+  EXPECT_EQ(out.find("Content-Length"), std::string::npos);
+  size_t head_end = out.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos);
+  std::string body;
+  ASSERT_TRUE(Dechunk(out, head_end + 4, &body)) << out.substr(0, 300);
+  EXPECT_EQ(body, "alpha,beta," + std::string(70000, 'z'));
+}
+
+TEST_F(HttpServerTest, KeepAliveContinuesAfterAStreamedBody) {
+  std::string out = RoundTrip(server_->port(),
+                              "GET /stream HTTP/1.1\r\nHost: h\r\n\r\nGET /plain HTTP/1.1\r\nHost: "
+                              "h\r\nConnection: close\r\n\r\n");
+  size_t head_end = out.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos);
+  std::string body;
+  size_t end = 0;
+  ASSERT_TRUE(Dechunk(out, head_end + 4, &body, &end));
+  EXPECT_EQ(body.substr(0, 11), "alpha,beta,");
+  std::string second = out.substr(end);
+  EXPECT_EQ(second.rfind("HTTP/1.1 200", 0), 0u) << second.substr(0, 200);
+  EXPECT_NE(second.find("\r\n\r\nGET /plain"), std::string::npos) << second;
+}
+
+TEST_F(HttpServerTest, Http10StreamIsRawBytesThenClose) {
+  std::string out = RoundTrip(server_->port(), "GET /stream HTTP/1.0\r\nHost: h\r\n\r\n");
+  ASSERT_NE(out.find("HTTP/1.0 200"), std::string::npos) << out.substr(0, 300);
+  EXPECT_EQ(out.find("chunked"), std::string::npos);
+  size_t head_end = out.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos);
+  EXPECT_EQ(out.substr(head_end + 4), "alpha,beta," + std::string(70000, 'z'));
+}
+
+TEST_F(HttpServerTest, AbortedStreamLacksTheTerminatingChunk) {
+  std::string out = RoundTrip(server_->port(), "GET /stream-abort HTTP/1.1\r\nHost: h\r\n\r\n");
+  ASSERT_NE(out.find("HTTP/1.1 200"), std::string::npos) << out;
+  size_t head_end = out.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos);
+  EXPECT_NE(out.find("partial"), std::string::npos) << out;
+  std::string body;
+  EXPECT_FALSE(Dechunk(out, head_end + 4, &body)) << out;
+}
+
+TEST_F(HttpServerTest, HeadersMayRepeat) {
+  for (const char* path : {"/multi", "/stream"}) {
+    std::string out = RoundTrip(server_->port(), std::string("GET ") + path +
+                                                     " HTTP/1.1\r\nHost: h\r\nConnection: "
+                                                     "close\r\n\r\n");
+    EXPECT_NE(out.find("X-Multi: one\r\n"), std::string::npos)
+        << path << ": " << out.substr(0, 300);
+    EXPECT_NE(out.find("X-Multi: two\r\n"), std::string::npos)
+        << path << ": " << out.substr(0, 300);
+  }
+}
+
+TEST_F(HttpServerTest, NoContentHasNoBodyHeadersAndKeepsTheConnection) {
+  std::string out = RoundTrip(server_->port(),
+                              "DELETE /stream-204 HTTP/1.1\r\nHost: h\r\n\r\nGET /plain "
+                              "HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+  ASSERT_EQ(out.rfind("HTTP/1.1 204", 0), 0u) << out;
+  size_t head_end = out.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos);
+  std::string head = out.substr(0, head_end);
+  EXPECT_EQ(head.find("Content-Length"), std::string::npos) << head;
+  EXPECT_EQ(head.find("Content-Type"), std::string::npos) << head;
+  EXPECT_EQ(out.substr(head_end + 4).rfind("HTTP/1.1 200", 0), 0u) << out;
+}
+
+TEST_F(HttpServerTest, ProducerNoticesAClientThatLeft) {
+  g_noticed_gone = false;
+  g_chunks_after_gone = 0;
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(server_->port());
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  std::string req = "GET /stream-until-gone HTTP/1.1\r\nHost: h\r\n\r\n";
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string got;
+  char buf[4096];
+  while (got.find("first\n") == std::string::npos) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    ASSERT_GT(n, 0) << got;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  // Still connected: the producer keeps going.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(g_noticed_gone.load());
+  ::close(fd);
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (!g_noticed_gone && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(g_noticed_gone.load());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(g_chunks_after_gone.load(), 0);
+}
+
+TEST_F(HttpServerTest, StopEndsAStreamThatWaitsForItsClient) {
+  g_noticed_gone = false;
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(server_->port());
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  std::string req = "GET /stream-until-gone HTTP/1.1\r\nHost: h\r\n\r\n";
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string got;
+  char buf[4096];
+  while (got.find("first\n") == std::string::npos) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    ASSERT_GT(n, 0) << got;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  server_->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  EXPECT_TRUE(g_noticed_gone.load());
+  ::close(fd);
 }
 
 }  // namespace

@@ -10,18 +10,21 @@
 //     from a segment or from a buffer, while flushes and takeovers go on (one owner per partition
 //     is asked; a segment registered after an owner's snapshot raises flushed_through over the
 //     events it holds).
-//  3. Segments held here are scanned here; for the others, the holder runs the filter
-//     (/internal/v1/query/segments) and sends back the matching events. The whole query then runs
-//     here over local segments plus every matching event gathered.
+//  3. The holder of each segment computes the query's partial state over the segments it was
+//     asked for (/internal/v1/query/partial, query::ExecutePartial) and sends it back; this node
+//     computes one over the segments it holds, the ones fetched from the bucket and the buffered
+//     events, and merges them all (query::FinishPartials).
 // P5: whatever could not be read (holder down, owner down, a peer's error) becomes an
 // X-Sediment-Warning naming the segments, partitions and time ranges missing.
+// Limits: the deadline and memory bound of QueryControl apply here and go to the peers (the time
+// that remains); a peer that reaches one fails the whole query, and a coordinator that gives up
+// (limit, cancellation) asks the peers to cancel their part (/internal/v1/query/cancel).
 #include <simdjson.h>
 #include <spdlog/spdlog.h>
 
 #include <strings.h>
 
 #include <algorithm>
-#include <future>
 #include <map>
 #include <set>
 
@@ -35,8 +38,13 @@
 namespace sediment {
 namespace {
 
-constexpr auto kPeerTimeout = std::chrono::seconds(60);
 constexpr auto kGlobalWait = std::chrono::seconds(5);
+// Peer requests of a query without a time limit.
+constexpr auto kUnlimitedPeerTimeout = std::chrono::seconds(600);
+// Results with more rows than this are sent as a chunked stream instead of one body.
+constexpr size_t kStreamRowsAbove = 2000;
+
+using SteadyClock = std::chrono::steady_clock;
 
 // Body of the internal query requests.
 struct InternalQuery {
@@ -46,7 +54,10 @@ struct InternalQuery {
   std::vector<std::pair<PartitionId, Epoch>> partitions;  // buffers
   std::vector<SegmentId> segments;                        // segments
   std::vector<std::string> segment_files;                 // their file names (same order)
-  size_t max_events = SIZE_MAX;
+  size_t max_events = SIZE_MAX;                           // the old segments endpoint only
+  std::string query_id;                                   // for /internal/v1/query/cancel
+  int64_t timeout_ms = 0;                                 // time left; 0 = no limit
+  uint64_t max_memory_bytes = 0;                          // 0 = no bound
 };
 
 std::string EncodeInternalQuery(const InternalQuery& q) {
@@ -65,6 +76,9 @@ std::string EncodeInternalQuery(const InternalQuery& q) {
   for (const auto& f : q.segment_files) w.String(f);
   w.EndArray();
   if (q.max_events != SIZE_MAX) w.Key("maxEvents").Int(static_cast<int64_t>(q.max_events));
+  if (!q.query_id.empty()) w.Key("queryId").String(q.query_id);
+  if (q.timeout_ms > 0) w.Key("timeoutMs").Int(q.timeout_ms);
+  if (q.max_memory_bytes > 0) w.Key("maxMemoryBytes").Int(static_cast<int64_t>(q.max_memory_bytes));
   w.EndObject();
   return w.Take();
 }
@@ -110,6 +124,9 @@ Result<InternalQuery> DecodeInternalQuery(const std::string& body) {
   }
   if (q.segment_files.size() != q.segments.size()) q.segment_files.assign(q.segments.size(), "");
   if (!doc["maxEvents"].get(i) && i > 0) q.max_events = static_cast<size_t>(i);
+  if (!doc["queryId"].get(s)) q.query_id = std::string(s);
+  if (!doc["timeoutMs"].get(i) && i > 0) q.timeout_ms = i;
+  if (!doc["maxMemoryBytes"].get(i) && i > 0) q.max_memory_bytes = static_cast<uint64_t>(i);
   return q;
 }
 
@@ -161,9 +178,190 @@ std::string DescribeSegments(const std::vector<SegmentRecord>& segs) {
          FormatIso8601Millis(hi) + ")";
 }
 
-// Parses the public query body: queryString, start, end.
-std::optional<http::Response> ParseQueryBody(const std::string& body, std::string* query_string,
-                                             std::string* start, std::string* end) {
+query::SegmentSource SegmentSourceOf(const SegmentRecord& seg, const std::string& segment_dir) {
+  query::SegmentSource src;
+  src.path = JoinPath(segment_dir, seg.file_name);
+  src.id = seg.id;
+  src.datasource = seg.datasource;
+  src.partition = seg.partition;
+  src.min_ts = seg.min_ts;
+  src.max_ts = seg.max_ts;
+  return src;
+}
+
+// Milliseconds left before `control`'s deadline (at least 1), or 0 without one.
+int64_t RemainingMs(const QueryControl& control) {
+  if (!control.deadline) return 0;
+  auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(*control.deadline - SteadyClock::now());
+  return std::max<int64_t>(1, left.count());
+}
+
+// A request to a peer, answered on a detached thread of its own: a coordinator that stops waiting
+// (limit, cancellation) never blocks on a slow peer. The thread owns copies of everything.
+class PeerReply {
+ public:
+  static PeerReply Post(const std::string& address, const std::string& path, const InternalQuery& q,
+                        const std::string& secret, const QueryControl& control) {
+    PeerReply reply;
+    reply.state_ = std::make_shared<State>();
+    std::chrono::seconds timeout = kUnlimitedPeerTimeout;
+    if (control.deadline) {
+      // The peer stops at the deadline itself; this only bounds a peer that hangs.
+      timeout = std::chrono::seconds(RemainingMs(control) / 1000 + 5);
+    }
+    std::thread([state = reply.state_, url = "http://" + address + path,
+                 body = EncodeInternalQuery(q), secret, timeout] {
+      auto r =
+          http::Fetch("POST", url,
+                      {{"Authorization", "Bearer " + secret}, {"Content-Type", "application/json"}},
+                      body, timeout);
+      std::lock_guard lock(state->mu);
+      state->value.emplace(std::move(r));
+      state->cv.notify_all();
+    }).detach();
+    return reply;
+  }
+
+  // The answer, or DeadlineExceeded / Cancelled (and `*gave_up`) when `control`'s deadline
+  // passed or it was cancelled first.
+  Result<http::ClientResponse> Wait(const QueryControl& control, bool* gave_up) {
+    *gave_up = false;
+    std::unique_lock lock(state_->mu);
+    while (!state_->value) {
+      if (control.cancel && control.cancel->load()) {
+        *gave_up = true;
+        return Status::Cancelled("the query was cancelled");
+      }
+      if (control.deadline && SteadyClock::now() >= *control.deadline) {
+        *gave_up = true;
+        return Status::DeadlineExceeded("waiting for the other nodes' answers");
+      }
+      state_->cv.wait_for(lock, std::chrono::milliseconds(50));
+    }
+    if (control.peers_done) ++*control.peers_done;
+    return std::move(*state_->value);
+  }
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<Result<http::ClientResponse>> value;
+  };
+  std::shared_ptr<State> state_;
+};
+
+// Asks every peer in `addresses` to cancel its part of query `query_id` (fire and forget).
+void CancelPeers(const std::string& query_id, const std::set<std::string>& addresses,
+                 const std::string& secret) {
+  for (const auto& address : addresses) {
+    JsonWriter w;
+    w.BeginObject().Key("queryId").String(query_id).EndObject();
+    std::thread([url = "http://" + address + "/internal/v1/query/cancel", body = w.Take(), secret] {
+      (void)http::Fetch(
+          "POST", url,
+          {{"Authorization", "Bearer " + secret}, {"Content-Type", "application/json"}}, body,
+          std::chrono::seconds(5));
+    }).detach();
+  }
+}
+
+// A peer's failure status from its HTTP answer: its limits keep their codes (the whole query
+// fails), anything else is Unavailable (the data it was asked for is missing).
+Status PeerFailure(const http::ClientResponse& r) {
+  std::string what = r.body.substr(0, 300);
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  std::string_view error;
+  if (!parser.parse(r.body).get(doc) && !doc["error"].get(error)) what = std::string(error);
+  if (r.status == 408) return Status::DeadlineExceeded(what);
+  if (r.status == 413) return Status::ResourceExhausted(what);
+  return Status::Unavailable("HTTP " + std::to_string(r.status) + ": " + what);
+}
+
+// A peer's match-set answer, or what went wrong (transport, HTTP status, corrupt body).
+Result<query::MatchSet> PeerMatches(const Result<http::ClientResponse>& r) {
+  if (!r.ok()) return r.status();
+  if (r->status != 200) return PeerFailure(*r);
+  return query::DecodeMatchSet(r->body);
+}
+
+Result<query::PartialResult> PeerPartial(const Result<http::ClientResponse>& r) {
+  if (!r.ok()) return r.status();
+  if (r->status != 200) return PeerFailure(*r);
+  return query::DecodePartial(r->body);
+}
+
+bool IsLimit(const Status& st) {
+  return st.code() == StatusCode::kDeadlineExceeded ||
+         st.code() == StatusCode::kResourceExhausted || st.code() == StatusCode::kCancelled;
+}
+
+http::Response MatchSetResponse(const query::MatchSet& set) {
+  http::Response r;
+  r.content_type = "application/octet-stream";
+  r.body = query::EncodeMatchSet(set);
+  return r;
+}
+
+// ExecOptions of a query that runs for a peer: the time it has left and the memory bound.
+query::ExecOptions PeerExecOptions(const InternalQuery& q, int threads,
+                                   const std::atomic<bool>* cancel) {
+  query::ExecOptions exec;
+  exec.threads = threads;
+  exec.cancel = cancel;
+  exec.max_memory_bytes = static_cast<size_t>(q.max_memory_bytes);
+  if (q.timeout_ms > 0)
+    exec.deadline = SteadyClock::now() + std::chrono::milliseconds(q.timeout_ms);
+  return exec;
+}
+
+// Registers an internal query's cancel flag under its query id while it runs.
+class InternalQueryScope {
+ public:
+  InternalQueryScope(std::mutex* mu,
+                     std::multimap<std::string, std::shared_ptr<std::atomic<bool>>>* registry,
+                     const std::string& id)
+      : mu_(mu), registry_(registry), flag_(std::make_shared<std::atomic<bool>>(false)) {
+    if (id.empty()) return;
+    std::lock_guard lock(*mu_);
+    it_ = registry_->emplace(id, flag_);
+    registered_ = true;
+  }
+  ~InternalQueryScope() {
+    if (!registered_) return;
+    std::lock_guard lock(*mu_);
+    registry_->erase(it_);
+  }
+  InternalQueryScope(const InternalQueryScope&) = delete;
+  InternalQueryScope& operator=(const InternalQueryScope&) = delete;
+  const std::atomic<bool>* flag() const { return flag_.get(); }
+
+ private:
+  std::mutex* mu_;
+  std::multimap<std::string, std::shared_ptr<std::atomic<bool>>>* registry_;
+  std::shared_ptr<std::atomic<bool>> flag_;
+  std::multimap<std::string, std::shared_ptr<std::atomic<bool>>>::iterator it_;
+  bool registered_ = false;
+};
+
+// Appends rows [from, to) as NDJSON lines, or as JSON array elements (a comma before every row
+// but the very first of `rows`).
+void WriteRowsJson(const std::vector<query::Row>& rows, size_t from, size_t to, bool ndjson,
+                   std::string* out) {
+  for (size_t i = from; i < to; ++i) {
+    JsonWriter w;
+    WriteRowJson(w, rows[i]);
+    if (!ndjson && i > 0) out->push_back(',');
+    out->append(w.str());
+    if (ndjson) out->push_back('\n');
+  }
+}
+
+}  // namespace
+
+std::optional<http::Response> ParseQueryRequest(const std::string& body, QueryRequestBody* out) {
   try {
     simdjson::dom::parser parser;
     simdjson::dom::element doc;
@@ -176,26 +374,30 @@ std::optional<http::Response> ParseQueryBody(const std::string& body, std::strin
     if (doc["queryString"].get(qs)) {
       return http::JsonError(400, "query body needs a string field 'queryString'");
     }
-    *query_string = std::string(qs);
-    auto bound = [&](const char* name, std::string* out) -> std::optional<std::string> {
+    out->query_string = std::string(qs);
+    auto bound = [&](const char* name, std::string* value) -> std::optional<std::string> {
       simdjson::dom::element v;
       if (doc[name].get(v)) return std::nullopt;
       if (v.is_string()) {
-        *out = std::string(v.get_string().value());
+        *value = std::string(v.get_string().value());
       } else if (v.is_int64()) {
-        *out = std::to_string(v.get_int64().value());
+        *value = std::to_string(v.get_int64().value());
       } else if (v.is_uint64()) {
-        *out = std::to_string(v.get_uint64().value());
+        *value = std::to_string(v.get_uint64().value());
+      } else if (v.is_null()) {
+        value->clear();
       } else {
         return std::string("'") + name + "' must be a string or epoch milliseconds";
       }
       return std::nullopt;
     };
-    if (auto e = bound("start", start)) return http::JsonError(400, *e);
-    if (auto e = bound("end", end)) return http::JsonError(400, *e);
-    bool live = false;
-    if (!doc["isLive"].get(live) && live) {
-      return http::JsonError(400, "live queries (isLive: true) are not supported yet");
+    if (auto e = bound("start", &out->start)) return http::JsonError(400, *e);
+    if (auto e = bound("end", &out->end)) return http::JsonError(400, *e);
+    simdjson::dom::element live;
+    if (!doc["isLive"].get(live) && !live.is_null()) {
+      bool b = false;
+      if (live.get(b)) return http::JsonError(400, "'isLive' must be true or false");
+      out->live = b;
     }
   } catch (const simdjson::simdjson_error& e) {
     return http::JsonError(400, std::string("query body: ") + e.what());
@@ -203,47 +405,22 @@ std::optional<http::Response> ParseQueryBody(const std::string& body, std::strin
   return std::nullopt;
 }
 
-query::SegmentSource SegmentSourceOf(const SegmentRecord& seg, const std::string& segment_dir) {
-  query::SegmentSource src;
-  src.path = JoinPath(segment_dir, seg.file_name);
-  src.id = seg.id;
-  src.datasource = seg.datasource;
-  src.partition = seg.partition;
-  src.min_ts = seg.min_ts;
-  src.max_ts = seg.max_ts;
-  return src;
-}
-
-// POSTs an internal query to a peer on its own thread.
-std::future<Result<http::ClientResponse>> PostToPeer(const std::string& address,
-                                                     const std::string& path,
-                                                     const InternalQuery& q,
-                                                     const std::string& secret) {
-  return std::async(std::launch::async, [url = "http://" + address + path,
-                                         body = EncodeInternalQuery(q), secret] {
-    return http::Fetch(
-        "POST", url, {{"Authorization", "Bearer " + secret}, {"Content-Type", "application/json"}},
-        body, kPeerTimeout);
-  });
-}
-
-// A peer's match-set answer, or what went wrong (transport, HTTP status, corrupt body).
-Result<query::MatchSet> PeerMatches(const Result<http::ClientResponse>& r) {
-  if (!r.ok()) return r.status();
-  if (r->status != 200) {
-    return Status::Unavailable("HTTP " + std::to_string(r->status) + ": " + r->body.substr(0, 300));
+http::Response QueryErrorResponse(const Status& st, const QueryControl& control) {
+  switch (st.code()) {
+    case StatusCode::kDeadlineExceeded:
+      return http::JsonError(408, "query timed out: it did not finish within the limit of " +
+                                      std::to_string(control.timeout_ms) +
+                                      " ms (--query-timeout-ms): " + st.message());
+    case StatusCode::kResourceExhausted:
+      return http::JsonError(413, "query needs more memory than the limit of " +
+                                      std::to_string(control.max_memory_bytes) +
+                                      " bytes per node (--query-memory-bytes): " + st.message());
+    case StatusCode::kCancelled:
+      return http::JsonError(503, "query cancelled: " + st.message());
+    default:
+      return http::JsonError(HttpStatusFor(st), st.message());
   }
-  return query::DecodeMatchSet(r->body);
 }
-
-http::Response MatchSetResponse(const query::MatchSet& set) {
-  http::Response r;
-  r.content_type = "application/octet-stream";
-  r.body = query::EncodeMatchSet(set);
-  return r;
-}
-
-}  // namespace
 
 int64_t Server::Impl::ChooseHolder(const SegmentRecord& seg,
                                    const std::set<std::pair<int64_t, int64_t>>& excluded) const {
@@ -262,7 +439,18 @@ int64_t Server::Impl::ChooseHolder(const SegmentRecord& seg,
   return alive[static_cast<size_t>(seg.id.value) % alive.size()];
 }
 
-http::Response Server::Impl::HandleQuery(const http::Request& req, const std::string& repo) {
+QueryControl Server::Impl::LimitsFromNow() const {
+  QueryControl c;
+  c.timeout_ms = config.query_timeout_ms;
+  if (config.query_timeout_ms > 0) {
+    c.deadline = SteadyClock::now() + std::chrono::milliseconds(config.query_timeout_ms);
+  }
+  c.max_memory_bytes = static_cast<size_t>(config.query_memory_bytes);
+  return c;
+}
+
+std::optional<http::Response> Server::Impl::CheckQueryAccess(const http::Request& req,
+                                                             const std::string& repo) {
   std::string token = TokenFrom(req, false);
   if (token.empty())
     return http::JsonError(401, "missing API token (Authorization: Bearer <token>)");
@@ -274,23 +462,41 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
   });
   if (!authorized) return http::JsonError(401, "unknown API token");
   if (!repo_exists) return http::JsonError(404, "no repository named '" + repo + "'");
+  return std::nullopt;
+}
 
-  std::string query_string, start, end;
-  if (auto err = ParseQueryBody(req.body, &query_string, &start, &end)) return *err;
-  auto range = query::ParseTimeRange(start, end, clock->NowMillis());
-  if (!range.ok()) return http::JsonError(400, range.status().message());
-  auto compiled = query::Compile(query_string);
-  if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
-
+Result<CoordinatedResult> Server::Impl::RunQuery(const std::string& repo,
+                                                 const std::string& query_string,
+                                                 const query::CompiledQuery& compiled,
+                                                 const query::TimeRange& range,
+                                                 const QueryControl& control) {
+  const int64_t t0_us = clock->MonotonicMicros();
   query::ExecOptions exec;
   exec.threads = config.query_threads;
-  const size_t remote_max = query::IsAggregate(**compiled) ? SIZE_MAX : exec.max_events;
+  exec.deadline = control.deadline;
+  exec.cancel = control.cancel;
+  exec.max_memory_bytes = control.max_memory_bytes;
+  exec.progress = control.progress;
+  const std::string secret = ClusterSecret();
   std::vector<std::string> warnings;
   InternalQuery base;
   base.repo = repo;
   base.query_string = query_string;
-  base.range = *range;
-  base.max_events = remote_max;
+  base.range = range;
+  base.query_id = RandomHex(8);
+  base.max_memory_bytes = control.max_memory_bytes;
+  // Peers asked for anything (cancelled when this node gives up).
+  std::set<std::string> contacted;
+  auto post = [&](const std::string& address, const char* path, InternalQuery q) {
+    q.timeout_ms = RemainingMs(control);
+    contacted.insert(address);
+    if (control.peers_total) ++*control.peers_total;
+    return PeerReply::Post(address, path, q, secret, control);
+  };
+  auto fail = [&](Status st) -> Status {
+    if (!contacted.empty()) CancelPeers(base.query_id, contacted, secret);
+    return st;
+  };
 
   // ---- 1. buffered events, from each partition's owner ----
   std::map<int64_t, std::vector<std::pair<PartitionId, Epoch>>> by_owner;
@@ -301,12 +507,12 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
   });
   std::vector<query::BufferedSource> buffered;
   int64_t need_applied = -1;
-  struct PeerCall {
+  struct BufferCall {
     int64_t node;
     std::vector<int64_t> partitions;
-    std::future<Result<http::ClientResponse>> reply;
+    PeerReply reply;
   };
-  std::vector<PeerCall> buffer_calls;
+  std::vector<BufferCall> buffer_calls;
   for (const auto& [owner, parts] : by_owner) {
     std::vector<int64_t> ids;
     for (const auto& [p, e] : parts) ids.push_back(p.value);
@@ -347,12 +553,17 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
     }
     InternalQuery q = base;
     q.partitions = parts;
-    buffer_calls.push_back(PeerCall{
-        owner, ids, PostToPeer(view->address, "/internal/v1/query/buffers", q, ClusterSecret())});
+    buffer_calls.push_back(
+        BufferCall{owner, ids, post(view->address, "/internal/v1/query/buffers", q)});
   }
   for (auto& call : buffer_calls) {
-    auto r = call.reply.get();
+    bool gave_up = false;
+    auto r = call.reply.Wait(control, &gave_up);
+    if (gave_up) return fail(r.status());
     auto set = PeerMatches(r);
+    if (!set.ok() && IsLimit(set.status())) {
+      return fail(set.status().WithContext("node " + std::to_string(call.node)));
+    }
     if (!set.ok()) {
       warnings.push_back("partitions " + JoinInts(call.partitions) + ": owner node " +
                          std::to_string(call.node) + " did not answer (" + set.status().ToString() +
@@ -381,11 +592,12 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
   }
   // Copies that turned out unreadable in an earlier attempt: (segment, holder).
   std::set<std::pair<int64_t, int64_t>> excluded;
-  uint64_t bucket_fetches = 0, bucket_fetched_bytes = 0;
+  CoordinatedResult out;
   std::vector<std::string> attempt_warnings;
-  Result<query::QueryResult> result = Status::Internal("query not run");
+  std::vector<query::PartialResult> partials;
   for (int attempt = 0;; ++attempt) {
     attempt_warnings.clear();
+    partials.clear();
     query::ScanInput input;
     std::map<std::pair<std::string, int32_t>, Position> flushed;
     std::map<int64_t, std::vector<SegmentRecord>> remote;  // holder node -> segments
@@ -395,7 +607,7 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
     global->Read([&](const GlobalState& st) {
       for (const auto& [id, seg] : st.segments) {
         if (seg.datasource.repo != repo || seg.staged()) continue;
-        if (seg.max_ts < range->start_ms || seg.min_ts >= range->end_ms) continue;
+        if (seg.max_ts < range.start_ms || seg.min_ts >= range.end_ms) continue;
         const int64_t holder = ChooseHolder(seg, excluded);
         if (holder < 0 && seg.uploaded && bucket &&
             excluded.count({seg.id.value, node.value}) == 0) {
@@ -411,10 +623,31 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
       }
       flushed = st.flushed_through;
     });
+
+    // ---- 3. segments held by other nodes: their partial states (they work while this node
+    // scans its own input) ----
+    struct SegmentCall {
+      int64_t node;
+      std::vector<SegmentRecord> segments;
+      PeerReply reply;
+    };
+    std::vector<SegmentCall> segment_calls;
+    for (auto& [holder, segs] : remote) {
+      auto view = membership->Find(NodeId(holder));
+      InternalQuery q = base;
+      for (const auto& seg : segs) {
+        q.segments.push_back(seg.id);
+        q.segment_files.push_back(seg.file_name);
+      }
+      segment_calls.push_back(
+          SegmentCall{holder, std::move(segs),
+                      post(view ? view->address : "", "/internal/v1/query/partial", std::move(q))});
+    }
+
     // Segments only the bucket holds (evicted everywhere, or every holder is down) are fetched
     // into this node's cache and read here; the answer's metadata says how many.
     std::vector<SegmentStore::PinHandle> extra_pins;
-    auto from_bucket = [&](const SegmentRecord& seg) -> bool {
+    auto from_bucket = [&](const SegmentRecord& seg, query::ScanInput* into) -> bool {
       // Pinned before the fetch: the cache eviction cannot delete it before this query read it.
       extra_pins.push_back(store->Pin({seg.file_name}));
       auto got = replicator->EnsureLocal(seg);
@@ -425,13 +658,13 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
         return false;
       }
       if (got->fetched) {
-        ++bucket_fetches;
-        bucket_fetched_bytes += got->bytes;
+        ++out.bucket_fetches;
+        out.bucket_fetched_bytes += got->bytes;
       }
-      input.segments.push_back(SegmentSourceOf(seg, segment_dir));
+      into->segments.push_back(SegmentSourceOf(seg, segment_dir));
       return true;
     };
-    for (const auto& seg : in_bucket) (void)from_bucket(seg);
+    for (const auto& seg : in_bucket) (void)from_bucket(seg, &input);
     // Local files stay on disk while this query reads them (a merge or retention may remove them
     // from Global meanwhile).
     SegmentStore::PinHandle pin = store->Pin(local_files);
@@ -445,7 +678,7 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
           "copy (holders: " + JoinInts(std::vector<int64_t>(holders.begin(), holders.end())) + ")");
     }
 
-    // ---- 3. the cut: buffered events above flushed_through only ----
+    // ---- 4. the cut: buffered events above flushed_through only ----
     for (auto& b : buffered) {
       if (b.datasource.repo != repo || b.events == nullptr) continue;
       auto ft = flushed.find({b.datasource.Key(), b.partition.value});
@@ -461,39 +694,44 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
       input.buffered.push_back(query::BufferedSource{b.datasource, b.partition, events});
     }
 
-    // ---- 4. segments held by other nodes ----
-    struct SegmentCall {
-      int64_t node;
-      std::vector<SegmentRecord> segments;
-      std::future<Result<http::ClientResponse>> reply;
-    };
-    std::vector<SegmentCall> segment_calls;
-    for (auto& [holder, segs] : remote) {
-      auto view = membership->Find(NodeId(holder));
-      InternalQuery q = base;
-      for (const auto& seg : segs) {
-        q.segments.push_back(seg.id);
-        q.segment_files.push_back(seg.file_name);
-      }
-      segment_calls.push_back(
-          SegmentCall{holder, std::move(segs),
-                      PostToPeer(view ? view->address : "", "/internal/v1/query/segments", q,
-                                 ClusterSecret())});
-    }
+    // ---- 5. this node's partial state ----
     bool retry = false;
+    auto note_local = [&](query::PartialResult& p) {
+      for (SegmentId id : p.unreadable_segments) {
+        // A corrupt or missing local copy: dropped from Global (and fetched again from a good
+        // one by the replicator); this query is run again on another copy.
+        if (replicator) {
+          replicator->ReportCorrupt(id, Status::Corruption("a query could not read it"));
+        }
+        excluded.insert({id.value, node.value});
+        retry = true;
+      }
+    };
+    auto local = query::ExecutePartial(env, compiled, range, input, exec);
+    if (!local.ok()) return fail(local.status());
+    note_local(*local);
+    partials.push_back(std::move(*local));
+
+    // ---- 6. the peers' partial states ----
+    query::ScanInput fallback;  // segments of failed holders, read from the bucket here
     for (auto& call : segment_calls) {
-      auto reply = call.reply.get();
-      auto set = PeerMatches(reply);
-      if (!set.ok()) {
+      bool gave_up = false;
+      auto reply = call.reply.Wait(control, &gave_up);
+      if (gave_up) return fail(reply.status());
+      auto part = PeerPartial(reply);
+      if (!part.ok() && IsLimit(part.status())) {
+        return fail(part.status().WithContext("node " + std::to_string(call.node)));
+      }
+      if (!part.ok()) {
         // The holder failed: segments in the bucket are read from there instead.
         std::vector<SegmentRecord> failed;
         for (const auto& seg : call.segments) {
-          if (!seg.uploaded || !bucket || !from_bucket(seg)) failed.push_back(seg);
+          if (!seg.uploaded || !bucket || !from_bucket(seg, &fallback)) failed.push_back(seg);
         }
         if (!failed.empty()) {
           attempt_warnings.push_back(DescribeSegments(failed) + " on node " +
                                      std::to_string(call.node) +
-                                     " could not be searched: " + set.status().ToString());
+                                     " could not be searched: " + part.status().ToString());
         }
         continue;
       }
@@ -501,65 +739,79 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
         excluded.insert({id, call.node});
         retry = true;
       }
-      for (auto& src : set->sources) input.buffered.push_back(std::move(src));
-      for (auto& w : set->warnings) {
-        attempt_warnings.push_back("node " + std::to_string(call.node) + ": " + w);
-      }
-      if (set->truncated) {
-        attempt_warnings.push_back("node " + std::to_string(call.node) + " sent the first " +
-                                   std::to_string(remote_max) +
-                                   " matching events only; narrow the search or the time range");
-      }
+      for (auto& w : part->warnings) w = "node " + std::to_string(call.node) + ": " + w;
+      partials.push_back(std::move(*part));
     }
-
-    // ---- 5. run the query here ----
-    result = query::Execute(env, **compiled, *range, input, exec);
-    if (!result.ok()) break;
-    for (SegmentId id : result->unreadable_segments) {
-      // A corrupt or missing local copy: dropped from Global (and fetched again from a good one
-      // by the replicator); this query is run again on another copy.
-      if (replicator) {
-        replicator->ReportCorrupt(id, Status::Corruption("a query could not read it"));
-      }
-      excluded.insert({id.value, node.value});
-      retry = true;
+    if (!fallback.segments.empty()) {
+      auto more = query::ExecutePartial(env, compiled, range, fallback, exec);
+      if (!more.ok()) return fail(more.status());
+      note_local(*more);
+      partials.push_back(std::move(*more));
     }
     // P6: never an answer mixing a partly read copy with another copy; at most two re-runs.
     if (!retry || attempt >= 2) break;
     spdlog::warn("query on {}: unreadable segment copies, running it again on other copies", repo);
   }
-  if (!result.ok()) {
-    return http::JsonError(HttpStatusFor(result.status()), result.status().message());
-  }
+
+  // ---- 7. merge and the remaining stages ----
+  auto result = query::FinishPartials(compiled, range, std::move(partials), exec);
+  if (!result.ok()) return fail(result.status());
+  out.result = std::move(*result);
   for (auto& w : attempt_warnings) warnings.push_back(std::move(w));
-  for (auto& w : result->warnings) warnings.push_back(std::move(w));
-  for (const auto& w : warnings) spdlog::warn("query '{}' on {}: {}", query_string, repo, w);
+  for (auto& w : out.result.warnings) warnings.push_back(std::move(w));
+  out.result.warnings.clear();
+  out.warnings = std::move(warnings);
+  out.result.stats.elapsed_ms = (clock->MonotonicMicros() - t0_us) / 1000;
+  return out;
+}
+
+http::Response Server::Impl::HandleQuery(const http::Request& req, const std::string& repo) {
+  if (auto err = CheckQueryAccess(req, repo)) return *err;
+  QueryRequestBody body;
+  if (auto err = ParseQueryRequest(req.body, &body)) return *err;
+  auto compiled = query::Compile(body.query_string);
+  if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
+  if (body.live) return StreamLiveQuery(req, repo, body, *compiled);
+  auto range = query::ParseTimeRange(body.start, body.end, clock->NowMillis());
+  if (!range.ok()) return http::JsonError(400, range.status().message());
+
+  QueryControl control = LimitsFromNow();
+  auto run = RunQuery(repo, body.query_string, **compiled, *range, control);
+  if (!run.ok()) return QueryErrorResponse(run.status(), control);
+  for (const auto& w : run->warnings)
+    spdlog::warn("query '{}' on {}: {}", body.query_string, repo, w);
 
   http::Response r;
-  bool ndjson = req.Header("Accept").find("application/x-ndjson") != std::string_view::npos;
-  if (ndjson) {
-    r.content_type = "application/x-ndjson";
-    for (const auto& row : result->rows) {
-      JsonWriter w;
-      WriteRowJson(w, row);
-      r.body.append(w.str());
-      r.body.push_back('\n');
-    }
-  } else {
-    JsonWriter w;
-    w.BeginArray();
-    for (const auto& row : result->rows) WriteRowJson(w, row);
-    w.EndArray();
-    r.body = w.Take();
-  }
-  for (const auto& warning : warnings) {
+  const bool ndjson = req.Header("Accept").find("application/x-ndjson") != std::string_view::npos;
+  r.content_type = ndjson ? "application/x-ndjson" : "application/json";
+  for (const auto& warning : run->warnings) {
     r.headers.emplace_back("X-Sediment-Warning", warning);
   }
-  r.headers.emplace_back("X-Sediment-Events-Scanned", std::to_string(result->stats.events_scanned));
+  r.headers.emplace_back("X-Sediment-Events-Scanned",
+                         std::to_string(run->result.stats.events_scanned));
   if (bucket) {
-    r.headers.emplace_back("X-Sediment-Bucket-Fetches", std::to_string(bucket_fetches));
-    r.headers.emplace_back("X-Sediment-Bucket-Fetched-Bytes", std::to_string(bucket_fetched_bytes));
+    r.headers.emplace_back("X-Sediment-Bucket-Fetches", std::to_string(run->bucket_fetches));
+    r.headers.emplace_back("X-Sediment-Bucket-Fetched-Bytes",
+                           std::to_string(run->bucket_fetched_bytes));
   }
+  if (run->result.rows.size() <= kStreamRowsAbove) {
+    if (!ndjson) r.body.push_back('[');
+    WriteRowsJson(run->result.rows, 0, run->result.rows.size(), ndjson, &r.body);
+    if (!ndjson) r.body.push_back(']');
+    return r;
+  }
+  // A large result goes out in pieces of about 1000 rows (no second copy of the whole body).
+  auto rows = std::make_shared<std::vector<query::Row>>(std::move(run->result.rows));
+  r.stream = [rows, ndjson](http::BodyWriter& w) {
+    if (!ndjson && !w.Write("[")) return false;
+    std::string chunk;
+    for (size_t i = 0; i < rows->size(); i += 1000) {
+      chunk.clear();
+      WriteRowsJson(*rows, i, std::min(rows->size(), i + 1000), ndjson, &chunk);
+      if (!w.Write(chunk)) return false;
+    }
+    return ndjson || w.Write("]");
+  };
   return r;
 }
 
@@ -568,6 +820,7 @@ http::Response Server::Impl::HandleInternalBuffers(const http::Request& req) {
   if (!q.ok()) return http::JsonError(400, q.status().message());
   auto compiled = query::Compile(q->query_string);
   if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
+  InternalQueryScope scope(&internal_queries_mu, &internal_queries, q->query_id);
   std::map<int32_t, Epoch> want;
   for (const auto& [p, e] : q->partitions) want[p.value] = e;
   std::set<int32_t> served;
@@ -584,8 +837,7 @@ http::Response Server::Impl::HandleInternalBuffers(const http::Request& req) {
   }
   // Read after the snapshot: the coordinator's Global must reach at least this far.
   const Offset applied = global->Applied();
-  query::ExecOptions exec;
-  exec.threads = config.query_threads;
+  query::ExecOptions exec = PeerExecOptions(*q, config.query_threads, scope.flag());
   auto set = query::CollectMatches(env, **compiled, q->range, input, exec);
   if (!set.ok()) return http::JsonError(HttpStatusFor(set.status()), set.status().message());
   http::Response r = MatchSetResponse(*set);
@@ -598,48 +850,61 @@ http::Response Server::Impl::HandleInternalBuffers(const http::Request& req) {
   return r;
 }
 
+namespace {
+
+// The segments of an internal request that this node can read: in `input` (their files in
+// `files`), the others in `not_here`.
+void ResolveSegments(Env* env, const InternalQuery& q, const GlobalState& st, NodeId node,
+                     const SegmentStore& store, const std::string& segment_dir,
+                     query::ScanInput* input, std::vector<std::string>* files,
+                     std::vector<int64_t>* not_here) {
+  for (size_t i = 0; i < q.segments.size(); ++i) {
+    const SegmentId id = q.segments[i];
+    auto it = st.segments.find(id);
+    if (it != st.segments.end() && it->second.replicas.count(node) != 0) {
+      input->segments.push_back(SegmentSourceOf(it->second, segment_dir));
+      files->push_back(it->second.file_name);
+      continue;
+    }
+    // Removed from Global after the coordinator read it (a merge swapped it out, retention):
+    // the file stays for the deletion delay and is still read.
+    const std::string& file = q.segment_files[i];
+    if (it == st.segments.end() && ValidSegmentFileName(file) && store.Has(file)) {
+      auto reader = SegmentReader::Open(env, store.PathOf(file));
+      if (reader.ok()) {
+        const SegmentInfo& info = (*reader)->info();
+        query::SegmentSource src;
+        src.path = store.PathOf(file);
+        src.id = id;
+        src.datasource = info.datasource;
+        src.partition = info.partition;
+        src.min_ts = info.min_ts;
+        src.max_ts = info.max_ts;
+        input->segments.push_back(std::move(src));
+        files->push_back(file);
+        continue;
+      }
+    }
+    not_here->push_back(id.value);
+  }
+}
+
+}  // namespace
+
 http::Response Server::Impl::HandleInternalSegments(const http::Request& req) {
   auto q = DecodeInternalQuery(req.body);
   if (!q.ok()) return http::JsonError(400, q.status().message());
   auto compiled = query::Compile(q->query_string);
   if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
+  InternalQueryScope scope(&internal_queries_mu, &internal_queries, q->query_id);
   query::ScanInput input;
   std::vector<int64_t> not_here;
   std::vector<std::string> files;
   global->Read([&](const GlobalState& st) {
-    for (size_t i = 0; i < q->segments.size(); ++i) {
-      const SegmentId id = q->segments[i];
-      auto it = st.segments.find(id);
-      if (it != st.segments.end() && it->second.replicas.count(node) != 0) {
-        input.segments.push_back(SegmentSourceOf(it->second, segment_dir));
-        files.push_back(it->second.file_name);
-        continue;
-      }
-      // Removed from Global after the coordinator read it (a merge swapped it out, retention):
-      // the file stays for the deletion delay and is still read.
-      const std::string& file = q->segment_files[i];
-      if (it == st.segments.end() && ValidSegmentFileName(file) && store->Has(file)) {
-        auto reader = SegmentReader::Open(env, store->PathOf(file));
-        if (reader.ok()) {
-          const SegmentInfo& info = (*reader)->info();
-          query::SegmentSource src;
-          src.path = store->PathOf(file);
-          src.id = id;
-          src.datasource = info.datasource;
-          src.partition = info.partition;
-          src.min_ts = info.min_ts;
-          src.max_ts = info.max_ts;
-          input.segments.push_back(std::move(src));
-          files.push_back(file);
-          continue;
-        }
-      }
-      not_here.push_back(id.value);
-    }
+    ResolveSegments(env, *q, st, node, *store, segment_dir, &input, &files, &not_here);
   });
   SegmentStore::PinHandle pin = store->Pin(files);
-  query::ExecOptions exec;
-  exec.threads = config.query_threads;
+  query::ExecOptions exec = PeerExecOptions(*q, config.query_threads, scope.flag());
   auto set = query::CollectMatches(env, **compiled, q->range, input, exec, q->max_events);
   if (!set.ok()) return http::JsonError(HttpStatusFor(set.status()), set.status().message());
   if (!not_here.empty()) {
@@ -655,6 +920,65 @@ http::Response Server::Impl::HandleInternalSegments(const http::Request& req) {
   if (!unreadable.empty()) {
     r.headers.emplace_back("X-Sediment-Unreadable-Segments", JoinInts(unreadable, SIZE_MAX));
   }
+  return r;
+}
+
+http::Response Server::Impl::HandleInternalPartial(const http::Request& req) {
+  auto q = DecodeInternalQuery(req.body);
+  if (!q.ok()) return http::JsonError(400, q.status().message());
+  auto compiled = query::Compile(q->query_string);
+  if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
+  InternalQueryScope scope(&internal_queries_mu, &internal_queries, q->query_id);
+  query::ScanInput input;
+  std::vector<int64_t> not_here;
+  std::vector<std::string> files;
+  global->Read([&](const GlobalState& st) {
+    ResolveSegments(env, *q, st, node, *store, segment_dir, &input, &files, &not_here);
+  });
+  SegmentStore::PinHandle pin = store->Pin(files);
+  query::ExecOptions exec = PeerExecOptions(*q, config.query_threads, scope.flag());
+  auto partial = query::ExecutePartial(env, **compiled, q->range, input, exec);
+  if (!partial.ok()) {
+    return http::JsonError(HttpStatusFor(partial.status()), partial.status().message());
+  }
+  if (!not_here.empty()) {
+    partial->warnings.push_back("segments " + JoinInts(not_here) + " are not held by node " +
+                                std::to_string(node.value) + " (removed or unknown)");
+  }
+  std::vector<int64_t> unreadable;
+  for (SegmentId id : partial->unreadable_segments) {
+    unreadable.push_back(id.value);
+    if (replicator) replicator->ReportCorrupt(id, Status::Corruption("a query could not read it"));
+  }
+  http::Response r;
+  r.content_type = "application/octet-stream";
+  r.body = query::EncodePartial(*partial);
+  if (!unreadable.empty()) {
+    r.headers.emplace_back("X-Sediment-Unreadable-Segments", JoinInts(unreadable, SIZE_MAX));
+  }
+  return r;
+}
+
+http::Response Server::Impl::HandleInternalCancel(const http::Request& req) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  std::string_view id;
+  if (parser.parse(req.body).get(doc) || doc["queryId"].get(id) || id.empty()) {
+    return http::JsonError(400, "internal cancel: body must be {\"queryId\": \"...\"}");
+  }
+  int cancelled = 0;
+  {
+    std::lock_guard lock(internal_queries_mu);
+    auto [lo, hi] = internal_queries.equal_range(std::string(id));
+    for (auto it = lo; it != hi; ++it) {
+      it->second->store(true);
+      ++cancelled;
+    }
+  }
+  JsonWriter w;
+  w.BeginObject().Key("cancelled").Int(cancelled).EndObject();
+  http::Response r;
+  r.body = w.Take();
   return r;
 }
 

@@ -214,6 +214,19 @@ Status Server::Start() {
   }
 
   s.bounds_thread = std::thread([this] { impl_->BoundsLoop(); });
+  {
+    QueryJobsEnv jobs_env;
+    jobs_env.run = [&s](const std::string& repo, const std::string& query_string,
+                        const query::CompiledQuery& compiled, const query::TimeRange& range,
+                        const QueryControl& control) {
+      return s.RunQuery(repo, query_string, compiled, range, control);
+    };
+    jobs_env.limits = [&s] { return s.LimitsFromNow(); };
+    jobs_env.now_ms = [&s] { return s.clock->NowMillis(); };
+    jobs_env.max_jobs = s.config.max_query_jobs;
+    jobs_env.expiry_ms = s.config.query_job_expiry_ms;
+    s.query_jobs = StartQueryJobs(std::move(jobs_env));
+  }
   s.ready = true;
   spdlog::info("node {} ready at http://{} (data in {})", s.node.value, s.advertise,
                s.config.data_dir);
@@ -227,7 +240,10 @@ void Server::Stop() {
   s.ready = false;
   // Leave the group first so the other nodes take the partitions over at once.
   if (s.group) s.group->Leave();
+  // Live queries end (their connections can close) before HTTP stops; jobs end after it.
+  if (s.query_jobs) CancelQueryJobs(*s.query_jobs);
   if (s.http) s.http->Stop();
+  if (s.query_jobs) StopQueryJobs(*s.query_jobs);
   if (s.membership) s.membership->Stop();
   {
     std::lock_guard lock(s.bounds_mu);
@@ -451,16 +467,32 @@ http::Response Server::Impl::Handle(const http::Request& req) {
     if (path == "/internal/v1/query/segments" && req.method == "POST") {
       return HandleInternalSegments(req);
     }
+    if (path == "/internal/v1/query/partial" && req.method == "POST") {
+      return HandleInternalPartial(req);
+    }
+    if (path == "/internal/v1/query/cancel" && req.method == "POST") {
+      return HandleInternalCancel(req);
+    }
     if (path == "/internal/v1/segment-file" && req.method == "GET") return HandleSegmentFile(req);
     return http::JsonError(404, "no such internal endpoint: " + req.method + " " + path);
   }
+  // "dataspaces" is the older name of the query endpoints' path that humiolib still uses.
   static const std::string kRepoPrefix = "/api/v1/repositories/";
-  if (path.rfind(kRepoPrefix, 0) == 0) {
-    std::string rest = path.substr(kRepoPrefix.size());
+  static const std::string kDataspacePrefix = "/api/v1/dataspaces/";
+  const bool repo_path = path.rfind(kRepoPrefix, 0) == 0;
+  if (repo_path || path.rfind(kDataspacePrefix, 0) == 0) {
+    std::string rest = path.substr(repo_path ? kRepoPrefix.size() : kDataspacePrefix.size());
     auto slash = rest.find('/');
-    if (slash != std::string::npos && rest.substr(slash) == "/query") {
+    const std::string sub = slash == std::string::npos ? "" : rest.substr(slash);
+    if (sub == "/query") {
       if (req.method != "POST") return http::JsonError(405, "use POST for " + path);
       return HandleQuery(req, rest.substr(0, slash));
+    }
+    static const std::string kJobs = "/queryjobs";
+    if (sub == kJobs || (sub.rfind(kJobs + "/", 0) == 0 && sub.size() > kJobs.size() + 1 &&
+                         sub.find('/', kJobs.size() + 1) == std::string::npos)) {
+      const std::string id = sub.size() > kJobs.size() ? sub.substr(kJobs.size() + 1) : "";
+      return HandleQueryJobs(req, rest.substr(0, slash), id);
     }
     if (slash != std::string::npos && rest.substr(slash) == "/retention") {
       if (req.method != "PUT" && req.method != "GET") {
@@ -474,7 +506,9 @@ http::Response Server::Impl::Handle(const http::Request& req) {
     r.content_type = "text/plain";
     r.body = std::string("sediment ") + kVersion +
              "\nAPI: POST /api/v1/ingest/{raw,humio-structured,humio-unstructured,hec}, "
-             "POST /api/v1/repositories/{repo}/query, PUT /api/v1/repositories/{repo}/retention, "
+             "POST /api/v1/repositories/{repo}/query, POST /api/v1/repositories/{repo}/queryjobs, "
+             "GET|DELETE /api/v1/repositories/{repo}/queryjobs/{id}, "
+             "PUT /api/v1/repositories/{repo}/retention, "
              "GET /api/v1/status, GET /api/v1/cluster, GET /api/v1/cluster/segments\n";
     return r;
   }

@@ -33,6 +33,15 @@ struct ServerConfig {
   int64_t flush_age_ms = 2000;
   size_t flush_bytes = 32u << 20;
   int query_threads = 2;
+  // Query limits (query_handler.cc): a query fails with 408 after this long (0 = no limit) and
+  // with 413 when its partial states (groups, kept rows) need more than this many bytes on one
+  // node (0 = no bound). Peers get the remaining time and the same bound.
+  int64_t query_timeout_ms = 300000;
+  uint64_t query_memory_bytes = uint64_t{1} << 30;
+  // Query jobs and live queries (query_jobs.cc): at most this many run at once (429 beyond); a
+  // job not polled for query_job_expiry_ms is cancelled and forgotten.
+  int max_query_jobs = 16;
+  int64_t query_job_expiry_ms = 90000;
   // Cluster (DESIGN sections 6, 9, 11). The address peers and clients use to reach this node;
   // empty = the listen address (which then must not be a wildcard).
   std::string advertise;

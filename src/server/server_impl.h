@@ -1,12 +1,16 @@
 // Internal to the server library: the state of one node and the helpers its request handlers
 // share. server.cc starts/stops the node and serves ingest and status; query_handler.cc
-// coordinates queries across nodes and serves the internal query endpoints; cluster_handler.cc
-// serves the cluster view, the snapshot endpoint and partition-group callbacks.
+// coordinates queries across nodes and serves the query endpoint and the internal query
+// endpoints; query_jobs.cc serves the query-job API and live queries; cluster_handler.cc serves
+// the cluster view, the snapshot endpoint and partition-group callbacks.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -53,6 +57,62 @@ bool ValidSegmentFileName(const std::string& name);
 bool HasSnapshot(Env* env, const std::string& dir);
 
 inline constexpr const char* kVersion = "0.2.0";
+
+// ---- queries (query_handler.cc, query_jobs.cc) ----
+
+// The public query body (LogScale's QueryInput): {queryString, start, end, isLive}; other fields
+// (timeZoneOffsetMinutes, arguments, ...) are accepted and ignored.
+struct QueryRequestBody {
+  std::string query_string;
+  std::string start, end;  // as given (a number becomes its decimal text); empty = absent
+  bool live = false;
+};
+// Parses `body`; the 400 response to send when it is not a valid query body.
+std::optional<http::Response> ParseQueryRequest(const std::string& body, QueryRequestBody* out);
+
+// Limits and progress of one coordinated query. Pointers are not owned and must outlive the run.
+struct QueryControl {
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  int64_t timeout_ms = 0;       // the limit the deadline came from (for messages)
+  size_t max_memory_bytes = 0;  // per node; 0 = unlimited
+  const std::atomic<bool>* cancel = nullptr;
+  query::QueryProgress* progress = nullptr;  // this node's scan
+  // Requests to other nodes for this query: sent / answered (query-job progress).
+  std::atomic<uint64_t>* peers_total = nullptr;
+  std::atomic<uint64_t>* peers_done = nullptr;
+};
+
+// A coordinated query's answer.
+struct CoordinatedResult {
+  query::QueryResult result;          // rows; stats summed over every node that read data
+  std::vector<std::string> warnings;  // every warning (P5), in the order they were found
+  uint64_t bucket_fetches = 0, bucket_fetched_bytes = 0;
+};
+
+// The error response of a query that failed: 408 for its time limit, 413 for its memory bound
+// (naming the flag), else HttpStatusFor's status.
+http::Response QueryErrorResponse(const Status& st, const QueryControl& control);
+
+class QueryJobs;  // query_jobs.cc
+// What the query-job registry uses of its node.
+struct QueryJobsEnv {
+  // Server::Impl::RunQuery.
+  std::function<Result<CoordinatedResult>(const std::string& repo, const std::string& query_string,
+                                          const query::CompiledQuery& compiled,
+                                          const query::TimeRange& range,
+                                          const QueryControl& control)>
+      run;
+  std::function<QueryControl()> limits;  // Server::Impl::LimitsFromNow
+  std::function<int64_t()> now_ms;       // wall clock
+  int max_jobs = 16;                     // jobs and live streams at once
+  int64_t expiry_ms = 90000;             // a job not polled this long is forgotten; 0 = never
+};
+// Starts the query-job registry of a node (its expiry thread).
+std::shared_ptr<QueryJobs> StartQueryJobs(QueryJobsEnv env);
+// Cancels every query job and live query and refuses new ones (the node is stopping).
+void CancelQueryJobs(QueryJobs& jobs);
+// CancelQueryJobs, then waits for the jobs' threads.
+void StopQueryJobs(QueryJobs& jobs);
 
 struct Server::Impl : public PartitionGroupListener {
   ServerConfig config;
@@ -163,7 +223,32 @@ struct Server::Impl : public PartitionGroupListener {
 
   http::Response Handle(const http::Request& req);
   http::Response HandleIngest(const http::Request& req, ingest::Format format, bool hec);
+
+  // ---- queries (query_handler.cc, query_jobs.cc) ----
+  // Runs one query across the cluster with this node as coordinator (query_handler.cc). Fails
+  // on the limits of `control` (DeadlineExceeded, ResourceExhausted, Cancelled), also when a
+  // peer reached them, and on internal errors; unreachable data becomes warnings (P5).
+  Result<CoordinatedResult> RunQuery(const std::string& repo, const std::string& query_string,
+                                     const query::CompiledQuery& compiled,
+                                     const query::TimeRange& range, const QueryControl& control);
+  // The configured limits (--query-timeout-ms from now, --query-memory-bytes).
+  QueryControl LimitsFromNow() const;
+  // 401/404 when the request's API token or the repository is unknown.
+  std::optional<http::Response> CheckQueryAccess(const http::Request& req, const std::string& repo);
   http::Response HandleQuery(const http::Request& req, const std::string& repo);
+  // POST {repo}/queryjobs, GET|DELETE {repo}/queryjobs/{id} (`id` empty for the first).
+  http::Response HandleQueryJobs(const http::Request& req, const std::string& repo,
+                                 const std::string& id);
+  // A live query on the streaming endpoint (query_jobs.cc).
+  http::Response StreamLiveQuery(const http::Request& req, const std::string& repo,
+                                 const QueryRequestBody& body,
+                                 std::shared_ptr<const query::CompiledQuery> compiled);
+  std::shared_ptr<QueryJobs> query_jobs;  // created in Start, cancelled and joined in Stop
+  // Internal queries running here for a coordinator, by query id, so that it can cancel them.
+  std::mutex internal_queries_mu;
+  std::multimap<std::string, std::shared_ptr<std::atomic<bool>>> internal_queries;
+  http::Response HandleInternalPartial(const http::Request& req);
+  http::Response HandleInternalCancel(const http::Request& req);
   http::Response HandleStatus();
   http::Response HandleCluster();
   http::Response HandleSnapshot(const http::Request& req);

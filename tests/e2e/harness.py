@@ -591,3 +591,174 @@ def local_segment_bytes(data_dir: Path) -> tuple[int, int]:
     except FileNotFoundError:
         pass
     return files, size
+
+
+# ---------------------------------------------------------------------------------------------
+# Query jobs and live queries (issue 7): LogScale's query-job API and isLive streaming
+# ---------------------------------------------------------------------------------------------
+#
+# Contract:
+# - Every helper uses the server's API token unless given another; `repo` defaults to the
+#   server's repository.
+# - LiveStream reads a streaming response on a thread of its own and keeps every line with the
+#   monotonic time it arrived; close() ends the connection (the server notices and stops the
+#   query) and joins the thread.
+
+
+def query_jobs_path(s: SedimentServer, repo: str | None = None, job_id: str | None = None) -> str:
+    path = f"{s.url}/api/v1/repositories/{repo or s.repo}/queryjobs"
+    return path + f"/{job_id}" if job_id else path
+
+
+def _api_headers(s: SedimentServer, token: str | None = "") -> dict:
+    h = {"Content-Type": "application/json"}
+    token = s.api_token if token == "" else token
+    if token is not None:
+        h["Authorization"] = f"Bearer {token}"
+    return h
+
+
+def query_job_create(s: SedimentServer, q: str, start: Any = "1d", end: Any = None, *, live: bool | None = None,
+                     repo: str | None = None, token: str | None = "", body: Any = None) -> requests.Response:
+    """POST .../queryjobs with {queryString, start, end, isLive} (or the raw `body`)."""
+    if body is None:
+        payload: dict[str, Any] = {"queryString": q}
+        if start is not None:
+            payload["start"] = start
+        if end is not None:
+            payload["end"] = end
+        if live is not None:
+            payload["isLive"] = live
+        body = json.dumps(payload)
+    return requests.post(query_jobs_path(s, repo), data=body, headers=_api_headers(s, token), timeout=HTTP_TIMEOUT)
+
+
+def query_job_poll(s: SedimentServer, job_id: str, *, repo: str | None = None, token: str | None = "") -> requests.Response:
+    return requests.get(query_jobs_path(s, repo, job_id), headers=_api_headers(s, token), timeout=HTTP_TIMEOUT)
+
+
+def query_job_delete(s: SedimentServer, job_id: str, *, repo: str | None = None, token: str | None = "") -> requests.Response:
+    return requests.delete(query_jobs_path(s, repo, job_id), headers=_api_headers(s, token), timeout=HTTP_TIMEOUT)
+
+
+def query_job_start(s: SedimentServer, q: str, start: Any = "1d", end: Any = None, **kw) -> str:
+    """Creates a query job and returns its id (AssertionError unless 200 with an id)."""
+    r = query_job_create(s, q, start, end, **kw)
+    assert r.status_code == 200, f"create query job {q!r}: {r.status_code} {r.text[:500]}"
+    job_id = r.json().get("id")
+    assert isinstance(job_id, str) and job_id, r.text
+    return job_id
+
+
+def query_job_wait(s: SedimentServer, job_id: str, timeout: float = 60.0, *, repo: str | None = None) -> dict:
+    """Polls until `done` (honouring metaData.pollAfter) and returns that poll's JSON; every poll
+    must answer 200."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = query_job_poll(s, job_id, repo=repo)
+        assert r.status_code == 200, f"poll {job_id}: {r.status_code} {r.text[:500]}"
+        body = r.json()
+        if body.get("done"):
+            return body
+        assert time.monotonic() < deadline, f"query job {job_id} not done within {timeout}s: {body.get('metaData')}"
+        time.sleep(min(max(body.get("metaData", {}).get("pollAfter", 100), 20), 1000) / 1000.0)
+
+
+class LiveStream:
+    """A live query (isLive: true) on the streaming endpoint, read as NDJSON lines (or raw text
+    with ndjson=False) on a background thread."""
+
+    def __init__(self, s: SedimentServer, q: str, start: Any = "5m", *, ndjson: bool = True, body: Any = None) -> None:
+        import threading
+
+        headers = _api_headers(s)
+        if ndjson:
+            headers["Accept"] = "application/x-ndjson"
+        payload = body if body is not None else json.dumps({"queryString": q, "start": start, "isLive": True})
+        self.response = requests.post(f"{s.url}/api/v1/repositories/{s.repo}/query", data=payload, headers=headers,
+                                      stream=True, timeout=(HTTP_TIMEOUT, 120))
+        self.status_code = self.response.status_code
+        # The socket, to end the connection from another thread: Response.close() would wait for
+        # the reader thread's blocked read (urllib3 2.x keeps the connection on `_connection`).
+        conn = getattr(self.response.raw, "_connection", None)
+        self._sock = getattr(conn, "sock", None)
+        self.lines: list[tuple[float, str]] = []  # (monotonic arrival time, line)
+        self.raw: list[bytes] = []
+        self.error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        if self.status_code == 200:
+            self._thread.start()
+
+    def _read(self) -> None:
+        buf = b""
+        try:
+            for piece in self.response.iter_content(chunk_size=None):
+                now = time.monotonic()
+                with self._lock:
+                    self.raw.append(piece)
+                buf += piece
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    with self._lock:
+                        self.lines.append((now, line.decode()))
+        except Exception as e:  # noqa: BLE001 - the connection closed under us (close())
+            self.error = e
+
+    def rows(self) -> list[Any]:
+        """Every NDJSON line so far, decoded."""
+        with self._lock:
+            return [json.loads(line) for _, line in self.lines if line.strip()]
+
+    def text(self) -> str:
+        with self._lock:
+            return b"".join(self.raw).decode()
+
+    def close(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+        try:
+            self.response.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+HUMIOLIB_VERSION = "0.2.6"
+
+
+def humiolib_python() -> tuple[Path | None, str]:
+    """(python of a virtualenv with humiolib==HUMIOLIB_VERSION, "") — the venv lives in
+    ${SEDIMENT_CACHE:-~/.cache/sediment}/humiolib-venv and is made and filled on first use (pip, the
+    Python package index) — or (None, why it could not be installed)."""
+    base = os.environ.get("SEDIMENT_CACHE")
+    vdir = (Path(base) if base else Path.home() / ".cache" / "sediment") / "humiolib-venv"
+    py = vdir / "bin" / "python"
+    check = [str(py), "-c", "import humiolib, importlib.metadata as m; print(m.version('humiolib'))"]
+    try:
+        if py.exists():
+            got = subprocess.run(check, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=60)
+            if got.returncode == 0 and got.stdout.strip() == HUMIOLIB_VERSION:
+                return py, ""
+        vdir.parent.mkdir(parents=True, exist_ok=True)
+        import sys
+
+        made = subprocess.run([sys.executable, "-m", "venv", "--clear", str(vdir)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=300)
+        if made.returncode != 0:
+            return None, f"python -m venv failed: {made.stdout[-1000:]}"
+        pip = subprocess.run([str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q",
+                              f"humiolib=={HUMIOLIB_VERSION}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, timeout=600)
+        if pip.returncode != 0:
+            return None, f"pip install humiolib=={HUMIOLIB_VERSION} failed: {pip.stdout[-1500:]}"
+        got = subprocess.run(check, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+        if got.returncode != 0 or got.stdout.strip() != HUMIOLIB_VERSION:
+            return None, f"after pip install the venv reports {got.stdout.strip()!r}"
+        return py, ""
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, f"installing humiolib failed: {e}"
