@@ -364,6 +364,44 @@ class GroupIndex {
   size_t count_ = 0;
 };
 
+// ---- kept entries (row keepers and sort) ----
+
+// Appends `entries` (each with a `key` and a `row`) in their order: their count, then each key
+// and row.
+template <typename Entry>
+void PutKeyedRows(std::string* out, const std::vector<const Entry*>& entries) {
+  PutVarint64(out, entries.size());
+  for (const Entry* e : entries) {
+    PutKey(out, e->key);
+    PutRow(out, e->row);
+  }
+}
+
+// Adds `e` to the heap `entries` (ordered by `less`, at most `cap` > 0 entries), first dropping
+// the front entry when it is full; *bytes counts entry_bytes of every entry held.
+template <typename Entry, typename Less>
+void PushBounded(Entry e, size_t cap, Less less, size_t (*entry_bytes)(const Entry&),
+                 std::vector<Entry>* entries, size_t* bytes) {
+  if (entries->size() >= cap) {
+    std::pop_heap(entries->begin(), entries->end(), less);
+    *bytes -= entry_bytes(entries->back());
+    entries->pop_back();
+  }
+  *bytes += entry_bytes(e);
+  entries->push_back(std::move(e));
+  std::push_heap(entries->begin(), entries->end(), less);
+}
+
+// The rows of `entries` in their order; leaves `entries` empty.
+template <typename Entry>
+std::vector<Row> TakeRows(std::vector<Entry>* entries) {
+  std::vector<Row> rows;
+  rows.reserve(entries->size());
+  for (Entry& e : *entries) rows.push_back(std::move(e.row));
+  entries->clear();
+  return rows;
+}
+
 // =====================================================================================
 // Row keepers: the implicit event collector, head, tail and table.
 // =====================================================================================
@@ -408,12 +446,7 @@ class KeptRowsCollector final : public Collector {
     PutHeader(out, Tag());
     PutVarint64(out, total_);
     if (mode_ == Mode::kTable) PutVarint64(out, from_events_ ? 1 : 0);
-    std::vector<const Entry*> sorted = SortedEntries();
-    PutVarint64(out, sorted.size());
-    for (const Entry* e : sorted) {
-      PutKey(out, e->key);
-      PutRow(out, e->row);
-    }
+    PutKeyedRows(out, SortedEntries());
   }
 
   Status Decode(std::string_view bytes) {
@@ -463,12 +496,8 @@ class KeptRowsCollector final : public Collector {
     // table() over events lists the newest first (LogScale's sortby=@timestamp, order=desc);
     // over rows of an earlier aggregate it keeps their order.
     if (mode_ == Mode::kTable && from_events_) std::reverse(entries_.begin(), entries_.end());
-    std::vector<Row> rows;
-    rows.reserve(entries_.size());
-    for (Entry& e : entries_) rows.push_back(std::move(e.row));
-    entries_.clear();
     bytes_ = 0;
-    return rows;
+    return TakeRows(&entries_);
   }
 
  private:
@@ -509,15 +538,7 @@ class KeptRowsCollector final : public Collector {
   }
   // Adds `e` (Wanted(e.key)), dropping the entry it displaces.
   void Push(Entry e) {
-    auto less = HeapLess(mode_);
-    if (entries_.size() >= cap_) {
-      std::pop_heap(entries_.begin(), entries_.end(), less);
-      bytes_ -= EntryBytes(entries_.back());
-      entries_.pop_back();
-    }
-    bytes_ += EntryBytes(e);
-    entries_.push_back(std::move(e));
-    std::push_heap(entries_.begin(), entries_.end(), less);
+    PushBounded(std::move(e), cap_, HeapLess(mode_), &EntryBytes, &entries_, &bytes_);
   }
   std::vector<const Entry*> SortedEntries() const {
     std::vector<const Entry*> v;
@@ -580,11 +601,7 @@ class SortCollector final : public Collector {
     for (const Entry& e : entries_) sorted.push_back(&e);
     std::stable_sort(sorted.begin(), sorted.end(),
                      [this](const Entry* a, const Entry* b) { return Before(*a, *b); });
-    PutVarint64(out, sorted.size());
-    for (const Entry* e : sorted) {
-      PutKey(out, e->key);
-      PutRow(out, e->row);
-    }
+    PutKeyedRows(out, sorted);
   }
 
   Status Decode(std::string_view bytes) {
@@ -620,12 +637,8 @@ class SortCollector final : public Collector {
       warnings->push_back("sort: kept the first " + std::to_string(cap_) + " of " +
                           std::to_string(total_) + " rows (limit=" + std::to_string(cap_) + ")");
     }
-    std::vector<Row> rows;
-    rows.reserve(entries_.size());
-    for (Entry& e : entries_) rows.push_back(std::move(e.row));
-    entries_.clear();
     bytes_ = 0;
-    return rows;
+    return TakeRows(&entries_);
   }
 
  private:
@@ -666,15 +679,7 @@ class SortCollector final : public Collector {
     return n;
   }
   void Push(Entry e) {
-    auto less = HeapLess();
-    if (entries_.size() >= cap_) {
-      std::pop_heap(entries_.begin(), entries_.end(), less);
-      bytes_ -= EntryBytes(entries_.back());
-      entries_.pop_back();
-    }
-    bytes_ += EntryBytes(e);
-    entries_.push_back(std::move(e));
-    std::push_heap(entries_.begin(), entries_.end(), less);
+    PushBounded(std::move(e), cap_, HeapLess(), &EntryBytes, &entries_, &bytes_);
   }
 
   std::vector<std::string> fields_;

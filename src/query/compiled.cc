@@ -4,33 +4,17 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <optional>
+
+#include "query/record.h"
+#include "query/text_util.h"
 
 namespace sediment::query {
 namespace {
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
 // Fields whose values are not in the per-block token filters.
 bool IsUnindexedField(const std::string& f) {
   return f.empty() || f[0] == '#' || f == "@timestamp" || f == "@ingesttimestamp" || f == "@id";
-}
-
-void AddGlobPieces(std::string_view pattern, std::vector<std::string>* out) {
-  size_t start = 0;
-  for (size_t i = 0; i <= pattern.size(); ++i) {
-    if (i == pattern.size() || pattern[i] == '*') {
-      if (i > start) out->push_back(Lower(pattern.substr(start, i - start)));
-      start = i + 1;
-    }
-  }
 }
 
 void CollectTerms(const FilterNode& n, std::vector<std::string>* out) {
@@ -60,13 +44,13 @@ void CollectTerms(const FilterNode& n, std::vector<std::string>* out) {
       if (!n.text.empty()) out->push_back(n.text);
       break;
     case FilterNode::Kind::kTextGlob:
-      AddGlobPieces(n.text, out);
+      AppendGlobPieces(n.text, out);
       break;
     case FilterNode::Kind::kFieldEq:
       if (!IsUnindexedField(n.field) && !n.text.empty()) out->push_back(Lower(n.text));
       break;
     case FilterNode::Kind::kFieldGlob:
-      if (!IsUnindexedField(n.field)) AddGlobPieces(n.text, out);
+      if (!IsUnindexedField(n.field)) AppendGlobPieces(n.text, out);
       break;
     // kFieldEq / kFieldGlob with ignore_case contribute the same lower-cased literals: the
     // terms are matched case-insensitively. kFieldCmp compares numbers, whose spelling varies
@@ -101,42 +85,6 @@ std::optional<std::string_view> TagValue(const Datasource& ds, const std::string
   return std::nullopt;
 }
 
-// A number when `s` parses fully as a decimal number (leading '+' allowed), as Record's
-// ParseNumber (not linked into every user of this file).
-std::optional<double> TagNumber(std::string_view s) {
-  if (s.empty()) return std::nullopt;
-  const char* b = s.data();
-  const char* e = s.data() + s.size();
-  if (*b == '+') ++b;
-  // Decimal spellings only: from_chars alone would also take "inf", "nan" and "+-1".
-  const char* digits = b == s.data() && *b == '-' ? b + 1 : b;
-  if (digits == e || !((*digits >= '0' && *digits <= '9') || *digits == '.')) {
-    return std::nullopt;
-  }
-  double v = 0;
-  auto [p, ec] = std::from_chars(b, e, v);
-  if (ec != std::errc() || p != e || !std::isfinite(v)) return std::nullopt;
-  return v;
-}
-
-bool CompareNumbers(double a, FilterNode::Cmp cmp, double b) {
-  switch (cmp) {
-    case FilterNode::Cmp::kLt:
-      return a < b;
-    case FilterNode::Cmp::kLe:
-      return a <= b;
-    case FilterNode::Cmp::kGt:
-      return a > b;
-    case FilterNode::Cmp::kGe:
-      return a >= b;
-    case FilterNode::Cmp::kEq:
-      return a == b;
-    case FilterNode::Cmp::kNe:
-      return a != b;
-  }
-  return false;
-}
-
 const char* CmpName(FilterNode::Cmp cmp) {
   switch (cmp) {
     case FilterNode::Cmp::kLt:
@@ -165,6 +113,24 @@ void Quote(std::string* out, std::string_view s) {
 }
 
 }  // namespace
+
+bool CompareNumbers(double a, FilterNode::Cmp cmp, double b) {
+  switch (cmp) {
+    case FilterNode::Cmp::kLt:
+      return a < b;
+    case FilterNode::Cmp::kLe:
+      return a <= b;
+    case FilterNode::Cmp::kGt:
+      return a > b;
+    case FilterNode::Cmp::kGe:
+      return a >= b;
+    case FilterNode::Cmp::kEq:
+      return a == b;
+    case FilterNode::Cmp::kNe:
+      return a != b;
+  }
+  return false;
+}
 
 bool GlobMatch(std::string_view pattern, std::string_view value) {
   size_t star = pattern.find('*');
@@ -219,7 +185,7 @@ FilterPtr Specialize(const FilterPtr& f, const Datasource& ds) {
         } else if (f->kind == K::kFieldGlob) {
           match = f->ignore_case ? GlobMatchIgnoreCase(f->text, *v) : GlobMatch(f->text, *v);
         } else if (f->kind == K::kFieldCmp) {
-          std::optional<double> n = TagNumber(*v);
+          std::optional<double> n = ParseNumber(*v);
           match = n && CompareNumbers(*n, f->cmp, f->number);
         } else {
           match = RE2::PartialMatch(re2::StringPiece(v->data(), v->size()), *f->re);

@@ -199,4 +199,7 @@ bool GlobMatch(std::string_view pattern, std::string_view value);
 // As GlobMatch, ignoring ASCII case.
 bool GlobMatchIgnoreCase(std::string_view pattern, std::string_view value);
 
+// Whether `a` `cmp` `b` holds (the comparison of a kFieldCmp filter).
+bool CompareNumbers(double a, FilterNode::Cmp cmp, double b);
+
 }  // namespace sediment::query

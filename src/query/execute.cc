@@ -122,19 +122,6 @@ void EvalText(const CiSearcher& s, const BlockView& v, const Mask& cand, Mask* o
   }
 }
 
-// Whether the pieces occur in `hay` in order without overlapping (ASCII case-insensitive): the
-// unanchored wildcard match. Leftmost matching of each piece is optimal.
-bool GlobPiecesInOrder(const std::vector<CiSearcher>& pieces, std::string_view hay) {
-  const char* p = hay.data();
-  const char* end = hay.data() + hay.size();
-  for (const CiSearcher& piece : pieces) {
-    const char* at = piece.Find(p, end);
-    if (at == nullptr) return false;
-    p = at + piece.size();
-  }
-  return true;
-}
-
 void Eval(const FilterNode& node, const BlockView& v, const Mask& cand, Mask* out) {
   out->assign(v.n, 0);
   const DecodedBlock& b = *v.b;

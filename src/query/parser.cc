@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
@@ -19,6 +18,8 @@
 
 #include "query/compiled.h"
 #include "query/query.h"
+#include "query/record.h"
+#include "query/text_util.h"
 
 namespace sediment::query {
 namespace {
@@ -46,18 +47,6 @@ bool IsIdentChar(char c) { return IsIdentStart(c) || (c >= '0' && c <= '9'); }
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && Lower(a) == Lower(b);
-}
-
 bool IsKeyword(std::string_view w) {
   return EqualsIgnoreCase(w, "and") || EqualsIgnoreCase(w, "or") || EqualsIgnoreCase(w, "not");
 }
@@ -65,13 +54,7 @@ bool IsKeyword(std::string_view w) {
 // The non-empty runs between '*' characters, lower-cased.
 std::vector<std::string> GlobPieces(std::string_view pattern) {
   std::vector<std::string> out;
-  size_t start = 0;
-  for (size_t i = 0; i <= pattern.size(); ++i) {
-    if (i == pattern.size() || pattern[i] == '*') {
-      if (i > start) out.push_back(Lower(pattern.substr(start, i - start)));
-      start = i + 1;
-    }
-  }
+  AppendGlobPieces(pattern, &out);
   return out;
 }
 
@@ -80,23 +63,6 @@ std::string FormatNumber(double v) {
   char buf[64];
   auto [p, ec] = std::to_chars(buf, buf + sizeof(buf), v);
   return ec == std::errc() ? std::string(buf, p) : std::string("nan");
-}
-
-// A finite decimal number spelled exactly as `s` (optional sign, digits, '.', exponent).
-std::optional<double> ParseNumber(std::string_view s) {
-  if (s.empty()) return std::nullopt;
-  const char* b = s.data();
-  const char* e = s.data() + s.size();
-  if (*b == '+') ++b;
-  // Decimal spellings only: from_chars alone would also take "inf", "nan" and "+-1".
-  const char* digits = b == s.data() && *b == '-' ? b + 1 : b;
-  if (digits == e || !((*digits >= '0' && *digits <= '9') || *digits == '.')) {
-    return std::nullopt;
-  }
-  double v = 0;
-  auto [p, ec] = std::from_chars(b, e, v);
-  if (ec != std::errc() || p != e || !std::isfinite(v)) return std::nullopt;
-  return v;
 }
 
 // Milliseconds of a relative time span such as "1m", "5min", "1 hour", "100ms"; nullopt when
@@ -268,6 +234,14 @@ std::vector<std::string> GroupNames(const RE2& re) {
   return out;
 }
 
+// Gives a kRegex stage the regex `re` (every capture group named), its group names and its
+// leading literal byte.
+void SetStageRegex(std::shared_ptr<const RE2> re, Stage* st) {
+  st->groups = GroupNames(*re);
+  st->regex_first_byte = LeadingLiteralByte(re->pattern());
+  st->re = std::move(re);
+}
+
 std::shared_ptr<FilterNode> MakeNode(FilterNode::Kind kind, size_t position) {
   auto n = std::make_shared<FilterNode>();
   n->kind = kind;
@@ -278,6 +252,15 @@ std::shared_ptr<FilterNode> MakeNode(FilterNode::Kind kind, size_t position) {
 FilterPtr Combine(FilterNode::Kind kind, FilterPtr a, FilterPtr b, size_t position) {
   auto n = MakeNode(kind, position);
   n->children = {std::move(a), std::move(b)};
+  return n;
+}
+
+// A node comparing a field (not set here) with `text`: kFieldGlob when `text` has a '*', else
+// kFieldEq.
+std::shared_ptr<FilterNode> MakeFieldMatch(std::string text, size_t position) {
+  const bool glob = text.find('*') != std::string::npos;
+  auto n = MakeNode(glob ? FilterNode::Kind::kFieldGlob : FilterNode::Kind::kFieldEq, position);
+  n->text = std::move(text);
   return n;
 }
 
@@ -402,6 +385,17 @@ std::string ValueText(const ArgValue& v) {
   return "";
 }
 
+// The items of a list value, or the value itself when it is not a list.
+std::vector<const ArgValue*> ItemsOf(const ArgValue& v) {
+  std::vector<const ArgValue*> items;
+  if (v.kind == ArgValue::Kind::kList) {
+    for (const ArgValue& item : v.list) items.push_back(&item);
+  } else {
+    items.push_back(&v);
+  }
+  return items;
+}
+
 // The arguments of one call bound to its parameter names.
 struct Params {
   std::string fn;       // canonical function name
@@ -500,6 +494,57 @@ class Parser {
     while (at < s_.size() && IsSpace(s_[at])) ++at;
     return at;
   }
+  // End of the field name starting at `at`.
+  size_t FieldNameEnd(size_t at) const {
+    while (at < s_.size() && IsFieldNameChar(s_[at])) ++at;
+    return at;
+  }
+
+  // Consumes white space and then `close` when it follows (an empty list); whether it did.
+  bool TryClose(char close) {
+    SkipWs();
+    if (Peek() != close) return false;
+    ++pos_;
+    return true;
+  }
+  // After an item of a list ended by `close`: consumes ',' (*done = false: another item follows)
+  // or `close` (*done = true); false (an error recorded) when neither follows.
+  bool ListSeparator(char close, bool* done) {
+    SkipWs();
+    if (Peek() == ',' || Peek() == close) {
+      *done = Peek() == close;
+      ++pos_;
+      return true;
+    }
+    const std::string c(1, close);
+    Error(pos_,
+          AtEnd() ? "missing '" + c + "'" : "expected ',' or '" + c + "' but found " + Found());
+    return false;
+  }
+  // The ')' closing the '(' at `open`, after white space; false (an error recorded) when another
+  // character or the end follows.
+  bool CloseParen(size_t open) {
+    SkipWs();
+    if (Peek() != ')') {
+      Error(pos_, AtEnd() ? "missing ')' for '(' at position " + std::to_string(open)
+                          : "expected ')' but found " + Found());
+      return false;
+    }
+    ++pos_;
+    return true;
+  }
+  // The name of a named argument `name = ...` at pos_ ('=' not the start of '=='), consumed with
+  // its '='; "" (nothing consumed) when pos_ is not at one.
+  std::string ParseParamName() {
+    size_t e = IdentEnd(pos_);
+    size_t k = SkipWsFrom(e);
+    if (e == pos_ || k >= s_.size() || s_[k] != '=' || (k + 1 < s_.size() && s_[k + 1] == '=')) {
+      return "";
+    }
+    std::string name(s_.substr(pos_, e - pos_));
+    pos_ = k + 1;
+    return name;
+  }
 
   // A keyword (and/or/not, any case) at pos_ that is not used as a field name.
   bool AtKeyword(std::string_view kw) const {
@@ -564,17 +609,20 @@ class Parser {
   // One non-empty pipeline step at pos_.
   bool ParseStep(FilterPtr* leading, std::vector<Stage>* stages, bool* filter_phase) {
     size_t start = pos_;
+    // A step that is not a pure filter: appended, and the leading filters end.
+    auto add_stage = [&](Stage st) {
+      stages->push_back(std::move(st));
+      *filter_phase = false;
+      return true;
+    };
     char c = Peek();
     if (c == '[') {
       Stage st;
       if (!ParseStatsShorthand(start, &st)) return false;
-      stages->push_back(std::move(st));
-      *filter_phase = false;
-      return true;
+      return add_stage(std::move(st));
     }
     if (IsFieldNameChar(c)) {
-      size_t e = start;
-      while (e < s_.size() && IsFieldNameChar(s_[e])) ++e;
+      size_t e = FieldNameEnd(start);
       size_t k = SkipWsFrom(e);
       if (k + 1 < s_.size() && s_[k] == ':' && s_[k + 1] == '=') {
         Stage st;
@@ -585,9 +633,7 @@ class Parser {
         ExprPtr value = ParseExpr();
         if (!value) return false;
         st.assignments.emplace_back(std::string(s_.substr(start, e - start)), std::move(value));
-        stages->push_back(std::move(st));
-        *filter_phase = false;
-        return true;
+        return add_stage(std::move(st));
       }
     }
     if (IsIdentStart(c)) {
@@ -598,9 +644,7 @@ class Parser {
         pos_ = k;
         Stage st;
         if (!ParseCase(start, &st)) return false;
-        stages->push_back(std::move(st));
-        *filter_phase = false;
-        return true;
+        return add_stage(std::move(st));
       }
       if (k < s_.size() && s_[k] == '(' && !IsKeyword(name)) {
         std::string fn = CanonicalFunction(name);
@@ -612,9 +656,7 @@ class Parser {
           pos_ = k + 1;
           Stage st;
           if (!ParseFunctionStage(fn, start, &st)) return false;
-          stages->push_back(std::move(st));
-          *filter_phase = false;
-          return true;
+          return add_stage(std::move(st));
         }
       }
     }
@@ -641,12 +683,8 @@ class Parser {
       st.function = "regex";
       st.field = f->field;
       st.strict = true;
-      st.groups = GroupNames(*re);
-      st.regex_first_byte = LeadingLiteralByte(re->pattern());
-      st.re = std::move(re);
-      stages->push_back(std::move(st));
-      *filter_phase = false;
-      return true;
+      SetStageRegex(std::move(re), &st);
+      return add_stage(std::move(st));
     }
     AddFilter(std::move(f), start, leading, stages, *filter_phase);
     return true;
@@ -776,14 +814,7 @@ class Parser {
         return nullptr;
       }
       FilterPtr inner = ParseAnd();
-      if (!ok()) return nullptr;
-      SkipWs();
-      if (Peek() != ')') {
-        Error(pos_, AtEnd() ? "missing ')' for '(' at position " + std::to_string(start)
-                            : "expected ')' but found " + Found());
-        return nullptr;
-      }
-      ++pos_;
+      if (!ok() || !CloseParen(start)) return nullptr;
       return inner;
     }
     if (c == '/') {
@@ -890,9 +921,7 @@ class Parser {
     } else if (Peek() == '"') {
       std::string value;
       if (!ParseQuoted(&value)) return nullptr;
-      bool glob = value.find('*') != std::string::npos;
-      n = MakeNode(glob ? FilterNode::Kind::kFieldGlob : FilterNode::Kind::kFieldEq, start);
-      n->text = std::move(value);
+      n = MakeFieldMatch(std::move(value), start);
     } else {
       std::string_view value = WordAt(pos_);
       if (value.empty()) {
@@ -900,9 +929,7 @@ class Parser {
         return nullptr;
       }
       pos_ += value.size();
-      bool glob = value.find('*') != std::string_view::npos;
-      n = MakeNode(glob ? FilterNode::Kind::kFieldGlob : FilterNode::Kind::kFieldEq, start);
-      n->text = std::string(value);
+      n = MakeFieldMatch(std::string(value), start);
     }
     n->field = name;
     if (!negated) return n;
@@ -954,13 +981,7 @@ class Parser {
       }
       std::string field;
       if (!GetField(p, "field", &field) || !GetBool(p, "ignoreCase", &ignore_case)) return nullptr;
-      const Arg* values = p.Find("values");
-      std::vector<const ArgValue*> items;
-      if (values->value.kind == ArgValue::Kind::kList) {
-        for (const ArgValue& item : values->value.list) items.push_back(&item);
-      } else {
-        items.push_back(&values->value);
-      }
+      std::vector<const ArgValue*> items = ItemsOf(p.Find("values")->value);
       if (items.empty()) {
         BadParam(p, "values", "at least one value");
         return nullptr;
@@ -968,15 +989,11 @@ class Parser {
       FilterPtr result;
       for (const ArgValue* item : items) {
         if (item->kind != ArgValue::Kind::kScalar) {
-          Error(item->position, "invalid value '" + ValueText(*item) +
-                                    "' for parameter 'values' of in(): expected a string");
+          BadValue(p, "values", *item, "a string");
           return nullptr;
         }
-        bool glob = item->text.find('*') != std::string::npos;
-        auto n = MakeNode(glob ? FilterNode::Kind::kFieldGlob : FilterNode::Kind::kFieldEq,
-                          item->position);
+        auto n = MakeFieldMatch(item->text, item->position);
         n->field = field;
-        n->text = item->text;
         n->ignore_case = ignore_case;
         result = result ? Combine(FilterNode::Kind::kOr, result, n, start) : n;
       }
@@ -999,12 +1016,10 @@ class Parser {
     if (everything && GlobPieces(pattern).empty() && !pattern.empty()) {
       return MakeNode(FilterNode::Kind::kTrue, start);
     }
-    bool glob = pattern.find('*') != std::string::npos;
     FilterPtr result;
     for (const std::string& field : fields) {
-      auto n = MakeNode(glob ? FilterNode::Kind::kFieldGlob : FilterNode::Kind::kFieldEq, start);
+      auto n = MakeFieldMatch(pattern, start);
       n->field = field;
-      n->text = pattern;
       n->ignore_case = ignore_case;
       result = result ? Combine(FilterNode::Kind::kOr, result, n, start) : n;
     }
@@ -1104,38 +1119,16 @@ class Parser {
 
   // Arguments up to and including ')'; pos_ is just after '('.
   bool ParseArgs(std::vector<Arg>* args) {
-    SkipWs();
-    if (Peek() == ')') {
-      ++pos_;
-      return true;
-    }
-    while (true) {
+    for (bool done = TryClose(')'); !done;) {
       SkipWs();
       Arg arg;
       arg.position = pos_;
-      size_t save = pos_;
-      size_t e = IdentEnd(pos_);
-      size_t k = SkipWsFrom(e);
-      if (e > pos_ && k < s_.size() && s_[k] == '=' && (k + 1 >= s_.size() || s_[k + 1] != '=')) {
-        arg.name = std::string(s_.substr(pos_, e - pos_));
-        pos_ = k + 1;
-      } else {
-        pos_ = save;
-      }
+      arg.name = ParseParamName();
       if (!ParseArgValue(&arg.value)) return false;
       args->push_back(std::move(arg));
-      SkipWs();
-      if (Peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      if (Peek() == ')') {
-        ++pos_;
-        return true;
-      }
-      Error(pos_, AtEnd() ? "missing ')'" : "expected ',' or ')' but found " + Found());
-      return false;
+      if (!ListSeparator(')', &done)) return false;
     }
+    return true;
   }
 
   bool ParseArgValue(ArgValue* v) {
@@ -1147,27 +1140,13 @@ class Parser {
     if (c == '[') {
       v->kind = ArgValue::Kind::kList;
       ++pos_;
-      SkipWs();
-      if (Peek() == ']') {
-        ++pos_;
-        return true;
-      }
-      while (true) {
+      for (bool done = TryClose(']'); !done;) {
         ArgValue item;
         if (!ParseArgValue(&item)) return false;
         v->list.push_back(std::move(item));
-        SkipWs();
-        if (Peek() == ',') {
-          ++pos_;
-          continue;
-        }
-        if (Peek() == ']') {
-          ++pos_;
-          return true;
-        }
-        Error(pos_, AtEnd() ? "missing ']'" : "expected ',' or ']' but found " + Found());
-        return false;
+        if (!ListSeparator(']', &done)) return false;
       }
+      return true;
     }
     if (c == '"') {
       v->kind = ArgValue::Kind::kScalar;
@@ -1251,11 +1230,14 @@ class Parser {
     return true;
   }
 
+  // Reports `v` (the value of parameter `name` of p.fn, or an item of its list) as invalid.
+  void BadValue(const Params& p, const char* name, const ArgValue& v, const std::string& expected) {
+    Error(v.position, "invalid value '" + ValueText(v) + "' for parameter '" + name + "' of " +
+                          p.fn + "(): expected " + expected);
+  }
   // Reports the value of parameter `name` of p.fn as invalid.
   void BadParam(const Params& p, const char* name, const std::string& expected) {
-    const Arg* a = p.Find(name);
-    Error(a->value.position, "invalid value '" + ValueText(a->value) + "' for parameter '" + name +
-                                 "' of " + p.fn + "(): expected " + expected);
+    BadValue(p, name, p.Find(name)->value, expected);
   }
 
   // Value accessors: leave *out as it is when the parameter is absent.
@@ -1290,8 +1272,7 @@ class Parser {
     } else if (v.kind == ArgValue::Kind::kList && !v.list.empty()) {
       for (const ArgValue& item : v.list) {
         if (item.kind != ArgValue::Kind::kScalar || item.text.empty()) {
-          Error(item.position, "invalid value '" + ValueText(item) + "' for parameter '" + name +
-                                   "' of " + p.fn + "(): expected a field name");
+          BadValue(p, name, item, "a field name");
           return false;
         }
         fields.push_back(item.text);
@@ -1358,12 +1339,7 @@ class Parser {
   bool GetPercentiles(const Params& p, const char* name, std::vector<double>* out) {
     const Arg* a = p.Find(name);
     if (a == nullptr) return true;
-    std::vector<const ArgValue*> items;
-    if (a->value.kind == ArgValue::Kind::kList) {
-      for (const ArgValue& item : a->value.list) items.push_back(&item);
-    } else {
-      items.push_back(&a->value);
-    }
+    std::vector<const ArgValue*> items = ItemsOf(a->value);
     if (items.empty()) {
       BadParam(p, name, "a list of percentiles between 0 and 100");
       return false;
@@ -1373,8 +1349,7 @@ class Parser {
       std::optional<double> v;
       if (item->kind == ArgValue::Kind::kScalar) v = ParseNumber(item->text);
       if (!v || *v < 0 || *v > 100) {
-        Error(item->position, "invalid value '" + ValueText(*item) + "' for parameter '" + name +
-                                  "' of " + p.fn + "(): expected a number between 0 and 100");
+        BadValue(p, name, *item, "a number between 0 and 100");
         return false;
       }
       values.push_back(*v);
@@ -1389,12 +1364,7 @@ class Parser {
     return MetricsFrom(a->value, p.fn + "(" + name + "=...)", out);
   }
   bool MetricsFrom(const ArgValue& v, const std::string& context, std::vector<Metric>* out) {
-    std::vector<const ArgValue*> calls;
-    if (v.kind == ArgValue::Kind::kList) {
-      for (const ArgValue& item : v.list) calls.push_back(&item);
-    } else {
-      calls.push_back(&v);
-    }
+    std::vector<const ArgValue*> calls = ItemsOf(v);
     std::vector<Metric> metrics;
     for (const ArgValue* c : calls) {
       if (c->kind != ArgValue::Kind::kCall) {
@@ -1429,6 +1399,13 @@ class Parser {
       }
     }
     return true;
+  }
+
+  // The metrics of aggregate stage `fn`: count() when none are left (function=[] lists only the
+  // distinct keys, yet still counts), with distinct output names.
+  bool FinishMetrics(size_t start, const std::string& fn, Stage* st) {
+    if (st->metrics.empty()) st->metrics = {CountMetric(start)};
+    return CheckMetricNames(st->metrics, fn);
   }
 
   static Metric CountMetric(size_t position) {
@@ -1500,14 +1477,14 @@ class Parser {
   // eval(field = expression, ...); pos_ just after '('.
   bool ParseEval(size_t start, Stage* st) {
     st->kind = Stage::Kind::kEval;
-    while (true) {
+    for (bool done = false; !done;) {
       SkipWs();
       size_t tpos = pos_;
       std::string target;
       if (Peek() == '"') {
         if (!ParseQuoted(&target)) return false;
       } else {
-        while (!AtEnd() && IsFieldNameChar(Peek())) ++pos_;
+        pos_ = FieldNameEnd(pos_);
         target = std::string(s_.substr(tpos, pos_ - tpos));
       }
       if (target.empty()) {
@@ -1525,18 +1502,9 @@ class Parser {
       ExprPtr value = ParseExpr();
       if (!value) return false;
       st->assignments.emplace_back(std::move(target), std::move(value));
-      SkipWs();
-      if (Peek() == ',') {
-        ++pos_;
-        continue;
-      }
-      if (Peek() == ')') {
-        ++pos_;
-        return true;
-      }
-      Error(pos_, AtEnd() ? "missing ')'" : "expected ',' or ')' but found " + Found());
-      return false;
+      if (!ListSeparator(')', &done)) return false;
     }
+    return true;
   }
 
   // A pipeline function `fn` named at `start`; pos_ just after '('.
@@ -1565,8 +1533,7 @@ class Parser {
           !GetMetrics(p, "function", &st->metrics)) {
         return false;
       }
-      if (st->metrics.empty()) st->metrics = {CountMetric(start)};
-      return CheckMetricNames(st->metrics, fn);
+      return FinishMetrics(start, fn, st);
     }
     if (fn == "groupBy") {
       st->kind = K::kAggregate;
@@ -1578,9 +1545,7 @@ class Parser {
           !GetLimit(p, "limit", kMaxGroups, true, &st->limit)) {
         return false;
       }
-      // function=[] (only the distinct keys) still counts: metrics are never empty.
-      if (st->metrics.empty()) st->metrics = {CountMetric(start)};
-      return CheckMetricNames(st->metrics, fn);
+      return FinishMetrics(start, fn, st);
     }
     if (fn == "timeChart" || fn == "bucket") {
       st->kind = K::kAggregate;
@@ -1600,8 +1565,7 @@ class Parser {
         BadParam(p, series, "one field");
         return false;
       }
-      if (st->metrics.empty()) st->metrics = {CountMetric(start)};
-      return CheckMetricNames(st->metrics, fn);
+      return FinishMetrics(start, fn, st);
     }
     if (fn == "top") {
       st->kind = K::kAggregate;
@@ -1723,12 +1687,7 @@ class Parser {
   bool GetOrder(const Params& p, bool* descending) {
     const Arg* a = p.Find("order");
     if (a == nullptr) return true;
-    std::vector<const ArgValue*> items;
-    if (a->value.kind == ArgValue::Kind::kList) {
-      for (const ArgValue& item : a->value.list) items.push_back(&item);
-    } else {
-      items.push_back(&a->value);
-    }
+    std::vector<const ArgValue*> items = ItemsOf(a->value);
     std::optional<bool> result;
     for (const ArgValue* item : items) {
       std::string o = Lower(item->text);
@@ -1736,9 +1695,7 @@ class Parser {
       if (item->kind == ArgValue::Kind::kScalar && (o == "asc" || o == "ascending")) desc = false;
       if (item->kind == ArgValue::Kind::kScalar && (o == "desc" || o == "descending")) desc = true;
       if (!desc || (result && *result != *desc)) {
-        Error(item->position, "invalid value '" + ValueText(*item) +
-                                  "' for parameter 'order' of sort(): expected asc or desc " +
-                                  "(one order for all fields)");
+        BadValue(p, "order", *item, "asc or desc (one order for all fields)");
         return false;
       }
       result = desc;
@@ -1786,8 +1743,7 @@ class Parser {
           pair.list[0].kind != ArgValue::Kind::kScalar ||
           pair.list[1].kind != ArgValue::Kind::kScalar || pair.list[0].text.empty() ||
           pair.list[1].text.empty()) {
-        Error(pair.position, "invalid value '" + ValueText(pair) +
-                                 "' for parameter 'field' of rename(): expected a [from, to] pair");
+        BadValue(p, "field", pair, "a [from, to] pair");
         return false;
       }
       st->renames.emplace_back(pair.list[0].text, pair.list[1].text);
@@ -1830,9 +1786,7 @@ class Parser {
       Error(p.Find("regex")->value.position, "invalid regular expression in regex(): " + error);
       return false;
     }
-    st->groups = GroupNames(*re);
-    st->regex_first_byte = LeadingLiteralByte(re->pattern());
-    st->re = std::move(re);
+    SetStageRegex(std::move(re), st);
     return true;
   }
 
@@ -1841,103 +1795,40 @@ class Parser {
   // primary.
   // Binary operators are left-associative.
 
-  ExprPtr ParseExpr() { return ParseExprOr(); }
+  ExprPtr ParseExpr() { return ParseBinary(0); }
 
-  ExprPtr Binary(std::string op, ExprPtr a, ExprPtr b, size_t position) {
-    return MakeExpr(Expr::Kind::kBinary, std::move(op), position, {std::move(a), std::move(b)});
-  }
+  static constexpr int kBinaryLevels = 6;
+  static constexpr int kEqualityLevel = 2;
 
-  ExprPtr ParseExprOr() {
-    ExprPtr left = ParseExprAnd();
-    while (left) {
-      SkipWs();
-      if (Peek() != '|' || Peek(1) != '|') break;
-      size_t at = pos_;
-      pos_ += 2;
-      ExprPtr right = ParseExprAnd();
-      if (!right) return nullptr;
-      left = Binary("||", left, right, at);
+  // The binary operator of precedence `level` (0 = lowest) at pos_, or "".
+  std::string_view BinaryOperatorAt(int level) const {
+    static constexpr std::string_view kOperators[kBinaryLevels][4] = {
+        {"||"}, {"&&"}, {"==", "!="}, {"<=", ">=", "<", ">"}, {"+", "-"}, {"*", "/", "%"}};
+    std::string_view rest = pos_ < s_.size() ? s_.substr(pos_) : std::string_view();
+    for (std::string_view op : kOperators[level]) {
+      if (!op.empty() && rest.starts_with(op)) return op;
     }
-    return left;
+    return "";
   }
 
-  ExprPtr ParseExprAnd() {
-    ExprPtr left = ParseExprEq();
+  // Operands of the levels above `level` joined by the operators of `level`.
+  ExprPtr ParseBinary(int level) {
+    if (level == kBinaryLevels) return ParseExprUnary();
+    ExprPtr left = ParseBinary(level + 1);
     while (left) {
       SkipWs();
-      if (Peek() != '&' || Peek(1) != '&') break;
-      size_t at = pos_;
-      pos_ += 2;
-      ExprPtr right = ParseExprEq();
-      if (!right) return nullptr;
-      left = Binary("&&", left, right, at);
-    }
-    return left;
-  }
-
-  ExprPtr ParseExprEq() {
-    ExprPtr left = ParseExprRel();
-    while (left) {
-      SkipWs();
-      char c = Peek();
-      if (c == '=' && Peek(1) != '=') {
+      if (level == kEqualityLevel && Peek() == '=' && Peek(1) != '=') {
         Error(pos_, "unexpected '=' in expression (use '==' to compare)");
         return nullptr;
       }
-      if ((c != '=' && c != '!') || Peek(1) != '=') break;
+      std::string_view op = BinaryOperatorAt(level);
+      if (op.empty()) break;
       size_t at = pos_;
-      std::string op(s_.substr(pos_, 2));
-      pos_ += 2;
-      ExprPtr right = ParseExprRel();
-      if (!right) return nullptr;
-      left = Binary(op, left, right, at);
-    }
-    return left;
-  }
-
-  ExprPtr ParseExprRel() {
-    ExprPtr left = ParseExprAdd();
-    while (left) {
-      SkipWs();
-      char c = Peek();
-      if (c != '<' && c != '>') break;
-      size_t at = pos_;
-      std::string op(1, c);
-      if (Peek(1) == '=') op += '=';
       pos_ += op.size();
-      ExprPtr right = ParseExprAdd();
+      ExprPtr right = ParseBinary(level + 1);
       if (!right) return nullptr;
-      left = Binary(op, left, right, at);
-    }
-    return left;
-  }
-
-  ExprPtr ParseExprAdd() {
-    ExprPtr left = ParseExprMul();
-    while (left) {
-      SkipWs();
-      char c = Peek();
-      if (c != '+' && c != '-') break;
-      size_t at = pos_;
-      ++pos_;
-      ExprPtr right = ParseExprMul();
-      if (!right) return nullptr;
-      left = Binary(std::string(1, c), left, right, at);
-    }
-    return left;
-  }
-
-  ExprPtr ParseExprMul() {
-    ExprPtr left = ParseExprUnary();
-    while (left) {
-      SkipWs();
-      char c = Peek();
-      if (c != '*' && c != '/' && c != '%') break;
-      size_t at = pos_;
-      ++pos_;
-      ExprPtr right = ParseExprUnary();
-      if (!right) return nullptr;
-      left = Binary(std::string(1, c), left, right, at);
+      left =
+          MakeExpr(Expr::Kind::kBinary, std::string(op), at, {std::move(left), std::move(right)});
     }
     return left;
   }
@@ -1967,15 +1858,8 @@ class Parser {
     char c = Peek();
     if (c == '(') {
       ++pos_;
-      ExprPtr inner = ParseExprOr();
-      if (!inner) return nullptr;
-      SkipWs();
-      if (Peek() != ')') {
-        Error(pos_, AtEnd() ? "missing ')' for '(' at position " + std::to_string(start)
-                            : "expected ')' but found " + Found());
-        return nullptr;
-      }
-      ++pos_;
+      ExprPtr inner = ParseExpr();
+      if (!inner || !CloseParen(start)) return nullptr;
       return inner;
     }
     if (c == '"') {
@@ -1997,8 +1881,7 @@ class Parser {
       std::string text(s_.substr(start, e - start));
       std::optional<double> v = ParseNumber(text);
       if (!v || (e < s_.size() && IsFieldNameChar(s_[e]))) {
-        size_t w = e;
-        while (w < s_.size() && IsFieldNameChar(s_[w])) ++w;
+        size_t w = FieldNameEnd(e);
         Error(start, "invalid number '" + std::string(s_.substr(start, w - start)) + "'");
         return nullptr;
       }
@@ -2011,8 +1894,7 @@ class Parser {
       return n;
     }
     if (IsFieldNameChar(c)) {
-      size_t e = pos_;
-      while (e < s_.size() && IsFieldNameChar(s_[e])) ++e;
+      size_t e = FieldNameEnd(pos_);
       std::string name(s_.substr(start, e - start));
       size_t k = SkipWsFrom(e);
       if (k < s_.size() && s_[k] == '(' && IdentEnd(start) == e && IsIdentStart(c)) {
@@ -2036,57 +1918,27 @@ class Parser {
     std::string fname = fn->name;
     std::vector<ExprPtr> args;
     ExprPtr then_arg, else_arg;  // if(): then= / else=
-    SkipWs();
-    if (Peek() == ')') {
-      ++pos_;
-    } else {
-      while (true) {
-        SkipWs();
-        size_t arg_pos = pos_;
-        std::string param;
-        size_t e = IdentEnd(pos_);
-        size_t k = SkipWsFrom(e);
-        if (e > pos_ && k < s_.size() && s_[k] == '=' && (k + 1 >= s_.size() || s_[k + 1] != '=')) {
-          param = std::string(s_.substr(pos_, e - pos_));
-          if (fname != "if" || (param != "then" && param != "else" && param != "condition")) {
-            Error(arg_pos, "unknown parameter '" + param + "' for " + fname + "()");
-            return nullptr;
-          }
-          pos_ = k + 1;
-        }
-        if (param.empty() && fname == "concat" && Peek() == '[') {
-          // LogScale's concat([a, b, ...]): a list of values, as if given one by one.
-          ++pos_;
-          while (true) {
-            SkipWs();
-            ExprPtr item = ParseExprOr();
-            if (!item) return nullptr;
-            args.push_back(std::move(item));
-            SkipWs();
-            if (Peek() == ',') {
-              ++pos_;
-              continue;
-            }
-            if (Peek() == ']') {
-              ++pos_;
-              break;
-            }
-            Error(pos_, AtEnd() ? "missing ']'" : "expected ',' or ']' but found " + Found());
-            return nullptr;
-          }
+    for (bool done = TryClose(')'); !done;) {
+      SkipWs();
+      size_t arg_pos = pos_;
+      std::string param = ParseParamName();
+      if (!param.empty() &&
+          (fname != "if" || (param != "then" && param != "else" && param != "condition"))) {
+        Error(arg_pos, "unknown parameter '" + param + "' for " + fname + "()");
+        return nullptr;
+      }
+      if (param.empty() && fname == "concat" && Peek() == '[') {
+        // LogScale's concat([a, b, ...]): a list of values, as if given one by one.
+        ++pos_;
+        for (bool list_done = false; !list_done;) {
           SkipWs();
-          if (Peek() == ',') {
-            ++pos_;
-            continue;
-          }
-          if (Peek() == ')') {
-            ++pos_;
-            break;
-          }
-          Error(pos_, AtEnd() ? "missing ')'" : "expected ',' or ')' but found " + Found());
-          return nullptr;
+          ExprPtr item = ParseExpr();
+          if (!item) return nullptr;
+          args.push_back(std::move(item));
+          if (!ListSeparator(']', &list_done)) return nullptr;
         }
-        ExprPtr value = ParseExprOr();
+      } else {
+        ExprPtr value = ParseExpr();
         if (!value) return nullptr;
         if (param.empty() || param == "condition") {
           if (param == "condition" && !args.empty()) {
@@ -2102,18 +1954,8 @@ class Parser {
           }
           slot = std::move(value);
         }
-        SkipWs();
-        if (Peek() == ',') {
-          ++pos_;
-          continue;
-        }
-        if (Peek() == ')') {
-          ++pos_;
-          break;
-        }
-        Error(pos_, AtEnd() ? "missing ')'" : "expected ',' or ')' but found " + Found());
-        return nullptr;
       }
+      if (!ListSeparator(')', &done)) return nullptr;
     }
     if (then_arg || else_arg) {
       if (args.size() != 1 || !then_arg || !else_arg) {

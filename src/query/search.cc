@@ -129,4 +129,15 @@ const char* CiSearcher::Find(const char* begin, const char* end) const {
 #endif
 }
 
+bool GlobPiecesInOrder(const std::vector<CiSearcher>& pieces, std::string_view hay) {
+  const char* p = hay.data();
+  const char* end = hay.data() + hay.size();
+  for (const CiSearcher& piece : pieces) {
+    const char* at = piece.Find(p, end);
+    if (at == nullptr) return false;
+    p = at + piece.size();
+  }
+  return true;
+}
+
 }  // namespace sediment::query

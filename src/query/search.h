@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace sediment::query {
 
@@ -31,5 +32,9 @@ class CiSearcher {
   unsigned char first_ = 0, last_ = 0;            // lower-cased first / last byte
   unsigned char first_fold_ = 0, last_fold_ = 0;  // 0x20 when that byte is a letter
 };
+
+// Whether the pieces occur in `hay` in order without overlapping (ASCII case-insensitive): the
+// unanchored wildcard match. Leftmost matching of each piece is optimal.
+bool GlobPiecesInOrder(const std::vector<CiSearcher>& pieces, std::string_view hay);
 
 }  // namespace sediment::query

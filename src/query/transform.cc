@@ -33,6 +33,8 @@
 #include <map>
 #include <utility>
 
+#include "query/text_util.h"
+
 namespace sediment::query {
 namespace {
 
@@ -41,16 +43,6 @@ using EK = Expr::Kind;
 using SK = Stage::Kind;
 
 // ---- small text helpers ----
-
-char AsciiLower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (AsciiLower(a[i]) != AsciiLower(b[i])) return false;
-  }
-  return true;
-}
 
 bool IsSpace(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
@@ -206,40 +198,11 @@ bool FitsInt64(double d) {
 
 // ---- filters ----
 
-bool GlobPiecesInOrder(const std::vector<CiSearcher>& pieces, std::string_view hay) {
-  const char* p = hay.data();
-  const char* end = hay.data() + hay.size();
-  for (const CiSearcher& piece : pieces) {
-    const char* at = piece.Find(p, end);
-    if (at == nullptr) return false;
-    p = at + piece.size();
-  }
-  return true;
-}
-
 bool ContainsIgnoreCase(std::string_view hay, std::string_view needle) {
   if (needle.empty()) return true;
   if (hay.size() < needle.size()) return false;
   for (size_t i = 0; i + needle.size() <= hay.size(); ++i) {
     if (EqualsIgnoreCase(hay.substr(i, needle.size()), needle)) return true;
-  }
-  return false;
-}
-
-bool CompareNumber(FilterNode::Cmp cmp, double a, double b) {
-  switch (cmp) {
-    case FilterNode::Cmp::kLt:
-      return a < b;
-    case FilterNode::Cmp::kLe:
-      return a <= b;
-    case FilterNode::Cmp::kGt:
-      return a > b;
-    case FilterNode::Cmp::kGe:
-      return a >= b;
-    case FilterNode::Cmp::kEq:
-      return a == b;
-    case FilterNode::Cmp::kNe:
-      return a != b;
   }
   return false;
 }
@@ -1321,7 +1284,7 @@ bool Matches(const FilterNode& f, const Record& r) {
   }
   if (f.kind == FK::kFieldCmp) {
     std::optional<double> v = r.GetNumber(f.field);
-    return v && CompareNumber(f.cmp, *v, f.number);
+    return v && CompareNumbers(*v, f.cmp, f.number);
   }
   std::optional<std::string_view> v = r.Get(f.field, &scratch);
   if (!v) return false;

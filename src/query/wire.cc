@@ -28,16 +28,40 @@ constexpr uint64_t kFlagTruncated = 1;
 Status Bad(const std::string& what) { return Status::Corruption("match set: " + what); }
 Status BadPartial(const std::string& what) { return Status::Corruption("partial result: " + what); }
 
-void EncodeBody(const MatchSet& set, std::string* out) {
-  PutVarint64(out, set.truncated ? kFlagTruncated : 0);
-  const QueryStats& s = set.stats;
+// The stats and warnings that start both bodies (WIRE.md).
+void PutStatsAndWarnings(const QueryStats& s, const std::vector<std::string>& warnings,
+                         std::string* out) {
   for (uint64_t v : {s.segments_total, s.segments_scanned, s.blocks_total, s.blocks_scanned,
                      s.events_scanned, s.events_matched, s.bytes_scanned}) {
     PutVarint64(out, v);
   }
   PutVarsint64(out, s.elapsed_ms);
-  PutVarint64(out, set.warnings.size());
-  for (const std::string& w : set.warnings) PutLengthPrefixed(out, w);
+  PutVarint64(out, warnings.size());
+  for (const std::string& w : warnings) PutLengthPrefixed(out, w);
+}
+
+// Reads what PutStatsAndWarnings wrote from the front of *in; `bad` makes the error.
+Status GetStatsAndWarnings(std::string_view* in, QueryStats* s, std::vector<std::string>* warnings,
+                           Status (*bad)(const std::string&)) {
+  for (uint64_t* v :
+       {&s->segments_total, &s->segments_scanned, &s->blocks_total, &s->blocks_scanned,
+        &s->events_scanned, &s->events_matched, &s->bytes_scanned}) {
+    if (!GetVarint64(in, v)) return bad("truncated stats");
+  }
+  if (!GetVarsint64(in, &s->elapsed_ms)) return bad("truncated stats");
+  uint64_t n_warnings;
+  if (!GetVarint64(in, &n_warnings) || n_warnings > in->size()) return bad("bad warning count");
+  for (uint64_t i = 0; i < n_warnings; ++i) {
+    std::string_view w;
+    if (!GetLengthPrefixed(in, &w)) return bad("truncated warning " + std::to_string(i));
+    warnings->emplace_back(w);
+  }
+  return Status::OK();
+}
+
+void EncodeBody(const MatchSet& set, std::string* out) {
+  PutVarint64(out, set.truncated ? kFlagTruncated : 0);
+  PutStatsAndWarnings(set.stats, set.warnings, out);
   PutVarint64(out, set.sources.size());
   static const std::vector<PositionedEvent> kEmpty;
   std::vector<Event> events;
@@ -68,21 +92,7 @@ Status DecodeBody(std::string_view in, MatchSet* set) {
   if (!GetVarint64(&in, &flags)) return Bad("truncated flags");
   if ((flags & ~kFlagTruncated) != 0) return Bad("unknown flags " + std::to_string(flags));
   set->truncated = (flags & kFlagTruncated) != 0;
-  QueryStats& s = set->stats;
-  for (uint64_t* v : {&s.segments_total, &s.segments_scanned, &s.blocks_total, &s.blocks_scanned,
-                      &s.events_scanned, &s.events_matched, &s.bytes_scanned}) {
-    if (!GetVarint64(&in, v)) return Bad("truncated stats");
-  }
-  if (!GetVarsint64(&in, &s.elapsed_ms)) return Bad("truncated stats");
-
-  uint64_t n_warnings;
-  if (!GetVarint64(&in, &n_warnings) || n_warnings > in.size()) return Bad("bad warning count");
-  set->warnings.reserve(n_warnings);
-  for (uint64_t i = 0; i < n_warnings; ++i) {
-    std::string_view w;
-    if (!GetLengthPrefixed(&in, &w)) return Bad("truncated warning " + std::to_string(i));
-    set->warnings.emplace_back(w);
-  }
+  RETURN_IF_ERROR(GetStatsAndWarnings(&in, &set->stats, &set->warnings, &Bad));
 
   uint64_t n_sources;
   if (!GetVarint64(&in, &n_sources) || n_sources > in.size()) return Bad("bad source count");
@@ -272,14 +282,7 @@ Result<MatchSet> DecodeMatchSet(std::string_view data) {
 
 std::string EncodePartial(const PartialResult& partial, Codec codec) {
   std::string body;
-  const QueryStats& s = partial.stats;
-  for (uint64_t v : {s.segments_total, s.segments_scanned, s.blocks_total, s.blocks_scanned,
-                     s.events_scanned, s.events_matched, s.bytes_scanned}) {
-    PutVarint64(&body, v);
-  }
-  PutVarsint64(&body, s.elapsed_ms);
-  PutVarint64(&body, partial.warnings.size());
-  for (const std::string& w : partial.warnings) PutLengthPrefixed(&body, w);
+  PutStatsAndWarnings(partial.stats, partial.warnings, &body);
   if (partial.collector != nullptr) {
     std::string state;
     partial.collector->Encode(&state);
@@ -295,21 +298,7 @@ Result<PartialResult> DecodePartial(std::string_view data) {
   std::string_view in;
   RETURN_IF_ERROR(DecodeFrame(kPartialMagic, data, &storage, &in, &BadPartial));
   PartialResult p;
-  QueryStats& s = p.stats;
-  for (uint64_t* v : {&s.segments_total, &s.segments_scanned, &s.blocks_total, &s.blocks_scanned,
-                      &s.events_scanned, &s.events_matched, &s.bytes_scanned}) {
-    if (!GetVarint64(&in, v)) return BadPartial("truncated stats");
-  }
-  if (!GetVarsint64(&in, &s.elapsed_ms)) return BadPartial("truncated stats");
-  uint64_t n_warnings;
-  if (!GetVarint64(&in, &n_warnings) || n_warnings > in.size()) {
-    return BadPartial("bad warning count");
-  }
-  for (uint64_t i = 0; i < n_warnings; ++i) {
-    std::string_view w;
-    if (!GetLengthPrefixed(&in, &w)) return BadPartial("truncated warning " + std::to_string(i));
-    p.warnings.emplace_back(w);
-  }
+  RETURN_IF_ERROR(GetStatsAndWarnings(&in, &p.stats, &p.warnings, &BadPartial));
   std::string_view state;
   if (!GetLengthPrefixed(&in, &state)) return BadPartial("truncated collector state");
   if (!in.empty()) return BadPartial(std::to_string(in.size()) + " trailing bytes in body");

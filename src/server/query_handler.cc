@@ -189,6 +189,27 @@ query::SegmentSource SegmentSourceOf(const SegmentRecord& seg, const std::string
   return src;
 }
 
+// The partitions of `want` (partition -> claim epoch) that `digest` digests under exactly that
+// epoch.
+std::set<int32_t> ServedPartitions(const Digest& digest, const std::map<int32_t, Epoch>& want) {
+  std::set<int32_t> served;
+  for (const auto& st : digest.PartitionStatuses()) {
+    auto it = want.find(st.partition.value);
+    if (st.claimed && it != want.end() && it->second == st.epoch) served.insert(it->first);
+  }
+  return served;
+}
+
+// The partitions of `want` that are not in `served`.
+std::vector<int64_t> MissingPartitions(const std::map<int32_t, Epoch>& want,
+                                       const std::set<int32_t>& served) {
+  std::vector<int64_t> missing;
+  for (const auto& [p, e] : want) {
+    if (served.count(p) == 0) missing.push_back(p);
+  }
+  return missing;
+}
+
 // Milliseconds left before `control`'s deadline (at least 1), or 0 without one.
 int64_t RemainingMs(const QueryControl& control) {
   if (!control.deadline) return 0;
@@ -345,6 +366,20 @@ class InternalQueryScope {
   std::multimap<std::string, std::shared_ptr<std::atomic<bool>>>::iterator it_;
   bool registered_ = false;
 };
+
+// The internal query in the body of `req` and its compiled form; a 400 response when either is
+// bad.
+std::optional<http::Response> ParseInternalRequest(
+    const http::Request& req, InternalQuery* q,
+    std::shared_ptr<const query::CompiledQuery>* compiled) {
+  auto decoded = DecodeInternalQuery(req.body);
+  if (!decoded.ok()) return http::JsonError(400, decoded.status().message());
+  auto c = query::Compile(decoded->query_string);
+  if (!c.ok()) return http::JsonError(400, c.status().message());
+  *q = std::move(*decoded);
+  *compiled = std::move(*c);
+  return std::nullopt;
+}
 
 // Appends rows [from, to) as NDJSON lines, or as JSON array elements (a comma before every row
 // but the very first of `rows`).
@@ -523,20 +558,13 @@ Result<CoordinatedResult> Server::Impl::RunQuery(const std::string& repo,
         want[p.value] = e;
         only.push_back(p);
       }
-      std::set<int32_t> served;
-      for (const auto& st : digest->PartitionStatuses()) {
-        auto it = want.find(st.partition.value);
-        if (st.claimed && it != want.end() && it->second == st.epoch) served.insert(it->first);
-      }
+      const std::set<int32_t> served = ServedPartitions(*digest, want);
       for (auto& b : digest->SnapshotBuffers(&only)) {
         auto it = want.find(b.partition.value);
         if (it == want.end() || it->second != b.epoch) continue;
         buffered.push_back(query::BufferedSource{b.datasource, b.partition, b.events});
       }
-      std::vector<int64_t> missing;
-      for (const auto& [p, e] : want) {
-        if (served.count(p) == 0) missing.push_back(p);
-      }
+      const std::vector<int64_t> missing = MissingPartitions(want, served);
       if (!missing.empty()) {
         warnings.push_back("partitions " + JoinInts(missing) +
                            ": this node is still claiming them; their newest events (not yet in "
@@ -816,36 +844,28 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
 }
 
 http::Response Server::Impl::HandleInternalBuffers(const http::Request& req) {
-  auto q = DecodeInternalQuery(req.body);
-  if (!q.ok()) return http::JsonError(400, q.status().message());
-  auto compiled = query::Compile(q->query_string);
-  if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
-  InternalQueryScope scope(&internal_queries_mu, &internal_queries, q->query_id);
+  InternalQuery q;
+  std::shared_ptr<const query::CompiledQuery> compiled;
+  if (auto err = ParseInternalRequest(req, &q, &compiled)) return *err;
+  InternalQueryScope scope(&internal_queries_mu, &internal_queries, q.query_id);
   std::map<int32_t, Epoch> want;
-  for (const auto& [p, e] : q->partitions) want[p.value] = e;
-  std::set<int32_t> served;
-  for (const auto& st : digest->PartitionStatuses()) {
-    auto it = want.find(st.partition.value);
-    if (st.claimed && it != want.end() && it->second == st.epoch) served.insert(it->first);
-  }
+  for (const auto& [p, e] : q.partitions) want[p.value] = e;
+  const std::set<int32_t> served = ServedPartitions(*digest, want);
   std::vector<PartitionId> only;
   for (int32_t p : served) only.emplace_back(p);
   query::ScanInput input;
   for (auto& b : digest->SnapshotBuffers(&only)) {
-    if (b.datasource.repo != q->repo || want[b.partition.value] != b.epoch) continue;
+    if (b.datasource.repo != q.repo || want[b.partition.value] != b.epoch) continue;
     input.buffered.push_back(query::BufferedSource{b.datasource, b.partition, b.events});
   }
   // Read after the snapshot: the coordinator's Global must reach at least this far.
   const Offset applied = global->Applied();
-  query::ExecOptions exec = PeerExecOptions(*q, config.query_threads, scope.flag());
-  auto set = query::CollectMatches(env, **compiled, q->range, input, exec);
+  query::ExecOptions exec = PeerExecOptions(q, config.query_threads, scope.flag());
+  auto set = query::CollectMatches(env, *compiled, q.range, input, exec);
   if (!set.ok()) return http::JsonError(HttpStatusFor(set.status()), set.status().message());
   http::Response r = MatchSetResponse(*set);
   r.headers.emplace_back("X-Sediment-Global-Applied", std::to_string(applied.value));
-  std::vector<int64_t> missing;
-  for (const auto& [p, e] : want) {
-    if (served.count(p) == 0) missing.push_back(p);
-  }
+  const std::vector<int64_t> missing = MissingPartitions(want, served);
   if (!missing.empty()) r.headers.emplace_back("X-Sediment-Missing-Partitions", JoinInts(missing));
   return r;
 }
@@ -889,73 +909,77 @@ void ResolveSegments(Env* env, const InternalQuery& q, const GlobalState& st, No
   }
 }
 
-}  // namespace
-
-http::Response Server::Impl::HandleInternalSegments(const http::Request& req) {
-  auto q = DecodeInternalQuery(req.body);
-  if (!q.ok()) return http::JsonError(400, q.status().message());
-  auto compiled = query::Compile(q->query_string);
-  if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
-  InternalQueryScope scope(&internal_queries_mu, &internal_queries, q->query_id);
+// The segments of an internal request that this node can read, their files pinned in the store
+// while this lives.
+struct HeldSegments {
   query::ScanInput input;
-  std::vector<int64_t> not_here;
+  std::vector<int64_t> not_here;  // asked for, but not held by this node
+  SegmentStore::PinHandle pin;
+};
+
+HeldSegments HoldSegments(Env* env, const InternalQuery& q, const Global& global, NodeId node,
+                          SegmentStore& store, const std::string& segment_dir) {
+  HeldSegments held;
   std::vector<std::string> files;
-  global->Read([&](const GlobalState& st) {
-    ResolveSegments(env, *q, st, node, *store, segment_dir, &input, &files, &not_here);
+  global.Read([&](const GlobalState& st) {
+    ResolveSegments(env, q, st, node, store, segment_dir, &held.input, &files, &held.not_here);
   });
-  SegmentStore::PinHandle pin = store->Pin(files);
-  query::ExecOptions exec = PeerExecOptions(*q, config.query_threads, scope.flag());
-  auto set = query::CollectMatches(env, **compiled, q->range, input, exec, q->max_events);
-  if (!set.ok()) return http::JsonError(HttpStatusFor(set.status()), set.status().message());
-  if (!not_here.empty()) {
-    set->warnings.push_back("segments " + JoinInts(not_here) + " are not held by node " +
-                            std::to_string(node.value) + " (removed or unknown)");
-  }
+  held.pin = store.Pin(files);
+  return held;
+}
+
+// The warning of a node's answer when it does not hold segments `not_here` it was asked for.
+std::string NotHeldWarning(const std::vector<int64_t>& not_here, NodeId node) {
+  return "segments " + JoinInts(not_here) + " are not held by node " + std::to_string(node.value) +
+         " (removed or unknown)";
+}
+
+// Reports segments that a query could not read to `replicator` (when there is one) and names them
+// in X-Sediment-Unreadable-Segments of `r`.
+void ReportUnreadable(const std::vector<SegmentId>& ids, Replicator* replicator,
+                      http::Response* r) {
+  if (ids.empty()) return;
   std::vector<int64_t> unreadable;
-  for (SegmentId id : set->unreadable_segments) {
+  for (SegmentId id : ids) {
     unreadable.push_back(id.value);
     if (replicator) replicator->ReportCorrupt(id, Status::Corruption("a query could not read it"));
   }
+  r->headers.emplace_back("X-Sediment-Unreadable-Segments", JoinInts(unreadable, SIZE_MAX));
+}
+
+}  // namespace
+
+http::Response Server::Impl::HandleInternalSegments(const http::Request& req) {
+  InternalQuery q;
+  std::shared_ptr<const query::CompiledQuery> compiled;
+  if (auto err = ParseInternalRequest(req, &q, &compiled)) return *err;
+  InternalQueryScope scope(&internal_queries_mu, &internal_queries, q.query_id);
+  HeldSegments held = HoldSegments(env, q, *global, node, *store, segment_dir);
+  query::ExecOptions exec = PeerExecOptions(q, config.query_threads, scope.flag());
+  auto set = query::CollectMatches(env, *compiled, q.range, held.input, exec, q.max_events);
+  if (!set.ok()) return http::JsonError(HttpStatusFor(set.status()), set.status().message());
+  if (!held.not_here.empty()) set->warnings.push_back(NotHeldWarning(held.not_here, node));
   http::Response r = MatchSetResponse(*set);
-  if (!unreadable.empty()) {
-    r.headers.emplace_back("X-Sediment-Unreadable-Segments", JoinInts(unreadable, SIZE_MAX));
-  }
+  ReportUnreadable(set->unreadable_segments, replicator.get(), &r);
   return r;
 }
 
 http::Response Server::Impl::HandleInternalPartial(const http::Request& req) {
-  auto q = DecodeInternalQuery(req.body);
-  if (!q.ok()) return http::JsonError(400, q.status().message());
-  auto compiled = query::Compile(q->query_string);
-  if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
-  InternalQueryScope scope(&internal_queries_mu, &internal_queries, q->query_id);
-  query::ScanInput input;
-  std::vector<int64_t> not_here;
-  std::vector<std::string> files;
-  global->Read([&](const GlobalState& st) {
-    ResolveSegments(env, *q, st, node, *store, segment_dir, &input, &files, &not_here);
-  });
-  SegmentStore::PinHandle pin = store->Pin(files);
-  query::ExecOptions exec = PeerExecOptions(*q, config.query_threads, scope.flag());
-  auto partial = query::ExecutePartial(env, **compiled, q->range, input, exec);
+  InternalQuery q;
+  std::shared_ptr<const query::CompiledQuery> compiled;
+  if (auto err = ParseInternalRequest(req, &q, &compiled)) return *err;
+  InternalQueryScope scope(&internal_queries_mu, &internal_queries, q.query_id);
+  HeldSegments held = HoldSegments(env, q, *global, node, *store, segment_dir);
+  query::ExecOptions exec = PeerExecOptions(q, config.query_threads, scope.flag());
+  auto partial = query::ExecutePartial(env, *compiled, q.range, held.input, exec);
   if (!partial.ok()) {
     return http::JsonError(HttpStatusFor(partial.status()), partial.status().message());
   }
-  if (!not_here.empty()) {
-    partial->warnings.push_back("segments " + JoinInts(not_here) + " are not held by node " +
-                                std::to_string(node.value) + " (removed or unknown)");
-  }
-  std::vector<int64_t> unreadable;
-  for (SegmentId id : partial->unreadable_segments) {
-    unreadable.push_back(id.value);
-    if (replicator) replicator->ReportCorrupt(id, Status::Corruption("a query could not read it"));
-  }
+  if (!held.not_here.empty()) partial->warnings.push_back(NotHeldWarning(held.not_here, node));
   http::Response r;
   r.content_type = "application/octet-stream";
   r.body = query::EncodePartial(*partial);
-  if (!unreadable.empty()) {
-    r.headers.emplace_back("X-Sediment-Unreadable-Segments", JoinInts(unreadable, SIZE_MAX));
-  }
+  ReportUnreadable(partial->unreadable_segments, replicator.get(), &r);
   return r;
 }
 

@@ -417,26 +417,33 @@ http::Response QueryJobs::Poll(const std::string& repo, const std::string& id) {
   w.EndArray();
   w.Key("metaData").BeginObject();
   const uint64_t total = job->scan.tasks_total.load() + job->peers_total.load();
-  const uint64_t work_done = std::min(total, job->scan.tasks_done.load() + job->peers_done.load());
+  const uint64_t total_work = std::max<uint64_t>(total, 1);
+  // The result's figures once there is one, else the progress so far.
+  uint64_t event_count = 0, processed_bytes = 0, processed_events = 0, work_done = total_work;
+  int64_t time_ms = 0, query_start = 0, query_end = 0;
   if (have) {
-    w.Key("eventCount").Int(static_cast<int64_t>(result->rows.size()));
-    w.Key("processedBytes").Int(static_cast<int64_t>(result->stats.bytes_scanned));
-    w.Key("processedEvents").Int(static_cast<int64_t>(result->stats.events_scanned));
-    w.Key("timeMillis").Int(result->stats.elapsed_ms);
-    w.Key("workDone").Int(static_cast<int64_t>(std::max<uint64_t>(total, 1)));
-    w.Key("totalWork").Int(static_cast<int64_t>(std::max<uint64_t>(total, 1)));
-    w.Key("queryStart").Int(result->range.start_ms).Key("queryEnd").Int(result->range.end_ms);
+    event_count = result->rows.size();
+    processed_bytes = result->stats.bytes_scanned;
+    processed_events = result->stats.events_scanned;
+    time_ms = result->stats.elapsed_ms;
+    query_start = result->range.start_ms;
+    query_end = result->range.end_ms;
   } else {
-    w.Key("eventCount").Int(0);
-    w.Key("processedBytes").Int(static_cast<int64_t>(job->scan.bytes_scanned.load()));
-    w.Key("processedEvents").Int(static_cast<int64_t>(job->scan.events_scanned.load()));
-    w.Key("timeMillis").Int((NowUs() - job->created_us) / 1000);
-    w.Key("workDone").Int(static_cast<int64_t>(work_done));
-    w.Key("totalWork").Int(static_cast<int64_t>(std::max<uint64_t>(total, 1)));
+    processed_bytes = job->scan.bytes_scanned.load();
+    processed_events = job->scan.events_scanned.load();
+    time_ms = (NowUs() - job->created_us) / 1000;
+    work_done = std::min(total, job->scan.tasks_done.load() + job->peers_done.load());
     const int64_t now = env_.now_ms();
-    w.Key("queryStart").Int(job->live ? now - job->window_ms : job->range.start_ms);
-    w.Key("queryEnd").Int(job->live ? now : job->range.end_ms);
+    query_start = job->live ? now - job->window_ms : job->range.start_ms;
+    query_end = job->live ? now : job->range.end_ms;
   }
+  w.Key("eventCount").Int(static_cast<int64_t>(event_count));
+  w.Key("processedBytes").Int(static_cast<int64_t>(processed_bytes));
+  w.Key("processedEvents").Int(static_cast<int64_t>(processed_events));
+  w.Key("timeMillis").Int(time_ms);
+  w.Key("workDone").Int(static_cast<int64_t>(work_done));
+  w.Key("totalWork").Int(static_cast<int64_t>(total_work));
+  w.Key("queryStart").Int(query_start).Key("queryEnd").Int(query_end);
   w.Key("isAggregate").Bool(job->is_aggregate);
   w.Key("pollAfter").Int(job->live ? 1000 : (done ? 0 : kPollAfterRunningMs));
   w.Key("resultBufferSize").Int(static_cast<int64_t>(query::ExecOptions{}.max_events));
