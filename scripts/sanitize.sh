@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds the unit tests under a sanitizer and runs them.
-#   scripts/sanitize.sh asan|tsan [all|build|test]   (default all; the suite builds both at low
-#   CPU priority while its process tests run, then runs them: scripts/test.sh)
+#   scripts/sanitize.sh asan|tsan [all|build|test]   (default all; the suite builds both in the
+#   background at the lowest CPU priority and runs each one's tests as soon as it is built, while
+#   its process tests run: scripts/test.sh)
 #   scripts/sanitize.sh asan   AddressSanitizer + UndefinedBehaviorSanitizer, every library's tests
 #   scripts/sanitize.sh tsan   ThreadSanitizer, the tests of the concurrent code (commit log,
-#                              Global, digest, HTTP server, membership, storage, merges,
+#                              Global, digest, the query executor's workers and limits, HTTP
+#                              server, membership, storage, merges,
 #                              fault-injecting Env)
 # Build dirs: build-asan / build-tsan.
 set -euo pipefail
@@ -22,14 +24,14 @@ case "$mode" in
   asan)
     sanitize="address,undefined"
     tests=(common_test model_test log_test segment_test global_test ingest_test digest_test
-           query_test query_wire_test http_test cluster_test storage_test uploader_test
-           merge_test bucket_test)
+           parser_test transform_test aggregate_test query_test query_wire_test http_test
+           cluster_test storage_test uploader_test merge_test bucket_test)
     export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
     ;;
   tsan)
     sanitize="thread"
-    tests=(common_test log_test global_test digest_test http_test cluster_test storage_test
-           uploader_test merge_test bucket_test)
+    tests=(common_test log_test global_test digest_test query_test http_test cluster_test
+           storage_test uploader_test merge_test bucket_test)
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp"
     ;;
   *)
