@@ -506,6 +506,60 @@ class SedimentCluster:
                                      f"{detail})\n{view_txt}\ntimeline:\n{self.timeline_text()}")
             time.sleep(0.25)
 
+    def wait_quiet_all(self, indices: list[int], *, timeout: float = QUIET_TIMEOUT, allow_warnings: bool = False,
+                       stable_s: float = QUIET_STABLE_S) -> dict[int, dict]:
+        """wait_quiet(i) for every node in `indices` at once: polls all of them each round until
+        each one's own view has been quiet with the same owners and epochs for `stable_s` seconds
+        (the windows overlap instead of following one another). Returns {index: its last view}.
+        AssertionError like wait_quiet's."""
+        last: dict[str, Any] = {}
+        since: dict[int, tuple[float, tuple]] = {}
+        done: dict[int, dict] = {}
+        deadline = time.monotonic() + timeout
+        while True:
+            self.assert_running()
+            for i in indices:
+                if i in done:
+                    continue
+                try:
+                    view = self.cluster_view(i)
+                except (requests.RequestException, AssertionError, ValueError) as e:
+                    last = {"node": i, "error": repr(e)}
+                    since.pop(i, None)
+                    continue
+                probs = self.quiet_problems(view, allow_warnings=allow_warnings)
+                if probs:
+                    since.pop(i, None)
+                    last = {"node": i, "problems": probs, "view": view}
+                    continue
+                own = ownership(view)
+                t = time.monotonic()
+                if i not in since or since[i][1] != own:
+                    since[i] = (t, own)
+                if t - since[i][0] >= stable_s:
+                    done[i] = view
+                else:
+                    last = {"node": i, "problems": [f"quiet for {t - since[i][0]:.1f}s"], "view": view}
+            if len(done) == len(indices):
+                return done
+            if time.monotonic() >= deadline:
+                detail = last.get("error") or "; ".join(last.get("problems", []))[:2000]
+                view_txt = format_view(last["view"]) if "view" in last else ""
+                raise AssertionError(f"cluster not quiet within {timeout}s (last: node {last.get('node')}: "
+                                     f"{detail})\n{view_txt}\ntimeline:\n{self.timeline_text()}")
+            time.sleep(0.25)
+
+    def still_quiet(self, i: int, stable_view: dict, *, allow_warnings: bool = False) -> dict | None:
+        """Node i's current view when it is quiet with the owners and epochs of `stable_view` (a
+        view wait_quiet_all returned for it), else None (then wait_quiet(i) again)."""
+        try:
+            view = self.cluster_view(i)
+        except (requests.RequestException, AssertionError, ValueError):
+            return None
+        if self.quiet_problems(view, allow_warnings=allow_warnings) or ownership(view) != ownership(stable_view):
+            return None
+        return view
+
     def wait_view(self, via: int, pred: Callable[[dict], Any], *, timeout: float, what: str) -> dict:
         """Polls node `via`'s view until pred(view) is truthy; returns that view. AssertionError
         with the last view after `timeout`, or at once when a node the harness runs has exited."""
@@ -833,11 +887,16 @@ def check_cluster(cluster: SedimentCluster, workload: ClusterWorkload | Iterable
         targets = [via if via is not None else cluster.up_nodes()[0].index]
     verdicts = []
     failures = []
+    # Every queried node's view quiet and stable (wait_quiet's rule), in overlapping windows; each
+    # node is queried only if its view is still quiet with the same owners, else it waits again.
+    t_all = time.monotonic()
+    stable = cluster.wait_quiet_all(targets, timeout=quiet_timeout, allow_warnings=allow_missing_with_warning)
     for i in targets:
-        t0 = time.monotonic()
         for attempt in range(1, CHECK_ATTEMPTS + 1):
-            _, before = cluster.wait_quiet(i, timeout=quiet_timeout, allow_warnings=allow_missing_with_warning)
-            waited = time.monotonic() - t0
+            before = cluster.still_quiet(i, stable[i], allow_warnings=allow_missing_with_warning) if attempt == 1 else None
+            if before is None:
+                _, before = cluster.wait_quiet(i, timeout=quiet_timeout, allow_warnings=allow_missing_with_warning)
+            waited = time.monotonic() - t_all
             ans = query_run(cluster.nodes[i], run)
             after = cluster.cluster_view(i)
             moved = ownership(before) != ownership(after)

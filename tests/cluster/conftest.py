@@ -1,11 +1,12 @@
-"""Fixtures for the cluster fault tests: one real Kafka broker per module (scripts/kafka/cluster.py)
-and SedimentClusters of real `sediment server` processes on it (cluster_harness.py), all on
-127.0.0.1.
+"""Fixtures for the cluster fault tests: one real Kafka broker for the whole run
+(scripts/kafka/cluster.py) and SedimentClusters of real `sediment server` processes on it
+(cluster_harness.py), all on 127.0.0.1.
 
 Contract:
-- The broker is started here and stopped by pid at module teardown, also when a test fails; before
-  each test it is restarted if an earlier test left it down. Every cluster a test makes gets its
-  own topic prefix and is stopped by pid (stop_all) at test teardown.
+- The broker is started here once per session (a start costs 10-20 s) and stopped by pid at
+  session teardown, also when a test fails; before each test it is restarted if an earlier test
+  left it down. Every cluster a test makes gets its own topic prefix (so tests share no topic) and
+  is stopped by pid (stop_all) at test teardown.
 - Each test is bounded: faulthandler aborts the run with tracebacks after CLUSTER_TEST_TIMEOUT
   seconds (default 240).
 - Skipped with the reason when java or kcat is missing; a sediment binary without the cluster
@@ -36,11 +37,15 @@ _MISSING = [tool for tool in ("java", "kcat") if not shutil.which(tool)]
 def pytest_configure(config):
     config.addinivalue_line("markers", "needs_cluster: starts Kafka and sediment nodes")
     config.addinivalue_line("markers", "soak: the randomized soak (CLUSTER_SOAK_SECONDS)")
+    config.addinivalue_line("markers", "leaves_broker_down: kills the session's broker for good; run last")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skips only when the machine lacks java/kcat. A sediment binary without the cluster flags is
-    a failure of every cluster test (never a silent skip)."""
+    """Runs the tests that leave the session's broker down last (the next test would wait for a
+    broker restart), otherwise in file order. Skips only when the machine lacks java/kcat. A
+    sediment binary without the cluster flags is a failure of every cluster test (never a silent
+    skip)."""
+    items.sort(key=lambda item: item.get_closest_marker("leaves_broker_down") is not None)
     if not _MISSING:
         return
     skip = pytest.mark.skip(reason=f"needs {', '.join(_MISSING)} on PATH (see scripts/kafka/README.md)")
@@ -63,8 +68,8 @@ def _bounded_test():
     faulthandler.cancel_dump_traceback_later()
 
 
-@pytest.fixture(scope="module")
-def _module_kafka(tmp_path_factory):
+@pytest.fixture(scope="session")
+def _session_kafka(tmp_path_factory):
     kc = KafkaCluster(tmp_path_factory.mktemp("kafka"), brokers=1)
     try:
         kc.start(timeout=BROKER_START_TIMEOUT)
@@ -74,16 +79,16 @@ def _module_kafka(tmp_path_factory):
 
 
 @pytest.fixture
-def kafka(_module_kafka) -> KafkaCluster:
-    """The module's 1-broker Kafka, running."""
-    if not _module_kafka.is_running(0):
-        _module_kafka.restart(0, timeout=BROKER_START_TIMEOUT)
-    return _module_kafka
+def kafka(_session_kafka) -> KafkaCluster:
+    """The session's 1-broker Kafka, running."""
+    if not _session_kafka.is_running(0):
+        _session_kafka.restart(0, timeout=BROKER_START_TIMEOUT)
+    return _session_kafka
 
 
 @pytest.fixture
 def make_cluster(kafka, tmp_path):
-    """make(n=3, **SedimentCluster kwargs) -> a started SedimentCluster on the module's broker;
+    """make(n=3, **SedimentCluster kwargs) -> a started SedimentCluster on the session's broker;
     every cluster is stopped by pid at teardown."""
     made: list[SedimentCluster] = []
 

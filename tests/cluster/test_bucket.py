@@ -296,6 +296,7 @@ def test_s3_outage_holds_truncation_and_loses_nothing(make_cluster, s3):
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.leaves_broker_down
 def test_full_disaster_recovery_from_the_bucket(make_cluster, s3, tmp_path):
     bucket = new_bucket_name()
     c = make_cluster(3, extra_args=bucket_cluster_args(s3, bucket), extra_env=S3_ENV)

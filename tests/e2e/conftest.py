@@ -5,9 +5,14 @@ Contract:
 - Each test is bounded: faulthandler aborts the run with tracebacks after E2E_TEST_TIMEOUT seconds.
 - Commit log: the embedded log, or Kafka when SEDIMENT_E2E_KAFKA=<bootstrap servers> is set; then
   every server the fixtures make uses those brokers with its own topic prefix (kept across its
-  restarts) and 4 ingest partitions unless the test asks for another count. Tests that are about
-  the embedded log's files are skipped under Kafka with a reason (`embedded_log_only` marker, or
-  the EMBEDDED_LOG_ONLY table below for tests that do not carry the marker).
+  restarts) and 4 ingest partitions unless the test asks for another count.
+- The Kafka run holds only the commit-log-sensitive tests: those marked `commit_log(reason)` (what
+  of the commit log they exercise: replay after a kill, message splitting, rebuilding from the log,
+  ...). Every other test is log-independent (parsing, queries, segments, the bucket) and runs on the
+  embedded log only; it is skipped under Kafka with that reason. Kafka coverage of the rest lives in
+  tests/kafka (broker faults, P1), tests/cluster (faults, replication, truncation, bucket, merges,
+  retention on Kafka) and the Kafka unit tests. `embedded_log_only(reason)` skips a test under Kafka
+  even if a module-wide `commit_log` mark covers it (e.g. one that tears the embedded log's files).
 - The names tests import from here (`from conftest import SedimentServer, ...`) are re-exported
   from harness.py.
 """
@@ -39,13 +44,11 @@ from harness import (  # noqa: F401 - re-exported for the test modules
 
 KAFKA_BROKERS = e2e_kafka_brokers()
 
-# Tests that read or damage the embedded log's files (nodeid suffix -> reason), skipped under Kafka.
-EMBEDDED_LOG_ONLY = {
-    "test_corruption.py::test_torn_commit_log_tail_is_repaired":
-        "tears the embedded commit log's files in the data dir; Kafka's log is not in the data dir",
-}
-
 embedded_log_only = pytest.mark.embedded_log_only
+commit_log = pytest.mark.commit_log
+
+LOG_INDEPENDENT = ("log-independent (no commit_log mark): runs on the embedded log only; Kafka is covered by the "
+                   "commit_log tests, tests/kafka and tests/cluster")
 
 
 @pytest.fixture(autouse=True)
@@ -99,6 +102,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long-running (crash/kill) end-to-end tests")
     config.addinivalue_line(
         "markers", "embedded_log_only(reason): needs the embedded commit log; skipped under SEDIMENT_E2E_KAFKA")
+    config.addinivalue_line(
+        "markers", "commit_log(reason): exercises the commit log; runs under SEDIMENT_E2E_KAFKA too (the rest "
+                   "is skipped there)")
 
 
 def pytest_report_header(config):
@@ -107,16 +113,22 @@ def pytest_report_header(config):
     return "sediment commit log: embedded (set SEDIMENT_E2E_KAFKA=host:port to use Kafka)"
 
 
+def _mark_reason(mark, default: str) -> str:
+    return (mark.args[0] if mark.args else mark.kwargs.get("reason")) or default
+
+
 def pytest_collection_modifyitems(config, items):
     if not KAFKA_BROKERS:
         return
     for item in items:
-        reason = next((r for k, r in EMBEDDED_LOG_ONLY.items() if item.nodeid.endswith(k)), None)
-        mark = item.get_closest_marker("embedded_log_only")
-        if mark is not None:
-            reason = (mark.args[0] if mark.args else mark.kwargs.get("reason")) or "needs the embedded commit log"
-        if reason:
-            item.add_marker(pytest.mark.skip(reason=f"under Kafka: {reason}"))
+        only = item.get_closest_marker("embedded_log_only")
+        if only is not None:
+            reason = _mark_reason(only, "needs the embedded commit log")
+        elif item.get_closest_marker("commit_log") is None:
+            reason = LOG_INDEPENDENT
+        else:
+            continue
+        item.add_marker(pytest.mark.skip(reason=f"under Kafka: {reason}"))
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -3,13 +3,15 @@ retention by age and by size removes old segments from the metadata and the disk
 newer, the segment list and the retention endpoint need an API token, and a corrupt segment copy
 with no other copy is reported (never served) and rebuilt from the commit log by its owner.
 
-Runs on the embedded log and, with SEDIMENT_E2E_KAFKA, on Kafka (the same single node)."""
+The rebuild from the commit log also runs on Kafka (SEDIMENT_E2E_KAFKA); merges and retention are
+log-independent here (on Kafka: tests/cluster test_replication.py)."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
+import pytest
 import requests
 
 from harness import marker, wait_until
@@ -106,6 +108,7 @@ def test_segment_list_needs_a_token(server):
     assert r.status_code == 401
 
 
+@pytest.mark.commit_log("the segment is rebuilt by reading its offsets back from the commit log")
 def test_corrupt_only_copy_is_never_served_and_is_rebuilt_from_the_log(server_factory):
     """The node's only copy of a segment is corrupted on disk: a query reports it (warning, no bad
     rows), the copy is dropped, and the partition owner rebuilds the segment from the commit log.

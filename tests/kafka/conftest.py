@@ -6,7 +6,7 @@ Contract:
   test fails; sediment servers are stopped by pid (SIGTERM, then SIGKILL) the same way.
 - `kafka1`: one 1-broker cluster per module, shared by the tests that use it (each sediment server
   gets its own topic prefix); before each test the broker is (re)started if an earlier test left
-  it down. `kafka3`: a fresh 3-broker cluster per test.
+  it down. `kafka3`: a fresh 3-broker cluster per test. At teardown every node must be gone.
 - Each test is bounded: faulthandler aborts the run with tracebacks after KAFKA_TEST_TIMEOUT
   seconds (default 240).
 - Skipped (with the reason) when java or kcat is missing; the first run may need Maven (fetch.sh).
@@ -50,6 +50,17 @@ def _bounded_test():
     faulthandler.cancel_dump_traceback_later()
 
 
+def _stop_and_check(kc: KafkaCluster) -> None:
+    """Stops every node by pid and checks that none is left running (scripts/kafka/cluster.py's
+    stop, exercised by every fixture here)."""
+    if kc.state is None:
+        return
+    pids = [n.get("pid") for n in kc.state["nodes"]]
+    kc.stop()
+    left = [i for i in range(kc.brokers) if kc.is_running(i)]
+    assert not left, f"nodes {left} still running after stop() (pids {pids})"
+
+
 @pytest.fixture(scope="module")
 def _module_kafka1(tmp_path_factory):
     kc = KafkaCluster(tmp_path_factory.mktemp("kafka1"), brokers=1)
@@ -57,7 +68,7 @@ def _module_kafka1(tmp_path_factory):
         kc.start(timeout=CLUSTER_START_TIMEOUT)
         yield kc
     finally:
-        kc.stop()
+        _stop_and_check(kc)
 
 
 @pytest.fixture
@@ -75,7 +86,7 @@ def kafka3(tmp_path):
         kc.start(timeout=CLUSTER_START_TIMEOUT)
         yield kc
     finally:
-        kc.stop()
+        _stop_and_check(kc)
 
 
 @pytest.fixture

@@ -1,5 +1,12 @@
 """Tests of scripts/kafka (fetch.sh + cluster.py) against real Kafka brokers.
 
+Every broker start costs 10-20 s of the suite, so each test here starts as few as it can: the
+library test (start, idempotent start, produce/consume, stop, resume from a fresh object) and the
+CLI test (defaults incl. auto-create off, status, kill, restart, refusals, stop) two each. The
+3-node cluster (quorum, kill, relaunch of the stopped nodes, stop) is checked inside
+tests/kafka/test_broker_faults.py::test_three_brokers_rf3_min_isr2_one_then_two_down, which needs
+one anyway.
+
 Needs java and kcat on PATH (skipped otherwise) and Maven access for the first fetch (cached in
 ${SEDIMENT_CACHE:-~/.cache/sediment}). Every cluster is stopped by pid in a finally block, also
 when an assertion fails; every wait is bounded.
@@ -128,46 +135,6 @@ def test_one_broker_produce_consume_stop_restart(clusters, tmp_path):
     assert (tmp_path / "k1" / "node-0" / "server.log").exists()
 
 
-def test_auto_create_is_off_by_default(clusters, tmp_path):
-    kc = clusters(tmp_path / "k", brokers=1)
-    bootstrap = kc.start(timeout=120)
-    res = subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", "nope", "-p", "0",
-                          "-X", "message.timeout.ms=3000"], input="x\n", text=True,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=KCAT_TIMEOUT)
-    md = json.loads(kcat("-L", "-J", "-q", "-b", bootstrap))
-    assert "nope" not in [t["topic"] for t in md["topics"]], res.stderr
-
-
-def test_three_brokers_kill_and_restart(clusters, tmp_path):
-    kc = clusters(tmp_path / "k3", brokers=3)
-    bootstrap = kc.start(timeout=180, extra_props={"auto.create.topics.enable": "true",
-                                                   "default.replication.factor": "3"})
-    assert len(bootstrap.split(",")) == 3
-    for i in range(3):
-        assert broker_ids(f"127.0.0.1:{kc.node(i)['broker_port']}") == [0, 1, 2]
-
-    produce(bootstrap, "r3", ["before"])
-    md = json.loads(kcat("-L", "-J", "-q", "-b", bootstrap, "-t", "r3"))
-    assert len(md["topics"][0]["partitions"][0]["replicas"]) == 3
-
-    pid1 = kc.node(1)["pid"]
-    kc.kill(1)
-    assert not pid_running(pid1)
-    assert not kc.is_running(1)
-    # the two survivors keep a controller quorum and accept writes
-    survivors = f"127.0.0.1:{kc.node(0)['broker_port']},127.0.0.1:{kc.node(2)['broker_port']}"
-    produce(survivors, "r3", ["during"])
-
-    kc.restart(1, timeout=120)
-    assert kc.is_running(1) and kc.node(1)["pid"] != pid1
-    assert broker_ids(f"127.0.0.1:{kc.node(1)['broker_port']}") == [0, 1, 2]
-    assert consume(bootstrap, "r3", 2) == ["before", "during"]
-
-    pids = [kc.node(i)["pid"] for i in range(3)]
-    kc.stop(timeout=20)
-    assert not any(pid_running(p) for p in pids)
-
-
 def test_cli_start_status_kill_restart_stop(tmp_path):
     cli = [sys.executable, str(SCRIPTS / "cluster.py")]
     d = str(tmp_path / "cli")
@@ -185,10 +152,21 @@ def test_cli_start_status_kill_restart_stop(tmp_path):
         assert status["nodes"][0]["running"] and status["nodes"][0]["port_open"]
         assert broker_ids(bootstrap) == [0]
 
+        # Auto-create is off by default: producing to an unknown topic does not make it.
+        res = subprocess.run(["kcat", "-P", "-b", bootstrap, "-t", "nope", "-p", "0",
+                              "-X", "message.timeout.ms=3000"], input="x\n", text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=KCAT_TIMEOUT)
+        md = json.loads(kcat("-L", "-J", "-q", "-b", bootstrap))
+        assert "nope" not in [t["topic"] for t in md["topics"]], res.stderr
+
+        pid = status["nodes"][0]["pid"]
+
         assert run("kill", "0").returncode == 0
         assert not json.loads(run("status").stdout)["nodes"][0]["running"]
+        assert not pid_running(pid)
         assert run("restart", "0").returncode == 0
         assert broker_ids(bootstrap) == [0]
+        assert json.loads(run("status").stdout)["nodes"][0]["pid"] != pid
 
         # a different broker count on the same dir is refused with a message
         res = run("start", "--brokers", "3")
