@@ -165,8 +165,9 @@ echo "== end-to-end tests, embedded commit log"
 check_bg
 
 if [[ -d tests/query ]]; then
-  echo "== query corpus"
+  echo "== query corpus (events in segments, then the same cases on unflushed buffers)"
   "${PYTEST[@]}" tests/query
+  QUERY_CORPUS_STORAGE=buffers "${PYTEST[@]}" tests/query
   check_bg
 fi
 
