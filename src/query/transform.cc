@@ -33,6 +33,7 @@
 #include <map>
 #include <utility>
 
+#include "common/coding.h"
 #include "query/text_util.h"
 
 namespace sediment::query {
@@ -86,24 +87,6 @@ size_t DecodeUtf8(std::string_view s, size_t i, uint32_t* cp) {
     return *cp >= 0x800 ? 3 : 0;
   }
   return 0;  // 4-byte sequences have no case mapping here; copied byte by byte
-}
-
-void EncodeUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
 }
 
 uint32_t LowerCodePoint(uint32_t c) {
@@ -165,7 +148,7 @@ std::string MapCase(std::string_view s, bool upper) {
       ++i;
       continue;
     }
-    EncodeUtf8(upper ? UpperCodePoint(cp) : LowerCodePoint(cp), &out);
+    AppendUtf8(upper ? UpperCodePoint(cp) : LowerCodePoint(cp), &out);
     i += len;
   }
   return out;
@@ -867,7 +850,7 @@ class JsonFlattener {
           } else if (cp >= 0xDC00 && cp < 0xE000) {
             cp = 0xFFFD;
           }
-          EncodeUtf8(cp, s);
+          AppendUtf8(cp, s);
           break;
         }
         default:
