@@ -191,6 +191,7 @@ def test_unpolled_job_expires(api):
 
 
 def test_live_query_job_follows_new_events(api):
+    # Every job here is polled at least every second: the fixture expires jobs after 2 s unpolled.
     m, first = seeded(api, 3, "before")
     job_id = start_when_free(api, m, "10m", live=True)
     try:
@@ -208,17 +209,23 @@ def test_live_query_job_follows_new_events(api):
             return got == sorted(first + later)
 
         wait_until(has_all, timeout=10, interval=0.3, what="the live job's result to include the new events")
-        count_id = start_when_free(api, f"{m} | count()", "10m", live=True)
-        try:
-            assert query_job_wait(api, count_id)["events"] == [{"_count": "7"}]
-            ingest_lines(api, [f"{m} more"])
-            wait_until(lambda: query_job_poll(api, count_id).json()["events"] == [{"_count": "8"}],
-                       timeout=10, interval=0.3, what="the live count to reach 8")
-        finally:
-            assert query_job_delete(api, count_id).status_code == 204
     finally:
         assert query_job_delete(api, job_id).status_code == 204
     assert query_job_poll(api, job_id).status_code == 404
+
+
+def test_live_aggregate_job_follows_new_events(api):
+    m, _ = seeded(api, 7, "before")
+    count_id = start_when_free(api, f"{m} | count()", "10m", live=True)
+    try:
+        body = query_job_wait(api, count_id)
+        assert body["events"] == [{"_count": "7"}]
+        assert body["metaData"]["isAggregate"] is True
+        ingest_lines(api, [f"{m} more"])
+        wait_until(lambda: query_job_poll(api, count_id).json()["events"] == [{"_count": "8"}],
+                   timeout=10, interval=0.3, what="the live count to reach 8")
+    finally:
+        assert query_job_delete(api, count_id).status_code == 204
 
 
 # ---- live queries on the streaming endpoint ----
