@@ -143,9 +143,12 @@ struct Stage {
   std::vector<std::pair<std::string, ExprPtr>> assignments;  // kEval: target field, value
   std::shared_ptr<const re2::RE2> re;                        // kRegex
   std::vector<std::string> groups;                           // kRegex: named groups (output fields)
-  // kRegex: the byte every match starts with (case-sensitively), or -1 when unknown; lets the
-  // executor try anchored matches only where that byte occurs.
-  int regex_first_byte = -1;
+  // kRegex: the capture index in `re` of each of `groups` (-1: not a group of `re`); empty means
+  // the executor looks the names up for every record.
+  std::vector<int> group_index;
+  // kRegex: bytes every match starts with (case-sensitively), empty when unknown; lets the
+  // executor try anchored matches only where they occur.
+  std::string regex_prefix;
   bool strict = true;  // kRegex
   std::string field;   // kRegex/kParseJson/kKvParse/kFormatTime/kLower/kLength/kSplit source
   std::string as;      // kFormatTime/kLower/kLength target

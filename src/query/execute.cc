@@ -200,23 +200,30 @@ std::unique_ptr<Collector> MakeCollector(const CompiledQuery& q, size_t collect,
   return NewEventCollector(ctx);
 }
 
-// Runs per-record stages [begin, end) over one record and hands the survivors to `sink`.
-// `scratch` holds one reusable vector per stage.
+// Runs per-record stages [begin, end) over one record and hands the survivors to `sink`. Stages
+// that give at most one record change `r` in place; at the first that may give more (case,
+// split) its outputs go to the stage's vector in `scratch` (one reusable vector per stage) and
+// each runs through the rest. `r` is left unspecified.
 template <typename Sink>
-void RunTransforms(const std::vector<Stage>& stages, size_t begin, size_t end, Record&& r,
+void RunTransforms(const std::vector<Stage>& stages, size_t begin, size_t end, Record& r,
                    std::vector<std::vector<Record>>* scratch, Sink&& sink) {
-  if (begin == end) {
-    sink(r);
+  for (size_t s = begin; s < end; ++s) {
+    if (EmitsOneOrNone(stages[s])) {
+      if (!ApplyTransformInPlace(stages[s], r)) return;
+      continue;
+    }
+    std::vector<Record>& out = (*scratch)[s];
+    const size_t mark = out.size();
+    ApplyTransform(stages[s], std::move(r), &out);
+    // Stages may recurse into the same vector only at deeper levels; process what this call
+    // added.
+    for (size_t k = mark; k < out.size(); ++k) {
+      RunTransforms(stages, s + 1, end, out[k], scratch, sink);
+    }
+    out.resize(mark);
     return;
   }
-  std::vector<Record>& out = (*scratch)[begin];
-  const size_t mark = out.size();
-  ApplyTransform(stages[begin], std::move(r), &out);
-  // Stages may recurse into the same vector only at deeper levels; process what this call added.
-  for (size_t k = mark; k < out.size(); ++k) {
-    RunTransforms(stages, begin + 1, end, std::move(out[k]), scratch, sink);
-  }
-  out.resize(mark);
+  sink(r);
 }
 
 // Copies buffered events [begin, end) that fall in `range` into a DecodedBlock.
@@ -574,6 +581,7 @@ Result<PartialResult> ExecutePartialImpl(Env* env, const CompiledQuery& query,
   const size_t workers = static_cast<size_t>(std::max(1, options.threads));
   std::vector<std::unique_ptr<Collector>> collectors;
   std::vector<std::vector<std::vector<Record>>> scratch(workers);
+  std::vector<Record> records(workers);  // each worker's current record, reused for every event
   for (size_t w = 0; w < workers; ++w) {
     collectors.push_back(MakeCollector(query, collect, ctx));
     scratch[w].resize(collect);
@@ -588,13 +596,14 @@ Result<PartialResult> ExecutePartialImpl(Env* env, const CompiledQuery& query,
                        env, query, range, input, options,
                        [&](size_t worker, size_t /*task*/, const BlockView& v, const Mask& m) {
                          Collector& c = *collectors[worker];
+                         Record& rec = records[worker];
                          uint64_t n = 0;
                          for (size_t i = 0; i < v.n; ++i) {
                            if (!m[i]) continue;
                            ++n;
-                           RunTransforms(query.stages, 0, collect,
-                                         Record(EventRef{v.b, v.ds, v.partition, i}),
-                                         &scratch[worker], [&c](const Record& r) { c.Add(r); });
+                           rec.ResetToEvent(EventRef{v.b, v.ds, v.partition, i});
+                           RunTransforms(query.stages, 0, collect, rec, &scratch[worker],
+                                         [&c](const Record& r) { c.Add(r); });
                          }
                          matched[worker] += n;
                          if (progress != nullptr) {
@@ -642,14 +651,14 @@ Result<std::vector<Row>> RunRowStages(const CompiledQuery& query, size_t begin,
     for (size_t i = 0; i < rows.size(); ++i) {
       RecordKey key;
       key.offset = static_cast<int64_t>(i);
-      RunTransforms(stages, s, next, Record::FromRow(std::move(rows[i]), key), &scratch,
-                    [&](const Record& r) {
-                      if (c) {
-                        c->Add(r);
-                      } else {
-                        out.push_back(r.ToRow());
-                      }
-                    });
+      Record rec = Record::FromRow(std::move(rows[i]), key);
+      RunTransforms(stages, s, next, rec, &scratch, [&](const Record& r) {
+        if (c) {
+          c->Add(r);
+        } else {
+          out.push_back(r.ToRow());
+        }
+      });
     }
     if (c) {
       if (options.max_memory_bytes != 0 && c->MemoryBytes() > options.max_memory_bytes) {

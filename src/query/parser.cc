@@ -182,15 +182,16 @@ std::shared_ptr<const RE2> CompileRegex(const std::string& source, std::string* 
   return re;
 }
 
-// The byte every match of the RE2 pattern `re` starts with, or -1 when that is not certain: after
-// leading flag groups such as (?m) or (?s) (not (?i)), the pattern starts with a literal byte or
-// an escaped punctuation byte that no ?, * or { follows, and has no '|' outside brackets.
-int LeadingLiteralByte(std::string_view re) {
+// The bytes every match of the RE2 pattern `re` starts with, or "" when none is certain: after
+// leading flag groups such as (?m) or (?s) (not (?i)), the pattern starts with literal bytes or
+// escaped punctuation bytes, and has no '|' outside brackets. A byte that ?, * or { follows is
+// not part of the prefix; one that + follows ends it.
+std::string LeadingLiteral(std::string_view re) {
   size_t i = 0;
   while (re.compare(i, 2, "(?") == 0) {
     size_t j = i + 2;
     while (j < re.size() && (re[j] == 'm' || re[j] == 's' || re[j] == 'U')) ++j;
-    if (j >= re.size() || re[j] != ')' || j == i + 2) return -1;  // (?i), (?P<..>, (?:..)
+    if (j >= re.size() || re[j] != ')' || j == i + 2) return "";  // (?i), (?P<..>, (?:..)
     i = j + 1;
   }
   int depth = 0;
@@ -208,23 +209,28 @@ int LeadingLiteralByte(std::string_view re) {
     } else if (c == ')') {
       --depth;
     } else if (c == '|' && depth == 0) {
-      return -1;
+      return "";
     }
   }
-  if (i >= re.size()) return -1;
-  unsigned char first = static_cast<unsigned char>(re[i]);
-  size_t next = i + 1;
-  if (first == '\\') {
-    if (i + 1 >= re.size()) return -1;
-    first = static_cast<unsigned char>(re[i + 1]);
-    if (std::isalnum(first) || first >= 0x80) return -1;  // \d, \w, \x41, ...: not a literal
-    next = i + 2;
-  } else if (first >= 0x80 || std::string_view("^$.|?*+()[]{}").find(static_cast<char>(first)) !=
-                                  std::string_view::npos) {
-    return -1;
+  std::string out;
+  for (size_t k = i; k < re.size();) {
+    unsigned char c = static_cast<unsigned char>(re[k]);
+    size_t next = k + 1;
+    if (c == '\\') {
+      if (k + 1 >= re.size()) break;
+      c = static_cast<unsigned char>(re[k + 1]);
+      if (std::isalnum(c) || c >= 0x80) break;  // \d, \w, \x41, \Q, ...: not a literal
+      next = k + 2;
+    } else if (c >= 0x80 || std::string_view("^$.|?*+()[]{}").find(static_cast<char>(c)) !=
+                                std::string_view::npos) {
+      break;
+    }
+    if (next < re.size() && (re[next] == '?' || re[next] == '*' || re[next] == '{')) break;
+    out.push_back(static_cast<char>(c));
+    if (next < re.size() && re[next] == '+') break;
+    k = next;
   }
-  if (next < re.size() && (re[next] == '?' || re[next] == '*' || re[next] == '{')) return -1;
-  return first;
+  return out;
 }
 
 // Names of the capture groups of `re` in capture order (every group must be named).
@@ -235,10 +241,16 @@ std::vector<std::string> GroupNames(const RE2& re) {
 }
 
 // Gives a kRegex stage the regex `re` (every capture group named), its group names and its
-// leading literal byte.
+// capture indexes and its leading literal bytes.
 void SetStageRegex(std::shared_ptr<const RE2> re, Stage* st) {
   st->groups = GroupNames(*re);
-  st->regex_first_byte = LeadingLiteralByte(re->pattern());
+  st->group_index.clear();
+  const std::map<std::string, int>& named = re->NamedCapturingGroups();
+  for (const std::string& g : st->groups) {
+    auto it = named.find(g);
+    st->group_index.push_back(it == named.end() ? -1 : it->second);
+  }
+  st->regex_prefix = LeadingLiteral(re->pattern());
   st->re = std::move(re);
 }
 

@@ -774,30 +774,37 @@ TEST(ParserFunctionTest, RegexStage) {
             "(repeat=true is not supported) at position 20");
 }
 
-TEST(ParserFunctionTest, RegexFirstByte) {
-  auto first = [](std::string_view q) {
+TEST(ParserFunctionTest, RegexPrefix) {
+  auto prefix = [](std::string_view q) -> std::string {
     auto c = Compile(q);
     EXPECT_TRUE(c.ok()) << q << ": " << c.status().ToString();
-    return c.ok() ? (*c)->stages.back().regex_first_byte : -2;
+    return c.ok() ? (*c)->stages.back().regex_prefix : "<error>";
   };
-  EXPECT_EQ(first(R"q(| regex("\" (?<s>\d{3}) "))q"), '"');
-  EXPECT_EQ(first(R"q(| regex("user=(?<u>\w+)"))q"), 'u');
-  EXPECT_EQ(first(R"q(| regex("\.(?<ext>\w+)"))q"), '.');
-  EXPECT_EQ(first(R"q(| regex("a+(?<x>b)"))q"), 'a');
-  EXPECT_EQ(first(R"q(/id=(?<id>\d+)/)q"), 'i');
+  EXPECT_EQ(prefix(R"q(| regex("\" (?<s>\d{3}) "))q"), "\" ");
+  EXPECT_EQ(prefix(R"q(| regex("user=(?<u>\w+)"))q"), "user=");
+  EXPECT_EQ(prefix(R"q(| regex("\.(?<ext>\w+)"))q"), ".");
+  EXPECT_EQ(prefix(R"q(| regex("a+(?<x>b)"))q"), "a");
+  EXPECT_EQ(prefix(R"q(| regex("ab+(?<x>c)"))q"), "ab");
+  EXPECT_EQ(prefix(R"q(| regex("ab?(?<x>c)"))q"), "a");
+  EXPECT_EQ(prefix(R"q(| regex("ab*(?<x>c)"))q"), "a");
+  EXPECT_EQ(prefix(R"q(| regex("ab{2}(?<x>c)"))q"), "a");
+  EXPECT_EQ(prefix(R"q(| regex("a\.b\d(?<x>c)"))q"), "a.b");
+  EXPECT_EQ(prefix(R"q(| regex("id=[0-9](?<x>c)"))q"), "id=");
+  EXPECT_EQ(prefix(R"q(| regex("(?s)k.(?<x>c)"))q"), "k");
+  EXPECT_EQ(prefix(R"q(/id=(?<id>\d+)/)q"), "id=");
   // Not certain: optional or repeated-from-zero first byte, alternation, classes, escapes that
   // are classes, case-insensitive matching, anchors.
-  EXPECT_EQ(first(R"q(| regex("a?(?<x>b)"))q"), -1);
-  EXPECT_EQ(first(R"q(| regex("a*(?<x>b)"))q"), -1);
-  EXPECT_EQ(first(R"q(| regex("a{0,2}(?<x>b)"))q"), -1);
-  EXPECT_EQ(first(R"q(| regex("a(?<x>b)|c"))q"), -1);
-  EXPECT_EQ(first(R"q(| regex("a(?<x>b|c)"))q"), 'a');
-  EXPECT_EQ(first(R"q(| regex("a[|](?<x>b)"))q"), 'a');
-  EXPECT_EQ(first(R"q(| regex("[ab](?<x>c)"))q"), -1);
-  EXPECT_EQ(first(R"q(| regex("\d(?<x>c)"))q"), -1);
-  EXPECT_EQ(first(R"q(| regex("a(?<x>b)", flags=i))q"), -1);
-  EXPECT_EQ(first(R"q(| regex("^a(?<x>b)"))q"), -1);
-  EXPECT_EQ(first(R"q(| regex("(?<x>a)b"))q"), -1);
+  EXPECT_EQ(prefix(R"q(| regex("a?(?<x>b)"))q"), "");
+  EXPECT_EQ(prefix(R"q(| regex("a*(?<x>b)"))q"), "");
+  EXPECT_EQ(prefix(R"q(| regex("a{0,2}(?<x>b)"))q"), "");
+  EXPECT_EQ(prefix(R"q(| regex("a(?<x>b)|c"))q"), "");
+  EXPECT_EQ(prefix(R"q(| regex("a(?<x>b|c)"))q"), "a");
+  EXPECT_EQ(prefix(R"q(| regex("a[|](?<x>b)"))q"), "a");
+  EXPECT_EQ(prefix(R"q(| regex("[ab](?<x>c)"))q"), "");
+  EXPECT_EQ(prefix(R"q(| regex("\d(?<x>c)"))q"), "");
+  EXPECT_EQ(prefix(R"q(| regex("a(?<x>b)", flags=i))q"), "");
+  EXPECT_EQ(prefix(R"q(| regex("^a(?<x>b)"))q"), "");
+  EXPECT_EQ(prefix(R"q(| regex("(?<x>a)b"))q"), "");
 }
 
 TEST(ParserFunctionTest, RegexLiteralWithNamedGroupsExtracts) {

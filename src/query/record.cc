@@ -87,6 +87,17 @@ Record::Record(const EventRef& ev) : ev_(ev) {
   key_.index = b.positions[ev.index].index;
 }
 
+void Record::ResetToEvent(const EventRef& ev) {
+  ev_ = ev;
+  const DecodedBlock& b = *ev.block;
+  key_.ts = b.timestamps[ev.index];
+  key_.partition = ev.partition.value;
+  key_.offset = b.positions[ev.index].offset.value;
+  key_.index = b.positions[ev.index].index;
+  row_.clear();
+  removed_.clear();
+}
+
 Record Record::FromRow(Row row, RecordKey key) {
   Record r;
   r.row_ = std::move(row);

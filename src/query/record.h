@@ -43,6 +43,9 @@ class Record {
  public:
   Record() = default;
   explicit Record(const EventRef& ev);
+  // Makes this the record of event `ev`, as Record(ev) does, keeping the memory of its fields for
+  // reuse (also valid on a moved-from record).
+  void ResetToEvent(const EventRef& ev);
   static Record FromRow(Row row, RecordKey key);
 
   bool is_event() const { return ev_.block != nullptr; }

@@ -1025,82 +1025,88 @@ const std::string kTimestamp = "@timestamp";
 const std::string kLengthOut = "_length";
 const std::string kEvents = "_events";
 
-// Leftmost match of `re` in `input` with `nsub` submatches. With `first_byte` >= 0 (every match
-// starts with that byte) it tries anchored matches where that byte occurs, which RE2 runs as a
-// one-pass or bounded match instead of a backtracking search over the whole text; the first
-// anchored match is the leftmost one, with the same groups. After a few failed candidates it
-// searches the rest unanchored.
-bool MatchGroups(const RE2& re, int first_byte, const re2::StringPiece& input,
+// Leftmost match of `re` in `input` with `nsub` submatches. With a `prefix` (every match starts
+// with these bytes) it tries anchored matches only where the prefix occurs, which RE2 runs as a
+// one-pass or bounded match instead of a search over the whole text; the first anchored match is
+// the leftmost one, with the same groups. After a few failed anchored matches it searches the
+// rest unanchored.
+bool MatchGroups(const RE2& re, std::string_view prefix, const re2::StringPiece& input,
                  re2::StringPiece* sub, int nsub) {
   size_t from = 0;
-  if (first_byte >= 0) {
+  if (!prefix.empty()) {
     constexpr int kMaxCandidates = 8;
     const char* const begin = input.data();
     const char* const end = begin + input.size();
     const char* p = begin;
-    for (int tries = 0; tries < kMaxCandidates; ++tries) {
-      p = static_cast<const char*>(std::memchr(p, first_byte, static_cast<size_t>(end - p)));
+    int tries = 0;
+    for (;;) {
+      if (static_cast<size_t>(end - p) < prefix.size()) return false;
+      p = static_cast<const char*>(
+          std::memchr(p, prefix[0], static_cast<size_t>(end - p) - (prefix.size() - 1)));
       if (p == nullptr) return false;
-      const size_t at = static_cast<size_t>(p - begin);
-      if (re.Match(input, at, input.size(), RE2::ANCHOR_START, sub, nsub)) return true;
-      from = at + 1;
+      size_t n = 1;  // prefixes are short: compare in place rather than call memcmp
+      while (n < prefix.size() && p[n] == prefix[n]) ++n;
+      if (n == prefix.size()) {
+        const size_t at = static_cast<size_t>(p - begin);
+        if (re.Match(input, at, input.size(), RE2::ANCHOR_START, sub, nsub)) return true;
+        if (++tries == kMaxCandidates) {
+          from = at + 1;
+          break;
+        }
+      }
       ++p;
     }
   }
   return re.Match(input, from, input.size(), RE2::UNANCHORED, sub, nsub);
 }
 
-void ApplyRegex(const Stage& st, Record&& r, std::vector<Record>* out) {
-  if (!st.re) {
-    out->push_back(std::move(r));
-    return;
-  }
+// False when the record is dropped (strict and no match).
+bool ApplyRegex(const Stage& st, Record& r) {
+  if (!st.re) return true;
   std::string scratch;
   std::optional<std::string_view> text = r.Get(FieldOr(st.field, kRawstring), &scratch);
-  if (!text) {
-    if (!st.strict) out->push_back(std::move(r));
-    return;
+  if (!text) return !st.strict;
+  // The groups are set on the record, which may move the text when it is a field a stage set:
+  // then match a copy. Text in the decoded block or in `scratch` stays put.
+  std::string owned;
+  const auto inside = [](std::string_view s, std::string_view in) {
+    return !in.empty() && s.data() >= in.data() && s.data() + s.size() <= in.data() + in.size();
+  };
+  if (!inside(*text, scratch) && !(r.is_event() && inside(*text, r.event().block->buffer))) {
+    owned.assign(*text);
+    text = owned;
   }
   const RE2& re = ThreadLocalRegex(st.re);
-  const std::map<std::string, int>& named = re.NamedCapturingGroups();
-  int nsub = 1;
-  for (const std::string& g : st.groups) {
-    auto it = named.find(g);
-    if (it != named.end()) nsub = std::max(nsub, it->second + 1);
+  // The capture index of each output group (-1: not a group of the regex).
+  constexpr size_t kInline = 8;
+  std::vector<int> looked_up;
+  const int* index = st.group_index.data();
+  if (st.group_index.size() != st.groups.size()) {
+    const std::map<std::string, int>& named = re.NamedCapturingGroups();
+    for (const std::string& g : st.groups) {
+      auto it = named.find(g);
+      looked_up.push_back(it == named.end() ? -1 : it->second);
+    }
+    index = looked_up.data();
   }
-  std::array<re2::StringPiece, 16> fixed;
-  std::vector<re2::StringPiece> dynamic;
-  re2::StringPiece* sub = fixed.data();
-  if (nsub > static_cast<int>(fixed.size())) {
-    dynamic.resize(static_cast<size_t>(nsub));
-    sub = dynamic.data();
+  int nsub = 1;
+  for (size_t k = 0; k < st.groups.size(); ++k) nsub = std::max(nsub, index[k] + 1);
+  re2::StringPiece inline_sub[kInline];
+  std::vector<re2::StringPiece> more_sub;
+  re2::StringPiece* sub = inline_sub;
+  if (nsub > static_cast<int>(kInline)) {
+    more_sub.resize(static_cast<size_t>(nsub));
+    sub = more_sub.data();
   }
   const re2::StringPiece input(text->data(), text->size());
-  if (!MatchGroups(re, st.regex_first_byte, input, sub, nsub)) {
-    if (!st.strict) out->push_back(std::move(r));
-    return;
-  }
-  // Copy the groups before setting anything: they may point into the record.
-  constexpr size_t kInline = 8;
-  std::array<std::pair<const std::string*, std::string>, kInline> inline_values;
-  std::vector<std::pair<const std::string*, std::string>> more;
-  size_t n = 0;
-  for (const std::string& g : st.groups) {
-    auto it = named.find(g);
-    if (it == named.end()) continue;
-    const re2::StringPiece& m = sub[it->second];
+  if (!MatchGroups(re, st.regex_prefix, input, sub, nsub)) return !st.strict;
+  for (size_t k = 0; k < st.groups.size(); ++k) {
+    if (index[k] < 0) continue;
+    const re2::StringPiece& m = sub[index[k]];
     if (m.data() == nullptr) continue;  // optional group that did not take part
-    if (n < kInline) {
-      inline_values[n++] = {&g, std::string(m.data(), m.size())};
-    } else {
-      more.emplace_back(&g, std::string(m.data(), m.size()));
-    }
+    r.Set(st.groups[k], Value(std::string(m.data(), m.size())));
   }
-  for (size_t i = 0; i < n; ++i) {
-    r.Set(*inline_values[i].first, Value(std::move(inline_values[i].second)));
-  }
-  for (auto& [name, v] : more) r.Set(*name, Value(std::move(v)));
-  out->push_back(std::move(r));
+  return true;
 }
 
 void ApplyParseJson(const Stage& st, Record& r) {
@@ -1197,7 +1203,7 @@ void ApplySplit(const Stage& st, Record&& r, std::vector<Record>* out) {
   }
 }
 
-void ApplySelect(const Stage& st, Record&& r, std::vector<Record>* out) {
+void ApplySelect(const Stage& st, Record& r) {
   Row row;
   row.reserve(st.fields.size());
   for (const std::string& f : st.fields) {
@@ -1206,7 +1212,7 @@ void ApplySelect(const Stage& st, Record&& r, std::vector<Record>* out) {
     if (dup) continue;
     if (std::optional<Value> v = r.GetValue(f)) row.emplace_back(f, std::move(*v));
   }
-  out->push_back(Record::FromRow(std::move(row), r.key()));
+  r = Record::FromRow(std::move(row), r.key());
 }
 
 void ApplyCase(const Stage& st, Record&& r, std::vector<Record>* out) {
@@ -1285,44 +1291,38 @@ bool Matches(const FilterNode& f, const Record& r) {
 
 std::optional<Value> Evaluate(const Expr& e, const Record& r) { return EvalVal(e, r).ToValue(); }
 
-void ApplyTransform(const Stage& st, Record&& r, std::vector<Record>* out) {
+bool EmitsOneOrNone(const Stage& st) {
+  return st.IsTransform() && st.kind != SK::kCase && st.kind != SK::kSplit;
+}
+
+bool ApplyTransformInPlace(const Stage& st, Record& r) {
   switch (st.kind) {
     case SK::kFilter:
-      if (!st.filter || Matches(*st.filter, r)) out->push_back(std::move(r));
-      return;
+      return !st.filter || Matches(*st.filter, r);
     case SK::kEval:
       for (const auto& [target, expr] : st.assignments) {
         if (!expr) continue;
         if (std::optional<Value> v = Evaluate(*expr, r)) r.Set(target, std::move(*v));
       }
-      out->push_back(std::move(r));
-      return;
+      return true;
     case SK::kRegex:
-      ApplyRegex(st, std::move(r), out);
-      return;
+      return ApplyRegex(st, r);
     case SK::kParseJson:
       ApplyParseJson(st, r);
-      out->push_back(std::move(r));
-      return;
+      return true;
     case SK::kKvParse:
       ApplyKvParse(st, r);
-      out->push_back(std::move(r));
-      return;
-    case SK::kCase:
-      ApplyCase(st, std::move(r), out);
-      return;
+      return true;
     case SK::kFormatTime:
       ApplyFormatTime(st, r);
-      out->push_back(std::move(r));
-      return;
+      return true;
     case SK::kLower: {
       std::string scratch;
       if (std::optional<std::string_view> v = r.Get(st.field, &scratch)) {
         std::string lowered = MapCase(*v, /*upper=*/false);
         r.Set(FieldOr(st.as, st.field), Value(std::move(lowered)));
       }
-      out->push_back(std::move(r));
-      return;
+      return true;
     }
     case SK::kLength: {
       std::string scratch;
@@ -1330,16 +1330,11 @@ void ApplyTransform(const Stage& st, Record&& r, std::vector<Record>* out) {
         const int64_t n = CodePoints(*v);
         r.Set(FieldOr(st.as, kLengthOut), Value(n));
       }
-      out->push_back(std::move(r));
-      return;
+      return true;
     }
-    case SK::kSplit:
-      ApplySplit(st, std::move(r), out);
-      return;
     case SK::kDrop:
       for (const std::string& f : st.fields) r.Remove(f);
-      out->push_back(std::move(r));
-      return;
+      return true;
     case SK::kRename:
       for (const auto& [from, to] : st.renames) {
         if (from == to) continue;
@@ -1348,14 +1343,26 @@ void ApplyTransform(const Stage& st, Record&& r, std::vector<Record>* out) {
         r.Remove(from);
         r.Set(to, std::move(*v));
       }
-      out->push_back(std::move(r));
-      return;
+      return true;
     case SK::kSelect:
-      ApplySelect(st, std::move(r), out);
+      ApplySelect(st, r);
+      return true;
+    default:
+      // kCase and kSplit go through ApplyTransform; not a transform: the record passes unchanged.
+      return true;
+  }
+}
+
+void ApplyTransform(const Stage& st, Record&& r, std::vector<Record>* out) {
+  switch (st.kind) {
+    case SK::kCase:
+      ApplyCase(st, std::move(r), out);
+      return;
+    case SK::kSplit:
+      ApplySplit(st, std::move(r), out);
       return;
     default:
-      // Not a transform: the caller must not pass it; the record passes unchanged.
-      out->push_back(std::move(r));
+      if (ApplyTransformInPlace(st, r)) out->push_back(std::move(r));
       return;
   }
 }

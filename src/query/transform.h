@@ -27,6 +27,13 @@ std::optional<Value> Evaluate(const Expr& e, const Record& r);
 // kvParse, formatTime) or drops it (regex with strict=true, filters).
 void ApplyTransform(const Stage& st, Record&& r, std::vector<Record>* out);
 
+// Whether the transform stage `st` gives at most one record for each input (every transform but
+// case and split), which ApplyTransformInPlace can run.
+bool EmitsOneOrNone(const Stage& st);
+// ApplyTransform for a stage with EmitsOneOrNone(st): changes `r` in place and returns false when
+// the stage drops it (`r` is then unspecified).
+bool ApplyTransformInPlace(const Stage& st, Record& r);
+
 // A copy of `re` private to the calling thread (made on first use, at most 32 kept per thread).
 // RE2 guards the DFA it builds lazily with a reader-writer lock, and threads matching with one
 // shared RE2 contend on it; per-thread copies take that cost away. Falls back to `*re` when the

@@ -658,17 +658,20 @@ TEST(TransformTest, RegexExtractsNamedGroups) {
   EXPECT_EQ(GetText(out[0], "msg"), "alice");
 }
 
-TEST(TransformTest, RegexFirstByteFastPathAgreesWithAPlainSearch) {
-  // The same stage with and without the first-byte hint must give the same records, also when
-  // the byte occurs many times before the match (the fallback after a few candidates).
+TEST(TransformTest, RegexPrefixFastPathAgreesWithAPlainSearch) {
+  // The same stage with and without the prefix hint (and with and without precomputed group
+  // indexes) must give the same records, also when the prefix occurs many times before the match
+  // (the fallback after a few candidates) and when its first byte occurs without the rest.
   std::mt19937 rng(5);
-  const char* patterns[] = {R"(" (?P<status>\d{3}) )", R"(a(?P<x>b+)c)", R"(\.(?P<ext>[a-z]+)$)"};
-  const int first[] = {'"', 'a', '.'};
-  const char* group[] = {"status", "x", "ext"};
-  for (size_t k = 0; k < 3; ++k) {
+  const char* patterns[] = {R"(" (?P<status>\d{3}) )", R"(a(?P<x>b+)c)", R"(\.(?P<ext>[a-z]+)$)",
+                            R"(ab(?P<x>c*)a)"};
+  const char* prefix[] = {"\" ", "a", ".", "ab"};
+  const char* group[] = {"status", "x", "ext", "x"};
+  for (size_t k = 0; k < 4; ++k) {
     Stage plain = RegexStage(patterns[k], {group[k]}, /*strict=*/false);
     Stage fast = plain;
-    fast.regex_first_byte = first[k];
+    fast.regex_prefix = prefix[k];
+    fast.group_index = {1};
     for (int trial = 0; trial < 3000; ++trial) {
       std::string text;
       const int len = static_cast<int>(rng() % 40);
@@ -682,11 +685,35 @@ TEST(TransformTest, RegexFirstByteFastPathAgreesWithAPlainSearch) {
   }
   // Eleven quotes before the match: past the candidate limit.
   Stage st = RegexStage(R"(" (?P<status>\d{3}) )", {"status"});
-  st.regex_first_byte = '"';
-  OneEvent ev(R"(""""""""""" x" 404 end)");
+  st.regex_prefix = "\" ";
+  OneEvent ev(R"(" " " " " " " " " " " x" 404 end)");
   std::vector<Record> out = Apply(st, ev.Get());
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(GetText(out[0], "status"), "404");
+  // The prefix at the very end, with no room for the rest of a match.
+  OneEvent tail(R"(x")");
+  EXPECT_TRUE(Apply(st, tail.Get()).empty());
+}
+
+TEST(TransformTest, RegexOverAFieldSetByAnEarlierStage) {
+  // The text lives in the record's own fields, which setting the groups may move (a short,
+  // in-place string moves with the vector that holds it).
+  OneEvent ev("x");
+  Record r = ev.Get();
+  r.Set("msg", Value(std::string("user=al id=42")));
+  r.Set("a", Value(std::string("1")));
+  Stage st = RegexStage(R"(user=(?P<u>\w+) id=(?P<id>\d+))", {"u", "id"}, true, "msg");
+  st.regex_prefix = "user=";
+  st.group_index = {1, 2};
+  std::vector<Record> out = Apply(st, std::move(r));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(GetText(out[0], "u"), "al");
+  EXPECT_EQ(GetText(out[0], "id"), "42");
+  // A group that replaces its own source field.
+  Stage self = RegexStage(R"(user=(?P<msg>\w+))", {"msg"}, true, "msg");
+  out = Apply(self, std::move(out[0]));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(GetText(out[0], "msg"), "al");
 }
 
 TEST(TransformTest, RegexStrictness) {
