@@ -834,6 +834,7 @@ def run(args, server, gen, benchutil, work, report):
     # (b) queries, each beside grep/awk doing the same work on the raw file.
     report["search"] = search_queries(args, server, corpus, g, total_events, needle,
                                       (q_start, q_end), (f_start, f_end))
+    report["decode_floor"] = decode_floor(benchutil, server.data_dir, args.runs)
     print_report(report)
     failed = [q for q in report["search"]["queries"] if q.get("error")]
     if failed:
@@ -841,6 +842,24 @@ def run(args, server, gen, benchutil, work, report):
 
 
 MIN_CPU_SECONDS = 0.2
+
+
+def decode_floor(benchutil, data_dir, runs):
+    """What reading the segments costs before any query work: sediment-benchutil query runs
+    count() over the raw repository's segment files in-process on one thread, and times
+    decompressing and decoding every block alone. Any query that reads every event pays at least
+    the decode cost."""
+    seg_dir = os.path.join(data_dir, "segments")
+    if not (benchutil and os.path.exists(benchutil) and os.path.isdir(seg_dir)):
+        return {"error": f"needs sediment-benchutil and {seg_dir}"}
+    res = subprocess.run([benchutil, "query", "--segments", seg_dir, "--repo", REPO,
+                          "--query", "count()", "--threads", "1", "--runs", str(runs)],
+                         capture_output=True, text=True, timeout=600)
+    if res.returncode != 0:
+        raise BenchError(f"sediment-benchutil query failed: {res.stderr.strip()}")
+    r = json.loads(res.stdout)
+    r["decode_gb_per_cpu_s"] = r["raw_bytes"] / r["decode_cpu_s"] / 1e9 if r["decode_cpu_s"] else 0
+    return r
 
 
 def cores_for(threads):
@@ -1343,6 +1362,17 @@ def print_report(r):
         f"    GB/cpu-s = raw GB / CPU seconds of the server (query) or of grep/awk (base), shown "
         f"when both used >= {MIN_CPU_SECONDS}s",
         f"    target every query >= grep/awk per core: {met(s['target_met'])}",
+    ]
+    d = r.get("decode_floor", {})
+    if "error" in d:
+        lines.append(f"    decode floor: not measured ({d['error']})")
+    elif d:
+        lines.append(
+            f"    decode floor ({REPO}, one thread, sediment-benchutil): decompress + decode "
+            f"{d['decode_ns_per_event']:.0f} ns/event = {d['decode_gb_per_cpu_s']:.3f} GB/cpu-s; "
+            f"count() in-process {d['ns_per_event']:.0f} ns/event = {d['gb_per_cpu_s']:.3f} "
+            f"GB/cpu-s ({d['events']} events, {d['blocks']} blocks)")
+    lines += [
         f"(c) stored  segments {human_bytes(c['segment_bytes'])} ({c['segment_files']} files, "
         f"{c['segment_files_found_as']}); data dir {human_bytes(c['data_dir_bytes'])}",
         f"    {c['zstd_method']}: {human_bytes(c['zstd3_bytes'])}; raw "
