@@ -19,6 +19,14 @@
 # prints the failed job's log. Logs: build/test-logs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Section headers carry the suite's elapsed time (m:ss), also inside the background jobs.
+SUITE_T0=$(date +%s)
+export SUITE_T0
+stamp() {
+  local s=$(($(date +%s) - SUITE_T0))
+  printf '%d:%02d' $((s / 60)) $((s % 60))
+}
+export -f stamp
 scripts/install-deps.sh --test
 # The S3 test server (moto's server mode) in a virtualenv; no network once installed.
 python3 scripts/s3/moto.py install
@@ -123,23 +131,23 @@ if [[ "${SEDIMENT_SKIP_SANITIZERS:-0}" != "1" ]]; then
     low() { echo 19 >/proc/self/autogroup 2>/dev/null || true; }
     normal() { echo 0 >/proc/self/autogroup 2>/dev/null || true; }
     low
-    echo "== sanitizer build: ASan+UBSan"
+    echo "== [$(stamp)] sanitizer build: ASan+UBSan"
     nice -n 19 scripts/sanitize.sh asan build
     normal
-    echo "== unit tests under ASan+UBSan"
+    echo "== [$(stamp)] unit tests under ASan+UBSan"
     scripts/sanitize.sh asan test
     low
-    echo "== sanitizer build: TSan"
+    echo "== [$(stamp)] sanitizer build: TSan"
     nice -n 19 scripts/sanitize.sh tsan build
     normal
-    echo "== concurrency tests under TSan"
+    echo "== [$(stamp)] concurrency tests under TSan"
     scripts/sanitize.sh tsan test'
 fi
 
-echo "== build"
+echo "== [$(stamp)] build"
 BUILD_DIR=build scripts/build.sh -DSEDIMENT_WERROR=ON
 
-echo "== unit tests"
+echo "== [$(stamp)] unit tests"
 ctest --test-dir build --output-on-failure -j2 --timeout 300 -E '^bench_(kafka_)?smoke$|Kafka'
 
 export SEDIMENT_BIN="$PWD/build/src/cli/sediment"
@@ -149,51 +157,51 @@ scripts/kafka/fetch.sh >/dev/null
 # ---- lane A (background): cluster fault harness, then broker fault tests ----------------------
 start_bg "lane A (cluster harness, broker faults)" "$LOGS/lane-a.log" bash -c '
   set -euo pipefail
-  echo "== cluster fault harness (3 nodes on one broker: kill, pause, restart, wipe; replication; bucket)"
+  echo "== [$(stamp)] cluster fault harness (3 nodes on one broker: kill, pause, restart, wipe; replication; bucket)"
   python3 -m pytest -q -p no:cacheprovider tests/cluster
-  echo "== Kafka broker faults (1 and 3 brokers)"
+  echo "== [$(stamp)] Kafka broker faults (1 and 3 brokers)"
   python3 -m pytest -q -p no:cacheprovider tests/kafka'
 
 # ---- lane B (foreground) ---------------------------------------------------------------------
-echo "== S3 client against moto (one plain server, one that verifies every SigV4 signature)"
+echo "== [$(stamp)] S3 client against moto (one plain server, one that verifies every SigV4 signature)"
 BUILD_DIR=build scripts/s3/run_bucket_test.sh --gtest_brief=1
 "${PYTEST[@]}" scripts/s3
 check_bg
 
-echo "== end-to-end tests, embedded commit log"
+echo "== [$(stamp)] end-to-end tests, embedded commit log"
 "${PYTEST[@]}" tests/e2e
 check_bg
 
 if [[ -d tests/query ]]; then
-  echo "== query corpus (events in segments, then the same cases on unflushed buffers)"
+  echo "== [$(stamp)] query corpus (events in segments, then the same cases on unflushed buffers)"
   "${PYTEST[@]}" tests/query
   QUERY_CORPUS_STORAGE=buffers "${PYTEST[@]}" tests/query
   check_bg
 fi
 
-echo "== Kafka: one broker for the Kafka unit tests and the e2e commit-log tests"
+echo "== [$(stamp)] Kafka: one broker for the Kafka unit tests and the e2e commit-log tests"
 KAFKA_DIR="$(mktemp -d /tmp/sediment-test-kafka.XXXXXX)"
 BOOTSTRAP="$(python3 scripts/kafka/cluster.py start --dir "$KAFKA_DIR" --brokers 1 | tail -n 1)"
 echo "broker at $BOOTSTRAP"
 SEDIMENT_TEST_KAFKA="$BOOTSTRAP" ctest --test-dir build --output-on-failure --timeout 300 -R 'Kafka'
 check_bg
 
-echo "== end-to-end tests, Kafka commit log (the tests marked commit_log; the rest skip)"
+echo "== [$(stamp)] end-to-end tests, Kafka commit log (the tests marked commit_log; the rest skip)"
 SEDIMENT_E2E_KAFKA="$BOOTSTRAP" "${PYTEST[@]}" tests/e2e
 stop_kafka
 check_bg
 
-echo "== Kafka broker scripts"
+echo "== [$(stamp)] Kafka broker scripts"
 "${PYTEST[@]}" tests/kafka_harness
 check_bg
 
-echo "== benchmark drivers, smoke runs"
+echo "== [$(stamp)] benchmark drivers, smoke runs"
 ctest --test-dir build --output-on-failure --timeout 300 -R '^bench_(kafka_)?smoke$'
 
-echo "== waiting for lane A"
+echo "== [$(stamp)] waiting for lane A"
 finish_bg "lane A (cluster harness, broker faults)"
 if [[ "${SEDIMENT_SKIP_SANITIZERS:-0}" != "1" ]]; then
-  echo "== waiting for the sanitizer builds and tests"
+  echo "== [$(stamp)] waiting for the sanitizer builds and tests"
   finish_bg sanitizers
 fi
-echo "== all tests passed"
+echo "== [$(stamp)] all tests passed"

@@ -79,13 +79,7 @@ int CompareValues(const Value& a, const Value& b) {
   return sa < sb ? -1 : (sa > sb ? 1 : 0);
 }
 
-Record::Record(const EventRef& ev) : ev_(ev) {
-  const DecodedBlock& b = *ev.block;
-  key_.ts = b.timestamps[ev.index];
-  key_.partition = ev.partition.value;
-  key_.offset = b.positions[ev.index].offset.value;
-  key_.index = b.positions[ev.index].index;
-}
+Record::Record(const EventRef& ev) { ResetToEvent(ev); }
 
 void Record::ResetToEvent(const EventRef& ev) {
   ev_ = ev;
