@@ -63,13 +63,45 @@ Response StreamingHandler(const Request& r) {
 
 // Sends raw bytes to 127.0.0.1:port and returns everything the server answers until it closes or
 // stops answering for a second.
-std::string RoundTrip(uint16_t port, const std::string& raw) {
+// A socket connected to 127.0.0.1:port (a test failure when the connect fails).
+int ConnectLoopback(uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  return fd;
+}
+
+// Requests /stream-until-gone and reads until its first chunk arrived; returns the socket, or -1
+// (after a test failure) when the request or the chunk did not get through.
+int OpenStreamUntilGone(uint16_t port) {
+  int fd = ConnectLoopback(port);
+  std::string req = "GET /stream-until-gone HTTP/1.1\r\nHost: h\r\n\r\n";
+  if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
+    ADD_FAILURE() << "could not send the request";
+    ::close(fd);
+    return -1;
+  }
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string got;
+  char buf[4096];
+  while (got.find("first\n") == std::string::npos) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) {
+      ADD_FAILURE() << "no first chunk; got: " << got;
+      ::close(fd);
+      return -1;
+    }
+    got.append(buf, static_cast<size_t>(n));
+  }
+  return fd;
+}
+
+std::string RoundTrip(uint16_t port, const std::string& raw) {
+  int fd = ConnectLoopback(port);
   size_t sent = 0;
   while (sent < raw.size()) {
     ssize_t n = ::send(fd, raw.data() + sent, raw.size() - sent, MSG_NOSIGNAL);
@@ -315,23 +347,8 @@ TEST_F(HttpServerTest, NoContentHasNoBodyHeadersAndKeepsTheConnection) {
 TEST_F(HttpServerTest, ProducerNoticesAClientThatLeft) {
   g_noticed_gone = false;
   g_chunks_after_gone = 0;
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(server_->port());
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  std::string req = "GET /stream-until-gone HTTP/1.1\r\nHost: h\r\n\r\n";
-  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::string got;
-  char buf[4096];
-  while (got.find("first\n") == std::string::npos) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    ASSERT_GT(n, 0) << got;
-    got.append(buf, static_cast<size_t>(n));
-  }
+  int fd = OpenStreamUntilGone(server_->port());
+  ASSERT_GE(fd, 0);
   // Still connected: the producer keeps going.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_FALSE(g_noticed_gone.load());
@@ -347,23 +364,8 @@ TEST_F(HttpServerTest, ProducerNoticesAClientThatLeft) {
 
 TEST_F(HttpServerTest, StopEndsAStreamThatWaitsForItsClient) {
   g_noticed_gone = false;
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(server_->port());
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  std::string req = "GET /stream-until-gone HTTP/1.1\r\nHost: h\r\n\r\n";
-  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::string got;
-  char buf[4096];
-  while (got.find("first\n") == std::string::npos) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    ASSERT_GT(n, 0) << got;
-    got.append(buf, static_cast<size_t>(n));
-  }
+  int fd = OpenStreamUntilGone(server_->port());
+  ASSERT_GE(fd, 0);
   auto t0 = std::chrono::steady_clock::now();
   server_->Stop();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));

@@ -474,37 +474,11 @@ class SedimentCluster:
         rebalance that is still going on is not mistaken for the end state). Returns (index of
         that node, its view). AssertionError after `timeout` with the last view and its problems,
         or at once when a node the harness runs has exited."""
-        last: dict[str, Any] = {}
-        since: dict[int, tuple[float, tuple]] = {}  # node index -> (first quiet time, ownership)
-        deadline = time.monotonic() + timeout
-        while True:
-            self.assert_running()
-            candidates = [self.nodes[via]] if via is not None else self.up_nodes()
-            for n in candidates:
-                try:
-                    view = self.cluster_view(n.index)
-                except (requests.RequestException, AssertionError, ValueError) as e:
-                    last = {"node": n.index, "error": repr(e)}
-                    since.pop(n.index, None)
-                    continue
-                probs = self.quiet_problems(view, allow_warnings=allow_warnings)
-                if probs:
-                    since.pop(n.index, None)
-                    last = {"node": n.index, "problems": probs, "view": view}
-                    continue
-                own = ownership(view)
-                t = time.monotonic()
-                if n.index not in since or since[n.index][1] != own:
-                    since[n.index] = (t, own)
-                if t - since[n.index][0] >= stable_s:
-                    return n.index, view
-                last = {"node": n.index, "problems": [f"quiet for {t - since[n.index][0]:.1f}s"], "view": view}
-            if time.monotonic() >= deadline:
-                detail = last.get("error") or "; ".join(last.get("problems", []))[:2000]
-                view_txt = format_view(last["view"]) if "view" in last else ""
-                raise AssertionError(f"cluster not quiet within {timeout}s (last: node {last.get('node')}: "
-                                     f"{detail})\n{view_txt}\ntimeline:\n{self.timeline_text()}")
-            time.sleep(0.25)
+        def candidates() -> list[int]:
+            return [via] if via is not None else [n.index for n in self.up_nodes()]
+        ((index, view),) = self._wait_quiet_views(candidates, want_all=False, timeout=timeout,
+                                                  allow_warnings=allow_warnings, stable_s=stable_s).items()
+        return index, view
 
     def wait_quiet_all(self, indices: list[int], *, timeout: float = QUIET_TIMEOUT, allow_warnings: bool = False,
                        stable_s: float = QUIET_STABLE_S) -> dict[int, dict]:
@@ -512,13 +486,23 @@ class SedimentCluster:
         each one's own view has been quiet with the same owners and epochs for `stable_s` seconds
         (the windows overlap instead of following one another). Returns {index: its last view}.
         AssertionError like wait_quiet's."""
+        return self._wait_quiet_views(lambda: list(indices), want_all=True, timeout=timeout,
+                                      allow_warnings=allow_warnings, stable_s=stable_s)
+
+    def _wait_quiet_views(self, candidates, *, want_all: bool, timeout: float, allow_warnings: bool,
+                          stable_s: float) -> dict[int, dict]:
+        """The polling behind wait_quiet and wait_quiet_all: each round asks every node
+        candidates() names that is not done yet for its view; a node is done once its view has
+        been quiet with the same owners and epochs for `stable_s` seconds. Returns {index: view}
+        as soon as one node is done (want_all=False) or every candidate is (want_all=True)."""
         last: dict[str, Any] = {}
-        since: dict[int, tuple[float, tuple]] = {}
+        since: dict[int, tuple[float, tuple]] = {}  # node index -> (first quiet time, ownership)
         done: dict[int, dict] = {}
         deadline = time.monotonic() + timeout
         while True:
             self.assert_running()
-            for i in indices:
+            names = candidates()
+            for i in names:
                 if i in done:
                     continue
                 try:
@@ -538,9 +522,11 @@ class SedimentCluster:
                     since[i] = (t, own)
                 if t - since[i][0] >= stable_s:
                     done[i] = view
+                    if not want_all:
+                        return done
                 else:
                     last = {"node": i, "problems": [f"quiet for {t - since[i][0]:.1f}s"], "view": view}
-            if len(done) == len(indices):
+            if want_all and len(done) == len(names):
                 return done
             if time.monotonic() >= deadline:
                 detail = last.get("error") or "; ".join(last.get("problems", []))[:2000]
