@@ -193,10 +193,12 @@ class DigestTest : public ::testing::Test {
   }
 
   // Moves a segment's only copy (this node's) to node 2, as if node 1 had dropped an extra copy
-  // after node 2 announced one.
+  // after node 2 announced one. This node's replica goes first: adding node 2 first would list
+  // two copies for a moment, and with R = 2 the truncation thread could see the segment durable
+  // then and delete the log records a rebuild of it needs.
   void MoveToNode2(SegmentId id) {
+    Submit(RemoveSegmentReplica{id, NodeId(1), 0});
     Submit(AddSegmentReplica{id, NodeId(2)});
-    Submit(RemoveSegmentReplica{id, NodeId(1), 1});
   }
 
   // Options of the rebuild tests: liveness from `dead_`, quick checks.
