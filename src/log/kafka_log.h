@@ -43,8 +43,11 @@ std::string KafkaChatterTopic(const KafkaOptions& options);  // <prefix>chatter
 // min.insync.replicas, or verifies existing ones. InvalidArgument, with a message that says what to
 // change, when the cluster has fewer brokers than the replication factor, a topic has fewer
 // partitions than configured, a lower replication factor, or a lower min.insync.replicas.
-// Unavailable when the brokers cannot be reached within admin_timeout.
-Status EnsureTopics(const KafkaOptions& options);
+// Unavailable when the brokers cannot be reached within admin_timeout. Returns the ingest topic's
+// partition count (at least ingest_partitions; more when an existing topic has more): pass it to
+// OpenKafkaLog, whose own metadata request may reach a broker that has not yet learnt of a topic
+// just created (NotFound).
+Result<int32_t> EnsureTopics(const KafkaOptions& options);
 
 // Opens a CommitLog over one existing topic (full name, e.g. KafkaIngestTopic(options));
 // partition_count() is the topic's partition count, asked from the brokers (Unavailable when they

@@ -141,7 +141,7 @@ class KafkaLogTest : public ::testing::Test {
 
   // Creates the three topics with EnsureTopics and opens the ingest topic.
   std::unique_ptr<CommitLog> OpenIngest() {
-    Status st = EnsureTopics(opts_);
+    Status st = EnsureTopics(opts_).status();
     TrackTopics();
     EXPECT_TRUE(st.ok()) << st.ToString();
     auto log = OpenKafkaLog(opts_, KafkaIngestTopic(opts_));
@@ -183,16 +183,21 @@ std::vector<LogRecord> ReadRange(CommitLog& log, int32_t p, int64_t from, int64_
 }
 
 TEST_F(KafkaLogTest, EnsureTopicsCreatesTopicsAndIsIdempotent) {
-  Status st = EnsureTopics(opts_);
+  // Each call returns the ingest topic's partition count as the brokers list it.
+  auto created = EnsureTopics(opts_);
   TrackTopics();
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  st = EnsureTopics(opts_);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  // A node configured for fewer partitions than the topic has accepts the topic.
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  EXPECT_EQ(created.value(), 3);
+  auto again = EnsureTopics(opts_);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again.value(), 3);
+  // A node configured for fewer partitions than the topic has accepts the topic, and learns the
+  // topic's count.
   KafkaOptions fewer = opts_;
   fewer.ingest_partitions = 2;
-  st = EnsureTopics(fewer);
-  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto more = EnsureTopics(fewer);
+  ASSERT_TRUE(more.ok()) << more.status().ToString();
+  EXPECT_EQ(more.value(), 3);
 
   auto ingest = OpenKafkaLog(opts_, KafkaIngestTopic(opts_));
   ASSERT_TRUE(ingest.ok()) << ingest.status().ToString();
@@ -212,7 +217,7 @@ TEST_F(KafkaLogTest, EnsureTopicsCreatesTopicsAndIsIdempotent) {
 TEST_F(KafkaLogTest, EnsureTopicsRefusesTopicWithFewerPartitions) {
   ASSERT_EQ(admin_->CreateTopic(KafkaIngestTopic(opts_), 2, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
   opts_.ingest_partitions = 4;
-  Status st = EnsureTopics(opts_);
+  Status st = EnsureTopics(opts_).status();
   TrackTopics();
   ASSERT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
   EXPECT_NE(st.message().find("has 2 partitions, sediment is configured for 4"), std::string::npos)
@@ -224,7 +229,7 @@ TEST_F(KafkaLogTest, EnsureTopicsRefusesReplicationFactorAboveBrokerCount) {
   int brokers = admin_->BrokerCount();
   ASSERT_GT(brokers, 0);
   opts_.replication_factor = static_cast<int16_t>(brokers + 1);
-  Status st = EnsureTopics(opts_);
+  Status st = EnsureTopics(opts_).status();
   ASSERT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
   std::string want = "replication factor " + std::to_string(brokers + 1) + " needs " +
                      std::to_string(brokers + 1) + " brokers, the cluster has " +
@@ -236,7 +241,7 @@ TEST_F(KafkaLogTest, EnsureTopicsRefusesLowerReplicationFactorOrMinInsync) {
   if (admin_->BrokerCount() < 2) GTEST_SKIP() << "needs a cluster of at least 2 brokers";
   ASSERT_EQ(admin_->CreateTopic(KafkaIngestTopic(opts_), 3, 1), RD_KAFKA_RESP_ERR_NO_ERROR);
   opts_.replication_factor = 2;
-  Status st = EnsureTopics(opts_);
+  Status st = EnsureTopics(opts_).status();
   TrackTopics();
   ASSERT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
   EXPECT_NE(st.message().find("has replication factor 1, sediment is configured for 2"),
@@ -248,7 +253,7 @@ TEST_F(KafkaLogTest, EnsureTopicsRefusesLowerReplicationFactorOrMinInsync) {
   ASSERT_EQ(admin_->CreateTopic(KafkaGlobalTopic(other), 1, 2, {{"min.insync.replicas", "1"}}),
             RD_KAFKA_RESP_ERR_NO_ERROR);
   other.min_insync_replicas = 2;
-  st = EnsureTopics(other);
+  st = EnsureTopics(other).status();
   admin_->Track(KafkaIngestTopic(other));
   admin_->Track(KafkaChatterTopic(other));
   ASSERT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
@@ -489,7 +494,7 @@ TEST_F(KafkaLogTest, BadArguments) {
 
 TEST_F(KafkaLogTest, BadPropertyIsInvalidArgument) {
   opts_.properties["no.such.property"] = "1";
-  EXPECT_EQ(EnsureTopics(opts_).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(EnsureTopics(opts_).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(OpenKafkaLog(opts_, "x", 1).status().code(), StatusCode::kInvalidArgument);
 }
 
@@ -502,7 +507,7 @@ TEST(KafkaLogUnreachable, FailsWithinBounds) {
   o.produce_timeout = 2s;
 
   auto t0 = Clock::now();
-  Status st = EnsureTopics(o);
+  Status st = EnsureTopics(o).status();
   EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
   EXPECT_NE(st.message().find("127.0.0.1:1"), std::string::npos) << st.message();
   EXPECT_LT(Clock::now() - t0, 5s);

@@ -53,8 +53,11 @@ Status Server::Impl::OpenLogs() {
     return Status::OK();
   }
   ASSIGN_OR_RETURN(KafkaOptions ko, KafkaOptionsFromConfig());
-  RETURN_IF_ERROR(EnsureTopics(ko).WithContext("preparing the Kafka topics"));
-  auto ingest = OpenKafkaLog(ko, KafkaIngestTopic(ko));
+  auto ingest_partitions = EnsureTopics(ko);
+  if (!ingest_partitions.ok()) {
+    return ingest_partitions.status().WithContext("preparing the Kafka topics");
+  }
+  auto ingest = OpenKafkaLog(ko, KafkaIngestTopic(ko), ingest_partitions.value());
   if (!ingest.ok()) return ingest.status().WithContext("opening the Kafka ingest topic");
   ingest_log = std::move(ingest).value();
   auto glog = OpenKafkaLog(ko, KafkaGlobalTopic(ko), 1);
