@@ -43,6 +43,29 @@ Response JsonError(int status, std::string_view message) {
   return r;
 }
 
+DisconnectWatch::DisconnectWatch(const Request& request, std::atomic<bool>* gone,
+                                 std::chrono::milliseconds every) {
+  if (!request.client_connected) return;
+  thread_ = std::thread([this, connected = request.client_connected, gone, every] {
+    std::unique_lock lock(mu_);
+    while (!cv_.wait_for(lock, every, [this] { return done_; })) {
+      if (!connected()) {
+        gone->store(true);
+        return;
+      }
+    }
+  });
+}
+
+DisconnectWatch::~DisconnectWatch() {
+  {
+    std::lock_guard lock(mu_);
+    done_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
 std::string UrlDecode(std::string_view s, bool form) {
   std::string out;
   out.reserve(s.size());
@@ -426,6 +449,9 @@ void Server::Impl::Serve(std::shared_ptr<tcp::socket> sock) {
       if (decode_status != 0) {
         resp = JsonError(decode_status, decode_error);
       } else {
+        req.client_connected = [fd = sock->native_handle(), stopping = &stopping] {
+          return !stopping->load() && PeerConnected(fd);
+        };
         try {
           resp = handler(req);
         } catch (const std::exception& e) {

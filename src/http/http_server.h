@@ -5,12 +5,16 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -25,6 +29,12 @@ struct Request {
   std::vector<std::pair<std::string, std::string>> headers;  // as received
   std::string body;
   std::string remote;  // peer address
+  // Whether the client is still connected, as BodyWriter::Connected judges it (false once it
+  // closed or reset the connection, also when it only closed its sending side, or the server is
+  // stopping). Set by Server for every request it reads; empty when the request did not come from
+  // a socket. Callable from any thread, but only while the handler that got this request runs
+  // (the socket may be reused after it returns).
+  std::function<bool()> client_connected;
 
   // Case-insensitive header lookup; empty when absent.
   std::string_view Header(std::string_view name) const;
@@ -86,6 +96,25 @@ class Server {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   uint16_t port_ = 0;
+};
+
+// Sets *gone once the client of `request` is no longer connected (Request::client_connected),
+// asked every `every` on a thread of its own, so a handler doing long work (a query) can stop it
+// for a client that left. Does nothing for a request without client_connected. Owned by the
+// handler, which must destroy it before it returns; destruction stops the thread at once.
+class DisconnectWatch {
+ public:
+  DisconnectWatch(const Request& request, std::atomic<bool>* gone,
+                  std::chrono::milliseconds every = std::chrono::milliseconds(100));
+  ~DisconnectWatch();
+  DisconnectWatch(const DisconnectWatch&) = delete;
+  DisconnectWatch& operator=(const DisconnectWatch&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
 };
 
 // Percent-decoding of URL components ('+' as space when form is true).

@@ -20,6 +20,32 @@ namespace {
 std::atomic<bool> g_noticed_gone{false};
 std::atomic<int> g_chunks_after_gone{0};
 
+// The /wait-for-client handler: what Request::client_connected said while the client waited for
+// the answer, and whether its DisconnectWatch fired (within 10 s) after the client left.
+std::atomic<bool> g_waiting{false};
+std::atomic<bool> g_connected_while_waiting{false};
+std::atomic<bool> g_saw_client_leave{false};
+
+// Answers once a DisconnectWatch saw the client leave: a long request (a query) that must stop
+// working for a client that left.
+Response WaitForClientHandler(const Request& r) {
+  Response resp;
+  if (!r.client_connected) {
+    resp.status = 500;
+    return resp;
+  }
+  std::atomic<bool> gone{false};
+  DisconnectWatch watch(r, &gone, std::chrono::milliseconds(10));
+  g_connected_while_waiting = r.client_connected();
+  g_waiting = true;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!gone && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  g_saw_client_leave = gone.load();
+  return resp;
+}
+
 // Handlers of the streaming tests (paths starting with /stream).
 Response StreamingHandler(const Request& r) {
   Response resp;
@@ -61,8 +87,6 @@ Response StreamingHandler(const Request& r) {
   return resp;
 }
 
-// Sends raw bytes to 127.0.0.1:port and returns everything the server answers until it closes or
-// stops answering for a second.
 // A socket connected to 127.0.0.1:port (a test failure when the connect fails).
 int ConnectLoopback(uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -100,6 +124,8 @@ int OpenStreamUntilGone(uint16_t port) {
   return fd;
 }
 
+// Sends raw bytes to 127.0.0.1:port and returns everything the server answers until it closes or
+// stops answering for a second.
 std::string RoundTrip(uint16_t port, const std::string& raw) {
   int fd = ConnectLoopback(port);
   size_t sent = 0;
@@ -131,6 +157,7 @@ class HttpServerTest : public ::testing::Test {
     server_ = std::make_unique<Server>(o, [](const Request& r) {
       if (r.path == "/throw") throw std::runtime_error("boom");
       if (r.path.rfind("/stream", 0) == 0 || r.path == "/multi") return StreamingHandler(r);
+      if (r.path == "/wait-for-client") return WaitForClientHandler(r);
       Response resp;
       resp.body = r.method + " " + r.path + " q=" + (r.query.count("a") ? r.query.at("a") : "") +
                   " auth=" + std::string(r.Header("authorization")) + " body=" + r.body;
@@ -360,6 +387,57 @@ TEST_F(HttpServerTest, ProducerNoticesAClientThatLeft) {
   EXPECT_TRUE(g_noticed_gone.load());
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(g_chunks_after_gone.load(), 0);
+}
+
+// A handler learns, while it runs and from any thread, whether its client is still there.
+TEST_F(HttpServerTest, HandlerNoticesAClientThatLeftBeforeTheAnswer) {
+  g_waiting = false;
+  g_connected_while_waiting = false;
+  g_saw_client_leave = false;
+  int fd = ConnectLoopback(server_->port());
+  std::string req = "GET /wait-for-client HTTP/1.1\r\nHost: h\r\n\r\n";
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!g_waiting && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(g_waiting.load());
+  EXPECT_TRUE(g_connected_while_waiting.load());
+  // Still connected: the handler keeps waiting.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(g_saw_client_leave.load());
+  ::close(fd);
+  until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!g_saw_client_leave && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(g_saw_client_leave.load());
+}
+
+// A watch without a socket does nothing; a watch ends at destruction, not after its period.
+TEST(DisconnectWatchTest, DoesNothingWithoutASocketAndStopsAtOnce) {
+  std::atomic<bool> gone{false};
+  { DisconnectWatch none(Request{}, &gone, std::chrono::milliseconds(1)); }
+  EXPECT_FALSE(gone.load());
+  Request r;
+  std::atomic<int> asked{0};
+  r.client_connected = [&asked] {
+    ++asked;
+    return true;
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  { DisconnectWatch hourly(r, &gone, std::chrono::hours(1)); }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(asked.load(), 0);
+  {
+    DisconnectWatch often(r, &gone, std::chrono::milliseconds(1));
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (asked < 3 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  EXPECT_GE(asked.load(), 3);
+  EXPECT_FALSE(gone.load());
 }
 
 TEST_F(HttpServerTest, StopEndsAStreamThatWaitsForItsClient) {

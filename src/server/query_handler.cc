@@ -25,6 +25,7 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <set>
 
@@ -803,9 +804,22 @@ http::Response Server::Impl::HandleQuery(const http::Request& req, const std::st
   auto range = query::ParseTimeRange(body.start, body.end, clock->NowMillis());
   if (!range.ok()) return http::JsonError(400, range.status().message());
 
+  // A client that disconnects cancels its query here and on the peers.
+  std::atomic<bool> client_gone{false};
   QueryControl control = LimitsFromNow();
-  auto run = RunQuery(repo, body.query_string, **compiled, *range, control);
-  if (!run.ok()) return QueryErrorResponse(run.status(), control);
+  control.cancel = &client_gone;
+  const int64_t t0_us = clock->MonotonicMicros();
+  auto run = [&] {
+    http::DisconnectWatch watch(req, &client_gone);
+    return RunQuery(repo, body.query_string, **compiled, *range, control);
+  }();
+  if (!run.ok()) {
+    if (client_gone.load()) {
+      spdlog::info("query '{}' on {}: cancelled after {} ms, the client disconnected",
+                   body.query_string, repo, (clock->MonotonicMicros() - t0_us) / 1000);
+    }
+    return QueryErrorResponse(run.status(), control);
+  }
   for (const auto& w : run->warnings)
     spdlog::warn("query '{}' on {}: {}", body.query_string, repo, w);
 

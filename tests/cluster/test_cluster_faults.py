@@ -14,14 +14,17 @@ warning that names them (P5) and everything acknowledged after the fault present
   the same id, strict check through every node, no orphan files; queries meanwhile never
   return an event twice;
 - SIGSTOP an owner past the session timeout, SIGCONT: fenced (no ownership or segment files
-  under the old epoch), strict check;
+  under the old epoch), strict check; a query that waits for the stopped owner is cancelled when
+  its client disconnects;
 - wiped data dir: new node id, Global from a peer's snapshot, relaxed check.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import re
+import socket
 import time
 
 import pytest
@@ -72,6 +75,36 @@ def takeover_done(view: dict, old: dict[int, int], victim_id: int) -> bool:
 
 def node_alive(view: dict, node_id: int) -> bool:
     return any(n["id"] == node_id and n["alive"] for n in view["nodes"])
+
+
+CANCELLED_RE = re.compile(r"query '(.*)' on \S+: cancelled after (\d+) ms, the client disconnected")
+
+
+def check_abandoned_query_is_cancelled(node, run: str) -> float:
+    """Sends a query to `node` that needs the answer of a paused peer, so nothing but its client
+    leaving can end it before its 300 s limit; closes the connection after a second without an
+    answer and returns how long after that the node logged the query as cancelled."""
+    log_before = len(node.log_text())
+    body = json.dumps({"queryString": run, "start": 0, "end": now_ms() + 3_600_000})
+    req = (f"POST /api/v1/repositories/{node.repo}/query HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+           f"Authorization: Bearer {node.api_token}\r\nContent-Type: application/json\r\n"
+           f"Content-Length: {len(body)}\r\n\r\n{body}")
+    with socket.create_connection(("127.0.0.1", node.port), timeout=5) as s:
+        s.sendall(req.encode())
+        s.settimeout(1.0)
+        try:
+            got = s.recv(4096)
+        except socket.timeout:
+            got = b""
+        assert got == b"", f"the query answered although a node it asks is paused: {got[:300]!r}"
+    t_closed = time.monotonic()
+
+    def logged():
+        m = CANCELLED_RE.search(node.log_text()[log_before:])
+        return m if m and m.group(1) == run else None
+
+    wait_until(logged, timeout=10, what="the abandoned query logged as cancelled")
+    return time.monotonic() - t_closed
 
 
 def check_formed_one_cluster(c: SedimentCluster) -> None:
@@ -222,6 +255,8 @@ def test_paused_owner_is_fenced(make_cluster):
 
         wall_pause = time.time()
         t_pause = c.pause(victim)
+        cancelled_in = check_abandoned_query_is_cancelled(c.node(via), run)
+        print(f"a query waiting for the paused node was cancelled {cancelled_in:.2f}s after its client left")
         took = c.wait_view(via, lambda v: takeover_done(v, old, victim_id),
                            timeout=c.session_timeout_ms / 1000 + TAKEOVER_TIMEOUT_S,
                            what=f"partitions {sorted(old)} of the paused node owned by others under new epochs")
