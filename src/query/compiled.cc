@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <optional>
 
 #include "query/record.h"
@@ -276,6 +277,17 @@ std::string DebugString(const FilterNode& n) {
     }
   }
   out += ')';
+  return out;
+}
+
+std::vector<int> RegexGroupIndexes(const re2::RE2& re, const std::vector<std::string>& groups) {
+  const std::map<std::string, int>& named = re.NamedCapturingGroups();
+  std::vector<int> out;
+  out.reserve(groups.size());
+  for (const std::string& g : groups) {
+    auto it = named.find(g);
+    out.push_back(it == named.end() ? -1 : it->second);
+  }
   return out;
 }
 

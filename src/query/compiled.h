@@ -205,4 +205,8 @@ bool GlobMatchIgnoreCase(std::string_view pattern, std::string_view value);
 // Whether `a` `cmp` `b` holds (the comparison of a kFieldCmp filter).
 bool CompareNumbers(double a, FilterNode::Cmp cmp, double b);
 
+// The capture index in `re` of each name in `groups` (-1: not a group of `re`), as a kRegex
+// stage's group_index holds them.
+std::vector<int> RegexGroupIndexes(const re2::RE2& re, const std::vector<std::string>& groups);
+
 }  // namespace sediment::query

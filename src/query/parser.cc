@@ -244,12 +244,7 @@ std::vector<std::string> GroupNames(const RE2& re) {
 // capture indexes and its leading literal bytes.
 void SetStageRegex(std::shared_ptr<const RE2> re, Stage* st) {
   st->groups = GroupNames(*re);
-  st->group_index.clear();
-  const std::map<std::string, int>& named = re->NamedCapturingGroups();
-  for (const std::string& g : st->groups) {
-    auto it = named.find(g);
-    st->group_index.push_back(it == named.end() ? -1 : it->second);
-  }
+  st->group_index = RegexGroupIndexes(*re, st->groups);
   st->regex_prefix = LeadingLiteral(re->pattern());
   st->re = std::move(re);
 }

@@ -1082,11 +1082,7 @@ bool ApplyRegex(const Stage& st, Record& r) {
   std::vector<int> looked_up;
   const int* index = st.group_index.data();
   if (st.group_index.size() != st.groups.size()) {
-    const std::map<std::string, int>& named = re.NamedCapturingGroups();
-    for (const std::string& g : st.groups) {
-      auto it = named.find(g);
-      looked_up.push_back(it == named.end() ? -1 : it->second);
-    }
+    looked_up = RegexGroupIndexes(re, st.groups);
     index = looked_up.data();
   }
   int nsub = 1;
