@@ -819,14 +819,12 @@ Result<int32_t> EnsureTopics(const KafkaOptions& o) {
        {{"cleanup.policy", "delete"}, {"retention.ms", std::to_string(kChatterRetentionMs)}}},
   };
   std::vector<const TopicSpec*> missing;
-  int32_t ingest_partitions = 0;  // as the checked metadata lists it
   for (const auto& s : specs) {
     const rd_kafka_metadata_topic_t* t = FindTopic(md.get(), s.name);
     if (t == nullptr || t->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
       missing.push_back(&s);
     } else {
       RETURN_IF_ERROR(CheckExistingTopic(*t, s, o));
-      if (&s == &specs[0]) ingest_partitions = t->partition_cnt;
     }
   }
   if (!missing.empty()) {
@@ -847,8 +845,9 @@ Result<int32_t> EnsureTopics(const KafkaOptions& o) {
     }
     for (const auto& s : specs)
       RETURN_IF_ERROR(CheckExistingTopic(*FindTopic(md.get(), s.name), s, o));
-    ingest_partitions = FindTopic(md.get(), specs[0].name)->partition_cnt;
   }
+  // `md` lists every topic now, checked.
+  const int32_t ingest_partitions = FindTopic(md.get(), specs[0].name)->partition_cnt;
   // Right after creation a broker may not know the topic yet (metadata propagates
   // asynchronously); DescribeConfigs then answers UNKNOWN_TOPIC_OR_PART for a while.
   const Clock::time_point describe_deadline = Clock::now() + o.admin_timeout;
