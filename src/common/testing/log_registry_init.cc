@@ -1,5 +1,6 @@
-// Linked into every unit test (sediment_add_test). Builds spdlog's default logger registry on the
-// main thread before main() runs, before any test starts a thread that logs.
+// Linked into every unit test (sediment_add_test, through the object library
+// sediment_test_log_init). Builds spdlog's default logger registry on the main thread before
+// main() runs, before any test starts a thread that logs.
 //
 // Why: the registry is a function-local static inside the uninstrumented libspdlog.so. Its
 // one-time initialisation is thread-safe, but ThreadSanitizer cannot see the guard, so when the
