@@ -384,4 +384,17 @@ const char* GlobalEventName(const GlobalEvent& ev) {
   return kNames[ev.index()];
 }
 
+Offset LogFloor(const GlobalState& state, PartitionId partition) {
+  int64_t floor = 0;
+  auto pit = state.partitions.find(partition.value);
+  if (pit != state.partitions.end()) {
+    floor = std::max(pit->second.replay_point.value, pit->second.truncated_before.value);
+  }
+  // flushed_through is cleared by a recovery onto a new log, so it is of the current generation.
+  for (const auto& [key, pos] : state.flushed_through) {
+    if (key.second == partition.value) floor = std::max(floor, pos.offset.value + 1);
+  }
+  return Offset(floor);
+}
+
 }  // namespace sediment

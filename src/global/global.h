@@ -274,6 +274,12 @@ inline constexpr const char* kRecoveredLogMarker = "recovered log";
 // True when `ev` is a BeginRecovery that `state` cannot apply (it needs the recovered state).
 bool IsRecoveryMarker(const GlobalState& state, const GlobalEvent& ev);
 
+// The lowest offset the commit log of `partition` may still give to a new record: one above every
+// offset Global records as handed out (the replay point, the truncation point and every
+// flushed_through of the partition, all of the current generation). A log ending below it lost
+// acknowledged records and must not reuse their offsets (CommitLog::RefuseBelow).
+Offset LogFloor(const GlobalState& state, PartitionId partition);
+
 // A segment file found in the bucket.
 struct BucketSegmentFile {
   std::string file_name;

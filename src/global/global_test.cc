@@ -666,6 +666,20 @@ TEST(GlobalApply, SafeOffsetWaitsForEveryReplica) {
   EXPECT_EQ(SafeOffset(s, PartitionId(0)), Offset(10));
 }
 
+TEST(GlobalApply, LogFloorIsAboveEveryRecordedOffset) {
+  GlobalState s = Populated();  // partition 0: flushed through 9/2, replay point 10, truncated 4
+  EXPECT_EQ(LogFloor(s, PartitionId(0)), Offset(10));
+  EXPECT_EQ(LogFloor(s, PartitionId(5)), Offset(5));
+  EXPECT_EQ(LogFloor(s, PartitionId(42)), Offset(0));  // never claimed
+  // Another datasource flushed further than the replay point (which waits for web/a's buffer).
+  ASSERT_TRUE(ApplyGlobalEvent(
+                  &s, RegisterSegment{Seg(Ds("db", "b"), 0, Pos(20, 0), Pos(25, 3), 1), Offset(10)})
+                  .ok());
+  EXPECT_EQ(LogFloor(s, PartitionId(0)), Offset(26));
+  s.partitions[0].truncated_before = Offset(40);
+  EXPECT_EQ(LogFloor(s, PartitionId(0)), Offset(40));
+}
+
 TEST(GlobalApply, MergeIsStagedThenSwappedInOneEvent) {
   GlobalState s = Populated();
   const SegmentRecord in = s.segments.at(SegmentId(1));  // web/a, partition 0, 0/0..9/2

@@ -18,6 +18,17 @@ struct LogRecord {
   std::string data;
 };
 
+// Records a log could not read back (damaged on disk: found at open or by a read). Their offsets
+// are skipped by Read and never handed out again; the loss is reported, never silent.
+struct LogDamage {
+  PartitionId partition;
+  Offset first, end;      // offsets [first, end) are lost
+  uint64_t bytes = 0;     // unreadable bytes skipped
+  std::string file;       // the damaged file (empty: not file based)
+  uint64_t file_pos = 0;  // its first damaged byte
+  std::string what;       // what was wrong, e.g. "checksum mismatch"
+};
+
 class CommitLog {
  public:
   virtual ~CommitLog() = default;
@@ -35,6 +46,8 @@ class CommitLog {
   // vector on timeout. A local log returns at once when a record exists; a remote log (Kafka) may
   // need part of max_wait to fetch, and may answer empty with max_wait 0 even below EndOffset(p):
   // callers that must reach the end compare with EndOffset. NotFound when from < StartOffset(p).
+  // Offsets are increasing but not always dense: records lost to damage (Damage()) are skipped,
+  // and a read from a lost offset starts at the next readable record.
   virtual Result<std::vector<LogRecord>> Read(PartitionId p, Offset from, size_t max_bytes,
                                               std::chrono::milliseconds max_wait) = 0;
 
@@ -49,6 +62,18 @@ class CommitLog {
 
   // A human-readable health line for the status API ("ok", or what is wrong).
   virtual std::string Health() = 0;
+
+  // Every damaged range found so far and not yet deleted (DeleteBefore past its end drops it).
+  // Logs that cannot detect damage return none.
+  virtual std::vector<LogDamage> Damage() { return {}; }
+
+  // Offsets below `floor` of partition p were handed out before and are recorded elsewhere (in
+  // Global: replay point, flushed_through, truncation point). A log whose end is below `floor`
+  // would give them out again to new records (after its tail was lost), so the partition then
+  // refuses every append, with a Corruption status naming the range, until the log is reopened;
+  // Health() says so. Returns that status, or OK when the end is at or above `floor`. Logs that
+  // never reuse offsets (Kafka) return OK.
+  virtual Status RefuseBelow(PartitionId p, Offset floor) { return Status::OK(); }
 };
 
 }  // namespace sediment

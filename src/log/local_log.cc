@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "common/checksum.h"
@@ -132,17 +133,72 @@ void MaybeIndex(std::vector<IndexEntry>* index, int64_t offset, uint64_t pos) {
   if (index->empty() || pos - index->back().pos >= kIndexInterval) index->push_back({offset, pos});
 }
 
-struct ScanResult {
-  uint64_t file_size = 0;
-  uint64_t valid_bytes = 0;  // prefix made of whole, well-formed records
-  int64_t end = 0;           // offset after the last valid record
-  std::vector<IndexEntry> index;
-  std::string problem;  // why the scan stopped before file_size; empty when it did not
+// A run of bytes in a log file that holds no readable record; the offsets [first, next) it
+// covered are lost (log/FORMAT.md, "Damage"). Readers jump from `pos` to `end_pos`.
+struct Hole {
+  uint64_t pos = 0;      // first damaged byte
+  uint64_t end_pos = 0;  // the next readable record
+  int64_t first = 0;     // first lost offset
+  int64_t next = 0;      // offset of the record at end_pos
+  std::string what;      // what was wrong at pos
 };
 
+struct ScanResult {
+  uint64_t file_size = 0;
+  uint64_t valid_bytes = 0;  // prefix made of whole, well-formed records (and skipped holes)
+  int64_t end = 0;           // offset after the last valid record
+  std::vector<IndexEntry> index;
+  std::vector<Hole> holes;  // damaged records skipped (only with skip_damage)
+  std::string problem;      // why the scan stopped before file_size; empty when it did not
+};
+
+// Whether `data` (a file's bytes from some position) starts with a whole record whose offset is in
+// [min_off, max_off] and whose CRC matches.
+bool ReadableRecordAt(std::string_view data, int64_t min_off, int64_t max_off) {
+  if (data.size() < kHeaderSize) return false;
+  Header h = DecodeHeader(data.data());
+  if (h.length > kMaxRecordBytes || h.offset < min_off || h.offset > max_off) return false;
+  if (data.size() - kHeaderSize < h.length) return false;
+  return CrcMatches(data.data(), data.substr(kHeaderSize, h.length));
+}
+
+// After a damaged record at `pos` (expected offset `off`) of a file of `size` bytes: the position
+// of the first readable record after it. First the record right behind the damaged one when its
+// header still gives a length and that record is `off + 1` (payload damage); else the first
+// position past `pos` holding a record with a matching CRC and an offset above `off` that the
+// skipped bytes can account for (each lost record took at least a header). nullopt when nothing
+// readable follows: the damage is a torn tail.
+Result<std::optional<std::pair<uint64_t, int64_t>>> FindNextRecord(const RandomAccessFile& file,
+                                                                   uint64_t size, uint64_t pos,
+                                                                   int64_t off) {
+  std::string rest;
+  RETURN_IF_ERROR(file.Read(pos, size - pos, &rest));
+  std::string_view v(rest);
+  if (v.size() >= kHeaderSize) {
+    Header h = DecodeHeader(v.data());
+    if (h.offset == off && h.length <= kMaxRecordBytes && kHeaderSize + h.length < v.size()) {
+      uint64_t q = kHeaderSize + h.length;
+      if (ReadableRecordAt(v.substr(q), off + 1, off + 1)) {
+        return std::optional(std::make_pair(pos + q, off + 1));
+      }
+    }
+  }
+  for (uint64_t q = 1; q + kHeaderSize <= v.size(); ++q) {
+    const int64_t max_off = off + static_cast<int64_t>(q / kHeaderSize);
+    if (max_off <= off) continue;
+    if (ReadableRecordAt(v.substr(q), off + 1, max_off)) {
+      return std::optional(std::make_pair(pos + q, DecodeHeader(v.data() + q).offset));
+    }
+  }
+  return std::optional<std::pair<uint64_t, int64_t>>();
+}
+
 // Walks the records of one file. With verify_crc every payload is read and checked; without it
-// only the headers (lengths and offsets) are.
-Result<ScanResult> ScanFile(Env* env, const std::string& path, int64_t base, bool verify_crc) {
+// only the headers (lengths and offsets) are. With skip_damage (requires verify_crc) a damaged
+// record followed by readable ones becomes a hole and the scan goes on; only damage that nothing
+// readable follows stops it.
+Result<ScanResult> ScanFile(Env* env, const std::string& path, int64_t base, bool verify_crc,
+                            bool skip_damage) {
   ASSIGN_OR_RETURN(auto file, env->NewRandomAccessFile(path));
   ScanResult r;
   ASSIGN_OR_RETURN(r.file_size, file->Size());
@@ -161,38 +217,46 @@ Result<ScanResult> ScanFile(Env* env, const std::string& path, int64_t base, boo
   uint64_t pos = 0;
   int64_t off = base;
   while (pos < r.file_size) {
+    std::string problem;
+    uint64_t rec_end = 0;
     if (r.file_size - pos < kHeaderSize) {
-      r.problem = "incomplete record header";
-      break;
-    }
-    uint64_t want = (verify_crc || last_len < (64 << 10)) ? kScanChunk : kHeaderSize;
-    RETURN_IF_ERROR(ensure(pos, kHeaderSize, want));
-    const char* hp = buf.data() + (pos - buf_pos);
-    Header h = DecodeHeader(hp);
-    if (h.length > kMaxRecordBytes) {
-      r.problem = "record length " + std::to_string(h.length) + " over the limit";
-      break;
-    }
-    if (h.offset != off) {
-      r.problem = "record offset " + std::to_string(h.offset) + " where " + std::to_string(off) +
+      problem = "incomplete record header";
+    } else {
+      uint64_t want = (verify_crc || last_len < (64 << 10)) ? kScanChunk : kHeaderSize;
+      RETURN_IF_ERROR(ensure(pos, kHeaderSize, want));
+      const char* hp = buf.data() + (pos - buf_pos);
+      Header h = DecodeHeader(hp);
+      rec_end = pos + kHeaderSize + h.length;
+      if (h.length > kMaxRecordBytes) {
+        problem = "record length " + std::to_string(h.length) + " over the limit";
+      } else if (h.offset != off) {
+        problem = "record offset " + std::to_string(h.offset) + " where " + std::to_string(off) +
                   " was expected";
-      break;
-    }
-    uint64_t rec_end = pos + kHeaderSize + h.length;
-    if (rec_end > r.file_size) {
-      r.problem = "incomplete record";
-      break;
-    }
-    if (verify_crc) {
-      RETURN_IF_ERROR(ensure(pos, kHeaderSize + h.length, kScanChunk));
-      hp = buf.data() + (pos - buf_pos);
-      if (!CrcMatches(hp, std::string_view(hp + kHeaderSize, h.length))) {
-        r.problem = "checksum mismatch";
-        break;
+      } else if (rec_end > r.file_size) {
+        problem = "incomplete record";
+      } else if (verify_crc) {
+        RETURN_IF_ERROR(ensure(pos, kHeaderSize + h.length, kScanChunk));
+        hp = buf.data() + (pos - buf_pos);
+        if (!CrcMatches(hp, std::string_view(hp + kHeaderSize, h.length))) {
+          problem = "checksum mismatch";
+        }
       }
+      last_len = h.length;
+    }
+    if (!problem.empty()) {
+      if (skip_damage) {
+        ASSIGN_OR_RETURN(auto next, FindNextRecord(*file, r.file_size, pos, off));
+        if (next) {
+          r.holes.push_back({pos, next->first, off, next->second, problem});
+          pos = next->first;
+          off = next->second;
+          continue;
+        }
+      }
+      r.problem = std::move(problem);
+      break;
     }
     MaybeIndex(&r.index, off, pos);
-    last_len = h.length;
     pos = rec_end;
     ++off;
   }
@@ -210,6 +274,7 @@ struct LogFile {
   uint64_t durable_bytes = 0;                // readers never look past this
   int64_t end = 0;                           // offset after the last durable record
   std::vector<IndexEntry> index;
+  std::vector<Hole> holes;  // by position; damaged records readers skip
 };
 
 struct PendingAppend {
@@ -229,6 +294,7 @@ struct Partition {
   bool closed = false;               // guarded by mu
   std::string last_error;            // guarded by mu; cleared by the next durable batch
   std::string open_note;             // guarded by mu; data loss found at open
+  std::vector<LogDamage> damage;     // guarded by mu; damaged ranges not yet deleted
 
   std::mutex delete_mu;  // serializes DeleteBefore
 
@@ -307,6 +373,8 @@ class LocalLog final : public CommitLog {
   Result<Offset> StartOffset(PartitionId p) override;
   Result<Offset> EndOffset(PartitionId p) override;
   std::string Health() override;
+  std::vector<LogDamage> Damage() override;
+  Status RefuseBelow(PartitionId p, Offset floor) override;
 
  private:
   Worker& WorkerOf(int32_t p) { return *workers_[p % workers_.size()]; }
@@ -327,6 +395,15 @@ class LocalLog final : public CommitLog {
             bool fatal);
   // Cuts the active file back to its durable length and reopens it.
   Status RestoreActive(Partition& part);
+  // Reports lost records [first, next) at bytes [pos, pos + bytes) of `path` (log line at error
+  // level, kept for Damage()). The Locked form requires part.mu.
+  void RecordDamage(Partition& part, const std::string& path, uint64_t pos, uint64_t bytes,
+                    int64_t first, int64_t next, const std::string& what);
+  void RecordDamageLocked(Partition& part, const std::string& path, uint64_t pos, uint64_t bytes,
+                          int64_t first, int64_t next, const std::string& what);
+  // A damaged record found by a read: remembered as a hole of the file (readers skip it) and
+  // reported once.
+  void NoteReadDamage(Partition& part, int64_t file_base, const Hole& hole);
 
   Env* const env_;
   const std::string dir_;
@@ -368,21 +445,47 @@ Status LocalLog::OpenPartition(Partition& part) {
   for (size_t i = 0; i < bases.size(); ++i) {
     const bool last = i + 1 == bases.size();
     const std::string path = path_of(bases[i]);
-    ASSIGN_OR_RETURN(ScanResult scan, ScanFile(env_, path, bases[i], /*verify_crc=*/last));
+    // Sealed files: headers only (payload CRCs are checked on read); any damage found that way
+    // is located with a full scan that skips damaged records.
+    ASSIGN_OR_RETURN(ScanResult scan,
+                     ScanFile(env_, path, bases[i], /*verify_crc=*/last, /*skip_damage=*/last));
+    if (!last && !scan.problem.empty()) {
+      ASSIGN_OR_RETURN(scan, ScanFile(env_, path, bases[i], true, true));
+    }
+    for (const Hole& h : scan.holes) {
+      RecordDamage(part, path, h.pos, h.end_pos - h.pos, h.first, h.next, h.what);
+    }
     if (!scan.problem.empty()) {
-      if (!last) {
-        return Status::Corruption(path + ": sealed log file damaged at byte " +
-                                  std::to_string(scan.valid_bytes) + ": " + scan.problem);
+      if (last) {
+        // Nothing readable follows: a torn tail from a crash, whose records were never
+        // acknowledged (their fsync had not returned).
+        spdlog::warn("local log: {}: {} at byte {}; dropping the last {} bytes (torn tail)", path,
+                     scan.problem, scan.valid_bytes, scan.file_size - scan.valid_bytes);
+        RETURN_IF_ERROR(env_->TruncateFile(path, scan.valid_bytes));
+      } else {
+        // The end of a sealed file is unreadable; the records up to the next file are lost
+        // (reported below as the gap between the files). The bytes stay for inspection.
+        spdlog::error(
+            "local log: {}: {} at byte {}; the last {} bytes of this sealed file are "
+            "unreadable",
+            path, scan.problem, scan.valid_bytes, scan.file_size - scan.valid_bytes);
       }
-      spdlog::warn("local log: {}: {} at byte {}; dropping the last {} bytes (torn tail)", path,
-                   scan.problem, scan.valid_bytes, scan.file_size - scan.valid_bytes);
-      RETURN_IF_ERROR(env_->TruncateFile(path, scan.valid_bytes));
     }
     if (i > 0) {
       const LogFile& prev = part.files.rbegin()->second;
-      if (prev.end != bases[i]) {
-        return Status::Corruption(dir + ": records [" + std::to_string(prev.end) + ", " +
-                                  std::to_string(bases[i]) + ") missing between log files");
+      if (prev.end > bases[i]) {
+        return Status::Corruption(dir + ": log file " + LogFileName(bases[i]) +
+                                  " starts at offset " + std::to_string(bases[i]) +
+                                  " inside the previous file, which ends at " +
+                                  std::to_string(prev.end));
+      }
+      if (prev.end < bases[i]) {
+        uint64_t size = 0;
+        if (auto sz = env_->FileSize(prev.path); sz.ok()) size = *sz;
+        RecordDamage(part, prev.path, prev.durable_bytes, size - prev.durable_bytes, prev.end,
+                     bases[i],
+                     prev.durable_bytes < size ? "unreadable end of a sealed file"
+                                               : "records missing between log files");
       }
     }
     LogFile f;
@@ -391,6 +494,7 @@ Status LocalLog::OpenPartition(Partition& part) {
     f.durable_bytes = scan.valid_bytes;
     f.end = scan.end;
     f.index = std::move(scan.index);
+    f.holes = std::move(scan.holes);
     part.files.emplace(f.base, std::move(f));
   }
 
@@ -633,96 +737,191 @@ void LocalLog::Fail(Worker& w, Partition& part, std::vector<PendingAppend>& batc
   for (auto& a : batch) a.promise.set_value(s);
 }
 
+void LocalLog::RecordDamageLocked(Partition& part, const std::string& path, uint64_t pos,
+                                  uint64_t bytes, int64_t first, int64_t next,
+                                  const std::string& what) {
+  LogDamage d;
+  d.partition = PartitionId(part.id);
+  d.first = Offset(first);
+  d.end = Offset(next);
+  d.bytes = bytes;
+  d.file = path;
+  d.file_pos = pos;
+  d.what = what;
+  spdlog::error(
+      "local log: {}: {} at bytes [{}, {}); records [{}, {}) of partition {} are lost and skipped",
+      path, what, pos, pos + bytes, first, next, part.id);
+  part.damage.push_back(std::move(d));
+}
+
+void LocalLog::RecordDamage(Partition& part, const std::string& path, uint64_t pos, uint64_t bytes,
+                            int64_t first, int64_t next, const std::string& what) {
+  std::lock_guard lock(part.mu);
+  RecordDamageLocked(part, path, pos, bytes, first, next, what);
+}
+
+void LocalLog::NoteReadDamage(Partition& part, int64_t file_base, const Hole& hole) {
+  std::lock_guard lock(part.mu);
+  auto it = part.files.find(file_base);
+  if (it == part.files.end()) return;  // deleted meanwhile
+  std::vector<Hole>& holes = it->second.holes;
+  auto at = std::lower_bound(holes.begin(), holes.end(), hole.pos,
+                             [](const Hole& h, uint64_t pos) { return h.pos < pos; });
+  if (at != holes.end() && at->pos == hole.pos) return;  // another reader found it first
+  holes.insert(at, hole);
+  RecordDamageLocked(part, it->second.path, hole.pos, hole.end_pos - hole.pos, hole.first,
+                     hole.next, hole.what);
+}
+
 Result<std::vector<LogRecord>> LocalLog::Read(PartitionId p, Offset from, size_t max_bytes,
                                               std::chrono::milliseconds max_wait) {
   RETURN_IF_ERROR(CheckPartition(p));
   Partition& part = *parts_[p.value];
-  std::shared_ptr<RandomAccessFile> reader;
-  uint64_t pos = 0;
-  uint64_t limit = 0;
-  int64_t off = 0;
-  std::string path;
-  {
-    std::unique_lock lock(part.mu);
-    const auto deadline = std::chrono::steady_clock::now() + max_wait;
-    bool timed_out = false;
-    while (true) {
-      if (part.closed) return Status::Unavailable("local log closed");
-      if (from.value < part.start) {
-        return Status::NotFound("offset " + std::to_string(from.value) + " of partition " +
-                                std::to_string(p.value) + " is below the start offset " +
-                                std::to_string(part.start));
-      }
-      if (from.value < part.end) break;
-      if (timed_out) return std::vector<LogRecord>{};
-      timed_out = part.data_cv.wait_until(lock, deadline) == std::cv_status::timeout;
-    }
-    auto it = part.files.upper_bound(from.value);
-    if (it == part.files.begin()) return Status::Internal("no log file holds offset");
-    LogFile& f = std::prev(it)->second;
-    if (!f.reader) {
-      ASSIGN_OR_RETURN(auto opened, env_->NewRandomAccessFile(f.path));
-      f.reader = std::move(opened);
-    }
-    reader = f.reader;
-    path = f.path;
-    limit = f.durable_bytes;
-    auto e = std::upper_bound(f.index.begin(), f.index.end(), from.value,
-                              [](int64_t v, const IndexEntry& x) { return v < x.offset; });
-    if (e == f.index.begin()) return Status::Internal(path + ": index has no entry");
-    --e;
-    pos = e->pos;
-    off = e->offset;
-  }
-
-  // buf holds the file's bytes [buf_pos, buf_pos + buf.size()).
+  const auto deadline = std::chrono::steady_clock::now() + max_wait;
+  bool timed_out = false;
+  // The first offset wanted: `from`, moved past lost records (holes, gaps between files).
+  int64_t want = from.value;
   std::vector<LogRecord> out;
-  std::string buf;
-  uint64_t buf_pos = pos;
-  size_t bytes = 0;
-  const uint64_t chunk = std::clamp<uint64_t>(max_bytes + kHeaderSize, 64 << 10, kScanChunk);
-  auto corrupt = [&](const std::string& what) {
-    return Status::Corruption(path + " at byte " + std::to_string(pos) + ": " + what);
-  };
-  while (pos < limit) {
-    if (pos + kHeaderSize > limit) return corrupt("incomplete record header");
-    if (pos < buf_pos || pos + kHeaderSize > buf_pos + buf.size()) {
-      buf_pos = pos;
-      RETURN_IF_ERROR(reader->Read(pos, std::min(chunk, limit - pos), &buf));
-      if (buf.size() < kHeaderSize) return corrupt("short read");
+  while (true) {
+    std::shared_ptr<RandomAccessFile> reader;
+    uint64_t pos = 0;
+    uint64_t limit = 0;
+    int64_t off = 0;
+    int64_t file_base = 0;
+    std::string path;
+    std::vector<Hole> holes;
+    {
+      std::unique_lock lock(part.mu);
+      std::map<int64_t, LogFile>::iterator it;
+      while (true) {
+        if (part.closed) return Status::Unavailable("local log closed");
+        if (want < part.start) {
+          return Status::NotFound("offset " + std::to_string(want) + " of partition " +
+                                  std::to_string(p.value) + " is below the start offset " +
+                                  std::to_string(part.start));
+        }
+        if (want < part.end) {
+          it = part.files.upper_bound(want);
+          if (it == part.files.begin()) return Status::Internal("no log file holds offset");
+          const LogFile& f = std::prev(it)->second;
+          int64_t moved = want;
+          for (const Hole& h : f.holes) {
+            if (h.first <= moved && moved < h.next) moved = h.next;
+          }
+          if (moved >= f.end && it != part.files.end()) moved = std::max(moved, it->first);
+          if (moved != want) {
+            want = moved;
+            continue;
+          }
+          break;
+        }
+        if (timed_out) return out;
+        timed_out = part.data_cv.wait_until(lock, deadline) == std::cv_status::timeout;
+      }
+      LogFile& f = std::prev(it)->second;
+      if (!f.reader) {
+        ASSIGN_OR_RETURN(auto opened, env_->NewRandomAccessFile(f.path));
+        f.reader = std::move(opened);
+      }
+      reader = f.reader;
+      path = f.path;
+      limit = f.durable_bytes;
+      file_base = f.base;
+      holes = f.holes;
+      auto e = std::upper_bound(f.index.begin(), f.index.end(), want,
+                                [](int64_t v, const IndexEntry& x) { return v < x.offset; });
+      if (e == f.index.begin()) return Status::Internal(path + ": index has no entry");
+      --e;
+      pos = e->pos;
+      off = e->offset;
     }
-    const char* hp = buf.data() + (pos - buf_pos);
-    Header h = DecodeHeader(hp);
-    if (h.offset != off)
-      return corrupt("offset " + std::to_string(h.offset) + " expected " + std::to_string(off));
-    const uint64_t rec_end = pos + kHeaderSize + h.length;
-    if (h.length > kMaxRecordBytes || rec_end > limit) return corrupt("bad record length");
-    if (off < from.value) {
+
+    // buf holds the file's bytes [buf_pos, buf_pos + buf.size()).
+    std::string buf;
+    uint64_t buf_pos = pos;
+    size_t bytes = 0;
+    const uint64_t chunk = std::clamp<uint64_t>(max_bytes + kHeaderSize, 64 << 10, kScanChunk);
+    auto corrupt = [&](const std::string& what) {
+      return Status::Corruption(path + " at byte " + std::to_string(pos) + ": " + what);
+    };
+    auto hole = std::lower_bound(holes.begin(), holes.end(), pos,
+                                 [](const Hole& h, uint64_t at) { return h.pos < at; });
+    // A record whose payload fails its CRC is skipped as lost when its header still fits: the
+    // next record follows it with the next offset (or it ends the file's data).
+    auto skippable = [&](uint64_t rec_end, int64_t at) -> Result<bool> {
+      if (rec_end == limit) return true;
+      if (rec_end + kHeaderSize > limit) return false;
+      std::string next;
+      RETURN_IF_ERROR(reader->Read(rec_end, kHeaderSize, &next));
+      if (next.size() != kHeaderSize) return false;
+      Header n = DecodeHeader(next.data());
+      return n.offset == at + 1 && n.length <= kMaxRecordBytes;
+    };
+    bool full = false;
+    while (pos < limit) {
+      if (hole != holes.end() && hole->pos == pos) {
+        pos = hole->end_pos;
+        off = hole->next;
+        ++hole;
+        continue;
+      }
+      if (pos + kHeaderSize > limit) return corrupt("incomplete record header");
+      if (pos < buf_pos || pos + kHeaderSize > buf_pos + buf.size()) {
+        buf_pos = pos;
+        RETURN_IF_ERROR(reader->Read(pos, std::min(chunk, limit - pos), &buf));
+        if (buf.size() < kHeaderSize) return corrupt("short read");
+      }
+      const char* hp = buf.data() + (pos - buf_pos);
+      Header h = DecodeHeader(hp);
+      if (h.offset != off)
+        return corrupt("offset " + std::to_string(h.offset) + " expected " + std::to_string(off));
+      const uint64_t rec_end = pos + kHeaderSize + h.length;
+      if (h.length > kMaxRecordBytes || rec_end > limit) return corrupt("bad record length");
+      if (off < want) {
+        pos = rec_end;
+        ++off;
+        continue;
+      }
+      if (!out.empty() && bytes + h.length > max_bytes) {
+        full = true;
+        break;
+      }
+      LogRecord rec;
+      rec.offset = Offset(off);
+      bool crc_ok;
+      if (rec_end <= buf_pos + buf.size()) {
+        std::string_view payload(hp + kHeaderSize, h.length);
+        crc_ok = CrcMatches(hp, payload);
+        if (crc_ok) rec.data.assign(payload);
+      } else {
+        char header[kHeaderSize];
+        std::memcpy(header, hp, kHeaderSize);
+        RETURN_IF_ERROR(reader->Read(pos + kHeaderSize, h.length, &rec.data));
+        if (rec.data.size() != h.length) return corrupt("short read");
+        crc_ok = CrcMatches(header, rec.data);
+      }
+      if (!crc_ok) {
+        ASSIGN_OR_RETURN(bool skip, skippable(rec_end, off));
+        if (!skip) return corrupt("checksum mismatch");
+        NoteReadDamage(part, file_base, Hole{pos, rec_end, off, off + 1, "checksum mismatch"});
+        pos = rec_end;
+        ++off;
+        continue;
+      }
+      bytes += h.length;
+      out.push_back(std::move(rec));
       pos = rec_end;
       ++off;
-      continue;
+      if (bytes >= max_bytes) {
+        full = true;
+        break;
+      }
     }
-    if (!out.empty() && bytes + h.length > max_bytes) break;
-    LogRecord rec;
-    rec.offset = Offset(off);
-    if (rec_end <= buf_pos + buf.size()) {
-      std::string_view payload(hp + kHeaderSize, h.length);
-      if (!CrcMatches(hp, payload)) return corrupt("checksum mismatch");
-      rec.data.assign(payload);
-    } else {
-      char header[kHeaderSize];
-      std::memcpy(header, hp, kHeaderSize);
-      RETURN_IF_ERROR(reader->Read(pos + kHeaderSize, h.length, &rec.data));
-      if (rec.data.size() != h.length) return corrupt("short read");
-      if (!CrcMatches(header, rec.data)) return corrupt("checksum mismatch");
-    }
-    bytes += h.length;
-    out.push_back(std::move(rec));
-    pos = rec_end;
-    ++off;
-    if (bytes >= max_bytes) break;
+    // Nothing readable in this file at or after `want` (lost records at its end): go on from
+    // where the walk stopped; the next round skips to the next file or waits for more.
+    if (!out.empty() || full || off <= want) return out;
+    want = off;
   }
-  return out;
 }
 
 Status LocalLog::DeleteBefore(PartitionId p, Offset offset) {
@@ -741,6 +940,7 @@ Status LocalLog::DeleteBefore(PartitionId p, Offset offset) {
   {
     std::lock_guard lock(part.mu);
     part.start = target;
+    std::erase_if(part.damage, [target](const LogDamage& d) { return d.end.value <= target; });
     while (part.files.size() >= 2 && std::next(part.files.begin())->first <= target) {
       doomed.push_back(part.files.begin()->second.path);
       part.files.erase(part.files.begin());
@@ -789,8 +989,47 @@ std::string LocalLog::Health() {
       add(prefix + "last append failed: " + part->last_error);
     }
     if (!part->open_note.empty()) add(prefix + part->open_note);
+    if (!part->damage.empty()) {
+      int64_t lost = 0;
+      for (const LogDamage& d : part->damage) lost += d.end.value - d.first.value;
+      add(prefix + std::to_string(lost) + " records lost to damage (first at offset " +
+          std::to_string(part->damage.front().first.value) + " in " + part->damage.front().file +
+          ")");
+    }
   }
   return problems.empty() ? "ok" : problems;
+}
+
+std::vector<LogDamage> LocalLog::Damage() {
+  std::vector<LogDamage> out;
+  for (auto& part : parts_) {
+    std::lock_guard lock(part->mu);
+    out.insert(out.end(), part->damage.begin(), part->damage.end());
+  }
+  return out;
+}
+
+Status LocalLog::RefuseBelow(PartitionId p, Offset floor) {
+  RETURN_IF_ERROR(CheckPartition(p));
+  Partition& part = *parts_[p.value];
+  int64_t end;
+  {
+    std::lock_guard lock(part.mu);
+    end = part.end;
+  }
+  if (end >= floor.value) return Status::OK();
+  Status refused = Status::Corruption(
+      "partition " + std::to_string(p.value) + " of " + dir_ + " ends at offset " +
+      std::to_string(end) + " but offsets up to " + std::to_string(floor.value - 1) +
+      " were handed out before (recorded in Global): records [" + std::to_string(end) + ", " +
+      std::to_string(floor.value) +
+      ") are missing from the log, and appending would give their offsets to new records; the "
+      "partition refuses appends until the missing log files are restored");
+  spdlog::error("local log: {}", refused.message());
+  Worker& w = WorkerOf(p.value);
+  std::lock_guard lock(w.mu);
+  if (part.failed.ok()) part.failed = refused;
+  return refused;
 }
 
 }  // namespace

@@ -351,33 +351,175 @@ TEST_F(LocalLogTest, FlippedByteDropsTheDamagedTail) {
   }
 }
 
-TEST_F(LocalLogTest, DamagedSealedFileIsReportedNotServed) {
+// Every readable record from StartOffset on, following the log's skips over lost records.
+std::vector<LogRecord> ReadAllSkipping(CommitLog& log, int32_t p) {
+  std::vector<LogRecord> out;
+  Offset next = *log.StartOffset(PartitionId(p));
+  const Offset end = *log.EndOffset(PartitionId(p));
+  while (next < end) {
+    auto r = log.Read(PartitionId(p), next, 1, 0ms);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok() || r->empty()) break;
+    for (auto& rec : *r) {
+      EXPECT_GE(rec.offset, next);
+      next = Offset(rec.offset.value + 1);
+      out.push_back(std::move(rec));
+    }
+  }
+  return out;
+}
+
+// Issue 13, loss window 1: a damaged record with valid records after it is corruption, not a torn
+// tail. Every later record is kept, the damaged one is reported lost and its offset is never
+// handed out again. (Before: the file was cut at the damage, the later records were dropped and
+// their offsets given to new appends.)
+TEST_F(LocalLogTest, DamagedRecordInsideTheActiveFileKeepsEveryLaterRecord) {
   opts_.partitions = 1;
-  opts_.file_roll_bytes = 100;
+  constexpr size_t kRecord = 16 + 50;
+  // Positions inside record 1 of 4: crc, length, offset, payload (first and last byte).
+  for (uint64_t at : {0, 5, 6, 9, 16, 65}) {
+    SCOPED_TRACE(at);
+    std::filesystem::remove_all(dir_);
+    {
+      auto log = Open();
+      ASSERT_TRUE(log);
+      for (int i = 0; i < 4; ++i) MustAppend(*log, 0, Payload(std::to_string(i), 50));
+    }
+    ASSERT_TRUE(env_.FlipByte(LogFiles(0).back(), 1 * kRecord + at).ok());
+    auto log = Open();
+    ASSERT_TRUE(log);
+    EXPECT_EQ(log->EndOffset(PartitionId(0))->value, 4);
+    auto all = ReadAllSkipping(*log, 0);
+    ASSERT_EQ(all.size(), 3u);
+    EXPECT_EQ(all[0].offset.value, 0);
+    EXPECT_EQ(all[1].offset.value, 2);
+    EXPECT_EQ(all[1].data, Payload("2", 50));
+    EXPECT_EQ(all[2].data, Payload("3", 50));
+    // Reading from the lost offset starts at the next readable record.
+    auto r = log->Read(PartitionId(0), Offset(1), 1 << 20, 0ms);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_FALSE(r->empty());
+    EXPECT_EQ((*r)[0].offset.value, 2);
+    auto damage = log->Damage();
+    ASSERT_EQ(damage.size(), 1u);
+    EXPECT_EQ(damage[0].first.value, 1);
+    EXPECT_EQ(damage[0].end.value, 2);
+    EXPECT_EQ(damage[0].file_pos, kRecord);
+    EXPECT_EQ(damage[0].bytes, kRecord);
+    EXPECT_NE(log->Health(), "ok");
+    EXPECT_EQ(MustAppend(*log, 0, "x").value, 4);
+    // Reopening finds the same damage and keeps the new record.
+    log.reset();
+    log = Open();
+    ASSERT_TRUE(log);
+    all = ReadAllSkipping(*log, 0);
+    ASSERT_EQ(all.size(), 4u);
+    EXPECT_EQ(all.back().data, "x");
+    EXPECT_EQ(log->Damage().size(), 1u);
+  }
+}
+
+TEST_F(LocalLogTest, DamageSpanningSeveralRecordsIsSkippedToTheNextReadableOne) {
+  opts_.partitions = 1;
+  constexpr size_t kRecord = 16 + 50;
   {
     auto log = Open();
     ASSERT_TRUE(log);
-    for (int i = 0; i < 6; ++i) MustAppend(*log, 0, Payload(std::to_string(i), 80));
+    for (int i = 0; i < 6; ++i) MustAppend(*log, 0, Payload(std::to_string(i), 50));
+  }
+  // Records 1 and 2 (a length byte of 1, a payload byte of 2).
+  ASSERT_TRUE(env_.FlipByte(LogFiles(0).back(), 1 * kRecord + 5).ok());
+  ASSERT_TRUE(env_.FlipByte(LogFiles(0).back(), 2 * kRecord + 30).ok());
+  auto log = Open();
+  ASSERT_TRUE(log);
+  auto all = ReadAllSkipping(*log, 0);
+  std::vector<int64_t> offsets;
+  for (const auto& r : all) offsets.push_back(r.offset.value);
+  EXPECT_EQ(offsets, (std::vector<int64_t>{0, 3, 4, 5}));
+  auto damage = log->Damage();
+  ASSERT_EQ(damage.size(), 1u);
+  EXPECT_EQ(damage[0].first.value, 1);
+  EXPECT_EQ(damage[0].end.value, 3);
+  EXPECT_EQ(MustAppend(*log, 0, "x").value, 6);
+}
+
+TEST_F(LocalLogTest, DamagedSealedFileIsSkippedAndReported) {
+  opts_.partitions = 1;
+  opts_.file_roll_bytes = 100;  // two 96-byte records per file
+  {
+    auto log = Open();
+    ASSERT_TRUE(log);
+    for (int i = 0; i < 8; ++i) MustAppend(*log, 0, Payload(std::to_string(i), 80));
   }
   auto files = LogFiles(0);
-  ASSERT_GE(files.size(), 3u);
-  // A length field of a sealed file: the file no longer parses.
+  ASSERT_EQ(files.size(), 4u);
+  // A length field of a sealed file: that record is lost, the log opens.
   ASSERT_TRUE(env_.FlipByte(files[0], 6).ok());
-  auto log = OpenLocalLog(&env_, dir_, opts_);
-  EXPECT_EQ(log.status().code(), StatusCode::kCorruption) << log.status().ToString();
-  // A payload byte of a sealed file: open succeeds (headers only), reading it is Corruption.
+  {
+    auto log = Open();
+    ASSERT_TRUE(log);
+    auto all = ReadAllSkipping(*log, 0);
+    ASSERT_EQ(all.size(), 7u);
+    EXPECT_EQ(all[0].offset.value, 1);
+    auto damage = log->Damage();
+    ASSERT_EQ(damage.size(), 1u);
+    EXPECT_EQ(damage[0].first.value, 0);
+    EXPECT_EQ(damage[0].end.value, 1);
+    EXPECT_EQ(damage[0].file, files[0]);
+  }
+  // A payload byte of a sealed file: found on read, skipped, reported once.
   ASSERT_TRUE(env_.FlipByte(files[0], 6).ok());
-  ASSERT_TRUE(env_.FlipByte(files[0], 40).ok());
-  auto log2 = Open();
-  ASSERT_TRUE(log2);
-  EXPECT_EQ(log2->Read(PartitionId(0), Offset(0), 1, 0ms).status().code(), StatusCode::kCorruption);
-  auto r = log2->Read(PartitionId(0), Offset(1), 1, 0ms);
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ((*r)[0].data, Payload("1", 80));
-  // A missing middle file is a hole: refuse to open.
-  log2.reset();
-  std::filesystem::remove(files[1]);
-  EXPECT_EQ(OpenLocalLog(&env_, dir_, opts_).status().code(), StatusCode::kCorruption);
+  ASSERT_TRUE(env_.FlipByte(files[1], 40).ok());
+  {
+    auto log = Open();
+    ASSERT_TRUE(log);
+    EXPECT_TRUE(log->Damage().empty());
+    auto r = log->Read(PartitionId(0), Offset(2), 1, 0ms);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r->size(), 1u);
+    EXPECT_EQ((*r)[0].offset.value, 3);
+    EXPECT_EQ((*r)[0].data, Payload("3", 80));
+    auto all = ReadAllSkipping(*log, 0);
+    EXPECT_EQ(all.size(), 7u);
+    auto damage = log->Damage();
+    ASSERT_EQ(damage.size(), 1u);
+    EXPECT_EQ(damage[0].first.value, 2);
+    EXPECT_EQ(damage[0].what, "checksum mismatch");
+  }
+  // A missing middle file: its records are lost, the others are served.
+  ASSERT_TRUE(env_.FlipByte(files[1], 40).ok());
+  std::filesystem::remove(files[2]);
+  auto log = Open();
+  ASSERT_TRUE(log);
+  auto all = ReadAllSkipping(*log, 0);
+  std::vector<int64_t> offsets;
+  for (const auto& r : all) offsets.push_back(r.offset.value);
+  EXPECT_EQ(offsets, (std::vector<int64_t>{0, 1, 2, 3, 6, 7}));
+  auto damage = log->Damage();
+  ASSERT_EQ(damage.size(), 1u);
+  EXPECT_EQ(damage[0].first.value, 4);
+  EXPECT_EQ(damage[0].end.value, 6);
+  // Deleting past the damage forgets it.
+  ASSERT_TRUE(log->DeleteBefore(PartitionId(0), Offset(6)).ok());
+  EXPECT_TRUE(log->Damage().empty());
+  EXPECT_EQ(log->Health(), "ok");
+}
+
+TEST_F(LocalLogTest, RefuseBelowStopsAppendsWhenTheEndWasLost) {
+  opts_.partitions = 2;
+  auto log = Open();
+  ASSERT_TRUE(log);
+  for (int i = 0; i < 3; ++i) MustAppend(*log, 0, "a");
+  EXPECT_TRUE(log->RefuseBelow(PartitionId(0), Offset(3)).ok());
+  EXPECT_EQ(MustAppend(*log, 0, "b").value, 3);
+  Status st = log->RefuseBelow(PartitionId(1), Offset(5));
+  EXPECT_EQ(st.code(), StatusCode::kCorruption);
+  auto r = log->Append(PartitionId(1), "c").get();
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(log->Health().find("partition 1"), std::string::npos) << log->Health();
+  EXPECT_EQ(*log->EndOffset(PartitionId(1)), Offset(0));
+  // The other partition is unaffected.
+  EXPECT_EQ(MustAppend(*log, 0, "d").value, 4);
 }
 
 TEST_F(LocalLogTest, DeleteBeforeDropsWholeFilesAndPersistsStart) {

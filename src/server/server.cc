@@ -175,6 +175,13 @@ Status Server::Start() {
   RETURN_IF_ERROR(s.StartMembership());
   RETURN_IF_ERROR(s.OpenGlobal());
   RETURN_IF_ERROR(s.Bootstrap());
+  // Never reuse an offset Global recorded as handed out: a log that lost its tail refuses the
+  // partition (CommitLog::RefuseBelow) instead of giving those offsets to new events.
+  for (int32_t p = 0; p < s.ingest_log->partition_count(); ++p) {
+    Offset floor;
+    s.global->Read([&](const GlobalState& st) { floor = LogFloor(st, PartitionId(p)); });
+    (void)s.ingest_log->RefuseBelow(PartitionId(p), floor);  // logged and reported by Health()
+  }
 
   DigestOptions digest_options;
   digest_options.segment_dir = s.segment_dir;
@@ -574,17 +581,61 @@ http::Response Server::Impl::HandleIngest(const http::Request& req, ingest::Form
   return r;
 }
 
+// "recordsLost": N, "damage": [{partition, firstOffset, endOffset, records, bytes, file, filePos,
+// what}] of a commit log (CommitLog::Damage).
+static void WriteLogDamage(JsonWriter& w, const std::vector<LogDamage>& damage) {
+  int64_t lost = 0;
+  for (const LogDamage& d : damage) lost += d.end.value - d.first.value;
+  w.Key("recordsLost").Int(lost);
+  w.Key("damage").BeginArray();
+  for (const LogDamage& d : damage) {
+    w.BeginObject().Key("partition").Int(d.partition.value);
+    w.Key("firstOffset").Int(d.first.value).Key("endOffset").Int(d.end.value);
+    w.Key("records").Int(d.end.value - d.first.value);
+    w.Key("bytes").Int(static_cast<int64_t>(d.bytes));
+    w.Key("file").String(d.file).Key("filePos").Int(static_cast<int64_t>(d.file_pos));
+    w.Key("what").String(d.what).EndObject();
+  }
+  w.EndArray();
+}
+
 http::Response Server::Impl::HandleStatus() {
   JsonWriter w;
   w.BeginObject();
   w.Key("status").String("OK").Key("version").String(kVersion);
   w.Key("node").Int(node.value).Key("address").String(advertise);
   w.Key("globalApplied").Int(global->Applied().value).Key("globalSource").String(global_source);
-  std::string health = ingest_log->Health();
+  const std::string health = ingest_log->Health();
+  const std::string global_health = global_log->Health();
+  const std::vector<LogDamage> damage = ingest_log->Damage();
+  const std::vector<LogDamage> global_damage = global_log->Damage();
+  const std::vector<PartitionDigestStatus> digest_statuses = digest->PartitionStatuses();
+  // "degraded": something was lost or is failing; "problems" says what (details in the objects
+  // below).
+  std::vector<std::string> problems;
+  if (health != "ok" || !damage.empty()) problems.push_back("commit log: " + health);
+  if (global_health != "ok" || !global_damage.empty()) {
+    problems.push_back("global log: " + global_health);
+  }
+  for (const auto& p : digest_statuses) {
+    if (!p.error.empty()) {
+      problems.push_back("digest of partition " + std::to_string(p.partition.value) + ": " +
+                         p.error);
+    }
+  }
+  w.Key("health").String(problems.empty() ? "ok" : "degraded");
+  w.Key("problems").BeginArray();
+  for (const auto& problem : problems) w.String(problem);
+  w.EndArray();
   w.Key("commitLog").BeginObject();
   w.Key("type").String(config.kafka_brokers.empty() ? "local" : "kafka");
   if (!config.kafka_brokers.empty()) w.Key("brokers").String(config.kafka_brokers);
-  w.Key("health").String(health).EndObject();
+  w.Key("health").String(health);
+  WriteLogDamage(w, damage);
+  w.EndObject();
+  w.Key("globalLog").BeginObject().Key("health").String(global_health);
+  WriteLogDamage(w, global_damage);
+  w.EndObject();
   size_t segments = 0;
   uint64_t segment_bytes = 0, events = 0;
   std::vector<std::string> repos;
@@ -611,7 +662,7 @@ http::Response Server::Impl::HandleStatus() {
   // Partitions of the ingest log; "partitions" lists those this node digests.
   w.Key("ingestPartitions").Int(ingest_log->partition_count());
   w.Key("partitions").BeginArray();
-  for (const auto& p : digest->PartitionStatuses()) {
+  for (const auto& p : digest_statuses) {
     w.BeginObject().Key("partition").Int(p.partition.value).Key("epoch").Int(p.epoch.value);
     w.Key("claimed").Bool(p.claimed);
     LogBounds lb;

@@ -106,3 +106,86 @@ def test_torn_commit_log_tail_is_repaired(server_factory):
     s.restart(hard=True)
     wait_until(s.digested, timeout=15)
     assert sorted(r["@rawstring"] for r in s.query(m, *wide())) == sorted(keep + more)
+
+
+def log_records(path: Path) -> list[tuple[int, int, int]]:
+    """(byte position, payload length, offset) of each record of an embedded log file (log/FORMAT.md:
+    u32 crc, u32 length, u64 offset, payload)."""
+    data = path.read_bytes()
+    out, pos = [], 0
+    while pos + 16 <= len(data):
+        length = int.from_bytes(data[pos + 4:pos + 8], "little")
+        offset = int.from_bytes(data[pos + 8:pos + 16], "little")
+        out.append((pos, length, offset))
+        pos += 16 + length
+    return out
+
+
+def ingest_each(s: SedimentServer, lines: list[str]) -> None:
+    """One request (one commit-log record) per line, each acknowledged."""
+    for line in lines:
+        r = s.ingest("/api/v1/ingest/raw", line)
+        assert r.status_code == 200, r.text
+
+
+def three_events_flushed_then_killed(s: SedimentServer, m: str) -> tuple[list[str], Path]:
+    """Ingests three events (three commit-log records of partition 0) into a one-partition server,
+    waits until they are in a segment, kills the server; returns them and the log file."""
+    first = [f"{m} first {i}" for i in range(3)]
+    ingest_each(s, first)
+    wait_until(lambda: s.count(m) == 3 and s.quiet(), timeout=15, what="first events in a segment")
+    s.kill()
+    [f] = list((s.data_dir / "log" / "ingest" / "p-00000").glob("*.log"))
+    return first, f
+
+
+@pytest.mark.embedded_log_only("flips bytes in the embedded commit log's files")
+def test_corrupt_record_inside_the_commit_log_loses_no_later_event(server_factory):
+    """Issue 13, loss window 1: a damaged record followed by valid ones is corruption, not a torn
+    tail. Before the fix the file was cut at the damage, new records reused offsets at or below the
+    registered replay point, and two of three new events were never searchable."""
+    s = server_factory(partitions=1, flush_age_ms=300)
+    m = marker()
+    first, f = three_events_flushed_then_killed(s, m)
+    records = log_records(f)
+    assert len(records) >= 3, records
+    pos, length, offset = records[-2]  # the second of the three
+    data = bytearray(f.read_bytes())
+    data[pos + 16 + length // 2] ^= 0xFF
+    f.write_bytes(bytes(data))
+
+    s.start()
+    second = [f"{m} second {i}" for i in range(3)]
+    ingest_each(s, second)
+    wait_until(lambda: s.count(m) == 6, timeout=15, what="every event searchable")
+    raws = sorted(r["@rawstring"] for r in s.query(m, *wide()))
+    assert raws == sorted(first + second)
+    st = s.status()
+    assert st["health"] == "degraded", st
+    damage = st["commitLog"]["damage"]
+    assert [(d["partition"], d["firstOffset"], d["endOffset"]) for d in damage] == [(0, offset, offset + 1)], damage
+    assert damage[0]["bytes"] == 16 + length and damage[0]["filePos"] == pos, damage
+    assert st["commitLog"]["recordsLost"] == 1
+    assert "records [" in s.log_text() and "are lost and skipped" in s.log_text()
+
+
+@pytest.mark.embedded_log_only("cuts the embedded commit log's files")
+def test_commit_log_that_lost_acknowledged_records_refuses_to_reuse_their_offsets(server_factory):
+    """A log whose tail (already in segments) is gone would give the registered offsets to new events,
+    which the digest then skips as already flushed: acknowledged and never searchable. The partition
+    refuses appends instead (503), says why, and what was flushed stays searchable."""
+    s = server_factory(partitions=1, flush_age_ms=300)
+    m = marker()
+    first, f = three_events_flushed_then_killed(s, m)
+    records = log_records(f)
+    with open(f, "r+b") as fh:
+        fh.truncate(records[-2][0])  # the last two acknowledged records are gone
+
+    s.start()
+    r = s.ingest("/api/v1/ingest/raw", f"{m} after the loss")
+    assert r.status_code == 503, (r.status_code, r.text)
+    assert "handed out before" in r.text, r.text
+    st = s.status()
+    assert st["health"] == "degraded", st
+    assert "refuses appends" in st["commitLog"]["health"], st["commitLog"]
+    assert sorted(x["@rawstring"] for x in s.query(m, *wide())) == sorted(first)
