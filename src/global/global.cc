@@ -59,6 +59,10 @@ class GlobalImpl final : public Global {
     fn(state_);
   }
   Status WriteSnapshot() override;
+  std::string SnapshotError() const override {
+    std::lock_guard lock(snapshot_error_mu_);
+    return snapshot_error_;
+  }
   Status Close() override;
   std::pair<Offset, std::string> EncodedState() const override { return EncodeSnapshot(); }
   Offset OldestSnapshot() const override { return Offset(oldest_snapshot_.load()); }
@@ -90,6 +94,8 @@ class GlobalImpl final : public Global {
   // Requires snapshot_mu_. Writes the snapshot unless a newer one was written, prunes old ones
   // and truncates the log.
   Status WriteSnapshotLocked(Offset applied, const std::string& bytes);
+  // WriteSnapshotLocked, remembering its outcome for SnapshotError().
+  Status WriteSnapshotNoted(Offset applied, const std::string& bytes);
   Status PruneAndTruncateLocked();
   // Requires mu_. Drops outcomes no current or future Submit can ask for.
   void PruneOutcomesLocked();
@@ -121,6 +127,8 @@ class GlobalImpl final : public Global {
 
   uint64_t applied_since_snapshot_ = 0;  // applying thread only
 
+  mutable std::mutex snapshot_error_mu_;
+  std::string snapshot_error_;  // guarded by snapshot_error_mu_
   std::mutex snapshot_mu_;
   int64_t last_snapshot_ = -1;  // guarded by snapshot_mu_
   std::atomic<int64_t> oldest_snapshot_{-1};
@@ -321,7 +329,7 @@ void GlobalImpl::SnapshotLoop() {
       pending_snapshot_.reset();
     }
     std::lock_guard lock(snapshot_mu_);
-    Status st = WriteSnapshotLocked(snap.first, snap.second);
+    Status st = WriteSnapshotNoted(snap.first, snap.second);
     if (!st.ok()) spdlog::warn("global: automatic snapshot: {}", st.ToString());
   }
 }
@@ -329,6 +337,13 @@ void GlobalImpl::SnapshotLoop() {
 std::pair<Offset, std::string> GlobalImpl::EncodeSnapshot() const {
   std::shared_lock lock(state_mu_);
   return {state_.applied_through, EncodeGlobalState(state_)};
+}
+
+Status GlobalImpl::WriteSnapshotNoted(Offset applied, const std::string& bytes) {
+  Status st = WriteSnapshotLocked(applied, bytes);
+  std::lock_guard lock(snapshot_error_mu_);
+  snapshot_error_ = st.ok() ? "" : st.ToString();
+  return st;
 }
 
 Status GlobalImpl::WriteSnapshotLocked(Offset applied, const std::string& bytes) {
@@ -423,7 +438,7 @@ Result<Global::Outcome> GlobalImpl::Submit(const GlobalEvent& ev) {
 Status GlobalImpl::WriteSnapshot() {
   auto [applied, bytes] = EncodeSnapshot();
   std::lock_guard lock(snapshot_mu_);
-  return WriteSnapshotLocked(applied, bytes);
+  return WriteSnapshotNoted(applied, bytes);
 }
 
 Status GlobalImpl::Close() {

@@ -343,6 +343,10 @@ class Global {
 
   // Writes a snapshot now (atomically) and truncates the log below it (if truncate_log).
   virtual Status WriteSnapshot() = 0;
+  // Why the last snapshot (automatic or WriteSnapshot) failed (a full disk, say); empty once one
+  // succeeded again. The state stays correct meanwhile: the log holds every event since the last
+  // snapshot that was written, and the next snapshot retries.
+  virtual std::string SnapshotError() const = 0;
   // The current state, encoded as a snapshot (for a peer that starts without one).
   virtual std::pair<Offset, std::string> EncodedState() const = 0;
   // Offset of the last applied event (-1: none).

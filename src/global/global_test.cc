@@ -15,6 +15,7 @@
 
 #include "common/checksum.h"
 #include "common/coding.h"
+#include "common/testing/fault_env.h"
 #include "common/testing/temp_dir.h"
 #ifdef SEDIMENT_HAVE_LOCAL_LOG
 #include "log/local_log.h"
@@ -1606,6 +1607,25 @@ TEST(Global, SnapshotsAutomaticallyAndTruncatesTheLog) {
   auto g2 = Global::Open(Env::Default(), &log, dir.path());
   ASSERT_TRUE(g2.ok()) << g2.status().ToString();
   EXPECT_EQ(Encoded(**g2), EncodeGlobalState(ReferenceState(events)));
+}
+
+TEST(Global, AFailedSnapshotIsReportedUntilOneSucceeds) {
+  MemLog log;
+  TempDir dir;
+  FaultEnv env;
+  auto g = Global::Open(&env, &log, dir.path(), {.snapshot_every = 0});
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  for (const auto& ev : Workload(3)) (void)(*g)->Submit(ev);
+  EXPECT_EQ((*g)->SnapshotError(), "");
+  env.FailWritesAfter(0);  // a full disk
+  EXPECT_FALSE((*g)->WriteSnapshot().ok());
+  EXPECT_NE((*g)->SnapshotError(), "");
+  EXPECT_TRUE(SnapshotFiles(dir.path()).empty());
+  env.FailWritesAfter(-1);  // space again
+  ASSERT_TRUE((*g)->WriteSnapshot().ok());
+  EXPECT_EQ((*g)->SnapshotError(), "");
+  EXPECT_EQ(SnapshotFiles(dir.path()).size(), 1u);
+  ASSERT_TRUE((*g)->Close().ok());
 }
 
 TEST(Global, ClusterModeKeepsTheLogAndPeersInstallSnapshots) {

@@ -617,6 +617,8 @@ http::Response Server::Impl::HandleStatus() {
   if (global_health != "ok" || !global_damage.empty()) {
     problems.push_back("global log: " + global_health);
   }
+  const std::string snapshot_error = global->SnapshotError();
+  if (!snapshot_error.empty()) problems.push_back("global snapshot: " + snapshot_error);
   for (const auto& p : digest_statuses) {
     if (!p.error.empty()) {
       problems.push_back("digest of partition " + std::to_string(p.partition.value) + ": " +
@@ -634,6 +636,7 @@ http::Response Server::Impl::HandleStatus() {
   WriteLogDamage(w, damage);
   w.EndObject();
   w.Key("globalLog").BeginObject().Key("health").String(global_health);
+  w.Key("snapshotError").String(snapshot_error);
   WriteLogDamage(w, global_damage);
   w.EndObject();
   size_t segments = 0;
