@@ -184,9 +184,11 @@ void Server::Impl::BucketMaintenance() {
     for (const auto& [id, seg] : snap->segments) needed.insert(seg.file_name);
   }
   if (offset.value == bucket_snapshot_offset && generation == bucket_snapshot_generation) {
-    // Unchanged: the newest bucket snapshot is this state; objects may have aged past the grace.
-    bucket_snapshot_at_us = now_us;
-    CollectBucketGarbage(needed);
+    // Unchanged: the newest bucket snapshot is this state. Objects may have aged past the grace
+    // meanwhile: collect at the snapshot interval all the same.
+    if (now_us - bucket_gc_at_us >= config.bucket_snapshot_interval_ms * 1000) {
+      CollectBucketGarbage(needed);
+    }
     return;
   }
   const std::string key = BucketSnapshotKey(generation, offset);
@@ -227,6 +229,7 @@ void Server::Impl::CollectBucketGarbage(const std::set<std::string>& in_snapshot
   // Segment objects neither the newest bucket snapshot nor the current state lists (merged away,
   // expired) are not needed by a recovery from that snapshot; storage/README.md ("Bucket garbage
   // collection") says when one is deleted. The collector logs its own failures.
+  bucket_gc_at_us = clock->MonotonicMicros();
   if (bucket_collector) (void)bucket_collector->CollectOnce(in_snapshot);
 }
 

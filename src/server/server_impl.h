@@ -178,6 +178,7 @@ struct Server::Impl : public PartitionGroupListener {
   void WriteBucketStatus(JsonWriter& w) const;
   void WriteStorageBucketProgress(JsonWriter& w) const;
   int64_t bucket_snapshot_at_us = 0;  // maintenance thread only
+  int64_t bucket_gc_at_us = 0;        // maintenance thread only: last collector pass
   mutable std::mutex bucket_mu;       // guards the fields below
   int64_t bucket_snapshot_offset = -1;
   uint32_t bucket_snapshot_generation = 0;

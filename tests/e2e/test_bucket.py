@@ -222,7 +222,7 @@ def test_every_segment_and_a_snapshot_reach_the_bucket(server_factory, s3, capsy
                    f"{len(snaps)} snapshots; bucket status {json.dumps(b)}")
 
 
-GC_GRACE_MS = 8000
+GC_GRACE_MS = 6000
 
 
 def test_expired_segment_objects_are_collected_after_the_grace(server_factory, s3, capsys):
