@@ -15,6 +15,9 @@ namespace sediment::bucket {
 struct ObjectInfo {
   std::string key;  // relative to the bucket's configured prefix
   uint64_t size = 0;
+  // When the object was last written (S3 LastModified, the server's clock), ms since the epoch;
+  // 0 = unknown.
+  int64_t last_modified_ms = 0;
 
   bool operator==(const ObjectInfo&) const = default;
 };
@@ -35,7 +38,8 @@ class Bucket {
   [[nodiscard]] virtual Result<std::string> Get(const std::string& key) = 0;
   // Size of the object; NotFound when absent.
   [[nodiscard]] virtual Result<uint64_t> Head(const std::string& key) = 0;
-  // Every object whose key starts with prefix (all pages followed), sorted by key.
+  // Every object whose key starts with prefix (all pages followed), sorted by key, with its size
+  // and (when the server reports it) its last-modified time.
   [[nodiscard]] virtual Result<std::vector<ObjectInfo>> List(const std::string& prefix) = 0;
   // Removes the object; OK also when absent.
   [[nodiscard]] virtual Status Delete(const std::string& key) = 0;

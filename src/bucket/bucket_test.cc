@@ -13,6 +13,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "bucket/memory_bucket.h"
@@ -33,6 +34,14 @@ std::string RandomBytes(size_t n, uint64_t seed) {
     for (size_t j = 0; j < 8 && i + j < n; ++j) s[i + j] = static_cast<char>(v >> (8 * j));
   }
   return s;
+}
+
+using KeySizes = std::vector<std::pair<std::string, uint64_t>>;
+// A listing without its last-modified times (a real server's clock).
+KeySizes KeysAndSizes(const std::vector<ObjectInfo>& list) {
+  KeySizes out;
+  for (const ObjectInfo& o : list) out.emplace_back(o.key, o.size);
+  return out;
 }
 
 // ----- MemoryBucket ----------------------------------------------------------------------------
@@ -78,6 +87,21 @@ TEST(MemoryBucketTest, ListSortsBinaryAndKeepsExactPrefix) {
   std::vector<std::string> keys;
   for (const auto& o : *list) keys.push_back(o.key);
   EXPECT_EQ(keys, (std::vector<std::string>{"a/", "a/B", "a/z", "a/\xc3\xa9"}));
+}
+
+TEST(MemoryBucketTest, ListReportsPutTimeFromItsClock) {
+  ManualClock clock(1'000'000);
+  MemoryBucket b("timed", &clock);
+  ASSERT_TRUE(b.Put("k/1", "a").ok());
+  clock.AdvanceMillis(250);
+  ASSERT_TRUE(b.Put("k/2", "b").ok());
+  EXPECT_EQ(*b.List("k/"), (std::vector<ObjectInfo>{{"k/1", 1, 1'000'000}, {"k/2", 1, 1'000'250}}));
+  clock.AdvanceMillis(5);
+  ASSERT_TRUE(b.Put("k/1", "aa").ok());  // a new write is a new time
+  EXPECT_EQ((*b.List("k/1"))[0], (ObjectInfo{"k/1", 2, 1'000'255}));
+  MemoryBucket untimed;
+  ASSERT_TRUE(untimed.Put("k", "x").ok());
+  EXPECT_EQ((*untimed.List(""))[0].last_modified_ms, 0);  // unknown
 }
 
 TEST(MemoryBucketTest, FaultSwitches) {
@@ -189,8 +213,9 @@ constexpr char kPage1[] = R"(<?xml version="1.0" encoding="UTF-8"?>
 TEST(S3HelpersTest, ParseListObjectsV2Pages) {
   auto page = internal::ParseListObjectsV2(kPage1);
   ASSERT_TRUE(page.ok()) << page.status().ToString();
-  EXPECT_EQ(page->objects, (std::vector<ObjectInfo>{
-                               {"p/a&b <1>", 1}, {"p/IsTruncated\tx", 0}, {"p/big", 12582912}}));
+  EXPECT_EQ(page->objects, (std::vector<ObjectInfo>{{"p/a&b <1>", 1, 1'704'067'200'000},
+                                                    {"p/IsTruncated\tx", 0},
+                                                    {"p/big", 12582912}}));
   EXPECT_TRUE(page->truncated);
   EXPECT_EQ(page->next_token, "1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=&");
 
@@ -226,6 +251,12 @@ TEST(S3HelpersTest, ParseListObjectsV2Rejects) {
             StatusCode::kCorruption);
   EXPECT_EQ(ParseListObjectsV2("<ListBucketResult><Contents><Key>k</Key><Size>12x</Size>"
                                "</Contents></ListBucketResult>")
+                .status()
+                .code(),
+            StatusCode::kCorruption);
+  EXPECT_EQ(ParseListObjectsV2("<ListBucketResult><Contents><Key>k</Key><Size>1</Size>"
+                               "<LastModified>yesterday</LastModified></Contents>"
+                               "</ListBucketResult>")
                 .status()
                 .code(),
             StatusCode::kCorruption);
@@ -950,7 +981,9 @@ TEST_F(S3IntegrationTest, ListPagesWithSmallPageSize) {
   EXPECT_EQ(b->stats().attempts - before, 4u);  // 3 + 3 + 3 + 1
   ASSERT_EQ(list->size(), 10u);
   for (int i = 0; i < 10; ++i) {
-    EXPECT_EQ((*list)[i], (ObjectInfo{"page/" + std::to_string(i), static_cast<uint64_t>(i)}));
+    EXPECT_EQ((*list)[i].key, "page/" + std::to_string(i));
+    EXPECT_EQ((*list)[i].size, static_cast<uint64_t>(i));
+    EXPECT_GT((*list)[i].last_modified_ms, 0);
   }
   EXPECT_EQ(b->List("")->size(), 12u);
   EXPECT_TRUE(b->List("nothing/")->empty());
@@ -969,7 +1002,7 @@ TEST_F(S3IntegrationTest, PrefixIsolatesKeys) {
   EXPECT_EQ(*plain->Get("sediment/seg/1"), "one");
   auto list = (*b)->List("");
   ASSERT_TRUE(list.ok());
-  EXPECT_EQ(*list, (std::vector<ObjectInfo>{{"seg/1", 3}, {"snap/1", 1}}));
+  EXPECT_EQ(KeysAndSizes(*list), (KeySizes{{"seg/1", 3}, {"snap/1", 1}}));
   EXPECT_EQ((*b)->Get("outside").status().code(), StatusCode::kNotFound);
   ASSERT_TRUE((*b)->Delete("seg/1").ok());
   EXPECT_EQ(plain->Get("sediment/seg/1").status().code(), StatusCode::kNotFound);
@@ -990,7 +1023,7 @@ TEST_F(S3IntegrationTest, MultipartRoundTrip) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_TRUE(*got == data) << "multipart object differs (" << got->size() << " bytes)";
   EXPECT_EQ(*b->Head("big"), data.size());
-  EXPECT_EQ(*b->List(""), (std::vector<ObjectInfo>{{"big", data.size()}}));
+  EXPECT_EQ(KeysAndSizes(*b->List("")), (KeySizes{{"big", data.size()}}));
   // Just at the threshold: one PUT.
   before = b->stats().attempts;
   ASSERT_TRUE(b->Put("edge", data.substr(0, 5 << 20)).ok());

@@ -22,8 +22,9 @@ Status MemoryBucket::Put(const std::string& key, std::string_view bytes) {
   ++puts_;
   RETURN_IF_ERROR(CheckAvailable());
   if (key.empty()) return Status::InvalidArgument(Describe() + ": empty key");
+  const int64_t now_ms = clock_ != nullptr ? clock_->NowMillis() : 0;
   std::lock_guard lock(mu_);
-  objects_[key] = std::string(bytes);
+  objects_[key] = Object{std::string(bytes), now_ms};
   return Status::OK();
 }
 
@@ -33,7 +34,7 @@ Result<std::string> MemoryBucket::Get(const std::string& key) {
   std::lock_guard lock(mu_);
   auto it = objects_.find(key);
   if (it == objects_.end()) return Status::NotFound(Describe() + ": no object " + key);
-  std::string bytes = it->second;
+  std::string bytes = it->second.bytes;
   if (auto c = corrupt_next_.find(key); c != corrupt_next_.end()) {
     corrupt_next_.erase(c);
     if (bytes.empty()) {
@@ -51,7 +52,7 @@ Result<uint64_t> MemoryBucket::Head(const std::string& key) {
   std::lock_guard lock(mu_);
   auto it = objects_.find(key);
   if (it == objects_.end()) return Status::NotFound(Describe() + ": no object " + key);
-  return static_cast<uint64_t>(it->second.size());
+  return static_cast<uint64_t>(it->second.bytes.size());
 }
 
 Result<std::vector<ObjectInfo>> MemoryBucket::List(const std::string& prefix) {
@@ -61,7 +62,7 @@ Result<std::vector<ObjectInfo>> MemoryBucket::List(const std::string& prefix) {
   std::vector<ObjectInfo> out;
   for (auto it = objects_.lower_bound(prefix);
        it != objects_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
-    out.push_back({it->first, it->second.size()});
+    out.push_back({it->first, it->second.bytes.size(), it->second.modified_ms});
   }
   return out;
 }
@@ -82,7 +83,7 @@ size_t MemoryBucket::object_count() const {
 uint64_t MemoryBucket::total_bytes() const {
   std::lock_guard lock(mu_);
   uint64_t total = 0;
-  for (const auto& [k, v] : objects_) total += v.size();
+  for (const auto& [k, v] : objects_) total += v.bytes.size();
   return total;
 }
 

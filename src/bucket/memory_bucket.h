@@ -9,6 +9,7 @@
 #include <string>
 
 #include "bucket/bucket.h"
+#include "common/clock.h"
 
 namespace sediment::bucket {
 
@@ -16,7 +17,10 @@ namespace sediment::bucket {
 // may be called concurrently from any thread.
 class MemoryBucket final : public Bucket {
  public:
-  explicit MemoryBucket(std::string name = "memory") : name_(std::move(name)) {}
+  // With a clock (borrowed, must outlive the bucket), Put records clock->NowMillis() as the
+  // object's last_modified_ms, reported by List; without one it is 0 (unknown).
+  explicit MemoryBucket(std::string name = "memory", Clock* clock = nullptr)
+      : name_(std::move(name)), clock_(clock) {}
 
   Status Put(const std::string& key, std::string_view bytes) override;
   Result<std::string> Get(const std::string& key) override;
@@ -48,13 +52,19 @@ class MemoryBucket final : public Bucket {
   // OK when the call may go on; counts nothing.
   Status CheckAvailable();
 
+  struct Object {
+    std::string bytes;
+    int64_t modified_ms = 0;
+  };
+
   const std::string name_;
+  Clock* const clock_;
   std::atomic<bool> available_{true};
   std::atomic<int> fail_next_{0};
   std::atomic<uint64_t> puts_{0}, gets_{0}, heads_{0}, lists_{0}, deletes_{0};
   mutable std::mutex mu_;
-  std::map<std::string, std::string> objects_;  // guarded by mu_
-  std::multiset<std::string> corrupt_next_;     // guarded by mu_
+  std::map<std::string, Object> objects_;    // guarded by mu_
+  std::multiset<std::string> corrupt_next_;  // guarded by mu_
 };
 
 }  // namespace sediment::bucket

@@ -7,6 +7,7 @@
 #include <charconv>
 
 #include "common/coding.h"
+#include "common/time_parse.h"
 
 namespace sediment::bucket::internal {
 
@@ -176,7 +177,16 @@ Result<ListPage> ParseListObjectsV2(std::string_view xml) {
       return Status::Corruption("ListObjectsV2: bad Size '" + std::string(*size) + "' for key " +
                                 decoded);
     }
-    page.objects.push_back({std::move(decoded), n});
+    int64_t modified_ms = 0;
+    if (auto modified = XmlElement(contents, "LastModified")) {
+      auto ms = ParseIso8601Millis(*modified);
+      if (!ms || *ms <= 0) {
+        return Status::Corruption("ListObjectsV2: bad LastModified '" + std::string(*modified) +
+                                  "' for key " + decoded);
+      }
+      modified_ms = *ms;
+    }
+    page.objects.push_back({std::move(decoded), n, modified_ms});
   }
   // IsTruncated and NextContinuationToken are looked up among the top-level elements only (the
   // document without its Contents blocks).

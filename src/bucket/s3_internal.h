@@ -40,7 +40,8 @@ struct ListPage {
   std::string next_token;  // NextContinuationToken (decoded); non-empty when truncated
 };
 // Corruption when the document is not a ListBucketResult, a Contents lacks Key or a numeric Size,
-// or IsTruncated is true without a NextContinuationToken.
+// has a LastModified that is not an ISO-8601 time, or IsTruncated is true without a
+// NextContinuationToken. A Contents without LastModified has last_modified_ms 0 (unknown).
 Result<ListPage> ParseListObjectsV2(std::string_view xml);
 
 // <Error><Code>..</Code><Message>..</Message></Error>; empty fields when absent.

@@ -528,6 +528,13 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1u, 1000u));
   server
+      ->add_option("--bucket-gc-grace-ms", config.bucket_gc_grace_ms,
+                   "bucket garbage collection deletes a segment object no segment references "
+                   "only once it is at least this old")
+      ->envname("SEDIMENT_BUCKET_GC_GRACE_MS")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{365} * 86'400'000));
+  server
       ->add_option("--cache-max-bytes", config.cache_max_bytes,
                    "bucket storage: evict local segment copies (least recently used first) above "
                    "this many bytes (0: no bound)")

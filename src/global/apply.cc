@@ -295,6 +295,35 @@ class Applier {
     return Status::OK();
   }
 
+  Status operator()(const BucketObjectsCollected& e) {
+    const std::string where = "BucketObjectsCollected (node " + std::to_string(e.node.value) +
+                              ", " + std::to_string(e.files.size()) + " objects)";
+    if (s_->bucket.empty()) return Status::Rejected(where + ": bucket storage is off");
+    if (e.files.empty()) return Status::Rejected(where + ": no objects");
+    std::set<std::string_view> listed;
+    for (const BucketSegmentFile& f : e.files) {
+      if (f.file_name.empty()) return Status::Rejected(where + ": empty file name");
+      listed.insert(f.file_name);
+    }
+    for (const auto& [id, seg] : s_->segments) {
+      if (listed.count(seg.file_name) != 0) {
+        return Status::Rejected(where + ": '" + seg.file_name + "' is the file of segment " +
+                                std::to_string(id.value));
+      }
+    }
+    BucketGcReport& r = s_->bucket_gc;
+    ++r.records;
+    r.objects += e.files.size();
+    for (const BucketSegmentFile& f : e.files) r.bytes += f.size;
+    r.last_node = e.node;
+    r.last_ms = e.at_ms;
+    r.last_files.clear();
+    for (size_t i = 0; i < e.files.size() && i < BucketGcReport::kMaxListed; ++i) {
+      r.last_files.push_back(e.files[i].file_name);
+    }
+    return Status::OK();
+  }
+
   Status operator()(const BeginRecovery& e) {
     if (s_->generation >= e.generation) {
       return Status::Rejected("BeginRecovery: the state is already at generation " +
@@ -374,12 +403,29 @@ std::string BucketSnapshotKey(uint32_t generation, Offset applied_through) {
 
 const char* GlobalEventName(const GlobalEvent& ev) {
   static constexpr const char* kNames[] = {
-      "SetClusterId",         "CreateRepo",       "AddIngestToken",     "AddApiToken",
-      "ClaimPartition",       "RegisterSegment",  "AdvanceReplayPoint", "SetTruncationPoint",
-      "RemoveSegments",       "SetClusterSecret", "RegisterNode",       "AddSegmentReplica",
-      "RemoveSegmentReplica", "StageMerge",       "CommitMerge",        "SetReplicationFactor",
-      "SetRetention",         "ReplaceSegment",   "SetBucket",          "SegmentUploaded",
-      "BeginRecovery"};
+      "SetClusterId",
+      "CreateRepo",
+      "AddIngestToken",
+      "AddApiToken",
+      "ClaimPartition",
+      "RegisterSegment",
+      "AdvanceReplayPoint",
+      "SetTruncationPoint",
+      "RemoveSegments",
+      "SetClusterSecret",
+      "RegisterNode",
+      "AddSegmentReplica",
+      "RemoveSegmentReplica",
+      "StageMerge",
+      "CommitMerge",
+      "SetReplicationFactor",
+      "SetRetention",
+      "ReplaceSegment",
+      "SetBucket",
+      "SegmentUploaded",
+      "BeginRecovery",
+      "BucketObjectsCollected",
+  };
   static_assert(std::size(kNames) == std::variant_size_v<GlobalEvent>);
   return kNames[ev.index()];
 }

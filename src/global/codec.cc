@@ -13,15 +13,16 @@ constexpr char kEventMagic[2] = {'G', 'E'};
 constexpr char kStateMagic[4] = {'G', 'S', 'N', 'P'};
 constexpr uint8_t kEventVersion = 1;
 // Snapshot v2 appends the cluster secret; v3 replicas, staged merges, retention bytes, the
-// replication factor and the node set. v1 and v2 are still read.
-constexpr uint8_t kStateVersion = 4;
+// replication factor and the node set; v4 the bucket fields; v5 the bucket GC report. v1 to v4
+// are still read.
+constexpr uint8_t kStateVersion = 5;
 constexpr uint8_t kStateVersionMin = 1;
 constexpr size_t kEventHeader = 4;  // magic(2) version(1) type(1)
 constexpr size_t kStateHeader = 5;  // magic(4) version(1)
 constexpr size_t kCrcSize = 4;
 
 // Type tags: the variant index plus one. Never renumber: they are on disk.
-static_assert(std::variant_size_v<GlobalEvent> == 21, "new events need a tag in FORMAT.md");
+static_assert(std::variant_size_v<GlobalEvent> == 22, "new events need a tag in FORMAT.md");
 
 // ---- writing ----
 void PutI64(std::string* out, int64_t v) { PutVarsint64(out, v); }
@@ -117,6 +118,15 @@ void PutBody(std::string* out, const ReplaceSegment& e) {
 void PutBody(std::string* out, const SetBucket& e) { PutLengthPrefixed(out, e.location); }
 void PutBody(std::string* out, const SegmentUploaded& e) { PutI64(out, e.segment.value); }
 void PutBody(std::string* out, const BeginRecovery& e) { PutVarint32(out, e.generation); }
+void PutBody(std::string* out, const BucketObjectsCollected& e) {
+  PutI64(out, e.node.value);
+  PutI64(out, e.at_ms);
+  PutVarint64(out, e.files.size());
+  for (const BucketSegmentFile& f : e.files) {
+    PutLengthPrefixed(out, f.file_name);
+    PutVarint64(out, f.size);
+  }
+}
 
 // ---- reading ----
 // Cursor over a body; every getter fails (returns false) on truncated or malformed input and
@@ -299,6 +309,20 @@ bool GetBody(Reader* r, ReplaceSegment* e) {
 bool GetBody(Reader* r, SetBucket* e) { return r->Str(&e->location, "bucket location"); }
 bool GetBody(Reader* r, SegmentUploaded* e) { return r->Strong64(&e->segment, "segment id"); }
 bool GetBody(Reader* r, BeginRecovery* e) { return r->U32(&e->generation, "generation"); }
+bool GetBody(Reader* r, BucketObjectsCollected* e) {
+  uint64_t n;
+  if (!r->Strong64(&e->node, "node") || !r->I64(&e->at_ms, "at_ms") ||
+      !r->Count(&n, "collected object count")) {
+    return false;
+  }
+  e->files.resize(n);
+  for (BucketSegmentFile& f : e->files) {
+    if (!r->Str(&f.file_name, "collected file name") || !r->U64(&f.size, "collected size")) {
+      return false;
+    }
+  }
+  return true;
+}
 
 template <size_t I = 0>
 bool DecodeAlternative(size_t index, Reader* r, GlobalEvent* out) {
@@ -431,6 +455,15 @@ std::string EncodeGlobalState(const GlobalState& s) {
     PutVarint64(&out, l.raw_bytes);
     PutLengthPrefixed(&out, l.file_name);
   }
+  // v5
+  const BucketGcReport& gc = s.bucket_gc;
+  PutVarint64(&out, gc.records);
+  PutVarint64(&out, gc.objects);
+  PutVarint64(&out, gc.bytes);
+  PutI64(&out, gc.last_node.value);
+  PutI64(&out, gc.last_ms);
+  PutVarint64(&out, gc.last_files.size());
+  for (const std::string& f : gc.last_files) PutLengthPrefixed(&out, f);
   AppendCrc(&out);
   return out;
 }
@@ -541,6 +574,17 @@ bool DecodeStateBody(Reader* r, GlobalState* s, uint8_t version) {
         !r->U64(&l.raw_bytes, "lost bytes") || !r->Str(&l.file_name, "lost file name")) {
       return false;
     }
+  }
+  if (version < 5) return true;  // no bucket GC recorded
+  BucketGcReport& gc = s->bucket_gc;
+  if (!r->U64(&gc.records, "bucket gc records") || !r->U64(&gc.objects, "bucket gc objects") ||
+      !r->U64(&gc.bytes, "bucket gc bytes") || !r->Strong64(&gc.last_node, "bucket gc node") ||
+      !r->I64(&gc.last_ms, "bucket gc time") || !r->Count(&n, "bucket gc file count")) {
+    return false;
+  }
+  gc.last_files.resize(n);
+  for (std::string& f : gc.last_files) {
+    if (!r->Str(&f, "bucket gc file name")) return false;
   }
   return true;
 }

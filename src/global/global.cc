@@ -75,6 +75,7 @@ class GlobalImpl final : public Global {
     cv_.wait_for(lock, timeout, [&] { return applied_ >= offset.value || stopping_; });
     return applied_ >= offset.value;
   }
+  Result<Offset> LogEnd() override { return log_->EndOffset(kGlobalPartition); }
 
  private:
   struct Recorded {

@@ -81,6 +81,17 @@ struct RecoveryReport {
   static constexpr size_t kMaxLostListed = 1000;
 };
 
+// What the bucket garbage collector recorded (BucketObjectsCollected events), cluster-wide.
+struct BucketGcReport {
+  uint64_t records = 0;  // accepted BucketObjectsCollected events
+  uint64_t objects = 0;  // file names they listed (a name recorded twice counts twice)
+  uint64_t bytes = 0;    // the listed objects' sizes
+  NodeId last_node;      // collector of the newest record (0: none yet)
+  int64_t last_ms = 0;   // its wall-clock time, from the event
+  std::vector<std::string> last_files;  // its file names, at most kMaxListed
+  static constexpr size_t kMaxListed = 100;
+};
+
 struct PartitionState {
   NodeId owner;
   Epoch epoch;              // current claim epoch; 0 = unclaimed
@@ -112,6 +123,7 @@ struct GlobalState {
   // bucket onto a new one (positions restart there).
   uint32_t generation = 0;
   RecoveryReport recovery;
+  BucketGcReport bucket_gc;
 };
 
 // Durable for the safe offset and for merges: in the bucket when bucket storage is on, else on
@@ -244,12 +256,31 @@ struct BeginRecovery {
   uint32_t generation = 0;
 };
 
+// A segment file found in the bucket.
+struct BucketSegmentFile {
+  std::string file_name;
+  uint64_t size = 0;
+};
+
+// The bucket garbage collector of `node` is about to delete the bucket objects of these segment
+// files (keys BucketSegmentKey(file_name)); written before the deletion, which happens only once
+// the event is accepted. Rejected when bucket storage is off, `files` is empty, a file name is
+// empty, or any file name is the file of a segment in the state (committed or staged, of any
+// generation): an object a segment still references is never deleted, whatever the collector's
+// view of the state was. Accepted: counted in GlobalState::bucket_gc. at_ms is the collector's
+// wall clock (for status pages only).
+struct BucketObjectsCollected {
+  NodeId node;
+  int64_t at_ms = 0;
+  std::vector<BucketSegmentFile> files;
+};
+
 using GlobalEvent =
     std::variant<SetClusterId, CreateRepo, AddIngestToken, AddApiToken, ClaimPartition,
                  RegisterSegment, AdvanceReplayPoint, SetTruncationPoint, RemoveSegments,
                  SetClusterSecret, RegisterNode, AddSegmentReplica, RemoveSegmentReplica,
                  StageMerge, CommitMerge, SetReplicationFactor, SetRetention, ReplaceSegment,
-                 SetBucket, SegmentUploaded, BeginRecovery>;
+                 SetBucket, SegmentUploaded, BeginRecovery, BucketObjectsCollected>;
 
 std::string EncodeGlobalEvent(const GlobalEvent& ev);
 Result<GlobalEvent> DecodeGlobalEvent(std::string_view data);
@@ -279,12 +310,6 @@ bool IsRecoveryMarker(const GlobalState& state, const GlobalEvent& ev);
 // flushed_through of the partition, all of the current generation). A log ending below it lost
 // acknowledged records and must not reuse their offsets (CommitLog::RefuseBelow).
 Offset LogFloor(const GlobalState& state, PartitionId partition);
-
-// A segment file found in the bucket.
-struct BucketSegmentFile {
-  std::string file_name;
-  uint64_t size = 0;
-};
 
 // The state a cluster recovered from the bucket starts from (DESIGN section 8, P4), a pure
 // function of the newest bucket snapshot and the bucket's segment files:
@@ -356,6 +381,11 @@ class Global {
   virtual Offset OldestSnapshot() const = 0;
   // Waits until every event through `offset` is applied; false on timeout or close.
   virtual bool WaitApplied(Offset offset, std::chrono::milliseconds timeout) = 0;
+  // The global log's end offset, read from the log now: every event appended (durable) before
+  // this call is below it. With WaitApplied(end - 1, ...) a caller gets a state that reflects
+  // every event appended before it asked (e.g. before it listed the bucket). The log's error
+  // when it cannot be read.
+  virtual Result<Offset> LogEnd() = 0;
   // Stops the tailer (after a final snapshot). Idempotent.
   virtual Status Close() = 0;
 };

@@ -155,6 +155,7 @@ std::vector<GlobalEvent> OneOfEach() {
       SetBucket{"s3://bucket/prefix at http://127.0.0.1:9000"},
       SegmentUploaded{SegmentId(12)},
       BeginRecovery{3},
+      BucketObjectsCollected{NodeId(3), -7, {{"p0-e1-o0-i0.seg", 1234}, {"\x00odd", 0}}},
   };
 }
 
@@ -393,14 +394,33 @@ std::string V4Suffix(const GlobalState& s) {
   return out;
 }
 
+// The bytes snapshot v5 appends to v4 (FORMAT.md), written independently of the encoder.
+std::string V5Suffix(const GlobalState& s) {
+  std::string out;
+  const BucketGcReport& g = s.bucket_gc;
+  PutVarint64(&out, g.records);
+  PutVarint64(&out, g.objects);
+  PutVarint64(&out, g.bytes);
+  PutVarsint64(&out, g.last_node.value);
+  PutVarsint64(&out, g.last_ms);
+  PutVarint64(&out, g.last_files.size());
+  for (const std::string& f : g.last_files) PutLengthPrefixed(&out, f);
+  return out;
+}
+
 TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   GlobalState s = Populated();
   s.cluster_secret.clear();
-  const std::string v4 = EncodeGlobalState(s);
-  ASSERT_EQ(v4[4], 4);
-  const std::string body = v4.substr(0, v4.size() - 4);
-  // v3 = v4 without the v4 suffix; v2 = v3 without the v3 suffix; v1 = v2 without the trailing
-  // (empty, one 0x00 byte) secret.
+  const std::string v5 = EncodeGlobalState(s);
+  ASSERT_EQ(v5[4], 5);
+  const std::string body5 = v5.substr(0, v5.size() - 4);
+  // v4 = v5 without the v5 suffix (an empty GC report); v3 = v4 without the v4 suffix; v2 = v3
+  // without the v3 suffix; v1 = v2 without the trailing (empty, one 0x00 byte) secret.
+  const std::string suffix5 = V5Suffix(s);
+  ASSERT_GT(body5.size(), suffix5.size());
+  ASSERT_EQ(body5.substr(body5.size() - suffix5.size()), suffix5);
+  std::string body = body5.substr(0, body5.size() - suffix5.size());
+  body[4] = 4;
   const std::string suffix4 = V4Suffix(s);
   ASSERT_GT(body.size(), suffix4.size());
   ASSERT_EQ(body.substr(body.size() - suffix4.size()), suffix4);
@@ -413,10 +433,12 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   v2[4] = 2;
   std::string v1 = v2.substr(0, v2.size() - 1);
   v1[4] = 1;
-  for (const std::string& old : {WithCrc(v1), WithCrc(v2), WithCrc(v3)}) {
+  for (const std::string& old : {WithCrc(v1), WithCrc(v2), WithCrc(v3), WithCrc(body)}) {
     Result<GlobalState> dec = DecodeGlobalState(old);
     ASSERT_TRUE(dec.ok()) << "version " << int(old[4]) << ": " << dec.status().ToString();
-    EXPECT_EQ(EncodeGlobalState(*dec), v4) << "version " << int(old[4]);
+    EXPECT_EQ(EncodeGlobalState(*dec), v5) << "version " << int(old[4]);
+    EXPECT_EQ(dec->bucket_gc.records, 0u);
+    EXPECT_TRUE(dec->bucket_gc.last_files.empty());
     for (const auto& [id, seg] : dec->segments) {
       EXPECT_EQ(seg.replicas, std::set<NodeId>{seg.node});
       EXPECT_FALSE(seg.uploaded);
@@ -428,18 +450,21 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
     EXPECT_EQ(dec->recovery.snapshot_applied_through, Offset(-1));
     EXPECT_TRUE(dec->recovery.lost.empty());
   }
-  // An older version header on v4 bytes leaves trailing bytes; a v4 header on v3 bytes is
-  // truncated; versions 0 and 5 are refused.
-  for (char version : {0, 1, 2, 3, 5}) {
-    std::string wrong = body;
+  // An older version header on v5 bytes leaves trailing bytes; a v5 header on v4 bytes or a v4
+  // header on v3 bytes is truncated; versions 0 and 6 are refused.
+  for (char version : {0, 1, 2, 3, 4, 6}) {
+    std::string wrong = body5;
     wrong[4] = version;
     EXPECT_EQ(DecodeGlobalState(WithCrc(wrong)).status().code(), StatusCode::kCorruption)
         << "version " << int(version);
   }
+  std::string short5 = body;
+  short5[4] = 5;
+  EXPECT_EQ(DecodeGlobalState(WithCrc(short5)).status().code(), StatusCode::kCorruption);
   std::string short4 = v3;
   short4[4] = 4;
   EXPECT_EQ(DecodeGlobalState(WithCrc(short4)).status().code(), StatusCode::kCorruption);
-  EXPECT_TRUE(DecodeGlobalState(WithCrc(body)).ok());
+  EXPECT_TRUE(DecodeGlobalState(WithCrc(body5)).ok());
 }
 
 TEST(GlobalCodec, ReplicationStateRoundTrips) {
@@ -511,6 +536,10 @@ GlobalState BucketState() {
   GlobalState s = Populated();
   EXPECT_TRUE(ApplyGlobalEvent(&s, SetBucket{"s3://bucket/prefix at http://127.0.0.1:9000"}).ok());
   EXPECT_TRUE(ApplyGlobalEvent(&s, SegmentUploaded{SegmentId(1)}).ok());
+  EXPECT_TRUE(ApplyGlobalEvent(&s, BucketObjectsCollected{NodeId(2),
+                                                          1'700'000'000'123,
+                                                          {{"gone-1.seg", 10}, {"gone-2.seg", 20}}})
+                  .ok());
   s.segments.at(SegmentId(2)).generation = 3;
   s.generation = 4;
   RecoveryReport& r = s.recovery;
@@ -546,7 +575,7 @@ TEST(GlobalCodec, BucketAndRecoveryStateRoundTrips) {
   const std::string enc = EncodeGlobalState(s);
   // The v4 fields are laid out as FORMAT.md says, at the end of the body.
   const std::string body = enc.substr(0, enc.size() - 4);
-  const std::string suffix = V4Suffix(s);
+  const std::string suffix = V4Suffix(s) + V5Suffix(s);
   ASSERT_GT(body.size(), suffix.size());
   EXPECT_EQ(body.substr(body.size() - suffix.size()), suffix);
 
@@ -570,6 +599,13 @@ TEST(GlobalCodec, BucketAndRecoveryStateRoundTrips) {
   EXPECT_EQ(r.lost_segments, 15u);
   EXPECT_EQ(r.lost_events, 16u);
   EXPECT_EQ(r.lost_bytes, 17u);
+  const BucketGcReport& gc = dec->bucket_gc;
+  EXPECT_EQ(gc.records, 1u);
+  EXPECT_EQ(gc.objects, 2u);
+  EXPECT_EQ(gc.bytes, 30u);
+  EXPECT_EQ(gc.last_node, NodeId(2));
+  EXPECT_EQ(gc.last_ms, 1'700'000'000'123);
+  EXPECT_EQ(gc.last_files, (std::vector<std::string>{"gone-1.seg", "gone-2.seg"}));
   ASSERT_EQ(r.lost.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     const LostSegment& want = s.recovery.lost[i];
@@ -589,7 +625,7 @@ TEST(GlobalCodec, UploadedFlagOtherThanZeroOrOneIsCorruption) {
   const std::string enc = EncodeGlobalState(s);
   const std::string body = enc.substr(0, enc.size() - 4);
   // The first byte of the v4 suffix is segment 1's uploaded flag (1).
-  const size_t flag = body.size() - V4Suffix(s).size();
+  const size_t flag = body.size() - V4Suffix(s).size() - V5Suffix(s).size();
   ASSERT_EQ(body[flag], 1);
   std::string bad = body;
   bad[flag] = 2;
@@ -907,6 +943,82 @@ TEST(GlobalApply, SetBucketAndSegmentUploaded) {
   EXPECT_TRUE(s.segments.at(SegmentId(1)).uploaded);
   EXPECT_FALSE(s.segments.at(SegmentId(2)).uploaded);
   ExpectRejected(&s, SegmentUploaded{SegmentId(1)});  // already uploaded
+}
+
+TEST(GlobalCodec, BucketObjectsCollectedRoundTripsWithItsFields) {
+  const BucketObjectsCollected ev{
+      NodeId(4), 1'700'000'000'000, {{"a.seg", 1}, {"b.seg", 1ull << 40}}};
+  const std::string enc = EncodeGlobalEvent(ev);
+  EXPECT_EQ(enc[3], 22);  // type tags are permanent (FORMAT.md)
+  EXPECT_STREQ(GlobalEventName(ev), "BucketObjectsCollected");
+  // The body as FORMAT.md lays it out, written independently of the encoder.
+  std::string want("GE\x01\x16", 4);
+  PutVarsint64(&want, 4);
+  PutVarsint64(&want, 1'700'000'000'000);
+  PutVarint64(&want, 2);
+  PutLengthPrefixed(&want, "a.seg");
+  PutVarint64(&want, 1);
+  PutLengthPrefixed(&want, "b.seg");
+  PutVarint64(&want, 1ull << 40);
+  EXPECT_EQ(enc, WithCrc(want));
+  Result<GlobalEvent> dec = DecodeGlobalEvent(enc);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  const auto& got = std::get<BucketObjectsCollected>(*dec);
+  EXPECT_EQ(got.node, NodeId(4));
+  EXPECT_EQ(got.at_ms, 1'700'000'000'000);
+  ASSERT_EQ(got.files.size(), 2u);
+  EXPECT_EQ(got.files[1].file_name, "b.seg");
+  EXPECT_EQ(got.files[1].size, 1ull << 40);
+  // A count larger than the bytes left is Corruption, not an allocation.
+  std::string huge("GE\x01\x16", 4);
+  PutVarsint64(&huge, 4);
+  PutVarsint64(&huge, 0);
+  PutVarint64(&huge, 1ull << 60);
+  EXPECT_EQ(DecodeGlobalEvent(WithCrc(huge)).status().code(), StatusCode::kCorruption);
+}
+
+TEST(GlobalApply, BucketObjectsCollectedNeverNamesAReferencedFile) {
+  GlobalState s = Populated();
+  const std::string referenced = s.segments.at(SegmentId(2)).file_name;
+  ASSERT_FALSE(referenced.empty());
+  // Bucket storage off: nothing to collect.
+  ExpectRejected(&s, BucketObjectsCollected{NodeId(1), 5, {{"gone.seg", 3}}});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetBucket{"s3://a/p at http://127.0.0.1:9000"}).ok());
+  ExpectRejected(&s, BucketObjectsCollected{NodeId(1), 5, {}});
+  ExpectRejected(&s, BucketObjectsCollected{NodeId(1), 5, {{"", 3}}});
+  // One referenced name rejects the whole record (the collector decides again from a newer
+  // state), whether the segment is uploaded or not, committed or staged.
+  ExpectRejected(&s, BucketObjectsCollected{NodeId(1), 5, {{"gone.seg", 3}, {referenced, 9}}});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SegmentUploaded{SegmentId(2)}).ok());
+  ExpectRejected(&s, BucketObjectsCollected{NodeId(1), 5, {{referenced, 9}}});
+  SegmentRecord out = s.segments.at(SegmentId(1));
+  out.file_name = "m-staged.seg";
+  ASSERT_TRUE(ApplyGlobalEvent(&s, StageMerge{out, {SegmentId(1)}}).ok());
+  ExpectRejected(&s, BucketObjectsCollected{NodeId(1), 5, {{"m-staged.seg", 9}}});
+
+  ASSERT_TRUE(ApplyGlobalEvent(&s, BucketObjectsCollected{NodeId(2), 7, {{"gone.seg", 3}}}).ok());
+  ASSERT_TRUE(
+      ApplyGlobalEvent(&s, BucketObjectsCollected{NodeId(3), 8, {{"x.seg", 4}, {"y.seg", 5}}})
+          .ok());
+  EXPECT_EQ(s.bucket_gc.records, 2u);
+  EXPECT_EQ(s.bucket_gc.objects, 3u);
+  EXPECT_EQ(s.bucket_gc.bytes, 12u);
+  EXPECT_EQ(s.bucket_gc.last_node, NodeId(3));
+  EXPECT_EQ(s.bucket_gc.last_ms, 8);
+  EXPECT_EQ(s.bucket_gc.last_files, (std::vector<std::string>{"x.seg", "y.seg"}));
+
+  // Once its segment is gone (retention, merge), a file may be collected.
+  ASSERT_TRUE(ApplyGlobalEvent(&s, RemoveSegments{{SegmentId(2)}}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, BucketObjectsCollected{NodeId(2), 9, {{referenced, 9}}}).ok());
+
+  // The listed names are bounded; the counts cover every name.
+  BucketObjectsCollected many{NodeId(1), 10, {}};
+  for (size_t i = 0; i < BucketGcReport::kMaxListed + 5; ++i) {
+    many.files.push_back({"f-" + std::to_string(i) + ".seg", 1});
+  }
+  ASSERT_TRUE(ApplyGlobalEvent(&s, many).ok());
+  EXPECT_EQ(s.bucket_gc.last_files.size(), BucketGcReport::kMaxListed);
+  EXPECT_EQ(s.bucket_gc.objects, 4u + BucketGcReport::kMaxListed + 5);
 }
 
 TEST(GlobalApply, BeginRecoveryIsRejectedOrAbortedNeverApplied) {

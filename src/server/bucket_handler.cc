@@ -183,7 +183,14 @@ void Server::Impl::BucketMaintenance() {
     generation = snap->generation;
     for (const auto& [id, seg] : snap->segments) needed.insert(seg.file_name);
   }
-  if (offset.value == bucket_snapshot_offset && generation == bucket_snapshot_generation) return;
+  if (offset.value == bucket_snapshot_offset && generation == bucket_snapshot_generation) {
+    // Unchanged: the newest bucket snapshot is this state. Objects may have aged past the grace
+    // meanwhile: collect at the snapshot interval all the same.
+    if (now_us - bucket_gc_at_us >= config.bucket_snapshot_interval_ms * 1000) {
+      CollectBucketGarbage(needed);
+    }
+    return;
+  }
   const std::string key = BucketSnapshotKey(generation, offset);
   Status st = bucket->Put(key, bytes);
   if (!st.ok()) {
@@ -215,31 +222,15 @@ void Server::Impl::BucketMaintenance() {
         spdlog::warn("bucket: deleting old snapshot {}: {}", (*snaps)[i].key, d.ToString());
     }
   }
-  // Segment objects neither the snapshot just uploaded nor the current state lists (merged away,
-  // expired): a recovery from the newest snapshot never needs them. Listed before the state is
-  // read, so an object uploaded meanwhile is never collected by mistake.
-  auto objects = bucket->List(kBucketSegmentPrefix);
-  if (!objects.ok()) return;
-  global->Read([&](const GlobalState& s) {
-    for (const auto& [id, seg] : s.segments) needed.insert(seg.file_name);
-  });
-  const size_t prefix_len = std::string(kBucketSegmentPrefix).size();
-  uint64_t deleted = 0;
-  for (const auto& obj : *objects) {
-    if (needed.count(obj.key.substr(prefix_len)) != 0) continue;
-    Status d = bucket->Delete(obj.key);
-    if (!d.ok()) {
-      spdlog::warn("bucket: deleting {}: {}", obj.key, d.ToString());
-      break;
-    }
-    ++deleted;
-  }
-  if (deleted > 0) {
-    spdlog::info("bucket: deleted {} segment objects no longer in Global or in snapshot {}",
-                 deleted, key);
-    std::lock_guard lock(bucket_mu);
-    bucket_objects_deleted += deleted;
-  }
+  CollectBucketGarbage(needed);
+}
+
+void Server::Impl::CollectBucketGarbage(const std::set<std::string>& in_snapshot) {
+  // Segment objects neither the newest bucket snapshot nor the current state lists (merged away,
+  // expired) are not needed by a recovery from that snapshot; storage/README.md ("Bucket garbage
+  // collection") says when one is deleted. The collector logs its own failures.
+  bucket_gc_at_us = clock->MonotonicMicros();
+  if (bucket_collector) (void)bucket_collector->CollectOnce(in_snapshot);
 }
 
 void Server::Impl::WriteStorageBucketProgress(JsonWriter& w) const {
@@ -277,10 +268,12 @@ void Server::Impl::WriteBucketStatus(JsonWriter& w) const {
   uint32_t generation = 0;
   std::string location;
   RecoveryReport recovery;
+  BucketGcReport gc;
   global->Read([&](const GlobalState& st) {
     location = st.bucket;
     generation = st.generation;
     recovery = st.recovery;
+    gc = st.bucket_gc;
     for (const auto& [id, seg] : st.segments) {
       ++segments;
       if (seg.uploaded) {
@@ -310,8 +303,31 @@ void Server::Impl::WriteBucketStatus(JsonWriter& w) const {
       w.Key("uploaded").Int(static_cast<int64_t>(bucket_snapshots_uploaded));
       w.Key("lastError").String(bucket_snapshot_error);
       w.EndObject();
-      w.Key("objectsDeleted").Int(static_cast<int64_t>(bucket_objects_deleted));
     }
+    const BucketCollector::Progress p =
+        bucket_collector ? bucket_collector->progress() : BucketCollector::Progress{};
+    w.Key("objectsDeleted").Int(static_cast<int64_t>(p.deleted_objects));
+    w.Key("gc").BeginObject();
+    w.Key("graceMs").Int(config.bucket_gc_grace_ms);
+    w.Key("passes").Int(static_cast<int64_t>(p.passes));
+    w.Key("skippedBehind").Int(static_cast<int64_t>(p.skipped_behind));
+    w.Key("rejectedRecords").Int(static_cast<int64_t>(p.rejected_records));
+    w.Key("deletedObjects").Int(static_cast<int64_t>(p.deleted_objects));
+    w.Key("deletedBytes").Int(static_cast<int64_t>(p.deleted_bytes));
+    w.Key("keptYoung").Int(static_cast<int64_t>(p.last_young));
+    w.Key("lastPassMs").Int(p.last_pass_ms);
+    w.Key("lastError").String(p.last_error);
+    w.Key("recorded").BeginObject();
+    w.Key("records").Int(static_cast<int64_t>(gc.records));
+    w.Key("objects").Int(static_cast<int64_t>(gc.objects));
+    w.Key("bytes").Int(static_cast<int64_t>(gc.bytes));
+    w.Key("lastNode").Int(gc.last_node.value);
+    w.Key("lastMs").Int(gc.last_ms);
+    w.Key("lastFiles").BeginArray();
+    for (const std::string& f : gc.last_files) w.String(f);
+    w.EndArray();
+    w.EndObject();
+    w.EndObject();
     WriteStorageBucketProgress(w);
   }
   w.EndObject();

@@ -86,6 +86,9 @@ struct ServerConfig {
   int64_t upload_interval_ms = 1000;
   int64_t bucket_snapshot_interval_ms = 60000;
   uint32_t bucket_snapshots_kept = 3;
+  // Bucket GC deletes an unreferenced segment object only once it is at least this old
+  // (its LastModified).
+  int64_t bucket_gc_grace_ms = 3'600'000;
   // Local segment cache bound (bucket storage only): bytes, or percent of the data dir's file
   // system (the smaller applies); 0 = unbounded.
   uint64_t cache_max_bytes = 0;

@@ -35,6 +35,7 @@
 #include "merge/merge.h"
 #include "query/query.h"
 #include "server/server.h"
+#include "storage/bucket_collector.h"
 #include "storage/replicator.h"
 #include "storage/store.h"
 #include "storage/uploader.h"
@@ -160,6 +161,7 @@ struct Server::Impl : public PartitionGroupListener {
   std::unique_ptr<bucket::Bucket> bucket;
   std::string bucket_location;
   std::unique_ptr<Uploader> uploader;
+  std::unique_ptr<BucketCollector> bucket_collector;  // with the uploader (StartStorage)
   bool recovered_here = false;  // this node recovered the cluster from the bucket at start
   Status OpenBucket();
   // Before Global opens: with --recover-from-bucket on an empty global log, builds the recovered
@@ -167,19 +169,22 @@ struct Server::Impl : public PartitionGroupListener {
   // recovery marker came first).
   Status RecoverFromBucket(const std::string& snapshot_dir);
   // Maintenance leader: uploads a Global snapshot every bucket_snapshot_interval_ms (when it
-  // changed), keeps the newest bucket_snapshots_kept, and deletes segment objects that neither
-  // that snapshot nor the current state lists.
+  // changed), keeps the newest bucket_snapshots_kept, and runs a bucket_collector pass that keeps
+  // the files that snapshot lists.
   void BucketMaintenance();
+  // One bucket_collector pass keeping `in_snapshot` (the files the newest bucket snapshot lists).
+  void CollectBucketGarbage(const std::set<std::string>& in_snapshot);
   uint64_t CacheBoundBytes() const;
   void WriteBucketStatus(JsonWriter& w) const;
   void WriteStorageBucketProgress(JsonWriter& w) const;
   int64_t bucket_snapshot_at_us = 0;  // maintenance thread only
+  int64_t bucket_gc_at_us = 0;        // maintenance thread only: last collector pass
   mutable std::mutex bucket_mu;       // guards the fields below
   int64_t bucket_snapshot_offset = -1;
   uint32_t bucket_snapshot_generation = 0;
   std::string bucket_snapshot_key, bucket_snapshot_error;
   int64_t bucket_snapshot_ms = 0;
-  uint64_t bucket_snapshots_uploaded = 0, bucket_objects_deleted = 0;
+  uint64_t bucket_snapshots_uploaded = 0;
   std::atomic<bool> ready{false};  // HTTP serving: the heartbeat advertises the address
   bool stopped = false;
   bool kafka() const { return !config.kafka_brokers.empty(); }

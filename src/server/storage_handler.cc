@@ -116,6 +116,11 @@ Status Server::Impl::StartStorage() {
     uo.on_corrupt = [this](SegmentId id, const Status& why) { replicator->ReportCorrupt(id, why); };
     uploader = std::make_unique<Uploader>(env, clock, global.get(), store.get(), bucket.get(),
                                           peers.get(), uo);
+    BucketCollectorOptions co;
+    co.self = node;
+    co.grace = std::chrono::milliseconds(config.bucket_gc_grace_ms);
+    bucket_collector =
+        std::make_unique<BucketCollector>(clock, global.get(), bucket.get(), std::move(co));
   }
   if (config.merge_small_bytes > 0) {
     MergeOptions mo;

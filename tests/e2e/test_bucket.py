@@ -3,6 +3,8 @@
 
 1. uploads: every segment reaches the bucket (status backlog 0, uploadedSegments == segments,
    each object byte-identical to the local file) and a Global snapshot appears under global/.
+   GC: the objects of segments removed by retention stay while younger than --bucket-gc-grace-ms,
+   then are recorded in Global and deleted; the objects of listed segments stay.
 2. eviction: with --cache-max-bytes a few segments large, the local copies of uploaded segments
    are evicted down to the bound; queries over days of data still answer completely (exact count,
    a needle per day) by fetching segments back from the bucket (X-Sediment-Bucket-Fetches > 0).
@@ -218,6 +220,61 @@ def test_every_segment_and_a_snapshot_reach_the_bucket(server_factory, s3, capsy
     assert not exactly_once(found, want), exactly_once(found, want)
     figure(capsys, f"bucket uploads: {len(segs)} segments, {sum(x['fileSize'] for x in segs)} bytes, "
                    f"{len(snaps)} snapshots; bucket status {json.dumps(b)}")
+
+
+GC_GRACE_MS = 6000
+
+
+def test_expired_segment_objects_are_collected_after_the_grace(server_factory, s3, capsys):
+    """Retention removes the old datasource's segments from Global; their bucket objects stay while
+    younger than --bucket-gc-grace-ms (bucket.gc.keptYoung), then are recorded in Global
+    (bucket.gc.recorded) and deleted; the objects of the segments still listed stay."""
+    bucket = new_bucket_name()
+    s = make_bucket_server(server_factory, s3, bucket, extra=("--merge-small-bytes", "0"),
+                           bucket_gc_grace_ms=GC_GRACE_MS)
+    run = marker("gc")
+    t_ingest_ms = int(time.time() * 1000)
+    for j in range(2):
+        send(s, run, "old", [f"{run}-old-{j}-{i}" for i in range(10)], [t_ingest_ms - 10 * DAY_MS + i for i in range(10)])
+        send(s, run, "new", [f"{run}-new-{j}-{i}" for i in range(10)], [t_ingest_ms + i for i in range(10)])
+        time.sleep(FLUSH_AGE_MS / 1000 + 0.1)
+    wait_until(lambda: s.quiet() and s.count(run, start=0) == 40, timeout=30, what="everything in segments")
+    wait_uploaded(s)
+    segs = [x for x in segments(s) if not x.get("staged")]
+    old = {seg_file(x) for x in segs if x["datasource"].endswith("t=old")}
+    new = {seg_file(x) for x in segs if x["datasource"].endswith("t=new")}
+    assert old and new, segs
+    assert old | new <= set(objects_by_file(s3.endpoint(), bucket)), objects_by_file(s3.endpoint(), bucket)
+
+    url = f"{s.url}/api/v1/repositories/{s.repo}/retention"
+    r = requests.put(url, json={"retentionMs": 5 * DAY_MS}, headers={"Authorization": f"Bearer {s.api_token}"},
+                     timeout=10)
+    assert r.status_code == 200, r.text
+    wait_until(lambda: not old & {seg_file(x) for x in segments(s)}, timeout=15, what="old segments expired")
+
+    kept_young = 0
+
+    def collected():
+        nonlocal kept_young
+        gc = bucket_status(s)["gc"]
+        kept_young = max(kept_young, gc["keptYoung"])
+        return gc if not old & set(objects_by_file(s3.endpoint(), bucket)) else None
+
+    gc = wait_until(collected, timeout=GC_GRACE_MS / 1000 + 30, interval=0.2, what="expired objects deleted")
+    t_deleted_ms = int(time.time() * 1000)
+    # An object is at least as new as the ingest that made its segment: never deleted sooner.
+    assert t_deleted_ms >= t_ingest_ms + GC_GRACE_MS, f"deleted {t_deleted_ms - t_ingest_ms} ms after the ingest"
+    assert kept_young >= 1, f"no pass kept a young unreferenced object: {gc}"
+    assert new <= set(objects_by_file(s3.endpoint(), bucket)), "an object of a listed segment was deleted"
+    gc = wait_until(lambda: (g := bucket_status(s)["gc"])["recorded"]["objects"] >= len(old) and g, timeout=10,
+                    what="the deletion recorded")
+    rec = gc["recorded"]
+    assert rec["objects"] == len(old) and set(rec["lastFiles"]) <= old and rec["lastNode"] > 0, gc
+    assert gc["deletedObjects"] == len(old) and gc["skippedBehind"] == 0 and gc["rejectedRecords"] == 0, gc
+    assert gc["graceMs"] == GC_GRACE_MS and gc["lastError"] == "", gc
+    assert "bucket gc: deleted" in s.log_text()
+    figure(capsys, f"bucket gc: {len(old)} expired objects deleted {(t_deleted_ms - t_ingest_ms) / 1000:.1f} s after "
+                   f"their ingest (grace {GC_GRACE_MS / 1000:.0f} s), {len(new)} listed kept; gc status {json.dumps(gc)}")
 
 
 # ---------------------------------------------------------------------------------------------
