@@ -405,6 +405,13 @@ int main(int argc, char** argv) {
       ->envname("SEDIMENT_HEARTBEAT_TIMEOUT_MS")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{200}, int64_t{600000}));
+  server
+      ->add_option("--peer-progress-timeout-ms", config.peer_progress_timeout_ms,
+                   "a query's request to another node that brings no answer bytes this long is "
+                   "abandoned and its data read elsewhere or named in a warning (0: none)")
+      ->envname("SEDIMENT_PEER_PROGRESS_TIMEOUT_MS")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{3600000}));
 
   server
       ->add_option("--replication-factor", config.replication_factor,

@@ -5,6 +5,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/version.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include <zlib.h>
 
 #include "common/json_writer.h"
+#include "http/http_client.h"
 
 namespace sediment::http {
 
@@ -179,6 +181,48 @@ bool PeerConnected(int fd) {
   }
   return true;
 }
+
+// While a handler runs for a client that sent kProgressIntervalHeader (HTTP/1.1 only): sends
+// "102 Processing" interim answers on the connection every that many milliseconds (at least 50),
+// so the client can tell a server that works on its answer from one that froze. Only this thread
+// writes to the socket until the destructor returned (it stops and joins the thread); a send that
+// fails ends the ticking (the final answer's write then fails too).
+class ProgressTicker {
+ public:
+  ProgressTicker(int fd, std::string_view interval_ms, unsigned version,
+                 const std::atomic<bool>* stopping) {
+    if (version < 11 || interval_ms.empty()) return;
+    int64_t ms = 0;
+    for (char c : interval_ms) {
+      if (c < '0' || c > '9' || ms > 3600000) return;
+      ms = ms * 10 + (c - '0');
+    }
+    const auto every = std::chrono::milliseconds(std::max<int64_t>(ms, 50));
+    thread_ = std::thread([this, fd, every, stopping] {
+      static constexpr std::string_view kInterim = "HTTP/1.1 102 Processing\r\n\r\n";
+      std::unique_lock lock(mu_);
+      while (!cv_.wait_for(lock, every, [this] { return done_; })) {
+        if (stopping->load() || !SendAll(fd, kInterim, 1000)) return;
+      }
+    });
+  }
+  ~ProgressTicker() {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  ProgressTicker(const ProgressTicker&) = delete;
+  ProgressTicker& operator=(const ProgressTicker&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
 
 class SocketBodyWriter : public BodyWriter {
  public:
@@ -453,6 +497,8 @@ void Server::Impl::Serve(std::shared_ptr<tcp::socket> sock) {
           return !stopping->load() && PeerConnected(fd);
         };
         try {
+          ProgressTicker ticker(sock->native_handle(), req.Header(kProgressIntervalHeader), version,
+                                &stopping);
           resp = handler(req);
         } catch (const std::exception& e) {
           spdlog::error("http handler for {} {} threw: {}", req.method, req.path, e.what());

@@ -16,6 +16,11 @@
 //     events, and merges them all (query::FinishPartials).
 // P5: whatever could not be read (holder down, owner down, a peer's error) becomes an
 // X-Sediment-Warning naming the segments, partitions and time ranges missing.
+// A frozen peer: a request that brings no answer byte for --peer-progress-timeout-ms (peers send
+// "102 Processing" while they work), or whose node membership declares dead, is abandoned; that
+// node is asked nothing more in this query, its segments are read from other copies in a new
+// attempt (as for unreadable copies: nothing of the abandoned attempt is kept), and its partitions'
+// buffers are asked of a node that claimed them since, else named in a warning.
 // Limits: the deadline and memory bound of QueryControl apply here and go to the peers (the time
 // that remains); a peer that reaches one fails the whole query, and a coordinator that gives up
 // (limit, cancellation) asks the peers to cancel their part (/internal/v1/query/cancel).
@@ -26,8 +31,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <functional>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <set>
+#include <thread>
 
 #include "common/json_writer.h"
 #include "common/time_parse.h"
@@ -219,60 +229,119 @@ int64_t RemainingMs(const QueryControl& control) {
   return std::max<int64_t>(1, left.count());
 }
 
+// Wakes a coordinator waiting for any of its peer requests (shared with their threads).
+struct PeerWaiter {
+  std::mutex mu;
+  std::condition_variable cv;
+};
+
 // A request to a peer, answered on a detached thread of its own: a coordinator that stops waiting
-// (limit, cancellation) never blocks on a slow peer. The thread owns copies of everything.
+// (limit, cancellation, a peer that stalls or is declared dead) never blocks on a slow peer. The
+// thread owns copies of everything; abandoning the request (Abandon, or destroying the PeerReply
+// before its answer came) makes it close the connection within 20 ms.
 class PeerReply {
  public:
-  static PeerReply Post(const std::string& address, const std::string& path, const InternalQuery& q,
-                        const std::string& secret, const QueryControl& control) {
+  // `progress_timeout`: the longest wait for the next byte of the answer (zero = none); the peer
+  // is asked for a "102 Processing" answer every fifth of it while it works.
+  static PeerReply Post(std::shared_ptr<PeerWaiter> waiter, int64_t node,
+                        const std::string& address, const std::string& path, const InternalQuery& q,
+                        const std::string& secret, const QueryControl& control,
+                        std::chrono::milliseconds progress_timeout) {
     PeerReply reply;
+    reply.node_ = node;
+    reply.address_ = address;
+    reply.waiter_ = waiter;
     reply.state_ = std::make_shared<State>();
-    std::chrono::seconds timeout = kUnlimitedPeerTimeout;
+    http::FetchOptions options;
+    options.timeout = kUnlimitedPeerTimeout;
     if (control.deadline) {
       // The peer stops at the deadline itself; this only bounds a peer that hangs.
-      timeout = std::chrono::seconds(RemainingMs(control) / 1000 + 5);
+      options.timeout = std::chrono::milliseconds(RemainingMs(control) + 5000);
     }
-    std::thread([state = reply.state_, url = "http://" + address + path,
-                 body = EncodeInternalQuery(q), secret, timeout] {
+    options.progress_timeout = progress_timeout;
+    if (progress_timeout.count() > 0) {
+      options.progress_interval = std::max(progress_timeout / 5, std::chrono::milliseconds(50));
+    }
+    std::thread([state = reply.state_, waiter, url = "http://" + address + path,
+                 body = EncodeInternalQuery(q), secret, options]() mutable {
+      options.cancel = &state->abort;
       auto r =
           http::Fetch("POST", url,
                       {{"Authorization", "Bearer " + secret}, {"Content-Type", "application/json"}},
-                      body, timeout);
-      std::lock_guard lock(state->mu);
-      state->value.emplace(std::move(r));
-      state->cv.notify_all();
+                      body, options);
+      std::lock_guard lock(waiter->mu);
+      if (!state->value) state->value.emplace(std::move(r));
+      waiter->cv.notify_all();
     }).detach();
     return reply;
   }
 
-  // The answer, or DeadlineExceeded / Cancelled (and `*gave_up`) when `control`'s deadline
-  // passed or it was cancelled first.
-  Result<http::ClientResponse> Wait(const QueryControl& control, bool* gave_up) {
-    *gave_up = false;
-    std::unique_lock lock(state_->mu);
-    while (!state_->value) {
-      if (control.cancel && control.cancel->load()) {
-        *gave_up = true;
-        return Status::Cancelled("the query was cancelled");
-      }
-      if (control.deadline && SteadyClock::now() >= *control.deadline) {
-        *gave_up = true;
-        return Status::DeadlineExceeded("waiting for the other nodes' answers");
-      }
-      state_->cv.wait_for(lock, std::chrono::milliseconds(50));
-    }
+  PeerReply() = default;
+  PeerReply(PeerReply&&) = default;
+  PeerReply& operator=(PeerReply&&) = default;
+  PeerReply(const PeerReply&) = delete;
+  PeerReply& operator=(const PeerReply&) = delete;
+  ~PeerReply() {
+    if (state_) state_->abort.store(true);
+  }
+
+  int64_t node() const { return node_; }
+  const std::string& address() const { return address_; }
+  // Whether the answer (or why there is none) is in. The waiter's mutex must be held.
+  bool ReadyLocked() const { return state_->value.has_value(); }
+  // Gives up on the answer: Take returns `why` unless the answer was already in. The waiter's
+  // mutex must be held.
+  void AbandonLocked(Status why) {
+    state_->abort.store(true);
+    if (!state_->value) state_->value.emplace(std::move(why));
+  }
+  // The answer, once WaitForPeers returned OK for this reply; counts it in `control.peers_done`.
+  Result<http::ClientResponse> Take(const QueryControl& control) {
+    std::lock_guard lock(waiter_->mu);
     if (control.peers_done) ++*control.peers_done;
     return std::move(*state_->value);
   }
 
  private:
   struct State {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::optional<Result<http::ClientResponse>> value;
+    std::atomic<bool> abort{false};                     // read by the request's thread
+    std::optional<Result<http::ClientResponse>> value;  // guarded by the waiter's mutex
   };
+  int64_t node_ = 0;
+  std::string address_;
+  std::shared_ptr<PeerWaiter> waiter_;
   std::shared_ptr<State> state_;
 };
+
+// Waits until every reply of `replies` is in. A reply whose node `dead` says membership declared
+// dead meanwhile (its heartbeat timed out) is abandoned at once, whatever its progress timeout.
+// DeadlineExceeded / Cancelled when `control`'s deadline passed or it was cancelled first.
+Status WaitForPeers(PeerWaiter& waiter, const std::vector<PeerReply*>& replies,
+                    const QueryControl& control, const std::function<bool(int64_t)>& dead,
+                    int64_t heartbeat_timeout_ms) {
+  std::unique_lock lock(waiter.mu);
+  while (true) {
+    bool all = true;
+    for (PeerReply* r : replies) {
+      if (r->ReadyLocked()) continue;
+      if (dead(r->node())) {
+        r->AbandonLocked(Status::Unavailable(
+            "node " + std::to_string(r->node()) + " was declared dead (no heartbeat for " +
+            std::to_string(heartbeat_timeout_ms) + " ms, --heartbeat-timeout-ms)"));
+        continue;
+      }
+      all = false;
+    }
+    if (all) return Status::OK();
+    if (control.cancel && control.cancel->load()) {
+      return Status::Cancelled("the query was cancelled");
+    }
+    if (control.deadline && SteadyClock::now() >= *control.deadline) {
+      return Status::DeadlineExceeded("waiting for the other nodes' answers");
+    }
+    waiter.cv.wait_for(lock, std::chrono::milliseconds(50));
+  }
+}
 
 // Asks every peer in `addresses` to cancel its part of query `query_id` (fire and forget).
 void CancelPeers(const std::string& query_id, const std::set<std::string>& addresses,
@@ -523,91 +592,152 @@ Result<CoordinatedResult> Server::Impl::RunQuery(const std::string& repo,
   base.max_memory_bytes = control.max_memory_bytes;
   // Peers asked for anything (cancelled when this node gives up).
   std::set<std::string> contacted;
-  auto post = [&](const std::string& address, const char* path, InternalQuery q) {
+  auto waiter = std::make_shared<PeerWaiter>();
+  const auto progress_timeout = std::chrono::milliseconds(config.peer_progress_timeout_ms);
+  auto post = [&](int64_t peer, const std::string& address, const char* path, InternalQuery q) {
     q.timeout_ms = RemainingMs(control);
     contacted.insert(address);
     if (control.peers_total) ++*control.peers_total;
-    return PeerReply::Post(address, path, q, secret, control);
+    return PeerReply::Post(waiter, peer, address, path, q, secret, control, progress_timeout);
   };
   auto fail = [&](Status st) -> Status {
     if (!contacted.empty()) CancelPeers(base.query_id, contacted, secret);
     return st;
   };
+  auto dead = [this](int64_t peer) {
+    auto view = membership->Find(NodeId(peer));
+    return !view || !view->alive;
+  };
+  auto wait_for = [&](const std::vector<PeerReply*>& replies) {
+    return WaitForPeers(*waiter, replies, control, dead, config.heartbeat_timeout_ms);
+  };
+  // Nodes that did not answer a request of this query (no progress within
+  // --peer-progress-timeout-ms, declared dead, connection failed): asked nothing more, their
+  // segments read from other copies. Their addresses get a cancel at the end.
+  std::set<int64_t> stalled;
+  std::set<std::string> stalled_addresses;
+  auto note_stalled = [&](const PeerReply& reply, const Status& why) {
+    if (stalled.insert(reply.node()).second) {
+      spdlog::warn(
+          "query on {}: node {} did not answer ({}); reading what it was asked for "
+          "elsewhere",
+          repo, reply.node(), why.ToString());
+    }
+    stalled_addresses.insert(reply.address());
+  };
 
   // ---- 1. buffered events, from each partition's owner ----
+  // Each partition's events come from one owner's answer or from none: a partition whose owner
+  // failed is asked again only of a node that took it over since (a newer claim in Global), at
+  // most kOwnerRounds times; what stays unanswered is named in a warning.
+  constexpr int kOwnerRounds = 3;
+  auto ownership = [&] {
+    std::map<int32_t, std::pair<int64_t, Epoch>> owners;  // partition -> (owner, epoch)
+    global->Read([&](const GlobalState& st) {
+      for (const auto& [p, ps] : st.partitions) {
+        if (ps.epoch.value > 0) owners[p] = {ps.owner.value, ps.epoch};
+      }
+    });
+    return owners;
+  };
   std::map<int64_t, std::vector<std::pair<PartitionId, Epoch>>> by_owner;
-  global->Read([&](const GlobalState& st) {
-    for (const auto& [p, ps] : st.partitions) {
-      if (ps.epoch.value > 0) by_owner[ps.owner.value].emplace_back(PartitionId(p), ps.epoch);
-    }
-  });
+  for (const auto& [p, oe] : ownership()) {
+    by_owner[oe.first].emplace_back(PartitionId(p), oe.second);
+  }
   std::vector<query::BufferedSource> buffered;
   int64_t need_applied = -1;
   struct BufferCall {
-    int64_t node;
-    std::vector<int64_t> partitions;
+    std::vector<std::pair<PartitionId, Epoch>> partitions;
     PeerReply reply;
   };
-  std::vector<BufferCall> buffer_calls;
-  for (const auto& [owner, parts] : by_owner) {
-    std::vector<int64_t> ids;
-    for (const auto& [p, e] : parts) ids.push_back(p.value);
-    if (owner == node.value) {
-      std::map<int32_t, Epoch> want;
-      std::vector<PartitionId> only;
-      for (const auto& [p, e] : parts) {
-        want[p.value] = e;
-        only.push_back(p);
+  for (int round = 0; !by_owner.empty(); ++round) {
+    std::vector<BufferCall> buffer_calls;
+    for (const auto& [owner, parts] : by_owner) {
+      std::vector<int64_t> ids;
+      for (const auto& [p, e] : parts) ids.push_back(p.value);
+      if (owner == node.value) {
+        std::map<int32_t, Epoch> want;
+        std::vector<PartitionId> only;
+        for (const auto& [p, e] : parts) {
+          want[p.value] = e;
+          only.push_back(p);
+        }
+        const std::set<int32_t> served = ServedPartitions(*digest, want);
+        for (auto& b : digest->SnapshotBuffers(&only)) {
+          auto it = want.find(b.partition.value);
+          if (it == want.end() || it->second != b.epoch) continue;
+          buffered.push_back(query::BufferedSource{b.datasource, b.partition, b.events});
+        }
+        const std::vector<int64_t> missing = MissingPartitions(want, served);
+        if (!missing.empty()) {
+          warnings.push_back("partitions " + JoinInts(missing) +
+                             ": this node is still claiming them; their newest events (not yet in "
+                             "segments) may be missing");
+        }
+        continue;
       }
-      const std::set<int32_t> served = ServedPartitions(*digest, want);
-      for (auto& b : digest->SnapshotBuffers(&only)) {
-        auto it = want.find(b.partition.value);
-        if (it == want.end() || it->second != b.epoch) continue;
-        buffered.push_back(query::BufferedSource{b.datasource, b.partition, b.events});
+      auto view = membership->Find(NodeId(owner));
+      if (!view || !view->alive || view->address.empty() || stalled.count(owner) != 0) {
+        warnings.push_back("partitions " + JoinInts(ids) + ": owner node " + std::to_string(owner) +
+                           " is down; their newest events (not yet in segments) are missing until "
+                           "another node takes them over");
+        continue;
       }
-      const std::vector<int64_t> missing = MissingPartitions(want, served);
+      InternalQuery q = base;
+      q.partitions = parts;
+      buffer_calls.push_back(
+          BufferCall{parts, post(owner, view->address, "/internal/v1/query/buffers", q)});
+    }
+    by_owner.clear();
+    std::vector<PeerReply*> replies;
+    for (auto& call : buffer_calls) replies.push_back(&call.reply);
+    if (Status st = wait_for(replies); !st.ok()) return fail(st);
+    std::map<int32_t, std::pair<int64_t, Epoch>> now_owners;
+    for (auto& call : buffer_calls) {
+      const int64_t owner = call.reply.node();
+      auto r = call.reply.Take(control);
+      auto set = PeerMatches(r);
+      if (!set.ok() && IsLimit(set.status())) {
+        return fail(set.status().WithContext("node " + std::to_string(owner)));
+      }
+      if (!set.ok()) {
+        if (!r.ok()) note_stalled(call.reply, r.status());
+        // Partitions taken over since Global was read are asked of their new owner.
+        if (now_owners.empty()) now_owners = ownership();
+        std::vector<int64_t> missing, moved;
+        for (const auto& [p, e] : call.partitions) {
+          auto it = now_owners.find(p.value);
+          if (round + 1 < kOwnerRounds && it != now_owners.end() && it->second.second > e &&
+              stalled.count(it->second.first) == 0) {
+            by_owner[it->second.first].emplace_back(p, it->second.second);
+            moved.push_back(p.value);
+          } else {
+            missing.push_back(p.value);
+          }
+        }
+        if (!moved.empty()) {
+          spdlog::info(
+              "query on {}: asking the new owners of partitions {} (owner node {} did "
+              "not answer)",
+              repo, JoinInts(moved), owner);
+        }
+        if (!missing.empty()) {
+          warnings.push_back("partitions " + JoinInts(missing) + ": owner node " +
+                             std::to_string(owner) + " did not answer (" + set.status().ToString() +
+                             "); their newest events (not yet in segments) are missing");
+        }
+        continue;
+      }
+      for (auto& src : set->sources) buffered.push_back(std::move(src));
+      for (auto& w : set->warnings) warnings.push_back(std::move(w));
+      const std::string applied = HeaderOf(*r, "X-Sediment-Global-Applied");
+      if (!applied.empty()) need_applied = std::max<int64_t>(need_applied, std::stoll(applied));
+      const std::string missing = HeaderOf(*r, "X-Sediment-Missing-Partitions");
       if (!missing.empty()) {
-        warnings.push_back("partitions " + JoinInts(missing) +
-                           ": this node is still claiming them; their newest events (not yet in "
-                           "segments) may be missing");
+        warnings.push_back("partitions " + missing + ": owner node " + std::to_string(owner) +
+                           " is still claiming them; their newest events (not yet in segments) "
+                           "may be missing");
       }
-      continue;
-    }
-    auto view = membership->Find(NodeId(owner));
-    if (!view || !view->alive || view->address.empty()) {
-      warnings.push_back("partitions " + JoinInts(ids) + ": owner node " + std::to_string(owner) +
-                         " is down; their newest events (not yet in segments) are missing until "
-                         "another node takes them over");
-      continue;
-    }
-    InternalQuery q = base;
-    q.partitions = parts;
-    buffer_calls.push_back(
-        BufferCall{owner, ids, post(view->address, "/internal/v1/query/buffers", q)});
-  }
-  for (auto& call : buffer_calls) {
-    bool gave_up = false;
-    auto r = call.reply.Wait(control, &gave_up);
-    if (gave_up) return fail(r.status());
-    auto set = PeerMatches(r);
-    if (!set.ok() && IsLimit(set.status())) {
-      return fail(set.status().WithContext("node " + std::to_string(call.node)));
-    }
-    if (!set.ok()) {
-      warnings.push_back("partitions " + JoinInts(call.partitions) + ": owner node " +
-                         std::to_string(call.node) + " did not answer (" + set.status().ToString() +
-                         "); their newest events (not yet in segments) are missing");
-      continue;
-    }
-    for (auto& src : set->sources) buffered.push_back(std::move(src));
-    for (auto& w : set->warnings) warnings.push_back(std::move(w));
-    const std::string applied = HeaderOf(*r, "X-Sediment-Global-Applied");
-    if (!applied.empty()) need_applied = std::max<int64_t>(need_applied, std::stoll(applied));
-    const std::string missing = HeaderOf(*r, "X-Sediment-Missing-Partitions");
-    if (!missing.empty()) {
-      warnings.push_back("partitions " + missing + ": owner node " + std::to_string(call.node) +
-                         " is still claiming them; their newest events (not yet in segments) may "
-                         "be missing");
     }
   }
 
@@ -619,9 +749,11 @@ Result<CoordinatedResult> Server::Impl::RunQuery(const std::string& repo,
                        std::to_string(need_applied) +
                        "); events flushed in the last moments may be missing");
   }
-  // Copies that turned out unreadable in an earlier attempt: (segment, holder).
+  // Copies not to read in a later attempt, (segment, holder): found unreadable, or held by a node
+  // that did not answer.
   std::set<std::pair<int64_t, int64_t>> excluded;
   CoordinatedResult out;
+  constexpr int kMaxAttempts = 2;  // re-runs after the first attempt
   std::vector<std::string> attempt_warnings;
   std::vector<query::PartialResult> partials;
   for (int attempt = 0;; ++attempt) {
@@ -637,6 +769,9 @@ Result<CoordinatedResult> Server::Impl::RunQuery(const std::string& repo,
       for (const auto& [id, seg] : st.segments) {
         if (seg.datasource.repo != repo || seg.staged()) continue;
         if (seg.max_ts < range.start_ms || seg.min_ts >= range.end_ms) continue;
+        for (NodeId n : seg.replicas) {
+          if (stalled.count(n.value) != 0) excluded.insert({seg.id.value, n.value});
+        }
         const int64_t holder = ChooseHolder(seg, excluded);
         if (holder < 0 && seg.uploaded && bucket &&
             excluded.count({seg.id.value, node.value}) == 0) {
@@ -668,9 +803,9 @@ Result<CoordinatedResult> Server::Impl::RunQuery(const std::string& repo,
         q.segments.push_back(seg.id);
         q.segment_files.push_back(seg.file_name);
       }
-      segment_calls.push_back(
-          SegmentCall{holder, std::move(segs),
-                      post(view ? view->address : "", "/internal/v1/query/partial", std::move(q))});
+      segment_calls.push_back(SegmentCall{
+          holder, std::move(segs),
+          post(holder, view ? view->address : "", "/internal/v1/query/partial", std::move(q))});
     }
 
     // Segments only the bucket holds (evicted everywhere, or every holder is down) are fetched
@@ -702,9 +837,14 @@ Result<CoordinatedResult> Server::Impl::RunQuery(const std::string& repo,
       for (const auto& seg : unreachable) {
         for (NodeId n : seg.replicas) holders.insert(n.value);
       }
+      std::vector<int64_t> silent;
+      for (int64_t n : holders) {
+        if (stalled.count(n) != 0) silent.push_back(n);
+      }
       attempt_warnings.push_back(
           DescribeSegments(unreachable) + " could not be searched: no live node holds a readable " +
-          "copy (holders: " + JoinInts(std::vector<int64_t>(holders.begin(), holders.end())) + ")");
+          "copy (holders: " + JoinInts(std::vector<int64_t>(holders.begin(), holders.end())) +
+          (silent.empty() ? "" : "; did not answer: " + JoinInts(silent)) + ")");
     }
 
     // ---- 4. the cut: buffered events above flushed_through only ----
@@ -743,16 +883,26 @@ Result<CoordinatedResult> Server::Impl::RunQuery(const std::string& repo,
 
     // ---- 6. the peers' partial states ----
     query::ScanInput fallback;  // segments of failed holders, read from the bucket here
+    std::vector<PeerReply*> replies;
+    for (auto& call : segment_calls) replies.push_back(&call.reply);
+    if (Status st = wait_for(replies); !st.ok()) return fail(st);
     for (auto& call : segment_calls) {
-      bool gave_up = false;
-      auto reply = call.reply.Wait(control, &gave_up);
-      if (gave_up) return fail(reply.status());
+      auto reply = call.reply.Take(control);
       auto part = PeerPartial(reply);
       if (!part.ok() && IsLimit(part.status())) {
         return fail(part.status().WithContext("node " + std::to_string(call.node)));
       }
+      if (!part.ok() && !reply.ok()) note_stalled(call.reply, reply.status());
+      if (!part.ok() && attempt < kMaxAttempts) {
+        // The holder failed: the next attempt reads other copies of its segments (another live
+        // holder, this node's, the bucket), as for unreadable copies; nothing of this attempt
+        // is kept, so no segment is counted twice.
+        for (const auto& seg : call.segments) excluded.insert({seg.id.value, call.node});
+        retry = true;
+        continue;
+      }
       if (!part.ok()) {
-        // The holder failed: segments in the bucket are read from there instead.
+        // The holder failed in the last attempt: segments in the bucket are read from there.
         std::vector<SegmentRecord> failed;
         for (const auto& seg : call.segments) {
           if (!seg.uploaded || !bucket || !from_bucket(seg, &fallback)) failed.push_back(seg);
@@ -778,9 +928,14 @@ Result<CoordinatedResult> Server::Impl::RunQuery(const std::string& repo,
       partials.push_back(std::move(*more));
     }
     // P6: never an answer mixing a partly read copy with another copy; at most two re-runs.
-    if (!retry || attempt >= 2) break;
-    spdlog::warn("query on {}: unreadable segment copies, running it again on other copies", repo);
+    if (!retry || attempt >= kMaxAttempts) break;
+    spdlog::warn(
+        "query on {}: unreadable or unanswered segment copies, running it again on other "
+        "copies",
+        repo);
   }
+  // Parts the stalled nodes may still run once they wake up.
+  if (!stalled_addresses.empty()) CancelPeers(base.query_id, stalled_addresses, secret);
 
   // ---- 7. merge and the remaining stages ----
   auto result = query::FinishPartials(compiled, range, std::move(partials), exec);

@@ -49,8 +49,14 @@ struct ServerConfig {
   std::string cluster_secret;
   // Kafka consumer-group session timeout: how long a silent owner keeps its partitions.
   int64_t digest_session_timeout_ms = 6000;
-  // A node whose heartbeat is older than this is shown dead and not sent query work.
+  // A node whose heartbeat is older than this is shown dead and not sent query work; a query's
+  // requests to it still running are abandoned then.
   int64_t heartbeat_timeout_ms = 5000;
+  // A query's request to a peer that brings no answer bytes for this long (a frozen process: the
+  // peer is asked for progress answers while it works) is abandoned: the coordinator reads other
+  // copies, asks a new partition owner, or names what is missing in a warning. 0 = none (only
+  // the query's time limit bounds the wait).
+  int64_t peer_progress_timeout_ms = 5000;
   // Storage (DESIGN section 8, storage/README.md). Segment replication factor R of the cluster;
   // 0 = keep the cluster's setting (default: 2 once two nodes joined, else 1).
   int32_t replication_factor = 0;

@@ -16,7 +16,9 @@ warning that names them (P5) and everything acknowledged after the fault present
 - SIGSTOP an owner past the session timeout, SIGCONT: fenced (no ownership or segment files
   under the old epoch), strict check; a query that waits for the stopped owner is cancelled when
   its client disconnects;
-- wiped data dir: new node id, Global from a peer's snapshot, relaxed check.
+- wiped data dir: new node id, Global from a peer's snapshot, relaxed check;
+- a frozen peer (SIGSTOP) under a steady query load: no query waits for it longer than the peer
+  progress timeout plus a margin, each answer exact or with warnings naming what is missing.
 """
 
 from __future__ import annotations
@@ -25,12 +27,15 @@ import json
 import random
 import re
 import socket
+import threading
 import time
 
 import pytest
+import requests
 
 from cluster_harness import (
     FIGURES,
+    Answer,
     ClusterWorkload,
     SEGMENT_NAME_RE,
     DuplicateWatcher,
@@ -43,10 +48,12 @@ from cluster_harness import (
     now_ms,
     owned_by,
     pick_owner,
+    query_run,
     segment_files,
     summarize,
     wait_no_orphans,
     wait_until,
+    warning_ranges,
 )
 
 pytestmark = pytest.mark.needs_cluster
@@ -345,4 +352,158 @@ def test_wiped_node_rejoins_from_peer_snapshot(make_cluster):
         check_cluster(c, wl, "after wipe, via the wiped node", via=victim, allow_missing_with_warning=True,
                       required=after_restart)
     finally:
+        wl.stop()
+
+
+# A frozen peer (issue 13, window 5): the node's default --peer-progress-timeout-ms and the bound a
+# query may take while a node it asks is frozen (the progress timeout, plus the query's own work
+# and a margin for a loaded 2-core machine).
+PEER_PROGRESS_S = 5.0
+FROZEN_QUERY_MAX_S = PEER_PROGRESS_S + 3.0
+FROZEN_PAUSE_S = 12.0  # longer than the bound, so a query that waits for the frozen node exceeds it
+# Longer than the progress timeout: queries sent in the first 3 s of the pause give up on the
+# progress timeout, later ones when membership declares the node dead; the group (session timeout
+# 6 s) moves its partitions before that.
+FROZEN_HEARTBEAT_TIMEOUT_MS = 8000
+# Events acknowledged this long before a query was sent must be in its answer (or be named by a
+# warning): the digest needs a moment to take an acknowledged event into its buffers.
+SEARCHABLE_LAG_S = 2.0
+PARTITIONS_WARNING_RE = re.compile(r"(?:^|: )partitions ([\d,]+):")
+
+
+class QueryLoad(threading.Thread):
+    """Queries the run back to back (`gap` apart) through the nodes `targets` in turn; records
+    (monotonic send time, node index, Answer or the exception's text) per query."""
+
+    def __init__(self, c: SedimentCluster, run: str, targets: list[int], *, gap: float = 0.2, name: str = "query-load"):
+        super().__init__(name=name, daemon=True)
+        self.c, self.run_id, self.targets, self.gap = c, run, targets, gap
+        self.stop_event = threading.Event()
+        self.results: list[tuple[float, int, object]] = []
+
+    def run(self) -> None:
+        turn = 0
+        while not self.stop_event.is_set():
+            i = self.targets[turn % len(self.targets)]
+            turn += 1
+            t = time.monotonic()
+            try:
+                got: object = query_run(self.c.node(i), self.run_id, timeout=90)
+            except (requests.RequestException, ValueError) as e:
+                got = f"{type(e).__name__}: {e}"
+            self.results.append((t, i, got))
+            self.stop_event.wait(self.gap)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(timeout=120)
+
+
+def frozen_peer_problems(results, wl: ClusterWorkload, partition_of: dict[str, int], t_pause: float) -> list[str]:
+    """The rules of the frozen-peer scenario for every query of the load: answered 200 within
+    FROZEN_QUERY_MAX_S; no event twice, none nobody sent; every event acknowledged
+    SEARCHABLE_LAG_S before the query was sent present, or the answer carries a warning that names
+    it (its partition in a "partitions ...:" warning, or its @timestamp inside a named range)."""
+    records = wl.records()
+    attempted = wl.attempted_ids()
+    stamps = wl.timestamps()
+    problems = []
+    for t, via, got in results:
+        at = f"query sent {t - t_pause:+.1f}s after SIGSTOP via node {via}"
+        if not isinstance(got, Answer):
+            problems.append(f"{at}: {got}")
+            continue
+        if got.elapsed > FROZEN_QUERY_MAX_S:
+            problems.append(f"{at}: took {got.elapsed:.1f}s (bound {FROZEN_QUERY_MAX_S:.0f}s)")
+        if got.status != 200:
+            problems.append(f"{at}: answered {got.status} {got.body[:200]}")
+            continue
+        required = {i for r in records if r.status == 200 and r.end < t - SEARCHABLE_LAG_S for i in r.ids}
+        dups = sorted(i for i, n in got.found.items() if n > 1)
+        unknown = sorted(set(got.found) - attempted)
+        missing = sorted(required - set(got.found))
+        if dups:
+            problems.append(f"{at}: {len(dups)} events twice, e.g. {dups[:5]}")
+        if unknown:
+            problems.append(f"{at}: {len(unknown)} events nobody sent, e.g. {unknown[:5]}")
+        if missing and not got.warnings:
+            problems.append(f"{at}: {len(missing)} acknowledged events missing without a warning, e.g. {missing[:5]}")
+            continue
+        named = {int(p) for w in got.warnings for m in PARTITIONS_WARNING_RE.finditer(w) for p in m.group(1).split(",")}
+        ranges = warning_ranges(got.warnings)
+        unexplained = [i for i in missing
+                       if partition_of.get(i) not in named
+                       and not any(lo <= stamps.get(i, -1) <= hi for _, lo, hi in ranges)]
+        if unexplained:
+            problems.append(f"{at}: {len(unexplained)} missing events not named by its warnings, e.g. "
+                            + ", ".join(f"{i} (p{partition_of.get(i)})" for i in unexplained[:5])
+                            + f"; warnings {got.warnings[:3]}")
+    return problems
+
+
+def test_frozen_peer_does_not_stall_queries(make_cluster):
+    """SIGSTOP a partition owner (which also holds segment copies) under ingest and a steady query
+    load through the other two nodes: a query that asks the frozen node gives up on it after the
+    peer progress timeout (or once membership declares it dead) and answers from other copies, the
+    partition's new owner, or with a warning naming what is missing (the heartbeat timeout is
+    longer than the progress timeout, so both ways of giving up are taken). Every query answers within
+    FROZEN_QUERY_MAX_S (today's coordinator waited for as long as the node stayed frozen), exact or
+    with honest warnings; after SIGCONT the strict check passes."""
+    rng = random.Random(4505)
+    c = make_cluster(3, heartbeat_timeout_ms=FROZEN_HEARTBEAT_TIMEOUT_MS)
+    c.wait_quiet(timeout=60)
+    run = marker("frozen")
+    wl = start_workload(c, run, seed=4505)
+    loads: list[QueryLoad] = []
+    try:
+        time.sleep(2.0)
+        view = c.cluster_view(c.up_nodes()[0].index)
+        victim = pick_owner(c, view, rng)
+        others = [n.index for n in c.up_nodes() if n.index != victim]
+        node = c.node(victim)
+        print(f"victim node {victim} (id {node.node_id}) owns partitions {owned_by(view, node.node_id)}; "
+              f"querying through nodes {others}")
+        loads = [QueryLoad(c, run, others[k:] + others[:k], name=f"query-load-{k}") for k in range(2)]
+        for q in loads:
+            q.start()
+        time.sleep(2.0)
+        t_pause = c.pause(victim)
+        time.sleep(FROZEN_PAUSE_S)
+        c.resume(victim)
+        time.sleep(2.0)
+        for q in loads:
+            q.stop()
+        c.mark("query load stopped")
+        wl.hold()
+        c.mark("workload held")
+        results = sorted((r for q in loads for r in q.results), key=lambda r: r[0])
+        answers = [a for _, _, a in results if isinstance(a, Answer)]
+        frozen_window = [a for t, _, a in results if isinstance(a, Answer) and t_pause - 1 <= t <= t_pause + FROZEN_PAUSE_S]
+        slowest = max((a.elapsed for a in answers), default=0.0)
+        print(f"frozen peer: {len(results)} queries ({len(frozen_window)} sent while node {victim} was frozen), "
+              f"slowest {slowest:.2f}s, {sum(bool(a.warnings) for a in answers)} with warnings")
+        for t, via, a in results:
+            if isinstance(a, Answer) and (a.warnings or a.elapsed > 1.0):
+                print(f"  {t - t_pause:+6.1f}s via {via}: {a.elapsed:.2f}s, {sum(a.found.values())} events, "
+                      f"warnings {a.warnings[:2]}")
+        FIGURES.append(f"frozen peer: {len(results)} queries during a {FROZEN_PAUSE_S:.0f}s SIGSTOP, "
+                       f"slowest {slowest:.2f}s (bound {FROZEN_QUERY_MAX_S:.0f}s)")
+        # Partitions of events (from @id), for judging what the warnings named: every answer's,
+        # and the final complete one's.
+        check_cluster(c, wl, "after SIGCONT", via=others[0])
+        final = query_run(c.node(others[0]), run)
+        partition_of: dict[str, int] = {}
+        for a in answers + [final]:
+            partition_of.update(a.partition_of)
+        problems = frozen_peer_problems(results, wl, partition_of, t_pause)
+        assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:30])
+        gave_up = [ln for i in others for ln in log_lines(c.node(i), r"query on \S+: node \d+ did not answer", all_runs=False)]
+        print(f"coordinators gave up on the frozen node {len(gave_up)} times: "
+              f"{sum('progress timeout' in ln for ln in gave_up)} on the progress timeout, "
+              f"{sum('declared dead' in ln for ln in gave_up)} when it was declared dead; e.g. {gave_up[:2]}")
+        moved = [ln for i in others for ln in log_lines(c.node(i), r"asking the new owners", all_runs=False)]
+        print(f"buffers asked of a new owner: {len(moved)} times {moved[:1]}")
+    finally:
+        for q in loads:
+            q.stop()
         wl.stop()
