@@ -110,6 +110,7 @@ struct Digest::Partition {
   uint64_t segments_lost = 0;
 
   // Touched only by the maintenance thread.
+  Offset deleted_before{0};  // DeleteBefore succeeded up to here under this claim
   std::map<SegmentId, int64_t> unreachable_since_us;  // no live copy since (clock_ monotonic)
   std::set<SegmentId> unrecoverable;                  // reported lost; never tried again
   // Rebuilt files whose ReplaceSegment outcome is unknown: old segment id -> rebuilt record.
@@ -609,30 +610,48 @@ void Digest::MaintenanceLoop() {
 
 void Digest::Truncate() {
   // P3: never above the safe offset, and only for partitions whose current claim is ours.
+  //
+  // Record, then delete. SetTruncationPoint carries the claim epoch and is accepted only while
+  // that epoch is current and its offset is at most the safe offset at its place in the log;
+  // DeleteBefore follows only once it was accepted. An owner that lost its claim (paused, then
+  // resumed with a stale view of Global) is rejected before it deleted anything. The other
+  // order would delete first, on this node's possibly stale view, with no fence at all. A crash
+  // (or a failed DeleteBefore) between the two leaves records below the recorded point in the
+  // log: harmless, and deleted by the next period of whoever owns the partition then (below a
+  // recorded point is safe to delete whoever does it: the apply rule checked it).
   for (auto& p : Current()) {
     if (stop_) return;
     bool ours = false;
-    Offset safe{0};
+    Offset target{0};
     Offset recorded{0};
     global_->Read([&](const GlobalState& s) {
       auto it = s.partitions.find(p->id.value);
       ours = it != s.partitions.end() && it->second.epoch == p->epoch &&
              it->second.owner == options_.node;
       if (!ours) return;
-      safe = SafeOffset(s, p->id);
+      target = SafeOffset(s, p->id);
       recorded = it->second.truncated_before;
     });
-    if (!ours || safe <= recorded) continue;
-    auto st = log_->DeleteBefore(p->id, safe);
+    if (!ours) continue;
+    if (target > recorded) {
+      auto applied = global_->Submit(SetTruncationPoint{p->id, p->epoch, target});
+      if (!applied.ok()) {
+        // Rejected: the claim moved on, or the safe offset fell since it was read. Unknown
+        // outcome: if it was applied, the next period deletes below it (recorded, below).
+        spdlog::warn("digest: recording truncation point {} of partition {}: {}", target.value,
+                     p->id.value, applied.status().ToString());
+        continue;
+      }
+    } else {
+      target = recorded;  // recorded, maybe not deleted yet (a crash or a failure in between)
+    }
+    if (target <= p->deleted_before) continue;
+    auto st = log_->DeleteBefore(p->id, target);
     if (!st.ok()) {
       spdlog::warn("digest: truncating partition {}: {}", p->id.value, st.ToString());
       continue;
     }
-    auto applied = global_->Submit(SetTruncationPoint{p->id, safe});
-    if (!applied.ok()) {
-      spdlog::warn("digest: recording truncation point {} of partition {}: {}", safe.value,
-                   p->id.value, applied.status().ToString());
-    }
+    p->deleted_before = target;
   }
 }
 

@@ -17,8 +17,9 @@
 //
 // A maintenance thread (apart from the workers, so digest throughput never waits for it) does two
 // things for the partitions this node owns under an applied, current claim:
-// - Truncation (DESIGN P3): DeleteBefore(SafeOffset(state, p)), never above; recorded with
-//   SetTruncationPoint.
+// - Truncation (DESIGN P3): at most SafeOffset(state, p), recorded with SetTruncationPoint under
+//   the claim epoch first, then DeleteBefore only once Global accepted it (a zombie owner is
+//   fenced before it deletes anything).
 // - Rebuild (DESIGN P2): a committed segment of the partition with no copy on a live node for
 //   `rebuild_after` is rebuilt from the commit log (the safe offset never passed it while it had
 //   fewer than R copies) and swapped in with ReplaceSegment; when the log no longer holds it, it
@@ -164,7 +165,8 @@ class Digest {
   // The maintenance thread: Truncate() every truncate_every (if truncate), CheckRebuilds() every
   // rebuild_check_every.
   void MaintenanceLoop();
-  // Deletes commit-log records below SafeOffset of each owned partition and records it.
+  // For each owned partition: records the truncation point (SafeOffset) with the claim epoch,
+  // then, once accepted, deletes the commit log below it.
   void Truncate();
   // Finds committed segments of owned partitions with no live copy and rebuilds those that stayed
   // so for rebuild_after.

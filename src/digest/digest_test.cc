@@ -23,6 +23,15 @@ class LateAckLog final : public CommitLog {
   int32_t partition_count() const override { return inner_->partition_count(); }
   std::future<Result<Offset>> Append(PartitionId p, std::string record) override {
     auto ev = DecodeGlobalEvent(record);
+    if (ev.ok() && std::holds_alternative<SetTruncationPoint>(*ev) &&
+        take_over_before_truncation.exchange(false)) {
+      // Node 2 claims the partition just before this node's truncation point reaches the log.
+      const auto& t = std::get<SetTruncationPoint>(*ev);
+      auto claimed =
+          inner_->Append(p, EncodeGlobalEvent(ClaimPartition{t.partition, NodeId(2), t.epoch}))
+              .get();
+      EXPECT_TRUE(claimed.ok()) << claimed.status().ToString();
+    }
     bool is_registration = ev.ok() && std::holds_alternative<RegisterSegment>(*ev);
     auto f = inner_->Append(p, std::move(record));
     if (!is_registration || lies_left.load() <= 0) return f;
@@ -42,6 +51,9 @@ class LateAckLog final : public CommitLog {
   std::string Health() override { return inner_->Health(); }
 
   std::atomic<int> lies_left{0};
+  // Set: the next SetTruncationPoint is preceded in the log by a ClaimPartition of node 2 at its
+  // epoch (another node took the partition over while this one still believed it owned it).
+  std::atomic<bool> take_over_before_truncation{false};
 
  private:
   std::unique_ptr<CommitLog> inner_;
@@ -507,9 +519,29 @@ TEST_F(DigestTest, TruncationWaitsForEveryReplicaOfASegment) {
   for (const auto& seg : second) Submit(AddSegmentReplica{seg.id, NodeId(2)});
   const Offset replay = PartitionOf(part).replay_point;
   ASSERT_GT(replay.value, second.back().max_pos.offset.value);
-  ASSERT_TRUE(WaitFor([&] { return truncated() == replay; }));
-  EXPECT_EQ(log_->StartOffset(part).value(), replay);
+  // Recorded first, then deleted.
+  ASSERT_TRUE(WaitFor([&] { return log_->StartOffset(part).value() == replay; }));
+  EXPECT_EQ(truncated(), replay);
   EXPECT_EQ(Visible().size(), 100u);
+}
+
+// The truncation point is recorded (fenced by the claim epoch) before the log is deleted: an
+// owner whose claim was taken over just before its record reached the log deletes nothing.
+TEST_F(DigestTest, TruncationByAnOwnerWhoseClaimWasTakenOverDeletesNothing) {
+  Close();
+  tweak_ = [](DigestOptions* o) { o->reclaim_backoff = std::chrono::seconds(60); };
+  Open();
+  late_ack_->take_over_before_truncation = true;
+  const PartitionId part = Datasource{"repo", {{"#host", "a"}}}.PartitionFor(4);
+  const Epoch claimed = PartitionOf(part).epoch;
+  Append("a", 0, 50);  // one record, one segment: nothing for node 1 to register afterwards
+  ASSERT_TRUE(WaitFor([&] { return PartitionOf(part).owner == NodeId(2); }));
+  EXPECT_EQ(PartitionOf(part).epoch, Epoch(claimed.value + 1));
+  EXPECT_FALSE(late_ack_->take_over_before_truncation.load());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // several truncation periods
+  EXPECT_EQ(PartitionOf(part).owner, NodeId(2));
+  EXPECT_EQ(PartitionOf(part).truncated_before, Offset(0));
+  EXPECT_EQ(log_->StartOffset(part).value(), Offset(0));
 }
 
 TEST_F(DigestTest, TruncateOffNeverTruncates) {
