@@ -374,6 +374,70 @@ TEST_F(DigestTest, SecondCopyOfAMessageIsDropped) {
   EXPECT_EQ(dropped, 1u);
 }
 
+// A producer retry stored on both sides of the replay point (the original below it, in a
+// registered segment; the copy above it) must be dropped after a restart as it was before: the
+// new claim seeds its duplicate window from the records just below the replay point that the log
+// still holds (here from offset 2: an earlier truncation deleted the rest).
+TEST_F(DigestTest, SecondCopyAboveTheReplayPointIsDroppedAfterARestart) {
+  Close();
+  tweak_ = [](DigestOptions* o) { o->truncate = false; };  // the test truncates itself
+  Open();
+  const IngestMessage m = MessageWithId(0x5eed0000feed0001ull, "dup", 4);
+  const PartitionId p = m.datasource.PartitionFor(log_->partition_count());
+  const std::string record = EncodeIngestMessage(m);
+  for (int i = 0; i < 3; ++i) Append("dup", i * 10, 10);  // offsets 0..2
+  auto original = log_->Append(p, record).get();          // offset 3
+  ASSERT_TRUE(original.ok()) << original.status().ToString();
+  ASSERT_EQ(original->value, 3);
+  Append("dup", 100, 5);  // offset 4
+  WaitFlushed();
+  ASSERT_TRUE(WaitFor([&] { return PartitionOf(p).replay_point == Offset(5); }));
+
+  digest_->Stop();
+  ASSERT_TRUE(log_->DeleteBefore(p, Offset(2)).ok());
+  auto copy = log_->Append(p, record).get();  // the retry, above the replay point
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  ASSERT_EQ(copy->value, 5);
+  Close();
+  Open();  // claims again and replays from offset 5
+  WaitFlushed();
+  auto seen = Visible();
+  EXPECT_EQ(seen.size(), 39u);
+  for (const auto& [raw, n] : seen) EXPECT_EQ(n, 1) << raw;
+  EXPECT_EQ(StatusOf(p).duplicates_dropped, 1u);
+}
+
+// The seeding's bounds keep the records nearest to the replay point: with room for one record,
+// the copy of the message right below it is dropped, the copy of the one before is not.
+TEST_F(DigestTest, DuplicateWindowSeedingKeepsTheNearestRecordsWithinItsBounds) {
+  Close();
+  tweak_ = [](DigestOptions* o) {
+    o->dedup_seed_records = 100;
+    o->dedup_seed_bytes = 1;  // one record: the first read
+    o->truncate = false;
+  };
+  Open();
+  const IngestMessage far = MessageWithId(0x5eed0000feed0002ull, "dup", 2);
+  const IngestMessage near = MessageWithId(0x5eed0000feed0003ull, "dup", 3);
+  const PartitionId p = far.datasource.PartitionFor(log_->partition_count());
+  ASSERT_TRUE(log_->Append(p, EncodeIngestMessage(far)).get().ok());   // offset 0
+  ASSERT_TRUE(log_->Append(p, EncodeIngestMessage(near)).get().ok());  // offset 1
+  WaitFlushed();
+  ASSERT_TRUE(WaitFor([&] { return PartitionOf(p).replay_point == Offset(2); }));
+  digest_->Stop();
+  ASSERT_TRUE(log_->Append(p, EncodeIngestMessage(far)).get().ok());
+  ASSERT_TRUE(log_->Append(p, EncodeIngestMessage(near)).get().ok());
+  Close();
+  Open();
+  WaitFlushed();
+  auto seen = Visible();
+  EXPECT_EQ(seen.size(), 5u);
+  for (const auto& [raw, n] : seen) {
+    EXPECT_EQ(n, raw.find("message " + std::to_string(far.id)) != std::string::npos ? 2 : 1) << raw;
+  }
+  EXPECT_EQ(StatusOf(p).duplicates_dropped, 1u);
+}
+
 TEST_F(DigestTest, OrphanSegmentFilesAreRemovedOnStart) {
   Append("a", 0, 10);
   WaitFlushed();
