@@ -109,7 +109,11 @@ struct Digest::Partition {
   uint64_t segments_rebuilt = 0;  // see PartitionDigestStatus
   uint64_t segments_lost = 0;
 
+  // Set once the worker seeded `dedup` (SeedDedup); truncation waits for it.
+  std::atomic<bool> seeded{false};
+
   // Touched only by the maintenance thread.
+  Offset deleted_before{0};  // DeleteBefore succeeded up to here under this claim
   std::map<SegmentId, int64_t> unreachable_since_us;  // no live copy since (clock_ monotonic)
   std::set<SegmentId> unrecoverable;                  // reported lost; never tried again
   // Rebuilt files whose ReplaceSegment outcome is unknown: old segment id -> rebuilt record.
@@ -495,7 +499,113 @@ sediment::Status Digest::Flush(Partition* p, const std::string& key) {
   return outcome.status().WithContext("registering segment " + name);
 }
 
+Digest::SeedIds Digest::IdsBefore(PartitionId part, Offset until,
+                                  const std::function<bool()>& stopping) {
+  SeedIds out;
+  out.from = until;
+  const int64_t want = options_.dedup_seed_records;
+  if (want <= 0 || until.value <= 0) return out;
+  const int64_t deadline_us =
+      clock_->MonotonicMicros() +
+      std::chrono::duration_cast<std::chrono::microseconds>(options_.dedup_seed_time).count();
+  // Backwards from `until` in chunks of 1, 2, 4, ... (at most 4096) records, each read forwards,
+  // so that when a bound ends it the ids kept are (within a factor of two) the nearest to `until`:
+  // a retry lands close to its original. Reads ask for at most 1 MiB: the log answers up to that
+  // much beyond a chunk's end.
+  constexpr size_t kMaxReadBytes = 1u << 20;
+  int64_t chunk = 1;
+  int64_t floor = std::max<int64_t>(0, until.value - want);
+  std::vector<std::vector<uint64_t>> chunks;  // newest first
+  size_t bytes = 0;
+  int64_t hi = until.value;
+  while (hi > floor && out.cut.empty()) {
+    const int64_t lo = std::max(floor, hi - chunk);
+    std::vector<uint64_t>& ids = chunks.emplace_back();
+    int64_t from = lo;
+    while (from < hi && out.cut.empty()) {
+      if (stopping()) {
+        out.cut = "stopped";
+        break;
+      }
+      const int64_t left_us = deadline_us - clock_->MonotonicMicros();
+      if (left_us <= 0) {
+        out.cut = "time bound reached";
+        break;
+      }
+      if (bytes >= options_.dedup_seed_bytes) {
+        out.cut = "byte bound reached";
+        break;
+      }
+      auto records = log_->Read(
+          part, Offset(from),
+          std::min({options_.read_batch_bytes, options_.dedup_seed_bytes - bytes, kMaxReadBytes}),
+          std::chrono::milliseconds(std::clamp<int64_t>(left_us / 1000, 1, 200)));
+      if (!records.ok()) {
+        if (records.status().code() == StatusCode::kNotFound) {
+          // Below the log start: truncated records are not there to seed from. (This call is
+          // not bounded by dedup_seed_time; the worker's own NotFound path makes it too.)
+          auto start = log_->StartOffset(part);
+          if (start.ok() && start->value > from) {
+            floor = std::max(floor, start->value);
+            from = start->value;
+            continue;
+          }
+        }
+        out.cut = records.status().ToString();
+        break;
+      }
+      for (const LogRecord& rec : *records) {
+        if (rec.offset.value < from) continue;
+        if (rec.offset.value >= hi) {
+          from = hi;
+          break;
+        }
+        out.from = std::min(out.from, rec.offset);
+        from = rec.offset.value + 1;
+        bytes += rec.data.size();
+        ++out.records;
+        auto msg = DecodeIngestMessage(rec.data);
+        if (msg.ok() && msg->id != 0) ids.push_back(msg->id);
+      }
+    }
+    hi = lo;
+    chunk = std::min<int64_t>(chunk * 2, 4096);
+  }
+  for (auto it = chunks.rbegin(); it != chunks.rend(); ++it) {
+    out.ids.insert(out.ids.end(), it->begin(), it->end());
+  }
+  return out;
+}
+
+void Digest::SeedDedup(const Slot* slot, Partition* p) {
+  Offset until;
+  {
+    std::lock_guard lock(p->mu);
+    until = p->next_offset;
+  }
+  const SeedIds seed = IdsBefore(p->id, until, [&] { return Stopping(slot); });
+  {
+    std::lock_guard lock(p->mu);
+    for (uint64_t id : seed.ids) (void)p->dedup.Admit(id);
+  }
+  p->seeded = true;
+  if (Stopping(slot)) return;
+  if (!seed.cut.empty()) {
+    spdlog::warn(
+        "digest: partition {}: duplicate-message window seeded from {} records at offsets {}..{} "
+        "only ({})",
+        p->id.value, seed.records, seed.from.value, until.value - 1, seed.cut);
+  } else if (seed.records > 0) {
+    spdlog::info(
+        "digest: partition {}: duplicate-message window seeded from {} records at offsets {}..{}",
+        p->id.value, seed.records, seed.from.value, until.value - 1);
+  }
+}
+
 bool Digest::Run(Slot* slot, Partition* p) {
+  // Before the first record: a second copy right above the replay point of a message stored
+  // right below it is dropped, as the previous owner's window would have dropped it.
+  SeedDedup(slot, p);
   int64_t backoff_ms = 0;
   while (!Stopping(slot)) {
     if (backoff_ms > 0) {
@@ -609,30 +719,50 @@ void Digest::MaintenanceLoop() {
 
 void Digest::Truncate() {
   // P3: never above the safe offset, and only for partitions whose current claim is ours.
+  //
+  // Record, then delete. SetTruncationPoint carries the claim epoch and is accepted only while
+  // that epoch is current and its offset is at most the safe offset at its place in the log;
+  // DeleteBefore follows only once it was accepted. An owner that lost its claim (paused, then
+  // resumed with a stale view of Global) is rejected before it deleted anything. The other
+  // order would delete first, on this node's possibly stale view, with no fence at all. A crash
+  // (or a failed DeleteBefore) between the two leaves records below the recorded point in the
+  // log: harmless, and deleted by the next period of whoever owns the partition then (below a
+  // recorded point is safe to delete whoever does it: the apply rule checked it).
   for (auto& p : Current()) {
     if (stop_) return;
+    // Not while the worker reads the records below the replay point back (SeedDedup).
+    if (!p->seeded) continue;
     bool ours = false;
-    Offset safe{0};
+    Offset target{0};
     Offset recorded{0};
     global_->Read([&](const GlobalState& s) {
       auto it = s.partitions.find(p->id.value);
       ours = it != s.partitions.end() && it->second.epoch == p->epoch &&
              it->second.owner == options_.node;
       if (!ours) return;
-      safe = SafeOffset(s, p->id);
+      target = SafeOffset(s, p->id);
       recorded = it->second.truncated_before;
     });
-    if (!ours || safe <= recorded) continue;
-    auto st = log_->DeleteBefore(p->id, safe);
+    if (!ours) continue;
+    if (target > recorded) {
+      auto applied = global_->Submit(SetTruncationPoint{p->id, p->epoch, target});
+      if (!applied.ok()) {
+        // Rejected: the claim moved on, or the safe offset fell since it was read. Unknown
+        // outcome: if it was applied, the next period deletes below it (recorded, below).
+        spdlog::warn("digest: recording truncation point {} of partition {}: {}", target.value,
+                     p->id.value, applied.status().ToString());
+        continue;
+      }
+    } else {
+      target = recorded;  // recorded, maybe not deleted yet (a crash or a failure in between)
+    }
+    if (target <= p->deleted_before) continue;
+    auto st = log_->DeleteBefore(p->id, target);
     if (!st.ok()) {
       spdlog::warn("digest: truncating partition {}: {}", p->id.value, st.ToString());
       continue;
     }
-    auto applied = global_->Submit(SetTruncationPoint{p->id, safe});
-    if (!applied.ok()) {
-      spdlog::warn("digest: recording truncation point {} of partition {}: {}", safe.value,
-                   p->id.value, applied.status().ToString());
-    }
+    p->deleted_before = target;
   }
 }
 
@@ -742,6 +872,9 @@ void Digest::Rebuild(Partition* p, const SegmentRecord& seg) {
   // then the datasource's events in the segment's position range.
   const std::string key = seg.datasource.Key();
   std::vector<PositionedEvent> events;
+  // Not seeded: the worker's window, seeded below its claim's replay point (at or below
+  // min_pos), always held at least the ids this one holds, so the rebuild keeps every event the
+  // worker kept, and the count check below catches any copy only the worker dropped.
   DedupWindow dedup;
   Offset from = seg.min_pos.offset;
   int empty_reads = 0;

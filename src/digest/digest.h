@@ -17,8 +17,9 @@
 //
 // A maintenance thread (apart from the workers, so digest throughput never waits for it) does two
 // things for the partitions this node owns under an applied, current claim:
-// - Truncation (DESIGN P3): DeleteBefore(SafeOffset(state, p)), never above; recorded with
-//   SetTruncationPoint.
+// - Truncation (DESIGN P3): at most SafeOffset(state, p), recorded with SetTruncationPoint under
+//   the claim epoch first, then DeleteBefore only once Global accepted it (a zombie owner is
+//   fenced before it deletes anything).
 // - Rebuild (DESIGN P2): a committed segment of the partition with no copy on a live node for
 //   `rebuild_after` is rebuilt from the commit log (the safe offset never passed it while it had
 //   fewer than R copies) and swapped in with ReplaceSegment; when the log no longer holds it, it
@@ -73,6 +74,13 @@ struct DigestOptions {
   // Wait before claiming again a partition whose claim was lost while it is still assigned here
   // (gives the consumer group time to tell this node it lost the partition).
   std::chrono::milliseconds reclaim_backoff{3000};
+  // After a claim, the duplicate-message window is seeded with the message ids of the records
+  // just below the replay point that the log still holds (so a producer retry stored on both
+  // sides of it is dropped as the previous owner dropped it): at most this many records, about
+  // this many bytes, read within this time (then it digests with what it has). 0 records: none.
+  int64_t dedup_seed_records = 10'000;
+  size_t dedup_seed_bytes = 64u << 20;
+  std::chrono::milliseconds dedup_seed_time{5000};
   SegmentWriterOptions segment;
 };
 
@@ -164,8 +172,22 @@ class Digest {
   // The maintenance thread: Truncate() every truncate_every (if truncate), CheckRebuilds() every
   // rebuild_check_every.
   void MaintenanceLoop();
-  // Deletes commit-log records below SafeOffset of each owned partition and records it.
+  // For each owned partition whose worker has seeded its duplicate window: records the
+  // truncation point (SafeOffset) with the claim epoch, then, once accepted, deletes the commit
+  // log below it.
   void Truncate();
+  struct SeedIds {
+    std::vector<uint64_t> ids;  // message ids, oldest first (0 = unknown left out)
+    uint64_t records = 0;       // records read
+    Offset from;                // lowest offset read (`until` when none)
+    std::string cut;            // why it stopped before reading all it wanted; empty: it did not
+  };
+  // Message ids of the records of `p` just below `until`, within the dedup_seed_* bounds; records
+  // below the log start are skipped. A bound, a read error or `stopping()` ends it early, keeping
+  // what it read (the ids nearest to `until`).
+  SeedIds IdsBefore(PartitionId p, Offset until, const std::function<bool()>& stopping);
+  // Seeds p's duplicate window from IdsBefore(its replay point) (the worker, after a claim).
+  void SeedDedup(const Slot* slot, Partition* p);
   // Finds committed segments of owned partitions with no live copy and rebuilds those that stayed
   // so for rebuild_after.
   void CheckRebuilds();

@@ -23,6 +23,15 @@ class LateAckLog final : public CommitLog {
   int32_t partition_count() const override { return inner_->partition_count(); }
   std::future<Result<Offset>> Append(PartitionId p, std::string record) override {
     auto ev = DecodeGlobalEvent(record);
+    if (ev.ok() && std::holds_alternative<SetTruncationPoint>(*ev) &&
+        take_over_before_truncation.exchange(false)) {
+      // Node 2 claims the partition just before this node's truncation point reaches the log.
+      const auto& t = std::get<SetTruncationPoint>(*ev);
+      auto claimed =
+          inner_->Append(p, EncodeGlobalEvent(ClaimPartition{t.partition, NodeId(2), t.epoch}))
+              .get();
+      EXPECT_TRUE(claimed.ok()) << claimed.status().ToString();
+    }
     bool is_registration = ev.ok() && std::holds_alternative<RegisterSegment>(*ev);
     auto f = inner_->Append(p, std::move(record));
     if (!is_registration || lies_left.load() <= 0) return f;
@@ -42,6 +51,9 @@ class LateAckLog final : public CommitLog {
   std::string Health() override { return inner_->Health(); }
 
   std::atomic<int> lies_left{0};
+  // Set: the next SetTruncationPoint is preceded in the log by a ClaimPartition of node 2 at its
+  // epoch (another node took the partition over while this one still believed it owned it).
+  std::atomic<bool> take_over_before_truncation{false};
 
  private:
   std::unique_ptr<CommitLog> inner_;
@@ -362,6 +374,70 @@ TEST_F(DigestTest, SecondCopyOfAMessageIsDropped) {
   EXPECT_EQ(dropped, 1u);
 }
 
+// A producer retry stored on both sides of the replay point (the original below it, in a
+// registered segment; the copy above it) must be dropped after a restart as it was before: the
+// new claim seeds its duplicate window from the records just below the replay point that the log
+// still holds (here from offset 2: an earlier truncation deleted the rest).
+TEST_F(DigestTest, SecondCopyAboveTheReplayPointIsDroppedAfterARestart) {
+  Close();
+  tweak_ = [](DigestOptions* o) { o->truncate = false; };  // the test truncates itself
+  Open();
+  const IngestMessage m = MessageWithId(0x5eed0000feed0001ull, "dup", 4);
+  const PartitionId p = m.datasource.PartitionFor(log_->partition_count());
+  const std::string record = EncodeIngestMessage(m);
+  for (int i = 0; i < 3; ++i) Append("dup", i * 10, 10);  // offsets 0..2
+  auto original = log_->Append(p, record).get();          // offset 3
+  ASSERT_TRUE(original.ok()) << original.status().ToString();
+  ASSERT_EQ(original->value, 3);
+  Append("dup", 100, 5);  // offset 4
+  WaitFlushed();
+  ASSERT_TRUE(WaitFor([&] { return PartitionOf(p).replay_point == Offset(5); }));
+
+  digest_->Stop();
+  ASSERT_TRUE(log_->DeleteBefore(p, Offset(2)).ok());
+  auto copy = log_->Append(p, record).get();  // the retry, above the replay point
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  ASSERT_EQ(copy->value, 5);
+  Close();
+  Open();  // claims again and replays from offset 5
+  WaitFlushed();
+  auto seen = Visible();
+  EXPECT_EQ(seen.size(), 39u);
+  for (const auto& [raw, n] : seen) EXPECT_EQ(n, 1) << raw;
+  EXPECT_EQ(StatusOf(p).duplicates_dropped, 1u);
+}
+
+// The seeding's bounds keep the records nearest to the replay point: with room for one record,
+// the copy of the message right below it is dropped, the copy of the one before is not.
+TEST_F(DigestTest, DuplicateWindowSeedingKeepsTheNearestRecordsWithinItsBounds) {
+  Close();
+  tweak_ = [](DigestOptions* o) {
+    o->dedup_seed_records = 100;
+    o->dedup_seed_bytes = 1;  // one record: the first read
+    o->truncate = false;
+  };
+  Open();
+  const IngestMessage far = MessageWithId(0x5eed0000feed0002ull, "dup", 2);
+  const IngestMessage near = MessageWithId(0x5eed0000feed0003ull, "dup", 3);
+  const PartitionId p = far.datasource.PartitionFor(log_->partition_count());
+  ASSERT_TRUE(log_->Append(p, EncodeIngestMessage(far)).get().ok());   // offset 0
+  ASSERT_TRUE(log_->Append(p, EncodeIngestMessage(near)).get().ok());  // offset 1
+  WaitFlushed();
+  ASSERT_TRUE(WaitFor([&] { return PartitionOf(p).replay_point == Offset(2); }));
+  digest_->Stop();
+  ASSERT_TRUE(log_->Append(p, EncodeIngestMessage(far)).get().ok());
+  ASSERT_TRUE(log_->Append(p, EncodeIngestMessage(near)).get().ok());
+  Close();
+  Open();
+  WaitFlushed();
+  auto seen = Visible();
+  EXPECT_EQ(seen.size(), 5u);
+  for (const auto& [raw, n] : seen) {
+    EXPECT_EQ(n, raw.find("message " + std::to_string(far.id)) != std::string::npos ? 2 : 1) << raw;
+  }
+  EXPECT_EQ(StatusOf(p).duplicates_dropped, 1u);
+}
+
 TEST_F(DigestTest, OrphanSegmentFilesAreRemovedOnStart) {
   Append("a", 0, 10);
   WaitFlushed();
@@ -507,9 +583,29 @@ TEST_F(DigestTest, TruncationWaitsForEveryReplicaOfASegment) {
   for (const auto& seg : second) Submit(AddSegmentReplica{seg.id, NodeId(2)});
   const Offset replay = PartitionOf(part).replay_point;
   ASSERT_GT(replay.value, second.back().max_pos.offset.value);
-  ASSERT_TRUE(WaitFor([&] { return truncated() == replay; }));
-  EXPECT_EQ(log_->StartOffset(part).value(), replay);
+  // Recorded first, then deleted.
+  ASSERT_TRUE(WaitFor([&] { return log_->StartOffset(part).value() == replay; }));
+  EXPECT_EQ(truncated(), replay);
   EXPECT_EQ(Visible().size(), 100u);
+}
+
+// The truncation point is recorded (fenced by the claim epoch) before the log is deleted: an
+// owner whose claim was taken over just before its record reached the log deletes nothing.
+TEST_F(DigestTest, TruncationByAnOwnerWhoseClaimWasTakenOverDeletesNothing) {
+  Close();
+  tweak_ = [](DigestOptions* o) { o->reclaim_backoff = std::chrono::seconds(60); };
+  Open();
+  late_ack_->take_over_before_truncation = true;
+  const PartitionId part = Datasource{"repo", {{"#host", "a"}}}.PartitionFor(4);
+  const Epoch claimed = PartitionOf(part).epoch;
+  Append("a", 0, 50);  // one record, one segment: nothing for node 1 to register afterwards
+  ASSERT_TRUE(WaitFor([&] { return PartitionOf(part).owner == NodeId(2); }));
+  EXPECT_EQ(PartitionOf(part).epoch, Epoch(claimed.value + 1));
+  EXPECT_FALSE(late_ack_->take_over_before_truncation.load());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // several truncation periods
+  EXPECT_EQ(PartitionOf(part).owner, NodeId(2));
+  EXPECT_EQ(PartitionOf(part).truncated_before, Offset(0));
+  EXPECT_EQ(log_->StartOffset(part).value(), Offset(0));
 }
 
 TEST_F(DigestTest, TruncateOffNeverTruncates) {

@@ -11,6 +11,7 @@ namespace sediment {
 namespace {
 
 std::string Str(Epoch e) { return std::to_string(e.value); }
+std::string Str(Offset o) { return std::to_string(o.value); }
 std::string Str(const Position& p) {
   return std::to_string(p.offset.value) + "/" + std::to_string(p.index);
 }
@@ -126,10 +127,22 @@ class Applier {
   }
 
   Status operator()(const SetTruncationPoint& e) {
+    const std::string where =
+        "SetTruncationPoint (partition " + std::to_string(e.partition.value) + ")";
     auto pit = s_->partitions.find(e.partition.value);
-    if (pit == s_->partitions.end()) {
-      return Status::Rejected("SetTruncationPoint: unknown partition " +
-                              std::to_string(e.partition.value));
+    if (pit == s_->partitions.end()) return Status::Rejected(where + ": unknown partition");
+    // Epoch 0 only comes from version-1 records, which were applied without these checks: a
+    // node replaying them must reach the state the nodes that wrote them reached.
+    if (e.epoch.value != 0) {
+      if (e.epoch != pit->second.epoch) {
+        return Status::Rejected(where + ": stale epoch " + Str(e.epoch) + ", current epoch is " +
+                                Str(pit->second.epoch));
+      }
+      const Offset safe = SafeOffset(*s_, e.partition);
+      if (e.offset > safe) {
+        return Status::Rejected(where + ": offset " + Str(e.offset) + " is above the safe offset " +
+                                Str(safe));
+      }
     }
     pit->second.truncated_before = std::max(pit->second.truncated_before, e.offset);
     return Status::OK();
@@ -382,7 +395,8 @@ Offset SafeOffset(const GlobalState& state, PartitionId partition) {
     }
     safe = std::min(safe, seg.min_pos.offset);
   }
-  return safe;
+  // Below the truncation point the log holds nothing a segment could be rebuilt from.
+  return std::max(safe, pit->second.truncated_before);
 }
 
 bool IsRecoveryMarker(const GlobalState& state, const GlobalEvent& ev) {

@@ -11,7 +11,12 @@ namespace {
 
 constexpr char kEventMagic[2] = {'G', 'E'};
 constexpr char kStateMagic[4] = {'G', 'S', 'N', 'P'};
-constexpr uint8_t kEventVersion = 1;
+// Event v2 adds the claim epoch to SetTruncationPoint; every other body is the same in v1 and v2.
+// An event is written in the lowest version that expresses it (EventVersion), so that a v1
+// record decodes and encodes back to the same bytes, and a node of the previous release still
+// reads every event but a fenced SetTruncationPoint. v1 is still read.
+constexpr uint8_t kEventVersion = 2;
+constexpr uint8_t kEventVersionMin = 1;
 // Snapshot v2 appends the cluster secret; v3 replicas, staged merges, retention bytes, the
 // replication factor and the node set; v4 the bucket fields; v5 the bucket GC report. v1 to v4
 // are still read.
@@ -84,6 +89,7 @@ void PutBody(std::string* out, const AdvanceReplayPoint& e) {
 void PutBody(std::string* out, const SetTruncationPoint& e) {
   PutI64(out, e.partition.value);
   PutI64(out, e.offset.value);
+  if (e.epoch.value != 0) PutI64(out, e.epoch.value);  // v2 (EventVersion)
 }
 void PutIds(std::string* out, const std::vector<SegmentId>& ids) {
   PutVarint64(out, ids.size());
@@ -145,6 +151,7 @@ class Reader {
     return true;
   }
   bool Fixed64(uint64_t* v, const char* what) { return Check(GetFixed64(&in_, v), what); }
+  bool NonZero(int64_t v, const char* what) { return Check(v != 0, what, "zero"); }
   bool Str(std::string* s, const char* what) {
     std::string_view v;
     if (!Check(GetLengthPrefixed(&in_, &v), what)) return false;
@@ -282,8 +289,16 @@ bool GetBody(Reader* r, AdvanceReplayPoint* e) {
   return r->I32(&e->partition.value, "partition") && r->Strong64(&e->epoch, "epoch") &&
          r->Strong64(&e->replay_point, "replay_point");
 }
-bool GetBody(Reader* r, SetTruncationPoint* e) {
-  return r->I32(&e->partition.value, "partition") && r->Strong64(&e->offset, "offset");
+bool GetBody(Reader* r, SetTruncationPoint* e, uint8_t version) {
+  if (!r->I32(&e->partition.value, "partition") || !r->Strong64(&e->offset, "offset")) {
+    return false;
+  }
+  if (version < 2) {
+    e->epoch = Epoch(0);  // unfenced, applied as before (global.h)
+    return true;
+  }
+  // Epoch 0 is written as v1: a v2 record with it is not the canonical encoding.
+  return r->Strong64(&e->epoch, "epoch") && r->NonZero(e->epoch.value, "epoch");
 }
 bool GetBody(Reader* r, RemoveSegments* e) { return r->Ids(&e->ids, "segment id"); }
 bool GetBody(Reader* r, RegisterNode* e) { return r->Strong64(&e->node, "node"); }
@@ -324,11 +339,17 @@ bool GetBody(Reader* r, BucketObjectsCollected* e) {
   return true;
 }
 
+// Every other body is the same in every event version.
+template <typename E>
+bool GetBody(Reader* r, E* e, uint8_t /*version*/) {
+  return GetBody(r, e);
+}
+
 template <size_t I = 0>
-bool DecodeAlternative(size_t index, Reader* r, GlobalEvent* out) {
+bool DecodeAlternative(size_t index, uint8_t version, Reader* r, GlobalEvent* out) {
   if constexpr (I < std::variant_size_v<GlobalEvent>) {
-    if (index == I) return GetBody(r, &out->emplace<I>());
-    return DecodeAlternative<I + 1>(index, r, out);
+    if (index == I) return GetBody(r, &out->emplace<I>(), version);
+    return DecodeAlternative<I + 1>(index, version, r, out);
   } else {
     return false;
   }
@@ -359,11 +380,17 @@ Result<std::string_view> Unframe(std::string_view data, std::string_view magic, 
 
 void AppendCrc(std::string* out) { PutFixed32(out, Crc32c(*out)); }
 
+// The lowest event version that expresses `ev`: 2 only for a SetTruncationPoint with an epoch.
+uint8_t EventVersion(const GlobalEvent& ev) {
+  const auto* t = std::get_if<SetTruncationPoint>(&ev);
+  return t != nullptr && t->epoch.value != 0 ? 2 : 1;
+}
+
 }  // namespace
 
 std::string EncodeGlobalEvent(const GlobalEvent& ev) {
   std::string out(kEventMagic, sizeof(kEventMagic));
-  out.push_back(static_cast<char>(kEventVersion));
+  out.push_back(static_cast<char>(EventVersion(ev)));
   out.push_back(static_cast<char>(ev.index() + 1));
   std::visit([&out](const auto& e) { PutBody(&out, e); }, ev);
   AppendCrc(&out);
@@ -373,14 +400,15 @@ std::string EncodeGlobalEvent(const GlobalEvent& ev) {
 Result<GlobalEvent> DecodeGlobalEvent(std::string_view data) {
   ASSIGN_OR_RETURN(std::string_view body,
                    Unframe(data, std::string_view(kEventMagic, sizeof(kEventMagic)), kEventVersion,
-                           kEventHeader, "global event"));
+                           kEventHeader, "global event", kEventVersionMin));
+  const uint8_t version = static_cast<uint8_t>(data[sizeof(kEventMagic)]);
   const uint8_t tag = static_cast<uint8_t>(data[kEventHeader - 1]);
   if (tag == 0 || tag > std::variant_size_v<GlobalEvent>) {
     return Status::Corruption("global event: unknown type " + std::to_string(tag));
   }
   GlobalEvent ev;
   Reader r(body);
-  if (!DecodeAlternative(tag - 1u, &r, &ev)) return r.Error("global event");
+  if (!DecodeAlternative(tag - 1u, version, &r, &ev)) return r.Error("global event");
   if (!r.done()) return Status::Corruption("global event: trailing bytes");
   return ev;
 }

@@ -94,9 +94,12 @@ struct BucketGcReport {
 
 struct PartitionState {
   NodeId owner;
-  Epoch epoch;              // current claim epoch; 0 = unclaimed
-  Offset replay_point;      // smallest offset not yet fully in registered segments
-  Offset truncated_before;  // commit log deleted below this
+  Epoch epoch;          // current claim epoch; 0 = unclaimed
+  Offset replay_point;  // smallest offset not yet fully in registered segments
+  // The commit log is given up below this: deleted, or about to be (the owner records it with
+  // SetTruncationPoint before it calls DeleteBefore). Never lowered; SafeOffset never goes below
+  // it.
+  Offset truncated_before;
 };
 
 struct GlobalState {
@@ -140,7 +143,13 @@ std::string BucketSnapshotKey(uint32_t generation, Offset applied_through);
 uint32_t EffectiveReplicationFactor(const GlobalState& state);
 // The safe offset of a partition (DESIGN section 8, P3): min(replay point, smallest offset of any
 // committed (not staged) segment of the partition's current generation that is not
-// SegmentDurable). The commit log may be truncated below it and never above.
+// SegmentDurable), but never below the partition's truncated_before: the commit log may be
+// truncated below it and never above. The floor keeps it from going below a point the log was
+// truncated to (within a generation): a segment that loses durability after the log below it was
+// given up (a rebuilt segment with one copy, a merge output or segment that lost a replica, a
+// raised replication factor, bucket storage turned on) cannot bring the deleted records back, so
+// holding the offset below the truncation point would protect nothing. Such a segment still
+// holds it where it lies above truncated_before. 0 for a partition never claimed.
 Offset SafeOffset(const GlobalState& state, PartitionId partition);
 
 // ---- Events ----
@@ -176,9 +185,16 @@ struct AdvanceReplayPoint {
   Epoch epoch;
   Offset replay_point;
 };
-// Records that the commit log was truncated below `offset` (never lowers it).
+// Records that the owner gives the commit log up below `offset` (it calls DeleteBefore only once
+// this is applied). Accepted when `epoch` is the partition's current claim epoch (a zombie owner
+// is fenced, as for AdvanceReplayPoint) and `offset` is at most SafeOffset(state, partition) as of
+// this event (a view of Global that lagged cannot record more than is safe). Raises
+// truncated_before, never lowers it.
+// epoch 0: a record of event version 1 (written before the epoch existed, global/FORMAT.md),
+// applied as it was then: only the partition must be known. Writers always pass their claim epoch.
 struct SetTruncationPoint {
   PartitionId partition;
+  Epoch epoch;
   Offset offset;
 };
 // Removes segments (retention, aborted merges); unknown ids are ignored.

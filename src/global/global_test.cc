@@ -141,7 +141,7 @@ std::vector<GlobalEvent> OneOfEach() {
       RegisterSegment{Seg(Ds("web", "a"), 3, Pos(-1, 0), Pos(1ll << 40, 0xffffffffu), 4),
                       Offset(77)},
       AdvanceReplayPoint{PartitionId(2147483647), Epoch(1), Offset(123456789)},
-      SetTruncationPoint{PartitionId(0), Offset(-1)},
+      SetTruncationPoint{PartitionId(0), Epoch(3), Offset(-1)},
       RemoveSegments{{SegmentId(1), SegmentId(-3), SegmentId(1ll << 62)}},
       SetClusterSecret{"s3cr\x00t"},
       RegisterNode{NodeId(12)},
@@ -175,7 +175,7 @@ GlobalState Populated() {
   EXPECT_TRUE(ApplyGlobalEvent(
                   &s, RegisterSegment{Seg(Ds("db", "b"), 5, Pos(3, 0), Pos(4, 1), 2), Offset(5)})
                   .ok());
-  EXPECT_TRUE(ApplyGlobalEvent(&s, SetTruncationPoint{PartitionId(0), Offset(4)}).ok());
+  EXPECT_TRUE(ApplyGlobalEvent(&s, SetTruncationPoint{PartitionId(0), Epoch(1), Offset(4)}).ok());
   s.repos["web"].retention_ms = 86400000;
   s.applied_through = Offset(99);
   return s;
@@ -259,7 +259,9 @@ TEST(GlobalCodec, StructurallyBadEventsWithValidCrcAreCorruption) {
   std::string zero_type = body;
   zero_type[3] = 0;
   std::string version = body;
-  version[2] = 2;
+  version[2] = 3;
+  std::string version0 = body;
+  version0[2] = 0;
   std::string magic = body;
   magic[0] = 'X';
   std::string huge_count = std::string("GE\x01\x09", 4);
@@ -269,12 +271,71 @@ TEST(GlobalCodec, StructurallyBadEventsWithValidCrcAreCorruption) {
   std::string partition_range = std::string("GE\x01\x08", 4);
   PutVarsint64(&partition_range, 1ll << 33);
   PutVarsint64(&partition_range, 1);
-  for (const std::string& b : {unknown_type, zero_type, version, magic, body + "zz", huge_count,
-                               huge_string, partition_range}) {
+  for (const std::string& b : {unknown_type, zero_type, version, version0, magic, body + "zz",
+                               huge_count, huge_string, partition_range}) {
     Result<GlobalEvent> dec = DecodeGlobalEvent(WithCrc(b));
     EXPECT_EQ(dec.status().code(), StatusCode::kCorruption) << dec.status().ToString();
   }
   EXPECT_TRUE(DecodeGlobalEvent(WithCrc(body)).ok());
+}
+
+// SetTruncationPoint gained the claim epoch in event version 2. Records written before (version
+// 1, no epoch) still decode, with epoch 0, and are applied as they were then; they encode back to
+// the same bytes. Every other event is still written as version 1.
+TEST(GlobalCodec, VersionOneTruncationPointIsStillReadAndApplied) {
+  std::string v1("GE\x01\x08", 4);  // the bytes a node of the previous release wrote
+  PutVarsint64(&v1, 3);             // partition
+  PutVarsint64(&v1, 42);            // offset
+  v1 = WithCrc(v1);
+  Result<GlobalEvent> dec = DecodeGlobalEvent(v1);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  ASSERT_TRUE(std::holds_alternative<SetTruncationPoint>(*dec));
+  const auto& t = std::get<SetTruncationPoint>(*dec);
+  EXPECT_EQ(t.partition, PartitionId(3));
+  EXPECT_EQ(t.offset, Offset(42));
+  EXPECT_EQ(t.epoch, Epoch(0));
+  EXPECT_EQ(EncodeGlobalEvent(*dec), v1);
+
+  // Applied as before: partition 3 is at epoch 2 with nothing registered (safe offset 0).
+  GlobalState s;
+  ASSERT_TRUE(ApplyGlobalEvent(&s, ClaimPartition{PartitionId(3), NodeId(1), Epoch(0)}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, ClaimPartition{PartitionId(3), NodeId(2), Epoch(1)}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, *dec).ok());
+  EXPECT_EQ(s.partitions.at(3).truncated_before, Offset(42));
+
+  // The fenced form is version 2: the same body plus the epoch.
+  const std::string v2 =
+      EncodeGlobalEvent(SetTruncationPoint{PartitionId(3), Epoch(2), Offset(42)});
+  EXPECT_EQ(v2[2], 2);
+  std::string v2_body = v1.substr(0, v1.size() - 4);
+  v2_body[2] = 2;
+  PutVarsint64(&v2_body, 2);
+  EXPECT_EQ(v2, WithCrc(v2_body));
+  auto fenced = DecodeGlobalEvent(v2);
+  ASSERT_TRUE(fenced.ok()) << fenced.status().ToString();
+  EXPECT_EQ(std::get<SetTruncationPoint>(*fenced).epoch, Epoch(2));
+  for (const GlobalEvent& ev : OneOfEach()) {
+    if (std::holds_alternative<SetTruncationPoint>(ev)) continue;
+    EXPECT_EQ(EncodeGlobalEvent(ev)[2], 1) << GlobalEventName(ev);
+    // Their bodies are the same in version 2.
+    std::string as_v2 = EncodeGlobalEvent(ev);
+    as_v2 = as_v2.substr(0, as_v2.size() - 4);
+    as_v2[2] = 2;
+    EXPECT_TRUE(DecodeGlobalEvent(WithCrc(as_v2)).ok()) << GlobalEventName(ev);
+  }
+
+  // Not canonical or malformed: epoch 0 in version 2, a version-1 header on a version-2 body
+  // (trailing bytes), a version-2 header on a version-1 body (no epoch).
+  std::string zero_epoch = v1.substr(0, v1.size() - 4);
+  zero_epoch[2] = 2;
+  PutVarsint64(&zero_epoch, 0);
+  std::string v1_header = v2.substr(0, v2.size() - 4);
+  v1_header[2] = 1;
+  std::string v2_header = v1.substr(0, v1.size() - 4);
+  v2_header[2] = 2;
+  for (const std::string& b : {zero_epoch, v1_header, v2_header}) {
+    EXPECT_EQ(DecodeGlobalEvent(WithCrc(b)).status().code(), StatusCode::kCorruption);
+  }
 }
 
 TEST(GlobalCodec, PopulatedStateRoundTrips) {
@@ -693,7 +754,9 @@ TEST(GlobalApply, SafeOffsetWaitsForEveryReplica) {
   EXPECT_EQ(SafeOffset(s, PartitionId(0)), Offset(10));  // R = 1 (no nodes registered)
   EXPECT_EQ(SafeOffset(s, PartitionId(42)), Offset(0));  // never claimed
   ASSERT_TRUE(ApplyGlobalEvent(&s, SetReplicationFactor{2}).ok());
-  EXPECT_EQ(SafeOffset(s, PartitionId(0)), Offset(0));  // segment 1 has 1 of 2 copies
+  // Segment 1 has 1 of 2 copies: held at its first offset (0), but never below the truncation
+  // point (4): the log holds nothing below it.
+  EXPECT_EQ(SafeOffset(s, PartitionId(0)), Offset(4));
   ASSERT_TRUE(ApplyGlobalEvent(&s, AddSegmentReplica{SegmentId(1), NodeId(2)}).ok());
   EXPECT_EQ(SafeOffset(s, PartitionId(0)), Offset(10));
   // A staged merge output is not durable yet, but its inputs are: it does not hold the offset.
@@ -912,10 +975,11 @@ TEST(GlobalApply, ReplayPointNeverLowers) {
 
 TEST(GlobalApply, TruncationPointNeverLowersAndRemoveIgnoresUnknownIds) {
   GlobalState s;
-  ExpectRejected(&s, SetTruncationPoint{PartitionId(0), Offset(5)});
+  ExpectRejected(&s, SetTruncationPoint{PartitionId(0), Epoch(1), Offset(5)});
   ASSERT_TRUE(ApplyGlobalEvent(&s, ClaimPartition{PartitionId(0), NodeId(1), Epoch(0)}).ok());
-  ASSERT_TRUE(ApplyGlobalEvent(&s, SetTruncationPoint{PartitionId(0), Offset(5)}).ok());
-  ASSERT_TRUE(ApplyGlobalEvent(&s, SetTruncationPoint{PartitionId(0), Offset(2)}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, AdvanceReplayPoint{PartitionId(0), Epoch(1), Offset(10)}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetTruncationPoint{PartitionId(0), Epoch(1), Offset(5)}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetTruncationPoint{PartitionId(0), Epoch(1), Offset(2)}).ok());
   EXPECT_EQ(s.partitions.at(0).truncated_before, Offset(5));
   ASSERT_TRUE(ApplyGlobalEvent(
                   &s, RegisterSegment{Seg(Ds("r", "a"), 0, Pos(0, 0), Pos(9, 0), 1), Offset(10)})
@@ -1062,6 +1126,104 @@ GlobalState TwoSegments() {
           .ok());
   EXPECT_EQ(s.segments.size(), 2u);
   return s;
+}
+
+// A zombie owner (an older claim) cannot record a truncation point, nor can any owner record one
+// above the safe offset at the event's place in the log (its view of Global may lag).
+TEST(GlobalApply, TruncationPointIsFencedByTheClaimEpochAndTheSafeOffset) {
+  GlobalState s = TwoSegments();  // partition 0 at epoch 1 (node 1), safe offset 15
+  const PartitionId p(0);
+  ASSERT_TRUE(ApplyGlobalEvent(&s, ClaimPartition{p, NodeId(2), Epoch(1)}).ok());  // epoch 2
+  ExpectRejected(&s, SetTruncationPoint{p, Epoch(1), Offset(10)});                 // the old owner
+  ExpectRejected(&s, SetTruncationPoint{p, Epoch(3), Offset(10)});  // no such claim yet
+  ExpectRejected(&s, SetTruncationPoint{p, Epoch(2), Offset(16)});  // above the safe offset
+  ExpectRejected(&s, SetTruncationPoint{PartitionId(9), Epoch(2), Offset(1)});  // unknown
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetTruncationPoint{p, Epoch(2), Offset(15)}).ok());
+  EXPECT_EQ(s.partitions.at(0).truncated_before, Offset(15));
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetTruncationPoint{p, Epoch(2), Offset(3)}).ok());
+  EXPECT_EQ(s.partitions.at(0).truncated_before, Offset(15));  // never lowered
+  // Epoch 0 (a version-1 record) is applied as it was when it was written: no checks but the
+  // partition's.
+  ExpectRejected(&s, SetTruncationPoint{PartitionId(9), Epoch(0), Offset(1)});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetTruncationPoint{p, Epoch(0), Offset(20)}).ok());
+  EXPECT_EQ(s.partitions.at(0).truncated_before, Offset(20));
+}
+
+// Applies `ev` (expected accepted), checks that partition 0's safe offset did not move below
+// *last, then truncates as the digest does (SetTruncationPoint at the safe offset, current epoch).
+void StepKeepsSafeOffset(GlobalState* s, Offset* last, const GlobalEvent& ev, const char* what,
+                         SegmentId* assigned = nullptr) {
+  const PartitionId p(0);
+  Status st = ApplyGlobalEvent(s, ev, assigned);
+  ASSERT_TRUE(st.ok()) << what << ": " << st.ToString();
+  const Offset safe = SafeOffset(*s, p);
+  EXPECT_GE(safe.value, last->value) << "the safe offset moved down after " << what;
+  EXPECT_GE(safe.value, s->partitions.at(0).truncated_before.value) << what;
+  *last = std::max(*last, safe);
+  const PartitionState& ps = s->partitions.at(0);
+  if (safe > ps.truncated_before) {
+    st = ApplyGlobalEvent(s, SetTruncationPoint{p, ps.epoch, safe});
+    ASSERT_TRUE(st.ok()) << what << ": truncating: " << st.ToString();
+  }
+}
+
+// Every way a segment below the truncation point can lose durability after the digest truncated
+// the log below the safe offset: the safe offset never moves down (the records below it are gone
+// from the log: nothing could be rebuilt from them). A segment above it still holds it.
+TEST(GlobalApply, SafeOffsetNeverMovesDownAcrossRebuildsMergesAndReplicaLoss) {
+  GlobalState s = TwoSegments();  // kA = 5..9, kB = 10..14 (one copy each, node 7), replay 15
+  const PartitionId p(0);
+  const Datasource ds = Ds("web", "a");
+  Offset last = SafeOffset(s, p);
+  ASSERT_EQ(last, Offset(15));  // R = 1
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetTruncationPoint{p, Epoch(1), last}).ok());
+
+  // A second node registers: R becomes 2, kA and kB have one copy of two.
+  StepKeepsSafeOffset(&s, &last, RegisterNode{NodeId(1)}, "RegisterNode 1");
+  StepKeepsSafeOffset(&s, &last, RegisterNode{NodeId(2)}, "RegisterNode 2 (R = 2)");
+  StepKeepsSafeOffset(&s, &last, AddSegmentReplica{kA, NodeId(2)}, "AddSegmentReplica kA");
+  StepKeepsSafeOffset(&s, &last, AddSegmentReplica{kB, NodeId(2)}, "AddSegmentReplica kB");
+  SegmentId c;
+  SegmentRecord seg_c = Seg(ds, 0, Pos(15, 0), Pos(19, 0), 1);
+  StepKeepsSafeOffset(&s, &last, RegisterSegment{seg_c, Offset(20)}, "RegisterSegment kC", &c);
+  EXPECT_EQ(SafeOffset(s, p), Offset(15));  // kC (one copy) holds it
+  StepKeepsSafeOffset(&s, &last, AddSegmentReplica{c, NodeId(2)}, "AddSegmentReplica kC");
+  EXPECT_EQ(last, Offset(20));
+
+  // kA + kB merged (committed with R copies), then the output loses a copy (found corrupt).
+  SegmentRecord out = Seg(ds, 0, Pos(5, 0), Pos(14, 0), 1);
+  out.event_count = 84;
+  out.file_name = "m-0.seg";
+  SegmentId m;
+  StepKeepsSafeOffset(&s, &last, StageMerge{out, {kA, kB}}, "StageMerge", &m);
+  StepKeepsSafeOffset(&s, &last, AddSegmentReplica{m, NodeId(2)}, "AddSegmentReplica merge");
+  StepKeepsSafeOffset(&s, &last, CommitMerge{m}, "CommitMerge");
+  StepKeepsSafeOffset(&s, &last, RemoveSegmentReplica{m, NodeId(2), 0},
+                      "RemoveSegmentReplica of the merge output");
+
+  // kC loses both copies and is rebuilt by the owner: one copy.
+  StepKeepsSafeOffset(&s, &last, RemoveSegmentReplica{c, NodeId(7), 0}, "RemoveSegmentReplica kC");
+  StepKeepsSafeOffset(&s, &last, RemoveSegmentReplica{c, NodeId(2), 0}, "RemoveSegmentReplica kC");
+  SegmentRecord rebuilt = seg_c;
+  rebuilt.file_name = "r-p0-e1-o15-i0-00000000.seg";
+  rebuilt.node = NodeId(1);
+  SegmentId c2;
+  StepKeepsSafeOffset(&s, &last, ReplaceSegment{c, rebuilt}, "ReplaceSegment kC", &c2);
+
+  StepKeepsSafeOffset(&s, &last, SetReplicationFactor{3}, "SetReplicationFactor 3");
+  StepKeepsSafeOffset(&s, &last, SetBucket{"s3://b"}, "SetBucket (nothing uploaded)");
+  EXPECT_EQ(SafeOffset(s, p), Offset(20));
+
+  // Above the truncation point a segment that is not durable still holds the safe offset.
+  SegmentId d;
+  StepKeepsSafeOffset(&s, &last, RegisterSegment{Seg(ds, 0, Pos(20, 0), Pos(24, 0), 1), Offset(25)},
+                      "RegisterSegment kD", &d);
+  EXPECT_EQ(SafeOffset(s, p), Offset(20));
+  StepKeepsSafeOffset(&s, &last, SegmentUploaded{d}, "SegmentUploaded kD");
+  EXPECT_EQ(SafeOffset(s, p), Offset(20));  // the merge output and kC are not uploaded either
+  StepKeepsSafeOffset(&s, &last, SegmentUploaded{m}, "SegmentUploaded merge");
+  StepKeepsSafeOffset(&s, &last, SegmentUploaded{c2}, "SegmentUploaded rebuilt kC");
+  EXPECT_EQ(SafeOffset(s, p), Offset(25));
 }
 
 TEST(GlobalApply, DurableMeansReplicasWithoutBucketAndUploadedWithIt) {
