@@ -341,6 +341,12 @@ int main(int argc, char** argv) {
                    "ingest answers 503 when Kafka has not acknowledged within this time")
       ->envname("SEDIMENT_KAFKA_PRODUCE_TIMEOUT_MS")
       ->capture_default_str();
+  server
+      ->add_flag("--allow-kafka-retention", config.allow_kafka_retention,
+                 "start even when the existing Kafka ingest or global topic has a finite "
+                 "retention.ms or retention.bytes (Kafka may then delete events before they are in "
+                 "segments; the digest reports such losses in the status)")
+      ->envname("SEDIMENT_ALLOW_KAFKA_RETENTION");
   server->add_option("--max-body-bytes", config.max_body_bytes, "largest accepted request body")
       ->envname("SEDIMENT_MAX_BODY_BYTES")
       ->capture_default_str();

@@ -79,6 +79,7 @@ Result<KafkaOptions> Server::Impl::KafkaOptionsFromConfig() const {
   ko.replication_factor = config.kafka_replication_factor;
   ko.min_insync_replicas = config.kafka_min_insync_replicas;
   ko.produce_timeout = std::chrono::milliseconds(config.kafka_produce_timeout_ms);
+  ko.allow_finite_retention = config.allow_kafka_retention;
   if (!config.kafka_properties_file.empty()) {
     auto text = env->ReadFile(config.kafka_properties_file);
     if (!text.ok()) return text.status().WithContext("reading --kafka-properties-file");
@@ -574,12 +575,40 @@ http::Response Server::Impl::HandleIngest(const http::Request& req, ingest::Form
   return r;
 }
 
+namespace {
+// Members of one partition's lost-offsets object: "rangeCount", "offsets", "ranges".
+void WriteLostOffsets(JsonWriter& w, const LostOffsets& l) {
+  w.Key("rangeCount").Int(static_cast<int64_t>(l.range_count));
+  w.Key("offsets").Int(static_cast<int64_t>(l.offsets));
+  w.Key("ranges").BeginArray();
+  for (const auto& r : l.ranges) {
+    w.BeginObject().Key("first").Int(r.first.value).Key("end").Int(r.end.value);
+    w.Key("offsets").Int(r.offsets()).Key("detectedMs").Int(r.detected_ms).EndObject();
+  }
+  w.EndArray();
+}
+}  // namespace
+
 http::Response Server::Impl::HandleStatus() {
   JsonWriter w;
   w.BeginObject();
   w.Key("status").String("OK").Key("version").String(kVersion);
   w.Key("node").Int(node.value).Key("address").String(advertise);
   w.Key("globalApplied").Int(global->Applied().value).Key("globalSource").String(global_source);
+  // "degraded": this node knows acknowledged events were lost (commit-log offsets deleted before
+  // they were digested, by partition in "lostOffsets"; DESIGN P1).
+  const std::map<int32_t, LostOffsets> lost = digest->LostOffsetsByPartition();
+  uint64_t lost_offsets = 0;
+  for (const auto& [part, l] : lost) lost_offsets += l.offsets;
+  w.Key("health").String(lost.empty() ? "ok" : "degraded");
+  w.Key("lostOffsets").BeginObject().Key("offsets").Int(static_cast<int64_t>(lost_offsets));
+  w.Key("partitions").BeginArray();
+  for (const auto& [part, l] : lost) {
+    w.BeginObject().Key("partition").Int(part);
+    WriteLostOffsets(w, l);
+    w.EndObject();
+  }
+  w.EndArray().EndObject();
   std::string health = ingest_log->Health();
   w.Key("commitLog").BeginObject();
   w.Key("type").String(config.kafka_brokers.empty() ? "local" : "kafka");
@@ -625,6 +654,9 @@ http::Response Server::Impl::HandleStatus() {
     w.Key("truncatedBefore").Int(ps == pstates.end() ? 0 : ps->second.truncated_before.value);
     w.Key("bufferedEvents").Int(static_cast<int64_t>(p.buffered_events));
     w.Key("duplicateMessagesDropped").Int(static_cast<int64_t>(p.duplicates_dropped));
+    w.Key("lost").BeginObject();
+    WriteLostOffsets(w, p.lost);
+    w.EndObject();
     w.Key("error").String(p.error).EndObject();
   }
   w.EndArray();

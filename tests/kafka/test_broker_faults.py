@@ -10,7 +10,10 @@
   three brokers, sediment's topic has 3 replicas, kill ends the process, start relaunches only
   the stopped nodes), so no other test needs a 3-broker cluster;
 - topic misconfiguration (too few partitions, replication factor above the broker count) is
-  refused at start with a message that names the problem and the fix.
+  refused at start with a message that names the problem and the fix;
+- finite retention: an ingest topic altered (kafka-configs) to a finite retention.ms is refused at
+  start (naming the topic, the setting,
+  its value and --allow-kafka-retention), and accepted with --allow-kafka-retention (warning).
 
 (The health checks share the single-broker outage: each broker kill/restart costs ~20-40 s.)
 
@@ -22,7 +25,9 @@ launched again.
 from __future__ import annotations
 
 import re
+import subprocess
 import time
+from pathlib import Path
 
 from faults import ClientPool, Window, check_exactly_once, summarize, wait_all_found
 from harness import marker, wait_until
@@ -235,3 +240,40 @@ def test_topic_misconfiguration_is_refused(kafka1, servers):
     md = kafka1.metadata(0, timeout_s=10)
     created = [t["topic"] for t in md["topics"] if t["topic"].startswith(rf.kafka_topic_prefix)]
     assert not created, f"topics created although the start was refused: {created}"
+
+
+def kafka_config_command(kafka, *args: str) -> str:
+    """Runs Kafka's own kafka-configs tool (kafka.admin.ConfigCommand from the broker jars)."""
+    libs = Path(kafka.state["libs"])
+    cmd = ["java", "-Xmx128m", "-cp", str(libs / "*"), "kafka.admin.ConfigCommand",
+           "--bootstrap-server", kafka.bootstrap(), *args]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, f"{cmd}: {r.returncode}\n{r.stdout}\n{r.stderr}"
+    return r.stdout
+
+
+def test_finite_retention_is_refused_unless_allowed(kafka1, servers):
+    first = servers(kafka1, name="retention")
+    prefix = first.kafka_topic_prefix
+    assert first.stop() == 0
+    topic = f"{prefix}ingest"
+    # (The created topics' -1 settings are checked by kafka_log_test; one JVM tool run here, ~5-12 s.)
+    # As on a cluster whose operator (or an older sediment) left a finite retention on the topic.
+    kafka_config_command(kafka1, "--alter", "--entity-type", "topics", "--entity-name", topic,
+                         "--add-config", "retention.ms=3600000")
+    again = servers(kafka1, start=False, root=first.data_dir.parent, kafka_topic_prefix=prefix)
+    rc, out, took = again.start_expect_exit(timeout=30)
+    print(f"finite retention: exit {rc} after {took:.1f}s")
+    assert rc != 0, out
+    assert took < 15, f"took {took:.1f}s to refuse\n{out}"
+    assert f"topic {topic} has retention.ms=3600000" in out, f"topic, setting or value not named:\n{out}"
+    assert "--allow-kafka-retention" in out and "retention.ms=-1,retention.bytes=-1" in out, out
+
+    allowed = servers(kafka1, root=first.data_dir.parent, kafka_topic_prefix=prefix,
+                      extra_args=["--allow-kafka-retention"])
+    assert allowed.status()["health"] == "ok"
+    m = marker()
+    assert allowed.ingest("/api/v1/ingest/raw", f"{m} accepted").status_code == 200
+    wait_until(lambda: allowed.count(m) == 1, timeout=30)
+    log = allowed.log_text()
+    assert "allowed by --allow-kafka-retention" in log and "retention.ms=3600000" in log, log[-3000:]
