@@ -215,6 +215,12 @@ int PrintCluster(const std::string& body) {
   std::printf("cluster %s: %zu of %zu nodes alive; this node %lld; Global applied through %lld\n\n",
               str(doc, "clusterId").c_str(), alive, total, static_cast<long long>(num(doc, "self")),
               static_cast<long long>(num(doc, "globalApplied")));
+  if (str(doc, "health") == "degraded") {
+    std::printf(
+        "HEALTH DEGRADED: %lld commit-log offsets were deleted before they were digested "
+        "(events lost; see lostRanges and the warnings)\n\n",
+        static_cast<long long>(num(doc, "lostOffsets")));
+  }
   simdjson::dom::element repl;
   if (!doc["replication"].get(repl)) {
     std::printf(

@@ -7,10 +7,12 @@ On the embedded log the deletion is simulated offline by advancing the partition
 from __future__ import annotations
 
 import struct
+import subprocess
 
 import pytest
 
 from conftest import SedimentServer, marker, wait_until
+from harness import clean_env
 
 LONG_FLUSH_MS = 600_000
 
@@ -65,6 +67,9 @@ def test_records_deleted_before_they_were_digested_are_reported_lost(server_fact
     assert [(x["first"], x["end"], x["offsets"], x["reportedBy"]) for x in cp["lostRanges"]] == [
         (0, 3, 3, [st["node"]])], cp
     assert any("partition 0" in w and "lost" in w for w in cluster["warnings"]), cluster["warnings"]
+    r = subprocess.run([s.bin, "status", "--url", s.url, "--cluster"], capture_output=True, text=True,
+                       timeout=30, env=clean_env())
+    assert r.returncode == 0 and "HEALTH DEGRADED: 3 commit-log offsets" in r.stdout, (r.stdout, r.stderr)
 
     # The records after the gap are digested; the lost ones are gone (not silently "found").
     wait_until(lambda: s.count(m) == 2, timeout=15, what="events after the gap searchable")
