@@ -518,9 +518,19 @@ bool Digest::Run(Slot* slot, Partition* p) {
       if (records.status().code() == StatusCode::kNotFound) {
         auto start = log_->StartOffset(p->id);
         if (start.ok() && *start > from) {
-          NoteLogStartPassed(p, from, *start);
+          Status noted = NoteLogStartPassed(p, from, *start);
+          if (noted.ok()) {
+            std::lock_guard lock(p->mu);
+            p->next_offset = *start;
+            continue;
+          }
+          if (noted.code() == StatusCode::kRejected) {
+            spdlog::warn("digest: partition {}: {}", p->id.value, noted.ToString());
+            return false;
+          }
           std::lock_guard lock(p->mu);
-          p->next_offset = *start;
+          p->error = noted.ToString();
+          backoff_ms = NextBackoffMs(backoff_ms);
           continue;
         }
       }
@@ -715,11 +725,25 @@ void Digest::CheckRebuilds() {
   }
 }
 
-void Digest::NoteLogStartPassed(Partition* p, Offset from, Offset start) {
+sediment::Status Digest::NoteLogStartPassed(Partition* p, Offset from, Offset start) {
+  // First an event fenced by our epoch that changes nothing (the registered replay point again):
+  // once it is applied, Global has applied everything before it — a newer owner's claim,
+  // registrations and truncation point, which the view of a worker that was paused may lack —
+  // and its rejection proves that the claim is gone (then the new owner deals with the gap).
+  Offset registered;
+  {
+    std::lock_guard lock(p->mu);
+    registered = p->registered_replay_point;
+  }
+  auto synced = global_->Submit(AdvanceReplayPoint{p->id, p->epoch, registered});
+  if (!synced.ok()) {
+    return synced.status().WithContext("offset " + std::to_string(from.value) +
+                                       " is below the log start " + std::to_string(start.value) +
+                                       "; checking the claim before reporting a gap");
+  }
   // What sediment deleted itself: the digest truncates only below a safe offset, which is never
   // above the replay point of its time, and the replay point only grows; every offset below the
-  // current replay point is in registered segments (a newer owner may have digested it while
-  // this worker was stale). Only the part above both is lost.
+  // current replay point is in registered segments. Only the part above both is lost.
   Offset truncated{0}, replay{0};
   global_->Read([&](const GlobalState& s) {
     auto it = s.partitions.find(p->id.value);
@@ -733,7 +757,7 @@ void Digest::NoteLogStartPassed(Partition* p, Offset from, Offset start) {
         "digest: partition {} offset {} was truncated by sediment (truncation point {}, replay "
         "point {}); continuing at {}",
         p->id.value, from.value, truncated.value, replay.value, start.value);
-    return;
+    return sediment::Status::OK();
   }
   const LostOffsetRange range{first, start, clock_->NowMillis()};
   spdlog::error(
@@ -754,6 +778,7 @@ void Digest::NoteLogStartPassed(Partition* p, Offset from, Offset start) {
   if (lost.ranges.size() > LostOffsets::kMaxRangesKept) lost.ranges.erase(lost.ranges.begin());
   ++lost.range_count;
   lost.offsets += static_cast<uint64_t>(range.offsets());
+  return sediment::Status::OK();
 }
 
 std::map<int32_t, LostOffsets> Digest::LostOffsetsByPartition() const {

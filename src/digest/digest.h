@@ -202,8 +202,10 @@ class Digest {
   // Submits a rebuilt record whose file is written; keeps it pending when the outcome is unknown.
   void SubmitRebuilt(Partition* p, SegmentId old_id, const SegmentRecord& rebuilt);
   // The worker of `p` needed offset `from` and the log starts at `start` (> from): records the
-  // part of [from, start) that sediment did not truncate itself as lost (error log line).
-  void NoteLogStartPassed(Partition* p, Offset from, Offset start);
+  // part of [from, start) that sediment did not truncate itself as lost (error log line), after
+  // bringing Global up to date with an event fenced by p's epoch. OK: continue at `start`;
+  // Rejected: the claim is lost; other errors: retry later.
+  sediment::Status NoteLogStartPassed(Partition* p, Offset from, Offset start);
   // Marks `seg` unrecoverable (logged once, counted in segments_lost).
   void MarkLost(Partition* p, const SegmentRecord& seg, const std::string& why);
 

@@ -75,6 +75,34 @@ class OffsetGapLog final : public CommitLog {
   std::set<int64_t> hidden_;
 };
 
+// Wraps the ingest log: while `paused`, Read answers nothing (after max_wait), as for a worker
+// whose process is stopped.
+class PausableLog final : public CommitLog {
+ public:
+  explicit PausableLog(CommitLog* inner) : inner_(inner) {}
+  int32_t partition_count() const override { return inner_->partition_count(); }
+  std::future<Result<Offset>> Append(PartitionId p, std::string record) override {
+    return inner_->Append(p, std::move(record));
+  }
+  Result<std::vector<LogRecord>> Read(PartitionId p, Offset from, size_t max_bytes,
+                                      std::chrono::milliseconds max_wait) override {
+    if (paused.load()) {
+      std::this_thread::sleep_for(std::min(max_wait, std::chrono::milliseconds(20)));
+      return std::vector<LogRecord>{};
+    }
+    return inner_->Read(p, from, max_bytes, max_wait);
+  }
+  Status DeleteBefore(PartitionId p, Offset o) override { return inner_->DeleteBefore(p, o); }
+  Result<Offset> StartOffset(PartitionId p) override { return inner_->StartOffset(p); }
+  Result<Offset> EndOffset(PartitionId p) override { return inner_->EndOffset(p); }
+  std::string Health() override { return inner_->Health(); }
+
+  std::atomic<bool> paused{false};
+
+ private:
+  CommitLog* inner_;
+};
+
 class DigestTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -482,6 +510,47 @@ TEST_F(DigestTest, OwnTruncationIsNotReportedLost) {
   EXPECT_EQ(Visible().size(), 80u);
 }
 
+// A stale owner (paused while another node claimed the partition, digested it and truncated the
+// log) finds the log start above the offset it needs: not a loss. Its fenced check is rejected and
+// it gives the partition up without reporting anything.
+TEST_F(DigestTest, StaleOwnerBelowTheLogStartReportsNothing) {
+  Close();
+  LocalLogOptions lo;
+  lo.partitions = 4;
+  inner_log_ = OpenLocalLog(env_, dir_ / "ingest2", lo).value();
+  auto pausable = std::make_unique<PausableLog>(inner_log_.get());
+  PausableLog* gate = pausable.get();
+  log_ = std::move(pausable);
+  LocalLogOptions go;
+  go.partitions = 1;
+  glog_ = OpenLocalLog(env_, dir_ / "global2", go).value();
+  global_ = Global::Open(env_, glog_.get(), dir_ / "snap2").value();
+  DigestOptions o;
+  o.segment_dir = dir_ / "segments";
+  o.flush_age = std::chrono::milliseconds(50);
+  o.reclaim_backoff = std::chrono::seconds(60);  // stays away once its claim is lost
+  digest_ = std::make_unique<Digest>(env_, Clock::Real(), log_.get(), global_.get(), o);
+  ASSERT_TRUE(digest_->Start().ok());
+  const PartitionId part = Datasource{"repo", {{"#host", "a"}}}.PartitionFor(4);
+  gate->paused = true;
+  digest_->Assign({part});
+  ASSERT_TRUE(digest_->WaitClaimed(std::chrono::seconds(10)));
+  ASSERT_EQ(PartitionOf(part).epoch, Epoch(1));
+  for (int i = 0; i < 5; ++i) Append("a", i * 10, 10);
+  // Node 2 claims it, digests offsets 0..4 and truncates below 5, while node 1 is paused.
+  Submit(ClaimPartition{part, NodeId(2), Epoch(1)});
+  Submit(AdvanceReplayPoint{part, Epoch(2), Offset(5)});
+  ASSERT_TRUE(log_->DeleteBefore(part, Offset(5)).ok());
+  gate->paused = false;
+  ASSERT_TRUE(WaitFor([&] {
+    auto st = digest_->PartitionStatuses();
+    return st.size() == 1 && !st[0].claimed;  // gave the claim up, waiting to claim again
+  }));
+  EXPECT_TRUE(digest_->LostOffsetsByPartition().empty());
+  EXPECT_EQ(PartitionOf(part).epoch, Epoch(2));
+  Close();
+}
+
 // Offsets missing inside what the log returns (Kafka's transaction markers) are not a loss.
 TEST_F(DigestTest, OffsetGapInsideAReadIsNotReportedLost) {
   Close();
@@ -492,8 +561,8 @@ TEST_F(DigestTest, OffsetGapInsideAReadIsNotReportedLost) {
   {
     LocalLogOptions go;
     go.partitions = 1;
-    glog_ = OpenLocalLog(env_, dir_ / "global", go).value();
-    global_ = Global::Open(env_, glog_.get(), dir_ / "snap").value();
+    glog_ = OpenLocalLog(env_, dir_ / "global2", go).value();
+    global_ = Global::Open(env_, glog_.get(), dir_ / "snap2").value();
   }
   log_ = std::make_unique<OffsetGapLog>(inner_log_.get(), std::set<int64_t>{2, 3});
   for (int i = 0; i < 6; ++i) Append("a", i * 10, 10);
