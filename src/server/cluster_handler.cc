@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -288,12 +289,20 @@ http::Response Server::Impl::HandleCluster() {
       }
     }
   }
+  // Offsets covered by a partition's ranges (ranges found by different nodes may overlap).
+  auto covered = [](const std::map<int64_t, LostRangeRow>& ranges) {
+    int64_t n = 0, done = INT64_MIN;
+    for (const auto& [first, r] : ranges) {
+      n += std::max<int64_t>(0, r.end - std::max(first, done));
+      done = std::max(done, r.end);
+    }
+    return n;
+  };
   uint64_t lost_offsets_total = 0;
   for (const auto& [part, ranges] : lost) {
-    uint64_t n = 0;
+    const auto n = static_cast<uint64_t>(covered(ranges));
     std::string list;
     for (const auto& [first, r] : ranges) {
-      n += static_cast<uint64_t>(r.end - first);
       if (!list.empty()) list += ", ";
       list += std::to_string(first) + ".." + std::to_string(r.end - 1);
     }
@@ -385,8 +394,8 @@ http::Response Server::Impl::HandleCluster() {
     int64_t lost_here = 0;
     w.Key("lostRanges").BeginArray();
     if (auto it = lost.find(p); it != lost.end()) {
+      lost_here = covered(it->second);
       for (const auto& [first, r] : it->second) {
-        lost_here += r.end - first;
         w.BeginObject().Key("first").Int(first).Key("end").Int(r.end);
         w.Key("offsets").Int(r.end - first).Key("detectedMs").Int(r.detected_ms);
         w.Key("reportedBy").BeginArray();
