@@ -13,7 +13,8 @@
   refused at start with a message that names the problem and the fix;
 - finite retention: an ingest topic altered (kafka-configs) to a finite retention.ms is refused at
   start (naming the topic, the setting,
-  its value and --allow-kafka-retention), and accepted with --allow-kafka-retention (warning).
+  its value and --allow-kafka-retention), and accepted with --allow-kafka-retention (warning);
+  events Kafka's retention deleted before they were digested are reported lost (status degraded).
 
 (The health checks share the single-broker outage: each broker kill/restart costs ~20-40 s.)
 
@@ -25,6 +26,7 @@ launched again.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -277,3 +279,50 @@ def test_finite_retention_is_refused_unless_allowed(kafka1, servers):
     wait_until(lambda: allowed.count(m) == 1, timeout=30)
     log = allowed.log_text()
     assert "allowed by --allow-kafka-retention" in log and "retention.ms=3600000" in log, log[-3000:]
+
+
+def kafka_start_offset(kafka, topic: str, partition: int) -> int:
+    """The partition's log start offset (ListOffsets earliest, through `kcat -Q ...:-2`)."""
+    r = subprocess.run([shutil.which("kcat") or "kcat", "-Q", "-b", kafka.bootstrap(), "-t", f"{topic}:{partition}:-2"],
+                       capture_output=True, text=True, timeout=15)
+    m = re.search(r"\[" + str(partition) + r"\] offset (-?\d+)", r.stdout)
+    assert r.returncode == 0 and m, f"kcat -Q: {r.returncode} {r.stdout} {r.stderr}"
+    return int(m.group(1))
+
+
+def test_events_deleted_by_kafka_retention_are_reported_lost(kafka1, servers):
+    """What --allow-kafka-retention risks, end to end: events acknowledged and not yet in a segment,
+    the node down, Kafka's retention deletes them; on restart the digest reports the lost range
+    (status and cluster view degraded) instead of skipping it silently."""
+    s = servers(kafka1, name="retloss", flush_age_ms=600_000, extra_args=["--allow-kafka-retention"])
+    prefix = s.kafka_topic_prefix
+    topic = f"{prefix}ingest"
+    m = marker()
+    for i in range(5):
+        assert s.ingest("/api/v1/ingest/raw", f"{m} event {i}").status_code == 200
+    wait_until(lambda: s.count(m) == 5, timeout=30, what="events searchable from the buffers")
+    (p,) = [x for x in s.status()["partitions"] if x["logEnd"] > 0]
+    part, end = p["partition"], p["logEnd"]
+    assert p["replayPoint"] == 0, p
+    assert s.stop() == 0  # buffers dropped: the events are only in Kafka
+
+    kafka_config_command(kafka1, "--alter", "--entity-type", "topics", "--entity-name", topic,
+                         "--add-config", "retention.ms=1000,segment.ms=1000")
+    time.sleep(1.5)
+    # Kafka never deletes the active segment: one more record (not an ingest message) rolls it.
+    r = subprocess.run([shutil.which("kcat") or "kcat", "-P", "-b", kafka1.bootstrap(), "-t", topic, "-p", str(part)],
+                       input="not an ingest message\n", capture_output=True, text=True, timeout=15)
+    assert r.returncode == 0, r.stderr
+    start = wait_until(lambda: (o := kafka_start_offset(kafka1, topic, part)) >= end and o, timeout=30,
+                       what="Kafka's retention deleting the first segment")
+    print(f"retention moved the log start of {topic}/{part} to {start}")
+
+    s.start(timeout=60)
+    wait_until(lambda: s.status()["health"] == "degraded", timeout=30, what="status degraded")
+    lost = s.status()["lostOffsets"]
+    (lp,) = lost["partitions"]
+    assert lp["partition"] == part and lp["ranges"][0]["first"] == 0 and lp["ranges"][0]["end"] == start, lost
+    view = s.get_json("/api/v1/cluster")
+    assert view["health"] == "degraded" and view["lostOffsets"] == start, view
+    assert "before they were digested" in s.log_text()
+    assert s.count(m) == 0
