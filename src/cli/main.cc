@@ -215,6 +215,12 @@ int PrintCluster(const std::string& body) {
   std::printf("cluster %s: %zu of %zu nodes alive; this node %lld; Global applied through %lld\n\n",
               str(doc, "clusterId").c_str(), alive, total, static_cast<long long>(num(doc, "self")),
               static_cast<long long>(num(doc, "globalApplied")));
+  if (str(doc, "health") == "degraded") {
+    std::printf(
+        "HEALTH DEGRADED: %lld commit-log offsets were deleted before they were digested "
+        "(events lost; see lostRanges and the warnings)\n\n",
+        static_cast<long long>(num(doc, "lostOffsets")));
+  }
   simdjson::dom::element repl;
   if (!doc["replication"].get(repl)) {
     std::printf(
@@ -341,6 +347,12 @@ int main(int argc, char** argv) {
                    "ingest answers 503 when Kafka has not acknowledged within this time")
       ->envname("SEDIMENT_KAFKA_PRODUCE_TIMEOUT_MS")
       ->capture_default_str();
+  server
+      ->add_flag("--allow-kafka-retention", config.allow_kafka_retention,
+                 "start even when the existing Kafka ingest or global topic has a finite "
+                 "retention.ms or retention.bytes (Kafka may then delete events before they are in "
+                 "segments; the digest reports such losses in the status)")
+      ->envname("SEDIMENT_ALLOW_KAFKA_RETENTION");
   server->add_option("--max-body-bytes", config.max_body_bytes, "largest accepted request body")
       ->envname("SEDIMENT_MAX_BODY_BYTES")
       ->capture_default_str();

@@ -9,12 +9,15 @@ namespace sediment {
 namespace {
 
 constexpr std::string_view kMagic = "SDHB";
-constexpr uint8_t kVersion = 2;
+constexpr uint8_t kVersion = 3;
 constexpr uint8_t kMinVersion = 1;
 // magic + version + CRC
 constexpr size_t kMinSize = 4 + 1 + 4;
 // Smallest encoded PartitionProgress: five one-byte varints.
 constexpr size_t kMinPartitionBytes = 5;
+// Smallest encoded LostOffsetsReport (four one-byte varints) and range (three).
+constexpr size_t kMinLostBytes = 4;
+constexpr size_t kMinRangeBytes = 3;
 
 Status Bad(const std::string& what) { return Status::Corruption("heartbeat: " + what); }
 
@@ -44,6 +47,21 @@ std::string EncodeHeartbeat(const Heartbeat& hb) {
   for (uint64_t v : {r.pending_segments, r.pending_bytes, r.copied_segments, r.copied_bytes,
                      r.failed, r.corrupt_detected, r.dropped_extra}) {
     PutVarint64(&out, v);
+  }
+  PutVarint64(&out, hb.lost.size());
+  for (const LostOffsetsReport& l : hb.lost) {
+    PutVarsint64(&out, l.partition.value);
+    PutVarint64(&out, l.range_count);
+    PutVarint64(&out, l.offsets);
+    const size_t skip = l.ranges.size() > LostOffsetsReport::kMaxRanges
+                            ? l.ranges.size() - LostOffsetsReport::kMaxRanges
+                            : 0;
+    PutVarint64(&out, l.ranges.size() - skip);
+    for (size_t i = skip; i < l.ranges.size(); ++i) {
+      PutVarsint64(&out, l.ranges[i].first.value);
+      PutVarsint64(&out, l.ranges[i].end.value);
+      PutVarsint64(&out, l.ranges[i].detected_ms);
+    }
   }
   PutFixed32(&out, Crc32c(out));
   return out;
@@ -97,6 +115,37 @@ Result<Heartbeat> DecodeHeartbeat(std::string_view data) {
       ok = ok && GetVarint64(&in, v);
     }
     if (!ok) return Bad("truncated or malformed version 2 field");
+  }
+  if (record_version >= 3) {
+    uint64_t lost_count = 0;
+    if (!GetVarint64(&in, &lost_count)) return Bad("truncated or malformed lost count");
+    if (lost_count > in.size() / kMinLostBytes) return Bad("lost count exceeds record");
+    hb.lost.reserve(lost_count);
+    for (uint64_t i = 0; i < lost_count; ++i) {
+      LostOffsetsReport l;
+      int64_t partition = 0;
+      uint64_t ranges = 0;
+      if (!GetVarsint64(&in, &partition) || !GetVarint64(&in, &l.range_count) ||
+          !GetVarint64(&in, &l.offsets) || !GetVarint64(&in, &ranges)) {
+        return Bad("truncated or malformed lost offsets entry");
+      }
+      if (partition < 0 || partition > std::numeric_limits<int32_t>::max()) {
+        return Bad("lost offsets partition id out of range");
+      }
+      if (ranges > LostOffsetsReport::kMaxRanges || ranges > in.size() / kMinRangeBytes) {
+        return Bad("lost range count exceeds record");
+      }
+      l.partition = PartitionId(static_cast<int32_t>(partition));
+      l.ranges.resize(ranges);
+      for (auto& r : l.ranges) {
+        if (!GetVarsint64(&in, &r.first.value) || !GetVarsint64(&in, &r.end.value) ||
+            !GetVarsint64(&in, &r.detected_ms)) {
+          return Bad("truncated or malformed lost range");
+        }
+        if (r.end <= r.first) return Bad("empty lost range");
+      }
+      hb.lost.push_back(std::move(l));
+    }
   }
   if (!in.empty()) return Bad("trailing bytes after the last field");
   return hb;

@@ -34,6 +34,24 @@ struct RepairProgress {
   bool operator==(const RepairProgress&) const = default;
 };
 
+// Offsets of one partition that the sending node's digest found deleted from the commit log
+// before they were digested (their events are lost), since its process started (version 3 and
+// later). At most kMaxRanges ranges, the newest; the totals count every range found.
+struct LostOffsetsReport {
+  static constexpr size_t kMaxRanges = 16;
+  struct Range {
+    Offset first;
+    Offset end;  // exclusive
+    int64_t detected_ms = 0;
+    bool operator==(const Range&) const = default;
+  };
+  PartitionId partition;
+  uint64_t range_count = 0;
+  uint64_t offsets = 0;
+  std::vector<Range> ranges;
+  bool operator==(const LostOffsetsReport&) const = default;
+};
+
 struct Heartbeat {
   NodeId node;             // must be > 0
   std::string address;     // HTTP host:port peers and clients use
@@ -46,13 +64,17 @@ struct Heartbeat {
   // below the minimum over live nodes) and its repair progress.
   Offset oldest_snapshot{-1};
   RepairProgress repair;
+  // Version 3: lost commit-log offsets the node's digest found, by partition (empty: none).
+  std::vector<LostOffsetsReport> lost;
   bool operator==(const Heartbeat&) const = default;
 };
 
-// Encodes `hb` as one chatter record (magic "SDHB", version 2, fields, CRC32C trailer).
+// Encodes `hb` as one chatter record (magic "SDHB", version 3, fields, CRC32C trailer). At most
+// LostOffsetsReport::kMaxRanges ranges per partition are encoded (the last ones).
 std::string EncodeHeartbeat(const Heartbeat& hb);
 // Decodes a record written by EncodeHeartbeat (version 1 records too: oldest_snapshot -1, no
-// repair progress). Anything else (truncated, flipped bits, wrong magic
+// repair progress; versions 1 and 2: no lost offsets). Anything else (truncated, flipped bits,
+// wrong magic
 // or version, trailing bytes, out-of-range values, node <= 0) is Corruption; never reads outside
 // `data` and never allocates more than `data` can describe.
 Result<Heartbeat> DecodeHeartbeat(std::string_view data);

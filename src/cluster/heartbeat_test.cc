@@ -24,6 +24,12 @@ Heartbeat Sample() {
       {PartitionId(2147483647), Epoch(1LL << 40), Offset(-1), Offset(1LL << 50), ~0ull});
   hb.oldest_snapshot = Offset(4242);
   hb.repair = {3, 3 << 20, 17, 17 << 20, 1, 2, 5};
+  hb.lost.push_back({PartitionId(7),
+                     2,
+                     130,
+                     {{Offset(10), Offset(40), 1'700'000'000'001},
+                      {Offset(500), Offset(600), 1'700'000'000'002}}});
+  hb.lost.push_back({PartitionId(0), 1, 1, {{Offset(0), Offset(1), 5}}});
   return hb;
 }
 
@@ -50,12 +56,26 @@ TEST(Heartbeat, RoundTrip) {
   auto b = DecodeHeartbeat(EncodeHeartbeat(big));
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(*b, big);
+
+  // At most kMaxRanges ranges per partition are sent: the newest.
+  Heartbeat many = Sample();
+  many.lost.resize(1);
+  many.lost[0].ranges.clear();
+  for (int i = 0; i < 20; ++i) {
+    many.lost[0].ranges.push_back({Offset(i * 10), Offset(i * 10 + 5), i});
+  }
+  auto m2 = DecodeHeartbeat(EncodeHeartbeat(many));
+  ASSERT_TRUE(m2.ok()) << m2.status().ToString();
+  ASSERT_EQ(m2->lost.size(), 1u);
+  ASSERT_EQ(m2->lost[0].ranges.size(), LostOffsetsReport::kMaxRanges);
+  EXPECT_EQ(m2->lost[0].ranges.front().first, Offset(40));
+  EXPECT_EQ(m2->lost[0].ranges.back().first, Offset(190));
 }
 
 TEST(Heartbeat, Header) {
   std::string enc = EncodeHeartbeat(Sample());
   EXPECT_EQ(enc.substr(0, 4), "SDHB");
-  EXPECT_EQ(enc[4], 2);
+  EXPECT_EQ(enc[4], 3);
   EXPECT_EQ(DecodeFixed32(enc.data() + enc.size() - 4),
             Crc32c(std::string_view(enc).substr(0, enc.size() - 4)));
 }
@@ -100,12 +120,16 @@ TEST(Heartbeat, RejectsStructuralErrorsBehindAValidCrc) {
   expect_bad(Seal("XDHB" + body.substr(4)), "magic");
   {
     std::string b = body;
-    b[4] = 3;
+    b[4] = 0x7f;
     expect_bad(Seal(b), "version");
     b[4] = 0;
     expect_bad(Seal(b), "version 0");
-    b[4] = 1;  // a version 2 body under a version 1 header has trailing bytes
-    expect_bad(Seal(b), "v2 body as v1");
+    b[4] = 4;
+    expect_bad(Seal(b), "version 4");
+    b[4] = 1;  // a newer body under a version 1 header has trailing bytes
+    expect_bad(Seal(b), "v3 body as v1");
+    b[4] = 2;
+    expect_bad(Seal(b), "v3 body as v2");
   }
   expect_bad(Seal(body + "x"), "trailing byte");
   // Every truncation of the body, re-sealed.
@@ -131,6 +155,62 @@ TEST(Heartbeat, RejectsStructuralErrorsBehindAValidCrc) {
   ASSERT_TRUE(v1.ok()) << v1.status().ToString();
   EXPECT_EQ(v1->oldest_snapshot, Offset(-1));
   EXPECT_EQ(v1->repair, RepairProgress{});
+  // A version 2 record (as nodes before version 3 send it) is read with no lost offsets.
+  auto v2 = DecodeHeartbeat([&] {
+    std::string b = "SDHB";
+    b.push_back(2);
+    header(&b, 5, 1);
+    for (int64_t v : {3, 1, 100, 90}) PutVarsint64(&b, v);  // partition, epoch, next, replay
+    PutVarint64(&b, 4);                                     // buffered events
+    PutVarsint64(&b, 77);                                   // oldest snapshot
+    for (uint64_t v = 1; v <= 7; ++v) PutVarint64(&b, v);   // repair progress
+    return Seal(b);
+  }());
+  ASSERT_TRUE(v2.ok()) << v2.status().ToString();
+  EXPECT_EQ(v2->partitions.size(), 1u);
+  EXPECT_EQ(v2->oldest_snapshot, Offset(77));
+  EXPECT_EQ(v2->repair, (RepairProgress{1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_TRUE(v2->lost.empty());
+  // Version 3 structure: range counts and values are checked behind a valid CRC.
+  auto v3 = [&](auto&& lost) {
+    std::string b = "SDHB";
+    b.push_back(3);
+    header(&b, 5, 0);
+    PutVarsint64(&b, -1);
+    for (int i = 0; i < 7; ++i) PutVarint64(&b, 0);
+    lost(&b);
+    return Seal(b);
+  };
+  EXPECT_TRUE(DecodeHeartbeat(v3([](std::string* b) { PutVarint64(b, 0); })).ok());
+  expect_bad(v3([](std::string* b) { PutVarint64(b, 1ull << 60); }), "huge lost count");
+  expect_bad(v3([](std::string* b) {
+               PutVarint64(b, 1);
+               PutVarsint64(b, 0);
+               PutVarint64(b, 1);
+               PutVarint64(b, 0);
+               PutVarint64(b, 17);  // more ranges than kMaxRanges
+               for (int i = 0; i < 17 * 3; ++i) PutVarsint64(b, i);
+             }),
+             "too many ranges");
+  expect_bad(v3([](std::string* b) {
+               PutVarint64(b, 1);
+               PutVarsint64(b, 0);
+               PutVarint64(b, 1);
+               PutVarint64(b, 0);
+               PutVarint64(b, 1);
+               PutVarsint64(b, 9);  // first
+               PutVarsint64(b, 9);  // end: empty range
+               PutVarsint64(b, 1);
+             }),
+             "empty range");
+  expect_bad(v3([](std::string* b) {
+               PutVarint64(b, 1);
+               PutVarsint64(b, -3);  // negative partition
+               PutVarint64(b, 0);
+               PutVarint64(b, 0);
+               PutVarint64(b, 0);
+             }),
+             "negative lost partition");
   expect_bad(with([&](std::string* b) { header(b, 0, 0); }), "node 0");
   expect_bad(with([&](std::string* b) { header(b, -9, 0); }), "negative node");
   // A huge partition count must be rejected before allocating.

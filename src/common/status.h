@@ -27,6 +27,10 @@ enum class StatusCode {
   kCancelled,          // the caller cancelled the work
   kResourceExhausted,  // a memory or size bound of the work was reached (HTTP 413)
   kInternal,
+  // The system is not in the state the operation requires and retrying will not help until an
+  // operator changes it (e.g. a Kafka topic whose retention can delete unstored events); the
+  // message says what to change.
+  kFailedPrecondition,
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -62,6 +66,9 @@ class [[nodiscard]] Status {
     return {StatusCode::kResourceExhausted, std::move(m)};
   }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+  static Status FailedPrecondition(std::string m) {
+    return {StatusCode::kFailedPrecondition, std::move(m)};
+  }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

@@ -363,6 +363,10 @@ Offset Digest::ReplayPointLocked(const Partition& p) const {
 }
 
 sediment::Status Digest::ProcessRecords(Partition* p, std::vector<LogRecord>& records) {
+  // Offsets may skip inside and between Reads without any loss (Kafka: offsets taken by
+  // transaction control records or aborted transactions under read_committed). A deletion of
+  // records the digest still needs shows as NotFound instead (the log start passed the offset to
+  // read: Run, NoteLogStartPassed), so a skip here is never reported.
   int64_t now_us = clock_->MonotonicMicros();
   for (auto& rec : records) {
     {
@@ -623,11 +627,20 @@ bool Digest::Run(Slot* slot, Partition* p) {
       if (Stopping(slot)) break;  // a revoked worker: the next owner may have truncated
       if (records.status().code() == StatusCode::kNotFound) {
         auto start = log_->StartOffset(p->id);
-        if (start.ok()) {
-          spdlog::error("digest: partition {} offset {} was deleted from the log; skipping to {}",
-                        p->id.value, from.value, start->value);
+        if (start.ok() && *start > from) {
+          Status noted = NoteLogStartPassed(p, from, *start);
+          if (noted.ok()) {
+            std::lock_guard lock(p->mu);
+            p->next_offset = *start;
+            continue;
+          }
+          if (noted.code() == StatusCode::kRejected) {
+            spdlog::warn("digest: partition {}: {}", p->id.value, noted.ToString());
+            return false;
+          }
           std::lock_guard lock(p->mu);
-          p->next_offset = *start;
+          p->error = noted.ToString();
+          backoff_ms = NextBackoffMs(backoff_ms);
           continue;
         }
       }
@@ -842,6 +855,67 @@ void Digest::CheckRebuilds() {
   }
 }
 
+sediment::Status Digest::NoteLogStartPassed(Partition* p, Offset from, Offset start) {
+  // First an event fenced by our epoch that changes nothing (the registered replay point again):
+  // once it is applied, Global has applied everything before it — a newer owner's claim,
+  // registrations and truncation point, which the view of a worker that was paused may lack —
+  // and its rejection proves that the claim is gone (then the new owner deals with the gap).
+  Offset registered;
+  {
+    std::lock_guard lock(p->mu);
+    registered = p->registered_replay_point;
+  }
+  auto synced = global_->Submit(AdvanceReplayPoint{p->id, p->epoch, registered});
+  if (!synced.ok()) {
+    return synced.status().WithContext("offset " + std::to_string(from.value) +
+                                       " is below the log start " + std::to_string(start.value) +
+                                       "; checking the claim before reporting a gap");
+  }
+  // What sediment deleted itself: the digest truncates only below a safe offset, which is never
+  // above the replay point of its time, and the replay point only grows; every offset below the
+  // current replay point is in registered segments. Only the part above both is lost.
+  Offset truncated{0}, replay{0};
+  global_->Read([&](const GlobalState& s) {
+    auto it = s.partitions.find(p->id.value);
+    if (it == s.partitions.end()) return;
+    truncated = it->second.truncated_before;
+    replay = it->second.replay_point;
+  });
+  const Offset first = std::max({from, truncated, replay});
+  if (start <= first) {
+    spdlog::info(
+        "digest: partition {} offset {} was truncated by sediment (truncation point {}, replay "
+        "point {}); continuing at {}",
+        p->id.value, from.value, truncated.value, replay.value, start.value);
+    return sediment::Status::OK();
+  }
+  const LostOffsetRange range{first, start, clock_->NowMillis()};
+  spdlog::error(
+      "digest: partition {}: offsets {}..{} ({} records) were deleted from the commit log before "
+      "they were digested (log start {}, sediment truncated below {}, replay point {}); their "
+      "events are LOST. Kafka retention (retention.ms / retention.bytes of the ingest topic) or "
+      "an outside DeleteRecords removed them; continuing at {}",
+      p->id.value, first.value, start.value - 1, range.offsets(), start.value, truncated.value,
+      replay.value, start.value);
+  {
+    std::lock_guard lock(p->mu);
+    p->error = "offsets " + std::to_string(first.value) + ".." + std::to_string(start.value - 1) +
+               " were deleted from the commit log before they were digested (lost)";
+  }
+  std::lock_guard lock(lost_mu_);
+  LostOffsets& lost = lost_[p->id.value];
+  lost.ranges.push_back(range);
+  if (lost.ranges.size() > LostOffsets::kMaxRangesKept) lost.ranges.erase(lost.ranges.begin());
+  ++lost.range_count;
+  lost.offsets += static_cast<uint64_t>(range.offsets());
+  return sediment::Status::OK();
+}
+
+std::map<int32_t, LostOffsets> Digest::LostOffsetsByPartition() const {
+  std::lock_guard lock(lost_mu_);
+  return lost_;
+}
+
 void Digest::MarkLost(Partition* p, const SegmentRecord& seg, const std::string& why) {
   if (!p->unrecoverable.insert(seg.id).second) return;
   spdlog::error(
@@ -1045,6 +1119,11 @@ std::vector<PartitionDigestStatus> Digest::PartitionStatuses() const {
     s.segments_rebuilt = p->segments_rebuilt;
     s.segments_lost = p->segments_lost;
     out.push_back(std::move(s));
+  }
+  std::lock_guard lock(lost_mu_);
+  for (auto& s : out) {
+    auto it = lost_.find(s.partition.value);
+    if (it != lost_.end()) s.lost = it->second;
   }
   return out;
 }

@@ -92,6 +92,26 @@ struct BufferedBatch {
   std::shared_ptr<const std::vector<PositionedEvent>> events;
 };
 
+// Offsets [first, end) of a partition that the commit log no longer held when the digest needed
+// them, and that sediment did not delete itself: at or above both the partition's recorded
+// truncation point and its replay point (everything below the replay point is in registered
+// segments), so the records were deleted by something else (Kafka retention, an operator's
+// DeleteRecords) before they reached a segment. Their events are lost.
+struct LostOffsetRange {
+  Offset first;
+  Offset end;               // exclusive
+  int64_t detected_ms = 0;  // wall clock (Clock::NowMillis) when the digest found the gap
+  int64_t offsets() const { return end.value - first.value; }
+};
+
+// What the digest found lost in one partition since this process started (under any claim).
+struct LostOffsets {
+  static constexpr size_t kMaxRangesKept = 16;
+  std::vector<LostOffsetRange> ranges;  // the newest kMaxRangesKept, oldest first
+  uint64_t range_count = 0;             // every range found, including those no longer kept
+  uint64_t offsets = 0;                 // sum of their sizes
+};
+
 struct PartitionDigestStatus {
   PartitionId partition;
   bool claimed = false;  // false while the claim is being made (then offsets are -1)
@@ -105,6 +125,8 @@ struct PartitionDigestStatus {
   // different number of their events than they had).
   uint64_t segments_rebuilt = 0;
   uint64_t segments_lost = 0;
+  // Offsets deleted from the commit log before they were digested (see LostOffsetRange).
+  LostOffsets lost;
   std::string error;  // last error, empty when healthy
 };
 
@@ -140,6 +162,10 @@ class Digest {
   std::vector<BufferedBatch> SnapshotBuffers(const std::vector<PartitionId>* only = nullptr) const;
 
   std::vector<PartitionDigestStatus> PartitionStatuses() const;
+
+  // Lost offsets found since Start, by partition, including partitions no longer assigned here
+  // (empty map: none). A non-empty map means acknowledged events were lost: status is degraded.
+  std::map<int32_t, LostOffsets> LostOffsetsByPartition() const;
 
   // Flushes every non-empty buffer now and waits for it (tests, shutdown tooling).
   sediment::Status FlushAll();
@@ -197,6 +223,11 @@ class Digest {
   void Rebuild(Partition* p, const SegmentRecord& seg);
   // Submits a rebuilt record whose file is written; keeps it pending when the outcome is unknown.
   void SubmitRebuilt(Partition* p, SegmentId old_id, const SegmentRecord& rebuilt);
+  // The worker of `p` needed offset `from` and the log starts at `start` (> from): records the
+  // part of [from, start) that sediment did not truncate itself as lost (error log line), after
+  // bringing Global up to date with an event fenced by p's epoch. OK: continue at `start`;
+  // Rejected: the claim is lost; other errors: retry later.
+  sediment::Status NoteLogStartPassed(Partition* p, Offset from, Offset start);
   // Marks `seg` unrecoverable (logged once, counted in segments_lost).
   void MarkLost(Partition* p, const SegmentRecord& seg, const std::string& why);
 
@@ -210,6 +241,8 @@ class Digest {
   std::map<int32_t, std::shared_ptr<Slot>> slots_;  // assigned partitions
   std::vector<std::shared_ptr<Slot>> retired_;      // revoked, thread not joined yet
   std::atomic<bool> stop_{false};
+  mutable std::mutex lost_mu_;
+  std::map<int32_t, LostOffsets> lost_;  // guarded by lost_mu_
   std::mutex maintenance_mu_;
   std::condition_variable maintenance_cv_;
   std::thread maintenance_thread_;

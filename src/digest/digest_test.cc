@@ -59,6 +59,62 @@ class LateAckLog final : public CommitLog {
   std::unique_ptr<CommitLog> inner_;
 };
 
+// Wraps the ingest log: Read leaves out the records at `hidden` offsets, as Kafka skips the
+// offsets of transaction markers.
+class OffsetGapLog final : public CommitLog {
+ public:
+  OffsetGapLog(CommitLog* inner, std::set<int64_t> hidden)
+      : inner_(inner), hidden_(std::move(hidden)) {}
+  int32_t partition_count() const override { return inner_->partition_count(); }
+  std::future<Result<Offset>> Append(PartitionId p, std::string record) override {
+    return inner_->Append(p, std::move(record));
+  }
+  Result<std::vector<LogRecord>> Read(PartitionId p, Offset from, size_t max_bytes,
+                                      std::chrono::milliseconds max_wait) override {
+    auto r = inner_->Read(p, from, max_bytes, max_wait);
+    if (r.ok()) {
+      std::erase_if(*r, [&](const LogRecord& rec) { return hidden_.count(rec.offset.value); });
+    }
+    return r;
+  }
+  Status DeleteBefore(PartitionId p, Offset o) override { return inner_->DeleteBefore(p, o); }
+  Result<Offset> StartOffset(PartitionId p) override { return inner_->StartOffset(p); }
+  Result<Offset> EndOffset(PartitionId p) override { return inner_->EndOffset(p); }
+  std::string Health() override { return inner_->Health(); }
+
+ private:
+  CommitLog* inner_;
+  std::set<int64_t> hidden_;
+};
+
+// Wraps the ingest log: while `paused`, Read answers nothing (after max_wait), as for a worker
+// whose process is stopped.
+class PausableLog final : public CommitLog {
+ public:
+  explicit PausableLog(CommitLog* inner) : inner_(inner) {}
+  int32_t partition_count() const override { return inner_->partition_count(); }
+  std::future<Result<Offset>> Append(PartitionId p, std::string record) override {
+    return inner_->Append(p, std::move(record));
+  }
+  Result<std::vector<LogRecord>> Read(PartitionId p, Offset from, size_t max_bytes,
+                                      std::chrono::milliseconds max_wait) override {
+    if (paused.load()) {
+      std::this_thread::sleep_for(std::min(max_wait, std::chrono::milliseconds(20)));
+      return std::vector<LogRecord>{};
+    }
+    return inner_->Read(p, from, max_bytes, max_wait);
+  }
+  Status DeleteBefore(PartitionId p, Offset o) override { return inner_->DeleteBefore(p, o); }
+  Result<Offset> StartOffset(PartitionId p) override { return inner_->StartOffset(p); }
+  Result<Offset> EndOffset(PartitionId p) override { return inner_->EndOffset(p); }
+  std::string Health() override { return inner_->Health(); }
+
+  std::atomic<bool> paused{false};
+
+ private:
+  CommitLog* inner_;
+};
+
 class DigestTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -100,6 +156,7 @@ class DigestTest : public ::testing::Test {
     global_.reset();
     glog_.reset();
     log_.reset();
+    inner_log_.reset();
   }
 
   // Appends `n` events of datasource `host` numbered from `first`.
@@ -255,6 +312,7 @@ class DigestTest : public ::testing::Test {
   Env* env_ = Env::Default();
   std::filesystem::path dir_;
   std::unique_ptr<CommitLog> log_, glog_;
+  std::unique_ptr<CommitLog> inner_log_;  // under log_ when log_ wraps it (OffsetGapLog)
   std::unique_ptr<Global> global_;
   std::unique_ptr<Digest> digest_;
   LateAckLog* late_ack_ = nullptr;
@@ -467,6 +525,135 @@ TEST_F(DigestTest, CommitLogIsTruncatedOnlyBelowTheReplayPoint) {
   Close();
   Open();
   EXPECT_EQ(Visible().size(), 100u);
+}
+
+// Kafka retention (or anyone else) deletes records the digest has not read yet, while it is
+// stopped: the gap is reported as lost offsets, with the range, never skipped silently; the
+// records after it are digested.
+TEST_F(DigestTest, RecordsDeletedBeforeTheyWereDigestedAreReportedLost) {
+  const PartitionId part = Datasource{"repo", {{"#host", "a"}}}.PartitionFor(4);
+  Append("a", 0, 10);  // offset 0, digested
+  WaitFlushed();
+  ASSERT_TRUE(WaitFor([&] { return PartitionOf(part).replay_point.value >= 1; }));
+  Close();
+  LocalLogOptions lo;
+  lo.partitions = 4;
+  log_ = OpenLocalLog(env_, dir_ / "ingest", lo).value();
+  for (int i = 1; i < 6; ++i) Append("a", i * 10, 10);  // offsets 1..5, never digested
+  ASSERT_EQ(log_->EndOffset(part).value(), Offset(6));
+  ASSERT_TRUE(log_->DeleteBefore(part, Offset(4)).ok());  // "retention" drops offsets 1..3
+  log_.reset();
+  Open();
+  WaitFlushed();
+  const PartitionDigestStatus st = StatusOf(part);
+  ASSERT_EQ(st.lost.ranges.size(), 1u);
+  EXPECT_EQ(st.lost.ranges[0].first, Offset(1));
+  EXPECT_EQ(st.lost.ranges[0].end, Offset(4));
+  EXPECT_EQ(st.lost.ranges[0].offsets(), 3);
+  EXPECT_GT(st.lost.ranges[0].detected_ms, 0);
+  EXPECT_EQ(st.lost.range_count, 1u);
+  EXPECT_EQ(st.lost.offsets, 3u);
+  auto by_partition = digest_->LostOffsetsByPartition();
+  ASSERT_EQ(by_partition.size(), 1u);
+  EXPECT_EQ(by_partition.count(part.value), 1u);
+  // Events of offset 0 and 4..5 are there exactly once; those of 1..3 are gone.
+  auto seen = Visible();
+  EXPECT_EQ(seen.size(), 30u);
+  for (const auto& [raw, n] : seen) EXPECT_EQ(n, 1) << raw;
+  EXPECT_EQ(seen.count("a event 0"), 1u);
+  EXPECT_EQ(seen.count("a event 10"), 0u);
+  EXPECT_EQ(seen.count("a event 40"), 1u);
+  // Other partitions lost nothing.
+  for (const auto& s : digest_->PartitionStatuses()) {
+    if (s.partition == part) continue;
+    EXPECT_EQ(s.lost.range_count, 0u) << s.partition.value;
+  }
+}
+
+// What the digest truncated itself is not a loss: after its own truncation and a restart
+// (replaying from the replay point, at or above the log start) nothing is reported.
+TEST_F(DigestTest, OwnTruncationIsNotReportedLost) {
+  const PartitionId part = Datasource{"repo", {{"#host", "a"}}}.PartitionFor(4);
+  for (int i = 0; i < 5; ++i) Append("a", i * 10, 10);
+  WaitFlushed();
+  ASSERT_TRUE(WaitFor([&] { return PartitionOf(part).truncated_before.value >= 5; }));
+  Close();
+  Open();
+  for (int i = 5; i < 8; ++i) Append("a", i * 10, 10);
+  WaitFlushed();
+  EXPECT_TRUE(digest_->LostOffsetsByPartition().empty());
+  EXPECT_EQ(StatusOf(part).lost.range_count, 0u);
+  EXPECT_EQ(Visible().size(), 80u);
+}
+
+// A stale owner (paused while another node claimed the partition, digested it and truncated the
+// log) finds the log start above the offset it needs: not a loss. Its fenced check is rejected and
+// it gives the partition up without reporting anything.
+TEST_F(DigestTest, StaleOwnerBelowTheLogStartReportsNothing) {
+  Close();
+  LocalLogOptions lo;
+  lo.partitions = 4;
+  inner_log_ = OpenLocalLog(env_, dir_ / "ingest2", lo).value();
+  auto pausable = std::make_unique<PausableLog>(inner_log_.get());
+  PausableLog* gate = pausable.get();
+  log_ = std::move(pausable);
+  LocalLogOptions go;
+  go.partitions = 1;
+  glog_ = OpenLocalLog(env_, dir_ / "global2", go).value();
+  global_ = Global::Open(env_, glog_.get(), dir_ / "snap2").value();
+  DigestOptions o;
+  o.segment_dir = dir_ / "segments";
+  o.flush_age = std::chrono::milliseconds(50);
+  o.reclaim_backoff = std::chrono::seconds(60);  // stays away once its claim is lost
+  digest_ = std::make_unique<Digest>(env_, Clock::Real(), log_.get(), global_.get(), o);
+  ASSERT_TRUE(digest_->Start().ok());
+  const PartitionId part = Datasource{"repo", {{"#host", "a"}}}.PartitionFor(4);
+  gate->paused = true;
+  digest_->Assign({part});
+  ASSERT_TRUE(digest_->WaitClaimed(std::chrono::seconds(10)));
+  ASSERT_EQ(PartitionOf(part).epoch, Epoch(1));
+  for (int i = 0; i < 5; ++i) Append("a", i * 10, 10);
+  // Node 2 claims it, digests offsets 0..4 and truncates below 5, while node 1 is paused.
+  Submit(ClaimPartition{part, NodeId(2), Epoch(1)});
+  Submit(AdvanceReplayPoint{part, Epoch(2), Offset(5)});
+  ASSERT_TRUE(log_->DeleteBefore(part, Offset(5)).ok());
+  gate->paused = false;
+  ASSERT_TRUE(WaitFor([&] {
+    auto st = digest_->PartitionStatuses();
+    return st.size() == 1 && !st[0].claimed;  // gave the claim up, waiting to claim again
+  }));
+  EXPECT_TRUE(digest_->LostOffsetsByPartition().empty());
+  EXPECT_EQ(PartitionOf(part).epoch, Epoch(2));
+  Close();
+}
+
+// Offsets missing inside what the log returns (Kafka's transaction markers) are not a loss.
+TEST_F(DigestTest, OffsetGapInsideAReadIsNotReportedLost) {
+  Close();
+  LocalLogOptions lo;
+  lo.partitions = 4;
+  inner_log_ = OpenLocalLog(env_, dir_ / "ingest2", lo).value();
+  const PartitionId part = Datasource{"repo", {{"#host", "a"}}}.PartitionFor(4);
+  {
+    LocalLogOptions go;
+    go.partitions = 1;
+    glog_ = OpenLocalLog(env_, dir_ / "global2", go).value();
+    global_ = Global::Open(env_, glog_.get(), dir_ / "snap2").value();
+  }
+  log_ = std::make_unique<OffsetGapLog>(inner_log_.get(), std::set<int64_t>{2, 3});
+  for (int i = 0; i < 6; ++i) Append("a", i * 10, 10);
+  DigestOptions o;
+  o.segment_dir = dir_ / "segments";
+  o.flush_age = std::chrono::milliseconds(50);
+  digest_ = std::make_unique<Digest>(env_, Clock::Real(), log_.get(), global_.get(), o);
+  ASSERT_TRUE(digest_->Start().ok());
+  digest_->AssignAll();
+  ASSERT_TRUE(digest_->WaitClaimed(std::chrono::seconds(10)));
+  WaitFlushed();
+  EXPECT_TRUE(digest_->LostOffsetsByPartition().empty());
+  EXPECT_EQ(StatusOf(part).lost.range_count, 0u);
+  EXPECT_EQ(Visible().size(), 40u);
+  Close();
 }
 
 // Two nodes on one commit log and one global log. Node 1 owns everything; node 2 takes one

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <thread>
 #include <unordered_set>
@@ -35,7 +36,6 @@ using Clock = std::chrono::steady_clock;
 // Topic-level max.message.bytes and the producer's message.max.bytes: one record of
 // kKafkaMaxRecordBytes plus the record batch overhead.
 constexpr size_t kMaxBatchBytes = kKafkaMaxRecordBytes + (256u << 10);
-constexpr int kChatterRetentionMs = 60000;
 // Destruction waits at most this long (and at most produce_timeout) for pending appends.
 constexpr std::chrono::milliseconds kCloseFlushBound{5000};
 
@@ -257,6 +257,8 @@ struct TopicSpec {
   std::string name;
   int32_t partitions;
   Settings configs;
+  // An existing topic must have retention.ms=-1 and retention.bytes=-1 (CheckRetention).
+  bool unbounded_retention = false;
 };
 
 Status CheckExistingTopic(const rd_kafka_metadata_topic_t& t, const TopicSpec& spec,
@@ -287,8 +289,35 @@ Status CheckExistingTopic(const rd_kafka_metadata_topic_t& t, const TopicSpec& s
   return Status::OK();
 }
 
-// Verifies min.insync.replicas of every topic (DescribeConfigs).
-Status CheckMinInsync(rd_kafka_t* rk, const std::vector<TopicSpec>& specs, const KafkaOptions& o) {
+// A retention setting of an existing topic that lets Kafka delete records sediment may not have
+// stored in segments yet.
+struct FiniteRetention {
+  std::string topic;
+  std::string setting;  // retention.ms or retention.bytes
+  std::string value;
+  std::string source;  // where the value comes from (topic config, broker default, ...)
+};
+
+const char* ConfigSourceName(rd_kafka_ConfigSource_t source) {
+  switch (source) {
+    case RD_KAFKA_CONFIG_SOURCE_DYNAMIC_TOPIC_CONFIG:
+      return "set on the topic";
+    case RD_KAFKA_CONFIG_SOURCE_DYNAMIC_BROKER_CONFIG:
+    case RD_KAFKA_CONFIG_SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG:
+    case RD_KAFKA_CONFIG_SOURCE_STATIC_BROKER_CONFIG:
+      return "from the broker configuration";
+    case RD_KAFKA_CONFIG_SOURCE_DEFAULT_CONFIG:
+      return "Kafka's default";
+    default:
+      return "source unknown";
+  }
+}
+
+// Verifies min.insync.replicas of every topic and collects, into `finite`, the finite
+// retention.ms / retention.bytes of topics whose spec sets them to -1 and whose records hold data
+// (ingest, global) (DescribeConfigs).
+Status CheckTopicConfigs(rd_kafka_t* rk, const std::vector<TopicSpec>& specs, const KafkaOptions& o,
+                         std::vector<FiniteRetention>* finite) {
   std::vector<rd_kafka_ConfigResource_t*> res;
   for (const auto& s : specs) {
     res.push_back(rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, s.name.c_str()));
@@ -312,13 +341,26 @@ Status CheckMinInsync(rd_kafka_t* rk, const std::vector<TopicSpec>& specs, const
       result = KafkaStatus(err, "describe configs of topic " + topic);
       break;
     }
+    const TopicSpec* spec = nullptr;
+    for (const auto& s : specs) {
+      if (s.name == topic) spec = &s;
+    }
     size_t ncfg = 0;
     const rd_kafka_ConfigEntry_t** entries = rd_kafka_ConfigResource_configs(rs[i], &ncfg);
     for (size_t j = 0; j < ncfg; ++j) {
-      if (std::strcmp(rd_kafka_ConfigEntry_name(entries[j]), "min.insync.replicas") != 0) {
+      const std::string name = rd_kafka_ConfigEntry_name(entries[j]);
+      const char* v = rd_kafka_ConfigEntry_value(entries[j]);
+      if (name == "retention.ms" || name == "retention.bytes") {
+        if (spec == nullptr || !spec->unbounded_retention) continue;
+        const std::string value = v != nullptr ? v : "";
+        if (value != "-1") {
+          finite->push_back(
+              FiniteRetention{topic, name, value.empty() ? "(not shown)" : value,
+                              ConfigSourceName(rd_kafka_ConfigEntry_source(entries[j]))});
+        }
         continue;
       }
-      const char* v = rd_kafka_ConfigEntry_value(entries[j]);
+      if (name != "min.insync.replicas") continue;
       int value = v != nullptr ? std::atoi(v) : 0;
       if (value < o.min_insync_replicas) {
         result = Status::InvalidArgument(
@@ -332,6 +374,42 @@ Status CheckMinInsync(rd_kafka_t* rk, const std::vector<TopicSpec>& specs, const
   }
   rd_kafka_event_destroy(ev);
   return result;
+}
+
+// Refuses finite retention on data topics (FailedPrecondition) unless the operator allowed it;
+// then each setting is logged as a warning.
+Status CheckRetention(const std::vector<FiniteRetention>& finite, const KafkaOptions& o) {
+  if (finite.empty()) return Status::OK();
+  std::string found;
+  std::set<std::string> topics;
+  for (const auto& f : finite) {
+    if (!found.empty()) found += ", ";
+    found += "topic " + f.topic + " has " + f.setting + "=" + f.value + " (" + f.source + ")";
+    topics.insert(f.topic);
+  }
+  if (o.allow_finite_retention) {
+    for (const auto& f : finite) {
+      spdlog::warn(
+          "kafka: topic {} has {}={} ({}); allowed by --allow-kafka-retention: Kafka deletes "
+          "records by age or size even when sediment has not stored them in segments yet (a "
+          "digest stall or a long bucket outage then loses acknowledged events; the digest "
+          "reports such gaps as lost offsets in /api/v1/status)",
+          f.topic, f.setting, f.value, f.source);
+    }
+    return Status::OK();
+  }
+  std::string fix;
+  for (const auto& t : topics) {
+    if (!fix.empty()) fix += "; ";
+    fix += "kafka-configs --alter --entity-type topics --entity-name " + t +
+           " --add-config retention.ms=-1,retention.bytes=-1";
+  }
+  return Status::FailedPrecondition(
+      found +
+      ": Kafka would delete records by age or size even when sediment has not stored them in "
+      "segments yet, losing acknowledged events (sediment deletes them itself once they are "
+      "safe); set both to -1 (" +
+      fix + ") or start with --allow-kafka-retention to accept that risk");
 }
 
 Status CreateTopics(rd_kafka_t* rk, const std::vector<const TopicSpec*>& specs,
@@ -811,12 +889,16 @@ Result<int32_t> EnsureTopics(const KafkaOptions& o) {
                                    " brokers, the cluster has " + std::to_string(md->broker_cnt) +
                                    ": lower --kafka-replication-factor");
   }
+  // Kafka never deletes by age or size: sediment deletes what it no longer needs with
+  // DeleteRecords (digest: below the safe offset; Global: below its oldest kept snapshot;
+  // membership: chatter records beyond the newest 10000). The chatter topic's retention is created
+  // unbounded too but not checked: it holds heartbeats only, losing old ones loses no event.
+  const Settings unbounded = {
+      {"cleanup.policy", "delete"}, {"retention.ms", "-1"}, {"retention.bytes", "-1"}};
   const std::vector<TopicSpec> specs = {
-      {KafkaIngestTopic(o), o.ingest_partitions, {{"cleanup.policy", "delete"}}},
-      {KafkaGlobalTopic(o), 1, {{"cleanup.policy", "delete"}, {"retention.ms", "-1"}}},
-      {KafkaChatterTopic(o),
-       1,
-       {{"cleanup.policy", "delete"}, {"retention.ms", std::to_string(kChatterRetentionMs)}}},
+      {KafkaIngestTopic(o), o.ingest_partitions, unbounded, true},
+      {KafkaGlobalTopic(o), 1, unbounded, true},
+      {KafkaChatterTopic(o), 1, unbounded, false},
   };
   std::vector<const TopicSpec*> missing;
   for (const auto& s : specs) {
@@ -852,8 +934,12 @@ Result<int32_t> EnsureTopics(const KafkaOptions& o) {
   // asynchronously); DescribeConfigs then answers UNKNOWN_TOPIC_OR_PART for a while.
   const Clock::time_point describe_deadline = Clock::now() + o.admin_timeout;
   while (true) {
-    Status st = CheckMinInsync(admin.get(), specs, o);
-    if (st.ok()) return ingest_partitions;
+    std::vector<FiniteRetention> finite;
+    Status st = CheckTopicConfigs(admin.get(), specs, o, &finite);
+    if (st.ok()) {
+      RETURN_IF_ERROR(CheckRetention(finite, o));
+      return ingest_partitions;
+    }
     if (st.code() != StatusCode::kNotFound || Clock::now() >= describe_deadline) return st;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }

@@ -29,6 +29,9 @@ struct KafkaOptions {
   std::chrono::milliseconds produce_timeout{10000};
   // Bound on metadata, admin and watermark requests.
   std::chrono::milliseconds admin_timeout{30000};
+  // EnsureTopics accepts an existing ingest or global topic whose retention.ms or retention.bytes
+  // is not -1 (and logs a warning) instead of refusing it (`--allow-kafka-retention`).
+  bool allow_finite_retention = false;
 };
 
 // Largest record Append accepts (larger: TooLarge). Topics are created to hold it.
@@ -38,11 +41,18 @@ std::string KafkaIngestTopic(const KafkaOptions& options);   // <prefix>ingest
 std::string KafkaGlobalTopic(const KafkaOptions& options);   // <prefix>global
 std::string KafkaChatterTopic(const KafkaOptions& options);  // <prefix>chatter
 
-// Creates the ingest (ingest_partitions), global (1 partition, no retention) and chatter
-// (1 partition, retention 60 s) topics with the configured replication factor and
-// min.insync.replicas, or verifies existing ones. InvalidArgument, with a message that says what to
-// change, when the cluster has fewer brokers than the replication factor, a topic has fewer
-// partitions than configured, a lower replication factor, or a lower min.insync.replicas.
+// Creates the ingest (ingest_partitions), global (1 partition) and chatter (1 partition) topics
+// with the configured replication factor and min.insync.replicas, and retention.ms=-1,
+// retention.bytes=-1 (Kafka never deletes by age or size: sediment deletes with DeleteRecords, the
+// digest below the safe offset, Global below its oldest kept snapshot, membership the chatter
+// records beyond the newest 10000), or verifies existing ones. InvalidArgument, with a message that
+// says what to change, when the cluster has fewer brokers than the replication factor, a topic has
+// fewer partitions than configured, a lower replication factor, or a lower min.insync.replicas.
+// FailedPrecondition when the existing ingest or global topic has a finite retention.ms or
+// retention.bytes (as DescribeConfigs reports it, a broker default included), unless
+// allow_finite_retention (then a warning is logged); the message names the topic, the setting,
+// its value, how to change it and --allow-kafka-retention. The chatter topic's retention is not
+// checked (heartbeats only; losing old ones loses no event).
 // Unavailable when the brokers cannot be reached within admin_timeout. Returns the ingest topic's
 // partition count (at least ingest_partitions; more when an existing topic has more): pass it to
 // OpenKafkaLog, whose own metadata request may reach a broker that has not yet learnt of a topic

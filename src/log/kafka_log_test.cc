@@ -88,6 +88,33 @@ class RawAdmin {
   // Topics created by the code under test, removed at the end of the test.
   void Track(const std::string& name) { created_.push_back(name); }
 
+  // The topic's configuration as DescribeConfigs reports it (defaults included); empty on error.
+  std::map<std::string, std::string> DescribeConfigs(const std::string& topic) {
+    std::map<std::string, std::string> out;
+    rd_kafka_ConfigResource_t* res =
+        rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic.c_str());
+    rd_kafka_queue_t* q = rd_kafka_queue_new(rk_);
+    rd_kafka_DescribeConfigs(rk_, &res, 1, nullptr, q);
+    rd_kafka_event_t* ev = rd_kafka_queue_poll(q, 30000);
+    if (ev != nullptr && rd_kafka_event_error(ev) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      size_t cnt = 0;
+      const rd_kafka_ConfigResource_t** rs = rd_kafka_DescribeConfigs_result_resources(
+          rd_kafka_event_DescribeConfigs_result(ev), &cnt);
+      for (size_t i = 0; i < cnt; ++i) {
+        size_t n = 0;
+        const rd_kafka_ConfigEntry_t** es = rd_kafka_ConfigResource_configs(rs[i], &n);
+        for (size_t j = 0; j < n; ++j) {
+          const char* v = rd_kafka_ConfigEntry_value(es[j]);
+          out[rd_kafka_ConfigEntry_name(es[j])] = v != nullptr ? v : "";
+        }
+      }
+    }
+    if (ev != nullptr) rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_ConfigResource_destroy(res);
+    return out;
+  }
+
  private:
   void WaitForLeaders(const std::string& name) {
     for (int i = 0; i < 100; ++i) {
@@ -260,6 +287,87 @@ TEST_F(KafkaLogTest, EnsureTopicsRefusesLowerReplicationFactorOrMinInsync) {
   EXPECT_NE(st.message().find("min.insync.replicas=1, sediment is configured for 2"),
             std::string::npos)
       << st.message();
+}
+
+TEST_F(KafkaLogTest, EnsureTopicsCreatesTopicsWithUnboundedRetention) {
+  // Kafka must never delete by age or size: sediment deletes with DeleteRecords once events are
+  // safe. The broker default (retention.ms 7 days) would otherwise apply.
+  ASSERT_TRUE(EnsureTopics(opts_).ok());
+  TrackTopics();
+  for (const std::string& topic :
+       {KafkaIngestTopic(opts_), KafkaGlobalTopic(opts_), KafkaChatterTopic(opts_)}) {
+    std::map<std::string, std::string> cfg = admin_->DescribeConfigs(topic);
+    EXPECT_EQ(cfg["retention.ms"], "-1") << topic;
+    EXPECT_EQ(cfg["retention.bytes"], "-1") << topic;
+    EXPECT_EQ(cfg["cleanup.policy"], "delete") << topic;
+  }
+  // What EnsureTopics created passes its own check without --allow-kafka-retention.
+  EXPECT_TRUE(EnsureTopics(opts_).ok());
+}
+
+TEST_F(KafkaLogTest, EnsureTopicsRefusesFiniteRetentionUnlessAllowed) {
+  const std::string min_isr = std::to_string(opts_.min_insync_replicas);
+  // An ingest topic created outside sediment keeps the broker's default retention.ms (7 days).
+  const std::string ingest = KafkaIngestTopic(opts_);
+  ASSERT_EQ(
+      admin_->CreateTopic(ingest, 3, opts_.replication_factor, {{"min.insync.replicas", min_isr}}),
+      RD_KAFKA_RESP_ERR_NO_ERROR);
+  const std::string default_ms = admin_->DescribeConfigs(ingest)["retention.ms"];
+  ASSERT_FALSE(default_ms.empty());
+  ASSERT_NE(default_ms, "-1");
+  Status st = EnsureTopics(opts_).status();
+  TrackTopics();
+  ASSERT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
+  EXPECT_NE(st.message().find("topic " + ingest + " has retention.ms=" + default_ms),
+            std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("--allow-kafka-retention"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("retention.ms=-1,retention.bytes=-1"), std::string::npos)
+      << st.message();
+  // Allowed: start-up goes on (a warning is logged); the topic is left as it is.
+  KafkaOptions allowed = opts_;
+  allowed.allow_finite_retention = true;
+  auto ok = EnsureTopics(allowed);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok.value(), 3);
+  EXPECT_EQ(admin_->DescribeConfigs(ingest)["retention.ms"], default_ms);
+
+  // A size bound alone is refused as well, naming retention.bytes; so is one on the global topic.
+  KafkaOptions other = opts_;
+  other.topic_prefix = UniquePrefix();
+  ASSERT_EQ(admin_->CreateTopic(KafkaIngestTopic(other), 3, other.replication_factor,
+                                {{"min.insync.replicas", min_isr},
+                                 {"retention.ms", "-1"},
+                                 {"retention.bytes", "1073741824"}}),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  ASSERT_EQ(admin_->CreateTopic(KafkaGlobalTopic(other), 1, other.replication_factor,
+                                {{"min.insync.replicas", min_isr},
+                                 {"retention.ms", "86400000"},
+                                 {"retention.bytes", "-1"}}),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  st = EnsureTopics(other).status();
+  admin_->Track(KafkaChatterTopic(other));
+  ASSERT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
+  EXPECT_NE(
+      st.message().find("topic " + KafkaIngestTopic(other) + " has retention.bytes=1073741824"),
+      std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("topic " + KafkaGlobalTopic(other) + " has retention.ms=86400000"),
+            std::string::npos)
+      << st.message();
+  EXPECT_EQ(st.message().find(KafkaIngestTopic(other) + " has retention.ms"), std::string::npos)
+      << st.message();
+
+  // The chatter topic holds heartbeats only: its retention is not checked.
+  KafkaOptions chatter = opts_;
+  chatter.topic_prefix = UniquePrefix();
+  ASSERT_EQ(admin_->CreateTopic(KafkaChatterTopic(chatter), 1, chatter.replication_factor,
+                                {{"min.insync.replicas", min_isr}, {"retention.ms", "60000"}}),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  auto chatter_ok = EnsureTopics(chatter);
+  admin_->Track(KafkaIngestTopic(chatter));
+  admin_->Track(KafkaGlobalTopic(chatter));
+  EXPECT_TRUE(chatter_ok.ok()) << chatter_ok.status().ToString();
 }
 
 TEST_F(KafkaLogTest, AppendReadRoundTripOnSeveralPartitions) {

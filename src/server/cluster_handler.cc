@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -50,6 +51,14 @@ Heartbeat Server::Impl::SelfHeartbeat() const {
     if (!p.claimed) continue;
     hb.partitions.push_back(
         PartitionProgress{p.partition, p.epoch, p.next_offset, p.replay_point, p.buffered_events});
+  }
+  for (const auto& [part, lost] : digest->LostOffsetsByPartition()) {
+    LostOffsetsReport l;
+    l.partition = PartitionId(part);
+    l.range_count = lost.range_count;
+    l.offsets = lost.offsets;
+    for (const auto& r : lost.ranges) l.ranges.push_back({r.first, r.end, r.detected_ms});
+    hb.lost.push_back(std::move(l));
   }
   hb.oldest_snapshot = global->OldestSnapshot();
   if (replicator) {
@@ -253,10 +262,63 @@ http::Response Server::Impl::HandleCluster() {
   std::vector<LogBounds> log_bounds = FreshBounds(&bounds_age_ms);
   std::map<int32_t, PartitionDigestStatus> local;
   for (auto& p : digest->PartitionStatuses()) local[p.partition.value] = p;
+  // Lost commit-log offsets by partition, as this node's digest and the last heartbeat of every
+  // other known node (alive or not) report them; one range reported by several nodes counts once.
+  struct LostRangeRow {
+    int64_t end = 0;
+    int64_t detected_ms = 0;
+    std::set<int64_t> nodes;
+  };
+  std::map<int32_t, std::map<int64_t, LostRangeRow>> lost;  // partition -> first -> range
+  auto add_lost = [&](int64_t by, int32_t part, int64_t first, int64_t end, int64_t detected_ms) {
+    LostRangeRow& row = lost[part][first];
+    row.end = std::max(row.end, end);
+    if (row.detected_ms == 0 || detected_ms < row.detected_ms) row.detected_ms = detected_ms;
+    row.nodes.insert(by);
+  };
+  for (const auto& [part, l] : digest->LostOffsetsByPartition()) {
+    for (const auto& r : l.ranges) {
+      add_lost(node.value, part, r.first.value, r.end.value, r.detected_ms);
+    }
+  }
+  for (const auto& [id, row] : nodes) {
+    if (id == node.value || row.hb == nullptr) continue;
+    for (const auto& l : row.hb->lost) {
+      for (const auto& r : l.ranges) {
+        add_lost(id, l.partition.value, r.first.value, r.end.value, r.detected_ms);
+      }
+    }
+  }
+  // Offsets covered by a partition's ranges (ranges found by different nodes may overlap).
+  auto covered = [](const std::map<int64_t, LostRangeRow>& ranges) {
+    int64_t n = 0, done = INT64_MIN;
+    for (const auto& [first, r] : ranges) {
+      n += std::max<int64_t>(0, r.end - std::max(first, done));
+      done = std::max(done, r.end);
+    }
+    return n;
+  };
+  uint64_t lost_offsets_total = 0;
+  for (const auto& [part, ranges] : lost) {
+    const auto n = static_cast<uint64_t>(covered(ranges));
+    std::string list;
+    for (const auto& [first, r] : ranges) {
+      if (!list.empty()) list += ", ";
+      list += std::to_string(first) + ".." + std::to_string(r.end - 1);
+    }
+    lost_offsets_total += n;
+    warnings.push_back("partition " + std::to_string(part) + ": " + std::to_string(n) +
+                       " commit-log offsets (" + list +
+                       ") were deleted before they were digested: their events are lost (Kafka "
+                       "retention of the ingest topic?)");
+  }
 
   JsonWriter w;
   w.BeginObject();
   w.Key("clusterId").String(cluster_id).Key("self").Int(node.value);
+  // "degraded": acknowledged events are known to be lost (lostOffsets > 0).
+  w.Key("health").String(lost.empty() ? "ok" : "degraded");
+  w.Key("lostOffsets").Int(static_cast<int64_t>(lost_offsets_total));
   w.Key("globalApplied").Int(global->Applied().value);
   w.Key("logOffsetsAgeMs").Int(bounds_age_ms);
   w.Key("nodes").BeginArray();
@@ -328,7 +390,21 @@ http::Response Server::Impl::HandleCluster() {
     w.Key("safeOffset").Int(safe.count(p) != 0 ? safe[p] : 0);
     w.Key("logStart").Int(lb.start).Key("logEnd").Int(lb.end);
     w.Key("nextOffset").Int(next).Key("lag").Int(lag);
-    w.Key("bufferedEvents").Int(static_cast<int64_t>(buffered)).EndObject();
+    w.Key("bufferedEvents").Int(static_cast<int64_t>(buffered));
+    int64_t lost_here = 0;
+    w.Key("lostRanges").BeginArray();
+    if (auto it = lost.find(p); it != lost.end()) {
+      lost_here = covered(it->second);
+      for (const auto& [first, r] : it->second) {
+        w.BeginObject().Key("first").Int(first).Key("end").Int(r.end);
+        w.Key("offsets").Int(r.end - first).Key("detectedMs").Int(r.detected_ms);
+        w.Key("reportedBy").BeginArray();
+        for (int64_t n : r.nodes) w.Int(n);
+        w.EndArray().EndObject();
+      }
+    }
+    w.EndArray();
+    w.Key("lostOffsets").Int(lost_here).EndObject();
     if (!owned) {
       warnings.push_back("partition " + std::to_string(p) + " has no owner yet");
     } else if (!owner_alive) {

@@ -79,6 +79,7 @@ Result<KafkaOptions> Server::Impl::KafkaOptionsFromConfig() const {
   ko.replication_factor = config.kafka_replication_factor;
   ko.min_insync_replicas = config.kafka_min_insync_replicas;
   ko.produce_timeout = std::chrono::milliseconds(config.kafka_produce_timeout_ms);
+  ko.allow_finite_retention = config.allow_kafka_retention;
   if (!config.kafka_properties_file.empty()) {
     auto text = env->ReadFile(config.kafka_properties_file);
     if (!text.ok()) return text.status().WithContext("reading --kafka-properties-file");
@@ -581,9 +582,21 @@ http::Response Server::Impl::HandleIngest(const http::Request& req, ingest::Form
   return r;
 }
 
+namespace {
+// Members of one partition's lost-offsets object: "rangeCount", "offsets", "ranges".
+void WriteLostOffsets(JsonWriter& w, const LostOffsets& l) {
+  w.Key("rangeCount").Int(static_cast<int64_t>(l.range_count));
+  w.Key("offsets").Int(static_cast<int64_t>(l.offsets));
+  w.Key("ranges").BeginArray();
+  for (const auto& r : l.ranges) {
+    w.BeginObject().Key("first").Int(r.first.value).Key("end").Int(r.end.value);
+    w.Key("offsets").Int(r.offsets()).Key("detectedMs").Int(r.detected_ms).EndObject();
+  }
+  w.EndArray();
+}
 // "recordsLost": N, "damage": [{partition, firstOffset, endOffset, records, bytes, file, filePos,
 // what}] of a commit log (CommitLog::Damage).
-static void WriteLogDamage(JsonWriter& w, const std::vector<LogDamage>& damage) {
+void WriteLogDamage(JsonWriter& w, const std::vector<LogDamage>& damage) {
   int64_t lost = 0;
   for (const LogDamage& d : damage) lost += d.end.value - d.first.value;
   w.Key("recordsLost").Int(lost);
@@ -598,6 +611,7 @@ static void WriteLogDamage(JsonWriter& w, const std::vector<LogDamage>& damage) 
   }
   w.EndArray();
 }
+}  // namespace
 
 http::Response Server::Impl::HandleStatus() {
   JsonWriter w;
@@ -610,9 +624,17 @@ http::Response Server::Impl::HandleStatus() {
   const std::vector<LogDamage> damage = ingest_log->Damage();
   const std::vector<LogDamage> global_damage = global_log->Damage();
   const std::vector<PartitionDigestStatus> digest_statuses = digest->PartitionStatuses();
+  // Commit-log offsets deleted before they were digested, by partition (DESIGN P1).
+  const std::map<int32_t, LostOffsets> lost = digest->LostOffsetsByPartition();
+  uint64_t lost_offsets = 0;
+  for (const auto& [part, l] : lost) lost_offsets += l.offsets;
   // "degraded": something was lost or is failing; "problems" says what (details in the objects
   // below).
   std::vector<std::string> problems;
+  if (lost_offsets > 0) {
+    problems.push_back(std::to_string(lost_offsets) +
+                       " commit-log offsets were deleted before they were digested (lostOffsets)");
+  }
   if (health != "ok" || !damage.empty()) problems.push_back("commit log: " + health);
   if (global_health != "ok" || !global_damage.empty()) {
     problems.push_back("global log: " + global_health);
@@ -629,6 +651,14 @@ http::Response Server::Impl::HandleStatus() {
   w.Key("problems").BeginArray();
   for (const auto& problem : problems) w.String(problem);
   w.EndArray();
+  w.Key("lostOffsets").BeginObject().Key("offsets").Int(static_cast<int64_t>(lost_offsets));
+  w.Key("partitions").BeginArray();
+  for (const auto& [part, l] : lost) {
+    w.BeginObject().Key("partition").Int(part);
+    WriteLostOffsets(w, l);
+    w.EndObject();
+  }
+  w.EndArray().EndObject();
   w.Key("commitLog").BeginObject();
   w.Key("type").String(config.kafka_brokers.empty() ? "local" : "kafka");
   if (!config.kafka_brokers.empty()) w.Key("brokers").String(config.kafka_brokers);
@@ -679,6 +709,9 @@ http::Response Server::Impl::HandleStatus() {
     w.Key("truncatedBefore").Int(ps == pstates.end() ? 0 : ps->second.truncated_before.value);
     w.Key("bufferedEvents").Int(static_cast<int64_t>(p.buffered_events));
     w.Key("duplicateMessagesDropped").Int(static_cast<int64_t>(p.duplicates_dropped));
+    w.Key("lost").BeginObject();
+    WriteLostOffsets(w, p.lost);
+    w.EndObject();
     w.Key("error").String(p.error).EndObject();
   }
   w.EndArray();

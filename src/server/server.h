@@ -28,6 +28,9 @@ struct ServerConfig {
   std::string kafka_properties_file;                    // librdkafka properties, key=value lines
   std::map<std::string, std::string> kafka_properties;  // e.g. from SEDIMENT_KAFKA_* variables
   int64_t kafka_produce_timeout_ms = 10000;  // ingest answers 503 after at most this long
+  // Start even when the existing ingest or global topic has a finite retention (KafkaOptions::
+  // allow_finite_retention); without it such a topic makes start-up fail.
+  bool allow_kafka_retention = false;
   size_t max_body_bytes = 32u << 20;
   size_t max_event_bytes = 1u << 20;
   int64_t flush_age_ms = 2000;

@@ -65,7 +65,10 @@ def _stop_and_check(kc: KafkaCluster) -> None:
 def _module_kafka1(tmp_path_factory):
     kc = KafkaCluster(tmp_path_factory.mktemp("kafka1"), brokers=1)
     try:
-        kc.start(timeout=CLUSTER_START_TIMEOUT)
+        # Retention is applied within a second (Kafka's default: every 5 minutes), for the test
+        # of a finite retention deleting events before they were digested. sediment's own topics
+        # have unbounded retention, so nothing else notices.
+        kc.start(timeout=CLUSTER_START_TIMEOUT, extra_props={"log.retention.check.interval.ms": "1000"})
         yield kc
     finally:
         _stop_and_check(kc)
