@@ -125,6 +125,24 @@ def assert_snapshot_skipped(c: SedimentCluster, x: int, damaged: list[str]) -> s
     return loaded[-1] if loaded else "no snapshot loaded: replayed the global topic"
 
 
+def early_query(c: SedimentCluster, x: int, run: str, stored: set[str], attempted: set[str]) -> str:
+    """Right after node x serves again (before its first scrub, 2 s after the start): a query
+    through x, which holds damaged copies of segments holding `stored` (acknowledged, in segments
+    and replicated/uploaded before the kill), must find each of them exactly once. Partition
+    ownership may still move, so warnings are allowed and newer events are not judged; nothing
+    twice, nothing unknown. Returns a summary."""
+    ans = query_run(c.node(x), run)
+    assert ans.status == 200, f"first query through node {x}: {ans.status} {ans.body[:300]}"
+    missing = sorted(stored - set(ans.found))
+    dups = sorted(i for i, k in ans.found.items() if k > 1)
+    unknown = sorted(set(ans.found) - attempted)
+    assert not missing and not dups and not unknown, (
+        f"first query through node {x} after the damage: {len(missing)} of {len(stored)} stored events missing "
+        f"(e.g. {missing[:5]}), {len(dups)} twice, {len(unknown)} unknown; warnings {ans.warnings[:3]}")
+    return (f"{len(stored)} stored events found once ({len(ans.warnings)} warnings {ans.warnings[:2]}, "
+            f"{ans.elapsed:.2f} s)")
+
+
 def queries_complete(c: SedimentCluster, wl: ClusterWorkload, run: str, x: int, rounds: int) -> int:
     """The workload is held: `rounds` queries through every up node, the damaged node x first (so
     its own damaged copies may be met by the query before the scrub), right away (repairs may still
@@ -169,6 +187,7 @@ def test_bit_rot_on_one_node_r2_is_repaired_from_peers(rot_cluster):
         wl.hold()
         c.mark("workload held")
         wait_replicated(c, 0, 2, timeout=60)
+        stored = wl.acked_ids()
         x = rng.randrange(3)
         x_id = c.node(x).node_id
         via = (x + 1) % 3
@@ -180,8 +199,10 @@ def test_bit_rot_on_one_node_r2_is_repaired_from_peers(rot_cluster):
         time.sleep(2.0)
         c.launch(x)
         c.wait_up(x)
+        first = early_query(c, x, run, stored, wl.attempted_ids())
         how = assert_snapshot_skipped(c, x, damaged)
-        print(f"node {x} (id {x_id}): {len(good)} segment files damaged, snapshot {damaged} skipped; {how}")
+        print(f"node {x} (id {x_id}): {len(good)} segment files damaged, snapshot {damaged} skipped; {how}; "
+              f"first query through it: {first}")
         time.sleep(2.0)
         wl.hold()
         c.mark("workload held")
@@ -252,6 +273,7 @@ def test_bit_rot_on_one_node_r1_is_served_from_the_bucket(rot_cluster, s3):
         wl.hold()
         c.mark("workload held")
         wait_bucket_uploaded(c, 0)
+        stored = wl.acked_ids()
         segs = cluster_segments(c, 0)["segments"]
         holders = {r for s in segs for r in s["replicas"]}
         x = rng.choice([n.index for n in c.nodes if n.node_id in holders])
@@ -265,8 +287,10 @@ def test_bit_rot_on_one_node_r1_is_served_from_the_bucket(rot_cluster, s3):
         time.sleep(2.0)
         c.launch(x)
         c.wait_up(x)
+        first = early_query(c, x, run, stored, wl.attempted_ids())
         how = assert_snapshot_skipped(c, x, damaged)
-        print(f"node {x} (id {x_id}): {len(good)} segment files damaged, snapshots {damaged} skipped; {how}")
+        print(f"node {x} (id {x_id}): {len(good)} segment files damaged, snapshots {damaged} skipped; {how}; "
+              f"first query through it: {first}")
         time.sleep(2.0)
         wl.hold()
         c.mark("workload held")

@@ -208,7 +208,8 @@ def test_damaged_header_in_a_sealed_commit_log_file_loses_nothing_in_segments(se
     wait_until(lambda: s.count(m) == len(first) and s.quiet(), timeout=30, what="every event in a segment")
     s.kill()
     files = sorted((s.data_dir / "log" / "ingest" / "p-00000").glob("*.log"))
-    assert len(files) >= 3, f"expected several log files of about 2 KiB, got {[(f.name, f.stat().st_size) for f in files]}"
+    sizes = [(f.name, f.stat().st_size) for f in files]
+    assert len(files) >= 3, f"expected several log files of about 2 KiB, got {sizes}"
     sealed = files[0]
     records = log_records(sealed)
     assert len(records) >= 5, records
