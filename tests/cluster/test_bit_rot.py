@@ -125,13 +125,16 @@ def assert_snapshot_skipped(c: SedimentCluster, x: int, damaged: list[str]) -> s
     return loaded[-1] if loaded else "no snapshot loaded: replayed the global topic"
 
 
-def early_query(c: SedimentCluster, x: int, run: str, stored: set[str], attempted: set[str]) -> str:
+def early_query(c: SedimentCluster, x: int, wl: ClusterWorkload, stored: set[str]) -> str:
     """Right after node x serves again (before its first scrub, 2 s after the start): a query
     through x, which holds damaged copies of segments holding `stored` (acknowledged, in segments
     and replicated/uploaded before the kill), must find each of them exactly once. Partition
     ownership may still move, so warnings are allowed and newer events are not judged; nothing
     twice, nothing unknown. Returns a summary."""
-    ans = query_run(c.node(x), run)
+    ans = query_run(c.node(x), wl.run)
+    wl.hold()  # requests in flight during the query are recorded once answered
+    attempted = wl.attempted_ids()
+    wl.release()
     assert ans.status == 200, f"first query through node {x}: {ans.status} {ans.body[:300]}"
     missing = sorted(stored - set(ans.found))
     dups = sorted(i for i, k in ans.found.items() if k > 1)
@@ -199,7 +202,7 @@ def test_bit_rot_on_one_node_r2_is_repaired_from_peers(rot_cluster):
         time.sleep(2.0)
         c.launch(x)
         c.wait_up(x)
-        first = early_query(c, x, run, stored, wl.attempted_ids())
+        first = early_query(c, x, wl, stored)
         how = assert_snapshot_skipped(c, x, damaged)
         print(f"node {x} (id {x_id}): {len(good)} segment files damaged, snapshot {damaged} skipped; {how}; "
               f"first query through it: {first}")
@@ -287,7 +290,7 @@ def test_bit_rot_on_one_node_r1_is_served_from_the_bucket(rot_cluster, s3):
         time.sleep(2.0)
         c.launch(x)
         c.wait_up(x)
-        first = early_query(c, x, run, stored, wl.attempted_ids())
+        first = early_query(c, x, wl, stored)
         how = assert_snapshot_skipped(c, x, damaged)
         print(f"node {x} (id {x_id}): {len(good)} segment files damaged, snapshots {damaged} skipped; {how}; "
               f"first query through it: {first}")
