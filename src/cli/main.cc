@@ -367,6 +367,13 @@ int main(int argc, char** argv) {
   server->add_option("--flush-bytes", config.flush_bytes, "flush a buffer at this size")
       ->envname("SEDIMENT_FLUSH_BYTES")
       ->capture_default_str();
+  server
+      ->add_option("--log-file-bytes", config.log_file_bytes,
+                   "embedded commit log: start a new file once a partition's file reaches this "
+                   "size")
+      ->envname("SEDIMENT_LOG_FILE_BYTES")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   server->add_option("--query-threads", config.query_threads, "threads per query")
       ->envname("SEDIMENT_QUERY_THREADS")
       ->capture_default_str();

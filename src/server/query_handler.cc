@@ -752,6 +752,11 @@ Result<CoordinatedResult> Server::Impl::RunQuery(const std::string& repo,
   // Copies not to read in a later attempt, (segment, holder): found unreadable, or held by a node
   // that did not answer.
   std::set<std::pair<int64_t, int64_t>> excluded;
+  // Segments this query already read through the bucket (fetched into this node's cache). A
+  // copy of this node found unreadable excludes the bucket route only when it came from there: a
+  // damaged local copy is withdrawn and deleted (Replicator::ReportCorrupt), so a bucket fetch
+  // installs a good one.
+  std::set<int64_t> via_bucket;
   CoordinatedResult out;
   constexpr int kMaxAttempts = 2;  // re-runs after the first attempt
   std::vector<std::string> attempt_warnings;
@@ -774,7 +779,8 @@ Result<CoordinatedResult> Server::Impl::RunQuery(const std::string& repo,
         }
         const int64_t holder = ChooseHolder(seg, excluded);
         if (holder < 0 && seg.uploaded && bucket &&
-            excluded.count({seg.id.value, node.value}) == 0) {
+            (excluded.count({seg.id.value, node.value}) == 0 ||
+             via_bucket.count(seg.id.value) == 0)) {
           in_bucket.push_back(seg);
         } else if (holder < 0) {
           unreachable.push_back(seg);
@@ -814,6 +820,7 @@ Result<CoordinatedResult> Server::Impl::RunQuery(const std::string& repo,
     auto from_bucket = [&](const SegmentRecord& seg, query::ScanInput* into) -> bool {
       // Pinned before the fetch: the cache eviction cannot delete it before this query read it.
       extra_pins.push_back(store->Pin({seg.file_name}));
+      via_bucket.insert(seg.id.value);
       auto got = replicator->EnsureLocal(seg);
       if (!got.ok()) {
         attempt_warnings.push_back(

@@ -35,6 +35,8 @@ struct ServerConfig {
   size_t max_event_bytes = 1u << 20;
   int64_t flush_age_ms = 2000;
   size_t flush_bytes = 32u << 20;
+  // Embedded log only: a partition's active file is sealed and a new one started at this size.
+  uint64_t log_file_bytes = 64ull << 20;
   int query_threads = 2;
   // Query limits (query_handler.cc): a query fails with 408 after this long (0 = no limit) and
   // with 413 when its partial states (groups, kept rows) need more than this many bytes on one

@@ -352,6 +352,42 @@ def test_evicted_segments_are_fetched_back_for_queries(server_factory, s3, capsy
                    f"after queries; bucket status {json.dumps(bucket_status(s))}")
 
 
+def test_corrupt_local_copy_is_read_from_the_bucket(server_factory, s3):
+    """Issue 13 (bit rot at rest): every local segment file of an uploaded node gets 16 flipped
+    bytes while it is down. The first query after the restart finds its own copies unreadable,
+    withdraws them and reads the bucket's objects instead: every event exactly once, no warning,
+    X-Sediment-Bucket-Fetches > 0 (no scrub runs: the default interval is 10 minutes). Before the
+    fix, a copy this node found unreadable also barred the bucket route, so the re-run answered
+    'no live node holds a readable copy' and the events were missing."""
+    bucket = new_bucket_name()
+    s = make_bucket_server(server_factory, s3, bucket, extra=("--merge-small-bytes", "0"))
+    run = marker("rot")
+    now = int(time.time() * 1000)
+    want = set()
+    for k in range(3):
+        ids = [f"{run}-{k}-{i}" for i in range(20)]
+        send(s, run, f"d{k}", ids, [now + i for i in range(20)])
+        want |= set(ids)
+    wait_until(lambda: s.quiet() and s.count(run) == len(want), timeout=30, what="everything in segments")
+    wait_uploaded(s)
+    s.stop()
+    files = sorted((Path(s.data_dir) / "segments").glob("*.seg"))
+    assert files, "no local segment file"
+    for p in files:
+        data = bytearray(p.read_bytes())
+        for i in range(len(data) // 2, min(len(data) // 2 + 16, len(data))):
+            data[i] ^= 0xFF
+        p.write_bytes(bytes(data))
+    s.start()
+    found, r = found_ids(s, run)
+    assert not exactly_once(found, want), (f"{exactly_once(found, want)}; warnings "
+                                           f"{r.headers.get('X-Sediment-Warning')}")
+    assert not r.headers.get("X-Sediment-Warning"), r.headers.get("X-Sediment-Warning")
+    assert bucket_fetches(r)[0] > 0, f"{len(files)} local copies damaged, yet no bucket fetch: {dict(r.headers)}"
+    for p in files:  # every damaged copy was dropped and, when cached again, replaced by the bucket's bytes
+        assert not p.exists() or p.read_bytes() == s3_get(s3.endpoint(), bucket, f"segments/{p.name}"), p.name
+
+
 # ---------------------------------------------------------------------------------------------
 # 3. S3 outage during ingest
 # ---------------------------------------------------------------------------------------------
