@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "common/testing/fault_env.h"
 #include "global/global.h"
 #include "log/local_log.h"
 
@@ -309,6 +310,7 @@ class DigestTest : public ::testing::Test {
     return seen;
   }
 
+  FaultEnv fault_env_;  // tests that inject disk faults point env_ here before Open()
   Env* env_ = Env::Default();
   std::filesystem::path dir_;
   std::unique_ptr<CommitLog> log_, glog_;
@@ -341,6 +343,36 @@ TEST_F(DigestTest, EventsReachSegmentsExactlyOnce) {
   WaitFlushed();
   auto seen = Visible();
   ASSERT_EQ(seen.size(), 200u);
+  for (const auto& [raw, n] : seen) EXPECT_EQ(n, 1) << raw;
+}
+
+// A full disk (issue 13): segment writes fail, the digest keeps the events buffered, says why in
+// its status and retries; once space returns every event reaches a segment exactly once.
+TEST_F(DigestTest, AFullDiskDelaysSegmentsAndLosesNothing) {
+  Close();
+  env_ = &fault_env_;
+  Open(std::chrono::milliseconds(300));
+  for (int i = 0; i < 5; ++i) Append(i % 2 ? "a" : "b", i * 10, 10);
+  fault_env_.FailWritesAfter(0);  // ENOSPC from here on
+  auto error = [&] {
+    for (const auto& s : digest_->PartitionStatuses()) {
+      if (!s.error.empty()) return s.error;
+    }
+    return std::string();
+  };
+  ASSERT_TRUE(WaitFor([&] { return !error().empty(); }, std::chrono::seconds(10)));
+  size_t segments = 1;
+  global_->Read([&](const GlobalState& s) { segments = s.segments.size(); });
+  EXPECT_EQ(segments, 0u);
+  auto seen = Visible();  // still served from the buffers
+  EXPECT_EQ(seen.size(), 50u);
+  fault_env_.FailWritesAfter(-1);  // space again
+  WaitFlushed();
+  ASSERT_TRUE(WaitFor([&] { return error().empty(); }, std::chrono::seconds(10))) << error();
+  global_->Read([&](const GlobalState& s) { segments = s.segments.size(); });
+  EXPECT_GE(segments, 1u);
+  seen = Visible();
+  ASSERT_EQ(seen.size(), 50u);
   for (const auto& [raw, n] : seen) EXPECT_EQ(n, 1) << raw;
 }
 
