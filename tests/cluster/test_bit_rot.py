@@ -170,6 +170,33 @@ def queries_complete(c: SedimentCluster, wl: ClusterWorkload, run: str, x: int, 
 # ---------------------------------------------------------------------------------------------
 
 
+def rot_restart_and_query(c, wl, run: str, x: int, stored, newest_snapshots: int) -> dict:
+    """With the workload running: kill -9 node x, damage every segment file and its newest
+    snapshot(s), restart it; a first query through it must find everything stored before the kill,
+    its log must name the skipped snapshot(s); then, with the workload held, queries through every
+    node must be complete. Returns the damaged files' good bytes by name."""
+    x_id = c.node(x).node_id
+    wl.release()
+    time.sleep(1.0)
+    c.kill(x)
+    good, damaged = rot_node(c, x, newest_snapshots=newest_snapshots)
+    assert good, f"node {x} has no segment file to damage"
+    time.sleep(2.0)
+    c.launch(x)
+    c.wait_up(x)
+    first = early_query(c, x, wl, stored)
+    how = assert_snapshot_skipped(c, x, damaged)
+    print(f"node {x} (id {x_id}): {len(good)} segment files damaged, snapshot(s) {damaged} skipped; {how}; "
+          f"first query through it: {first}")
+    time.sleep(2.0)
+    wl.hold()
+    c.mark("workload held")
+    c.wait_quiet(x, timeout=60, allow_warnings=True)
+    warned = queries_complete(c, wl, run, x, rounds=3)
+    print(f"queries through every node during repair complete ({warned} answers carried a warning)")
+    return good
+
+
 def test_bit_rot_on_one_node_r2_is_repaired_from_peers(rot_cluster):
     """3 nodes, R = 2, scrub every 2 s, merges off, a Global snapshot every 10 events. Under
     ingest, with every segment replicated, node X is killed (-9); every segment file on its disk
@@ -194,24 +221,7 @@ def test_bit_rot_on_one_node_r2_is_repaired_from_peers(rot_cluster):
         x = rng.randrange(3)
         x_id = c.node(x).node_id
         via = (x + 1) % 3
-        wl.release()
-        time.sleep(1.0)
-        c.kill(x)
-        good, damaged = rot_node(c, x, newest_snapshots=1)
-        assert good, f"node {x} has no segment file to damage"
-        time.sleep(2.0)
-        c.launch(x)
-        c.wait_up(x)
-        first = early_query(c, x, wl, stored)
-        how = assert_snapshot_skipped(c, x, damaged)
-        print(f"node {x} (id {x_id}): {len(good)} segment files damaged, snapshot {damaged} skipped; {how}; "
-              f"first query through it: {first}")
-        time.sleep(2.0)
-        wl.hold()
-        c.mark("workload held")
-        c.wait_quiet(x, timeout=60, allow_warnings=True)
-        warned = queries_complete(c, wl, run, x, rounds=3)
-        print(f"queries through every node during repair complete ({warned} answers carried a warning)")
+        good = rot_restart_and_query(c, wl, run, x, stored, newest_snapshots=1)
 
         # Every damaged copy Global still lists anywhere is replaced by the good bytes, on 2 live holders.
         def healed():
@@ -282,24 +292,7 @@ def test_bit_rot_on_one_node_r1_is_served_from_the_bucket(rot_cluster, s3):
         x = rng.choice([n.index for n in c.nodes if n.node_id in holders])
         x_id = c.node(x).node_id
         via = (x + 1) % 3
-        wl.release()
-        time.sleep(1.0)
-        c.kill(x)
-        good, damaged = rot_node(c, x, newest_snapshots=2)
-        assert good, f"node {x} has no segment file to damage"
-        time.sleep(2.0)
-        c.launch(x)
-        c.wait_up(x)
-        first = early_query(c, x, wl, stored)
-        how = assert_snapshot_skipped(c, x, damaged)
-        print(f"node {x} (id {x_id}): {len(good)} segment files damaged, snapshots {damaged} skipped; {how}; "
-              f"first query through it: {first}")
-        time.sleep(2.0)
-        wl.hold()
-        c.mark("workload held")
-        c.wait_quiet(x, timeout=60, allow_warnings=True)
-        warned = queries_complete(c, wl, run, x, rounds=3)
-        print(f"queries through every node during repair complete ({warned} answers carried a warning)")
+        good = rot_restart_and_query(c, wl, run, x, stored, newest_snapshots=2)
 
         def clean():
             segs = cluster_segments(c, via)["segments"]
