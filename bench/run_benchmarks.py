@@ -1246,7 +1246,13 @@ def run_kafka(args, ctx, server_bin, gen, work, report):
     res = kcat_run(cmd, 3600, "kcat -P")
     ksecs = time.monotonic() - t0
     kstderr = res.stderr.decode("utf-8", "replace")
+    # A partition's end offset can trail kcat's last delivery report for a moment on a loaded
+    # machine: ask again for up to 10 s before calling a message missing.
     offsets = kcat_end_offsets(kcat, bootstrap, topic, parts)
+    deadline = time.monotonic() + 10
+    while sum(offsets) < len(batches) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        offsets = kcat_end_offsets(kcat, bootstrap, topic, parts)
     if sum(offsets) != len(batches):
         raise BenchError(f"kcat: {topic} holds {sum(offsets)} messages, produced "
                          f"{len(batches)}; kcat stderr: {kstderr[-1000:]}")
