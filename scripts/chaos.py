@@ -7,7 +7,8 @@ sequence of faults drawn from the run's seed hits it:
     kill    kill -9 a node, restart it 0-8 s later
     pause   SIGSTOP a node for 1.2-2.5 session timeouts, then SIGCONT
     broker  kill -9 one Kafka broker for 3-12 s, then restart it
-    s3      stop moto for 5-20 s (the outage), restart it on the same port and data dir
+    s3      the bucket endpoint refuses connections for 5-20 s (a TCP forwarder in front of moto
+            is shut, open connections reset), then serves again on the same port
     disk    fill a node's data dir (its own small tmpfs) with a filler file for 5-15 s
     bitrot  flip 16 bytes in one closed file of a node: a sealed segment (.seg, written at least
             5 s ago) or a Global snapshot other than the newest
@@ -39,9 +40,12 @@ import os
 import random
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,7 +72,7 @@ from cluster_harness import (  # noqa: E402
     query_run,
     summarize,
 )
-from harness import moto_module  # noqa: E402 - tests/e2e, put on sys.path by cluster_harness
+from harness import free_port, moto_module  # noqa: E402 - tests/e2e, put on sys.path by cluster_harness
 
 ALL_FAULTS = ("kill", "pause", "broker", "s3", "disk", "bitrot", "wipe")
 NODE_FAULTS = ("kill", "pause", "wipe")  # make a node unavailable: one at a time
@@ -92,6 +96,7 @@ class RunResult:
     duplicated: int = 0
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # not failures: e.g. a node that refused to start once
     timeline: str = ""
     folder: Path | None = None
 
@@ -109,6 +114,114 @@ class RunResult:
 def replay_command(seed: int, minutes: float, nodes: int, brokers: int, faults: list[str]) -> str:
     return (f"python3 scripts/chaos.py --seed {seed} --runs 1 --minutes {minutes:g} --nodes {nodes} "
             f"--brokers {brokers} --faults {','.join(faults)}")
+
+
+# ---- the S3 outage ---------------------------------------------------------------------------
+#
+# The nodes reach moto through a TCP forwarder on a port of their own: the outage closes the
+# forwarder's listening socket and resets every open connection (clients get "connection refused",
+# as from a stopped server), the end of the outage listens on the same port again. moto itself keeps
+# running: stopping it (scripts/s3/moto.py stop/start keeps the objects by snapshotting them over
+# the S3 API) loses an object whose PUT is answered 200 while the snapshot is being taken, which is
+# no outage a real bucket has (seed 1313 of the first version lost a segment that way).
+
+
+class S3Gate:
+    """A loopback TCP forwarder 127.0.0.1:port -> 127.0.0.1:target_port that can be shut (refusing
+    and resetting connections) and opened again on the same port. Threads are daemons; close()
+    stops everything."""
+
+    def __init__(self, target_port: int):
+        self.target_port = target_port
+        self.port = free_port()
+        self._mu = threading.Lock()
+        self._listener: socket.socket | None = None
+        self._conns: set[socket.socket] = set()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def is_open(self) -> bool:
+        return self._listener is not None
+
+    def open(self) -> None:
+        ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                ls.bind(("127.0.0.1", self.port))
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    ls.close()
+                    raise
+                time.sleep(0.2)
+        ls.listen(64)
+        self._listener = ls
+        threading.Thread(target=self._accept, args=(ls,), name="s3-gate", daemon=True).start()
+
+    def shut(self) -> None:
+        ls, self._listener = self._listener, None
+        if ls is not None:
+            try:
+                ls.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            ls.close()
+        with self._mu:
+            conns, self._conns = self._conns, set()
+        for c in conns:
+            try:
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST
+                c.close()
+            except OSError:
+                pass
+
+    close = shut
+
+    def _accept(self, ls: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = ls.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=10)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            with self._mu:
+                if self._listener is not ls:  # shut meanwhile
+                    client.close()
+                    upstream.close()
+                    return
+                self._conns.update((client, upstream))
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), name="s3-gate-pump", daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        for sock in (src, dst):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        with self._mu:
+            for sock in (src, dst):
+                if sock in self._conns:
+                    self._conns.discard(sock)
+                    sock.close()
 
 
 # ---- tmpfs data dirs (the `disk` fault) ------------------------------------------------------
@@ -148,13 +261,20 @@ def fill(data_dir: Path) -> int:
     """Fills the file system of `data_dir` with a filler file; returns its size in bytes."""
     st = os.statvfs(data_dir)
     size = st.f_bavail * st.f_frsize
-    fd = os.open(data_dir / FILLER, os.O_CREAT | os.O_WRONLY, 0o644)
+    fd = os.open(data_dir / FILLER, os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
     try:
-        if size > 0:
-            try:
+        try:
+            if size > 0:
                 os.posix_fallocate(fd, 0, size)
+        except OSError:
+            pass
+        chunk = b"\0" * (1 << 20)
+        while True:  # whatever fallocate left (or all of it where it failed), until ENOSPC
+            try:
+                if os.write(fd, chunk if os.statvfs(data_dir).f_bavail > 256 else chunk[:4096]) <= 0:
+                    break
             except OSError:
-                pass  # as much as fits
+                break
         return os.fstat(fd).st_size
     finally:
         os.close(fd)
@@ -225,7 +345,7 @@ class Run:
         self.rng = random.Random(seed)
         self.res = RunResult(index, seed)
         self.mounts: list[Path] = []
-        self.pending: list[tuple[float, str, Callable[[], None]]] = []  # (due, what, undo)
+        self.pending: list[tuple[float, int, str, Callable[[], None]]] = []  # (due, order, what, undo)
         self.node_busy: int | None = None  # the node down or paused now
         self.broker_down: int | None = None
         self.s3_down = False
@@ -237,20 +357,44 @@ class Run:
         self.c.mark(what)
         self.res.faults.append(what)
 
-    def due(self, after_s: float, what: str, undo: Callable[[], None]) -> None:
-        self.pending.append((time.monotonic() + after_s, what, undo))
+    def due(self, after_s: float, what: str, undo: Callable[[], None], order: int = 1) -> None:
+        self.pending.append((time.monotonic() + after_s, order, what, undo))
 
-    def run_due(self, everything: bool = False) -> None:
+    def run_due(self, everything: bool = False, max_order: int = 1) -> None:
+        """Undoes the faults whose time has come (all of them when `everything`: brokers and moto
+        first, order 0, so that nodes start on a complete Kafka); only those of order <=
+        `max_order`."""
         now = time.monotonic()
-        for item in sorted(self.pending, key=lambda x: x[0]):
-            if everything or item[0] <= now:
+        key = (lambda x: (x[1], x[0])) if everything else (lambda x: x[0])
+        for item in sorted(self.pending, key=key):
+            if item[1] <= max_order and (everything or item[0] <= now):
                 self.pending.remove(item)
-                item[2]()
+                item[3]()
 
-    def start_node(self, i: int) -> None:
+    def start_node(self, i: int, within_s: float = 90.0) -> None:
+        """Starts node i again and waits until it serves. A node that exits during its start (a
+        note, not a failure: e.g. while a bootstrap broker or the bucket is down) is launched again
+        3 s later, for up to `within_s`; meanwhile brokers and moto come back when due."""
         if i in self.disk_full:  # a node starts on a disk with room (the fault is about a running node)
             self.unfill(i)
-        self.c.restart(i)
+        deadline = time.monotonic() + within_s
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                self.c.restart(i)
+                break
+            except AssertionError as e:
+                text = str(e)
+                if "during start" not in text or time.monotonic() > deadline:
+                    raise
+                reason = next((ln for ln in text.splitlines() if "[critical]" in ln), text.splitlines()[0])
+                self.res.notes.append(f"node {i} exited during start (attempt {attempt}): {reason[-300:]}")
+                self.c.mark(f"node {i} exited during start (attempt {attempt}); launching again in 3 s")
+                end = time.monotonic() + 3.0
+                while time.monotonic() < end:
+                    self.run_due(max_order=0)
+                    time.sleep(0.1)
         if self.node_busy == i:
             self.node_busy = None
 
@@ -292,17 +436,17 @@ class Run:
             def back() -> None:
                 c.restart_broker(b=b, timeout=KAFKA_START_TIMEOUT)
                 self.broker_down = None
-            self.due(rng.uniform(3.0, 12.0), f"restart broker {b}", back)
+            self.due(rng.uniform(3.0, 12.0), f"restart broker {b}", back, order=0)
         elif kind == "s3":
-            self.moto.stop()
+            self.gate.shut()
             self.s3_down = True
-            self.note("s3 outage (moto stopped)")
+            self.note("s3 outage (bucket endpoint refuses connections)")
 
             def back() -> None:
-                self.moto.start()
+                self.gate.open()
                 self.s3_down = False
-                c.mark("moto serving again")
-            self.due(rng.uniform(5.0, 20.0), "moto back", back)
+                c.mark("bucket endpoint serving again")
+            self.due(rng.uniform(5.0, 20.0), "moto back", back, order=0)
         elif kind == "disk":
             n = c.node(i)
             size = fill(n.data_dir)
@@ -337,8 +481,14 @@ class Run:
         self.run_due(everything=True)
         for i in list(self.disk_full):
             self.unfill(i)
-        if self.moto.running_pid() is None:
-            self.moto.start()
+        if not self.gate.is_open:
+            self.gate.open()
+        for b in range(self.kafka.brokers):
+            if not self.kafka.is_running(b):
+                self.c.restart_broker(b=b, timeout=KAFKA_START_TIMEOUT)
+        for n in self.c.nodes:
+            if n.state == "down" or not n.alive_process():
+                self.start_node(n.index)
         self.c.heal()
 
     # -- the run --
@@ -356,11 +506,14 @@ class Run:
                 self.mounts.append(mnt)
         mod = moto_module()
         self.moto = moto_server(self.folder / "s3")
+        self.gate: S3Gate | None = None
         c = None
         wl = watcher = None
         try:
-            endpoint = self.moto.start()
-            flags = bucket_args(endpoint, new_bucket_name(), "cl/", replication_factor=min(2, self.nodes),
+            self.moto.start()
+            self.gate = S3Gate(int(self.moto.status()["port"]))
+            self.gate.open()
+            flags = bucket_args(self.gate.endpoint, new_bucket_name(), "cl/", replication_factor=min(2, self.nodes),
                                 repair_grace_ms=5000, replication_interval_ms=500, scrub_interval_ms=5000,
                                 safe_offset_interval_ms=1000, maintenance_interval_ms=1000,
                                 global_snapshot_every=50,
@@ -394,10 +547,20 @@ class Run:
         except Exception as e:  # noqa: BLE001 - any failure ends the run with its timeline
             res.problems.append(f"{type(e).__name__}: {e}")
             if c is not None and wl is not None and not res.acked:
-                try:  # what was lost, as far as the nodes still answer
+                try:  # what was lost, as far as the nodes answer once healed and settled
+                    c.mark("run failed: stopping the workload, healing, counting what is missing")
+                    wl.stop_event.set()
+                    for cl in wl.clients:
+                        cl.join(timeout=30)
+                    self.heal()
+                    try:
+                        c.wait_quiet_all([n.index for n in c.up_nodes()], timeout=QUIET_TIMEOUT)
+                    except AssertionError as e3:
+                        res.problems.append(f"after the failure the cluster did not settle: {str(e3)[:500]}")
                     self.count_losses(c, wl, watcher)
                 except Exception as e2:  # noqa: BLE001 - best effort
-                    res.problems.append(f"counting losses failed: {e2!r}")
+                    res.problems.append(f"counting losses after the failure failed: {type(e2).__name__}: "
+                                        f"{str(e2)[:1000]}")
         finally:
             if watcher is not None and watcher.is_alive():
                 watcher.stop_event.set()
@@ -416,6 +579,8 @@ class Run:
                             ln for ln in lines if "{200: " not in ln or "," in ln)
                     except Exception:  # noqa: BLE001 - best effort
                         pass
+            if self.gate is not None:
+                self.gate.close()
             try:
                 self.moto.kill()
             except mod.MotoError as e:
@@ -436,6 +601,32 @@ class Run:
         watcher.stop()
         self.log("  " + watcher.summary())
         self.count_losses(c, wl, watcher)
+        if res.lost:
+            self.recheck_after_restarts(c, wl)
+
+    def recheck_after_restarts(self, c: SedimentCluster, wl: ClusterWorkload) -> None:
+        """Tells lost from stuck: restarts every node (SIGTERM, one after the other), waits until
+        the cluster settles and counts again; the result is a note (the run stays failed)."""
+        lost_before = self.res.lost
+        c.mark("final check failed: restarting every node to tell lost from stuck")
+        try:
+            for n in c.nodes:
+                self.start_node(n.index)
+            quiet = "settled"
+            try:
+                c.wait_quiet_all([n.index for n in c.up_nodes()], timeout=QUIET_TIMEOUT)
+            except AssertionError:
+                quiet = f"did not settle within {QUIET_TIMEOUT:.0f} s"
+            acked, attempted = wl.acked_ids(), wl.attempted_ids()
+            lost: set[str] = set()
+            for n in c.up_nodes():
+                ans = query_run(n, wl.run)
+                if ans.status == 200:
+                    lost.update(evaluate(acked, attempted, ans.found, ans.warnings).missing)
+            self.res.notes.append(f"after restarting every node the cluster {quiet}; {len(lost)} of the {lost_before} "
+                                  f"acknowledged events still missing")
+        except Exception as e:  # noqa: BLE001 - a diagnosis only
+            self.res.notes.append(f"restarting every node to recount failed: {type(e).__name__}: {str(e)[:500]}")
 
     def count_losses(self, c: SedimentCluster, wl: ClusterWorkload, watcher: DuplicateWatcher | None) -> None:
         """lost = acknowledged events missing from some node's answer; duplicated = events held
@@ -469,10 +660,12 @@ class Run:
 def run_campaign(*, seed: int, runs: int, minutes: float, nodes: int = 3, brokers: int = 3,
                  faults: list[str] | tuple[str, ...] = ALL_FAULTS, out: Path, clients: int = 4,
                  disk_mb: int = DISK_MB, keep: bool = False, fresh_kafka_every: int = 10,
-                 log: Callable[[str], None] = print) -> list[RunResult]:
+                 stop_after_s: float | None = None, log: Callable[[str], None] = print) -> list[RunResult]:
     """Runs `runs` runs (seeds seed..seed+runs-1) on one Kafka under `out` (started here and
-    stopped by pid, renewed every `fresh_kafka_every` runs); returns every run's result. A run's
-    folder `out/run-<k>-seed-<s>` is removed when it passed, unless `keep`."""
+    stopped by pid, renewed every `fresh_kafka_every` runs); returns every run's result. No run
+    starts once `stop_after_s` seconds have passed. A run's folder `out/run-<k>-seed-<s>` is
+    removed when it passed, unless `keep`."""
+    t_start = time.monotonic()
     faults = list(faults)
     unknown = [f for f in faults if f not in ALL_FAULTS]
     if unknown:
@@ -487,6 +680,9 @@ def run_campaign(*, seed: int, runs: int, minutes: float, nodes: int = 3, broker
     kafka: KafkaCluster | None = None
     try:
         for k in range(runs):
+            if stop_after_s is not None and time.monotonic() - t_start > stop_after_s:
+                log(f"chaos: {stop_after_s / 60:g} minutes have passed; no more runs start ({k} of {runs} ran)")
+                break
             if kafka is None or (fresh_kafka_every > 0 and k > 0 and k % fresh_kafka_every == 0):
                 if kafka is not None:
                     kafka.stop()
@@ -514,6 +710,8 @@ def run_campaign(*, seed: int, runs: int, minutes: float, nodes: int = 3, broker
                 log(f"replay: {replay_command(run_seed, minutes, nodes, brokers, faults)}")
                 log(f"fault timeline:\n{r.timeline}")
                 log(f"logs kept in {folder}")
+            for note in r.notes:
+                log(f"  note: {note}")
     finally:
         if kafka is not None:
             kafka.stop()
@@ -556,6 +754,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--disk-mb", type=int, default=DISK_MB, help="size of each node's tmpfs (disk fault)")
     ap.add_argument("--fresh-kafka-every", type=int, default=10, help="new Kafka cluster every K runs (0: never)")
+    ap.add_argument("--stop-after-minutes", type=float, default=None,
+                    help="start no run after this many minutes (the campaign ends with the run in progress)")
     ap.add_argument("--out", default=None, help="work folder (default: a new temp dir); failed runs keep theirs")
     ap.add_argument("--keep", action="store_true", help="keep passed runs' folders too")
     args = ap.parse_args(argv)
@@ -574,7 +774,8 @@ def main(argv: list[str] | None = None) -> int:
         results = run_campaign(seed=seed, runs=args.runs, minutes=args.minutes, nodes=args.nodes,
                                brokers=args.brokers, faults=[f for f in args.faults.split(",") if f], out=out,
                                clients=args.clients, disk_mb=args.disk_mb, keep=args.keep,
-                               fresh_kafka_every=args.fresh_kafka_every, log=lambda s: print(s, flush=True))
+                               fresh_kafka_every=args.fresh_kafka_every,
+                               stop_after_s=args.stop_after_minutes * 60 if args.stop_after_minutes else None, log=lambda s: print(s, flush=True))
     except KeyboardInterrupt as e:
         print(f"chaos: interrupted ({e}); every process stopped", flush=True)
         return 130
