@@ -683,16 +683,21 @@ def run_campaign(*, seed: int, runs: int, minutes: float, nodes: int = 3, broker
             if stop_after_s is not None and time.monotonic() - t_start > stop_after_s:
                 log(f"chaos: {stop_after_s / 60:g} minutes have passed; no more runs start ({k} of {runs} ran)")
                 break
-            if kafka is None or (fresh_kafka_every > 0 and k > 0 and k % fresh_kafka_every == 0):
-                if kafka is not None:
-                    kafka.stop()
-                    shutil.rmtree(kafka.dir, ignore_errors=True)
-                kafka = KafkaCluster(out / f"kafka-{k}", brokers=brokers)
-                kafka.start(timeout=KAFKA_START_TIMEOUT)
-            for b in range(brokers):
-                if not kafka.is_running(b):
-                    kafka.restart(b, timeout=KAFKA_START_TIMEOUT)
             run_seed = seed + k
+            try:
+                if kafka is None or (fresh_kafka_every > 0 and k > 0 and k % fresh_kafka_every == 0):
+                    if kafka is not None:
+                        kafka.stop()
+                        shutil.rmtree(kafka.dir, ignore_errors=True)
+                    kafka = KafkaCluster(out / f"kafka-{k}", brokers=brokers)
+                    kafka.start(timeout=KAFKA_START_TIMEOUT)
+                for b in range(brokers):
+                    if not kafka.is_running(b):
+                        kafka.restart(b, timeout=KAFKA_START_TIMEOUT)
+            except Exception as e:  # noqa: BLE001 - the campaign ends; its summary still prints
+                results.append(RunResult(k, run_seed, problems=[f"campaign aborted: Kafka: {type(e).__name__}: {e}"]))
+                log(f"chaos: campaign aborted before run {k + 1}: Kafka could not be (re)started: {str(e)[:2000]}")
+                break
             folder = out / f"run-{k}-seed-{run_seed}"
             shutil.rmtree(folder, ignore_errors=True)
             r = Run(kafka, folder, index=k, seed=run_seed, minutes=minutes, nodes=nodes, faults=faults,
