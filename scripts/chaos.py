@@ -367,7 +367,9 @@ class Run:
         now = time.monotonic()
         key = (lambda x: (x[1], x[0])) if everything else (lambda x: x[0])
         for item in sorted(self.pending, key=key):
-            if item[1] <= max_order and (everything or item[0] <= now):
+            # An undo that starts a node may undo due brokers and moto itself (start_node): skip
+            # what is gone from the list meanwhile.
+            if item in self.pending and item[1] <= max_order and (everything or item[0] <= now):
                 self.pending.remove(item)
                 item[3]()
 
