@@ -662,11 +662,13 @@ class Run:
 def run_campaign(*, seed: int, runs: int, minutes: float, nodes: int = 3, brokers: int = 3,
                  faults: list[str] | tuple[str, ...] = ALL_FAULTS, out: Path, clients: int = 4,
                  disk_mb: int = DISK_MB, keep: bool = False, fresh_kafka_every: int = 10,
-                 stop_after_s: float | None = None, log: Callable[[str], None] = print) -> list[RunResult]:
+                 stop_after_s: float | None = None, log: Callable[[str], None] = print,
+                 results: list[RunResult] | None = None) -> list[RunResult]:
     """Runs `runs` runs (seeds seed..seed+runs-1) on one Kafka under `out` (started here and
     stopped by pid, renewed every `fresh_kafka_every` runs); returns every run's result. No run
     starts once `stop_after_s` seconds have passed. A run's folder `out/run-<k>-seed-<s>` is
-    removed when it passed, unless `keep`."""
+    removed when it passed, unless `keep`. Each finished run is appended to `results` (a new list
+    when None) as it ends, so a caller sees the runs done when it is interrupted."""
     t_start = time.monotonic()
     faults = list(faults)
     unknown = [f for f in faults if f not in ALL_FAULTS]
@@ -678,7 +680,7 @@ def run_campaign(*, seed: int, runs: int, minutes: float, nodes: int = 3, broker
         if why:
             log(f"chaos: fault kind 'disk' left out: cannot mount a tmpfs per node ({why})")
             faults.remove("disk")
-    results: list[RunResult] = []
+    results = [] if results is None else results
     kafka: KafkaCluster | None = None
     try:
         for k in range(runs):
@@ -782,9 +784,11 @@ def main(argv: list[str] | None = None) -> int:
                                brokers=args.brokers, faults=[f for f in args.faults.split(",") if f], out=out,
                                clients=args.clients, disk_mb=args.disk_mb, keep=args.keep,
                                fresh_kafka_every=args.fresh_kafka_every,
-                               stop_after_s=args.stop_after_minutes * 60 if args.stop_after_minutes else None, log=lambda s: print(s, flush=True))
+                               stop_after_s=args.stop_after_minutes * 60 if args.stop_after_minutes else None,
+                               log=lambda s: print(s, flush=True), results=results)
     except KeyboardInterrupt as e:
-        print(f"chaos: interrupted ({e}); every process stopped", flush=True)
+        print(f"chaos: interrupted ({e}); every process stopped; the runs that ended:", flush=True)
+        print(summary_line(results), flush=True)
         return 130
     print(summary_line(results), flush=True)
     failed = [r for r in results if not r.ok]
