@@ -7,8 +7,9 @@ factor 3, min.insync.replicas 2) and moto.
 the session timeout is left out of the global topic's truncation ("oldest snapshot of every live
 node"), the truncation passes what it has applied, and after SIGCONT it never catches up ("the log
 was truncated below offset N before this node applied it; the state cannot follow the log"), so
-the partitions it claims stay unclaimed and their events unsearchable (seeds 7 and 1313 of
-`scripts/chaos.py`). CHAOS_FAULTS=kill,pause,broker,s3,disk,bitrot,wipe runs it.
+the partitions it claims stay unclaimed and their events unsearchable until it is restarted
+(reproduced by `scripts/chaos.py --seed 7 --runs 1 --minutes 0.5 --brokers 1 --faults pause`).
+CHAOS_FAULTS=kill,pause,broker,s3,disk,bitrot,wipe runs it.
 No acknowledged event may be lost, no event duplicated, no run may fail otherwise. Skipped with
 the reason when java/kcat, the bucket flags or moto are missing; the `disk` fault is left out
 (printed) where mounting a tmpfs is refused.
