@@ -157,7 +157,7 @@ scripts/kafka/fetch.sh >/dev/null
 # ---- lane A (background): cluster fault harness, then broker fault tests ----------------------
 start_bg "lane A (cluster harness, broker faults)" "$LOGS/lane-a.log" bash -c '
   set -euo pipefail
-  echo "== [$(stamp)] cluster fault harness (3 nodes on one broker: kill, pause, restart, wipe; replication; bucket)"
+  echo "== [$(stamp)] cluster fault harness (3 nodes on one broker: kill, pause, restart, wipe; replication; bucket; 2 seeded chaos runs on 3 brokers)"
   python3 -m pytest -q -p no:cacheprovider tests/cluster
   echo "== [$(stamp)] Kafka broker faults (1 and 3 brokers)"
   python3 -m pytest -q -p no:cacheprovider tests/kafka'

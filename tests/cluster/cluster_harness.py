@@ -349,25 +349,28 @@ class SedimentCluster:
         self.launch(i)
         return self.wait_up(i, timeout)
 
-    def kill_broker(self) -> float:
-        self.kafka.kill(0)
-        return self.mark("kill -9 Kafka broker")
+    def kill_broker(self, b: int = 0) -> float:
+        """kill -9 Kafka broker `b` (of a multi-broker KafkaCluster; 0 for the 1-broker one)."""
+        self.kafka.kill(b)
+        return self.mark("kill -9 Kafka broker" + (f" {b}" if self.kafka.brokers > 1 else ""))
 
-    def restart_broker(self, down_s: float = 0.0, timeout: float = 120.0) -> float:
-        """Kills the broker (if running), waits `down_s`, starts it again and waits until it
+    def restart_broker(self, down_s: float = 0.0, timeout: float = 120.0, b: int = 0) -> float:
+        """Kills broker `b` (if running), waits `down_s`, starts it again and waits until it
         serves. Returns the time it served."""
-        if self.kafka.is_running(0):
-            self.kill_broker()
+        name = "Kafka broker" + (f" {b}" if self.kafka.brokers > 1 else "")
+        if self.kafka.is_running(b):
+            self.kill_broker(b)
         if down_s > 0:
             time.sleep(down_s)
-        self.mark("starting Kafka broker")
-        self.kafka.restart(0, timeout=timeout)
-        return self.mark("Kafka broker serving")
+        self.mark(f"starting {name}")
+        self.kafka.restart(b, timeout=timeout)
+        return self.mark(f"{name} serving")
 
     def heal(self) -> None:
-        """Every node up: paused ones resumed, stopped ones started; the broker running."""
-        if not self.kafka.is_running(0):
-            self.restart_broker()
+        """Every node up: paused ones resumed, stopped ones started; every broker running."""
+        for b in range(self.kafka.brokers):
+            if not self.kafka.is_running(b):
+                self.restart_broker(b=b)
         for n in self.nodes:
             if n.state == "paused":
                 self.resume(n.index)
@@ -938,6 +941,7 @@ class DuplicateWatcher(threading.Thread):
         self.with_warnings = 0
         self.errors: Counter = Counter()
         self.violations: list[str] = []
+        self.duplicate_ids: set[str] = set()  # every event id some answer held more than once
         self.max_events = 0
         self._turn = 0
 
@@ -967,6 +971,7 @@ class DuplicateWatcher(threading.Thread):
                 self.max_events = max(self.max_events, sum(ans.found.values()))
                 dups = sorted(i for i, c in ans.found.items() if c > 1)
                 if dups:
+                    self.duplicate_ids.update(dups)
                     t = time.monotonic() - self.cluster.t0
                     self.violations.append(f"t={t:.2f}s via node {node.index}: {len(dups)} ids twice, e.g. "
                                            + ", ".join(f"{i} x{ans.found[i]} (p{ans.partition_of.get(i)})"
