@@ -139,6 +139,11 @@ def early_query(c: SedimentCluster, x: int, wl: ClusterWorkload, stored: set[str
     missing = sorted(stored - set(ans.found))
     dups = sorted(i for i, k in ans.found.items() if k > 1)
     unknown = sorted(set(ans.found) - attempted)
+    # `stored` may hold events acknowledged just before the hold that were still buffered, not in
+    # segments; while x claims their partitions again they may be missing, never silently (P5).
+    if missing and ans.warnings and not dups and not unknown:
+        return (f"{len(missing)} of {len(stored)} stored events missing with warnings {ans.warnings[:2]} "
+                f"(judged by the later queries), {ans.elapsed:.2f} s")
     assert not missing and not dups and not unknown, (
         f"first query through node {x} after the damage: {len(missing)} of {len(stored)} stored events missing "
         f"(e.g. {missing[:5]}), {len(dups)} twice, {len(unknown)} unknown; warnings {ans.warnings[:3]}")
