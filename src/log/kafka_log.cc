@@ -38,6 +38,8 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxBatchBytes = kKafkaMaxRecordBytes + (256u << 10);
 // Destruction waits at most this long (and at most produce_timeout) for pending appends.
 constexpr std::chrono::milliseconds kCloseFlushBound{5000};
+// A reader's seek that librdkafka has not carried out within this replaces the reader's handle.
+constexpr std::chrono::milliseconds kSeekTimeout{2000};
 
 int RemainingMs(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -478,10 +480,17 @@ bool TopicReady(const rd_kafka_metadata_topic_t* t) {
 // ---------------------------------------------------------------------------------------------
 
 // One consumer per partition read so far. Positioned only by Read's `from`.
+//
+// A handle is assigned its partition once, when it is created; later positions are seeks. A
+// second rd_kafka_assign on the same handle before librdkafka has served the first one's fetch
+// stop queues a second stop for the partition, and librdkafka 2.0.2 aborts the process on its
+// reply (assertion rktp_started in rd_kafka_assignment_partition_stopped). Where a seek cannot
+// move the fetcher (it stopped on an out-of-range offset), the handle is replaced.
 struct PartitionReader {
   std::mutex mu;
-  rd_kafka_t* rk = nullptr;            // guarded by mu; created lazily
+  rd_kafka_t* rk = nullptr;            // guarded by mu; created by Position
   int64_t next = -1;                   // offset the consumer delivers next; -1 = not positioned
+  bool fetching = false;               // the fetcher runs: a seek can move it
   rd_kafka_message_t* held = nullptr;  // consumed but not returned (over max_bytes)
 };
 
@@ -507,13 +516,7 @@ class KafkaLog final : public CommitLog {
     if (producer_) {
       RetireProducer(std::move(producer_), std::min(options_.produce_timeout, kCloseFlushBound));
     }
-    for (auto& r : readers_) {
-      if (r->held != nullptr) rd_kafka_message_destroy(r->held);
-      if (r->rk != nullptr) {
-        rd_kafka_consumer_close(r->rk);
-        rd_kafka_destroy(r->rk);
-      }
-    }
+    for (auto& r : readers_) CloseReader(*r);
   }
 
   int32_t partition_count() const override { return partitions_; }
@@ -559,10 +562,7 @@ class KafkaLog final : public CommitLog {
     const Clock::time_point deadline = Clock::now() + max_wait;
     PartitionReader& r = *readers_[p.value];
     std::lock_guard lk(r.mu);
-    if (r.rk == nullptr) {
-      ASSIGN_OR_RETURN(r.rk, NewConsumer(p));
-    }
-    if (r.next != from.value) RETURN_IF_ERROR(Position(r, p, from));
+    if (r.rk == nullptr || r.next != from.value) RETURN_IF_ERROR(Position(r, p, from));
 
     std::vector<LogRecord> out;
     size_t bytes = 0;
@@ -598,6 +598,7 @@ class KafkaLog final : public CommitLog {
         if (err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
             err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE) {
           r.next = -1;  // the fetcher stopped: position again on the next call
+          r.fetching = false;
           if (!out.empty()) break;
           return OutOfRange(p, from, deadline);
         }
@@ -744,21 +745,59 @@ class KafkaLog final : public CommitLog {
     return std::vector<LogRecord>{};
   }
 
+  // Moves r's consumer to `from`: a seek while its fetcher runs, else a new handle assigned the
+  // partition at `from` (see PartitionReader). Caller holds r.mu.
   Status Position(PartitionReader& r, PartitionId p, Offset from) {
     if (r.held != nullptr) {
       rd_kafka_message_destroy(r.held);
       r.held = nullptr;
     }
+    r.next = -1;
+    const std::string what = "position consumer of " + topic_ + "/" + std::to_string(p.value);
+    if (r.rk != nullptr && r.fetching) {
+      rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
+      rd_kafka_topic_partition_list_add(list, topic_.c_str(), p.value)->offset = from.value;
+      rd_kafka_error_t* error =
+          rd_kafka_seek_partitions(r.rk, list, static_cast<int>(kSeekTimeout.count()));
+      rd_kafka_resp_err_t err = error != nullptr ? rd_kafka_error_code(error) : list->elems[0].err;
+      if (error != nullptr) rd_kafka_error_destroy(error);
+      rd_kafka_topic_partition_list_destroy(list);
+      if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        r.next = from.value;
+        return Status::OK();
+      }
+      // The fetcher could not be moved (stopping, stopped, or slow to answer): replace the handle.
+      spdlog::debug("{}: seek to {} failed ({}); replacing the consumer", what, from.value,
+                    rd_kafka_err2str(err));
+    }
+    CloseReader(r);
+    ASSIGN_OR_RETURN(r.rk, NewConsumer(p));
     rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(list, topic_.c_str(), p.value)->offset = from.value;
     rd_kafka_resp_err_t err = rd_kafka_assign(r.rk, list);
     rd_kafka_topic_partition_list_destroy(list);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      r.next = -1;
-      return KafkaStatus(err, "position consumer of " + topic_ + "/" + std::to_string(p.value));
+      CloseReader(r);
+      return KafkaStatus(err, what);
     }
+    r.fetching = true;
     r.next = from.value;
     return Status::OK();
+  }
+
+  // Closes and destroys r's consumer, if any. Caller holds r.mu (or is the destructor).
+  static void CloseReader(PartitionReader& r) {
+    if (r.held != nullptr) {
+      rd_kafka_message_destroy(r.held);
+      r.held = nullptr;
+    }
+    if (r.rk != nullptr) {
+      rd_kafka_consumer_close(r.rk);
+      rd_kafka_destroy(r.rk);
+      r.rk = nullptr;
+    }
+    r.fetching = false;
+    r.next = -1;
   }
 
   Result<rd_kafka_t*> NewConsumer(PartitionId p) {
