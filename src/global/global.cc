@@ -76,6 +76,15 @@ class GlobalImpl final : public Global {
     return applied_ >= offset.value;
   }
   Result<Offset> LogEnd() override { return log_->EndOffset(kGlobalPartition); }
+  std::string FollowError() const override {
+    std::lock_guard lock(mu_);
+    if (!tail_error_.ok()) return tail_error_.ToString();
+    return behind_;
+  }
+  uint64_t StateReloads() const override {
+    std::lock_guard lock(mu_);
+    return reloads_;
+  }
 
  private:
   struct Recorded {
@@ -89,6 +98,12 @@ class GlobalImpl final : public Global {
   // starts) and then only by the tailer thread.
   void ApplyRecord(const LogRecord& rec);
   void TailLoop();
+  // Tailer thread. The log no longer holds offset `next`: loads states from
+  // options_.newer_state until one fits (true) or Close (false).
+  bool ReloadNewerState(int64_t next, const std::string& why);
+  // Tailer thread. Installs the state in `bytes` if it is past this node's and the log holds
+  // every event after it.
+  Status TryInstallNewerState();
   void SnapshotLoop();
   // Encodes the state under the shared lock; {applied_through, bytes}.
   std::pair<Offset, std::string> EncodeSnapshot() const;
@@ -122,7 +137,11 @@ class GlobalImpl final : public Global {
   std::multiset<int64_t> unknown_starts_;
   std::set<int64_t> awaited_;  // offsets of Submits waiting for their outcome
   std::map<int64_t, Recorded> outcomes_;
-  Status tail_error_;  // fatal tailer failure: the state can no longer follow the log
+  Status tail_error_;   // fatal tailer failure: the state can no longer follow the log
+  std::string behind_;  // why the state does not follow the log while a newer one is awaited
+  uint64_t reloads_ = 0;
+  // Highest applied_through a newer state jumped to: outcomes at or below it may be unknown.
+  int64_t reloaded_through_ = -1;
   bool stopping_ = false;
   std::optional<std::pair<Offset, std::string>> pending_snapshot_;
 
@@ -291,6 +310,12 @@ void GlobalImpl::TailLoop() {
     Result<std::vector<LogRecord>> recs =
         log_->Read(kGlobalPartition, Offset(next), kReadMaxBytes, kTailWait);
     if (!recs.ok()) {
+      if (recs.status().code() == StatusCode::kNotFound && options_.newer_state) {
+        if (!ReloadNewerState(next, recs.status().message())) return;
+        std::lock_guard lock(mu_);
+        next = applied_ + 1;
+        continue;
+      }
       if (recs.status().code() == StatusCode::kNotFound) {
         Status fatal = Status::Corruption(
             "global: the log was truncated below offset " + std::to_string(next) +
@@ -317,6 +342,74 @@ void GlobalImpl::TailLoop() {
       next = std::max(next, rec.offset.value + 1);
     }
   }
+}
+
+bool GlobalImpl::ReloadNewerState(int64_t next, const std::string& why) {
+  const std::string behind = "the log was truncated below offset " + std::to_string(next) +
+                             " before this node applied it (" + why + ")";
+  spdlog::warn("global: {}; loading a newer state", behind);
+  std::string last_error;
+  for (;;) {
+    Status st = TryInstallNewerState();
+    if (st.ok()) return true;
+    if (st.ToString() != last_error) {
+      last_error = st.ToString();
+      spdlog::warn("global: no newer state loaded yet: {}; retrying every second", last_error);
+    }
+    {
+      std::lock_guard lock(mu_);
+      behind_ = behind + "; no newer state loaded yet: " + last_error;
+    }
+    if (WaitStopping(std::chrono::seconds(1))) return false;
+  }
+}
+
+Status GlobalImpl::TryInstallNewerState() {
+  ASSIGN_OR_RETURN(std::string bytes, options_.newer_state());
+  ASSIGN_OR_RETURN(GlobalState state, DecodeGlobalState(bytes));
+  ASSIGN_OR_RETURN(Offset start, log_->StartOffset(kGlobalPartition));
+  const int64_t through = state.applied_through.value;
+  int64_t had;
+  {
+    std::lock_guard lock(mu_);
+    had = applied_;
+  }
+  if (through <= had) {
+    return Status::Unavailable("the state offered reflects offset " + std::to_string(through) +
+                               ", not past this node's " + std::to_string(had));
+  }
+  if (through + 1 < start.value) {
+    return Status::Unavailable("the state offered reflects offset " + std::to_string(through) +
+                               " but the log starts at " + std::to_string(start.value));
+  }
+  {
+    std::unique_lock lock(state_mu_);
+    state_ = std::move(state);
+  }
+  {
+    std::lock_guard lock(mu_);
+    applied_ = through;
+    reloaded_through_ = through;
+    behind_.clear();
+    ++reloads_;
+    for (int64_t off : awaited_) {
+      if (off > had && off <= through && outcomes_.count(off) == 0) {
+        outcomes_[off] = Recorded{
+            Status::Unavailable("global: the outcome of offset " + std::to_string(off) +
+                                " is unknown: the log was truncated below it before this node "
+                                "applied it, and a newer state was loaded (through offset " +
+                                std::to_string(through) + ")"),
+            SegmentId()};
+      }
+    }
+    pending_snapshot_ = std::make_pair(Offset(through), std::move(bytes));
+  }
+  applied_since_snapshot_ = 0;
+  cv_.notify_all();
+  snap_cv_.notify_one();
+  spdlog::warn("global: loaded a newer state through offset {} (this node had applied {})", through,
+               had);
+  return Status::OK();
 }
 
 void GlobalImpl::SnapshotLoop() {
@@ -425,6 +518,10 @@ Result<Global::Outcome> GlobalImpl::Submit(const GlobalEvent& ev) {
   awaited_.erase(off);
   auto it = outcomes_.find(off);
   if (it == outcomes_.end()) {
+    if (off <= reloaded_through_) {
+      return Status::Unavailable("global: the outcome of offset " + std::to_string(off) +
+                                 " is unknown: a newer state was loaded past it");
+    }
     if (applied_ >= off) return Status::Internal("global: outcome of offset lost");
     if (!tail_error_.ok()) return tail_error_;
     return Status::Aborted("global: closed before offset " + std::to_string(off) +

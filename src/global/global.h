@@ -352,6 +352,15 @@ struct GlobalOptions {
   // node is the only reader of the log (embedded); a cluster's nodes need the log from the oldest
   // snapshot any of them may start from.
   bool truncate_log = true;
+  // Where the tailer gets a newer state when the log no longer holds the next event it must apply
+  // (the log was truncated below it while this node was paused or cut off): an encoded state
+  // (EncodeGlobalState; a live peer's snapshot) whose applied_through is past this node's and at
+  // or past the log's start minus one. Called on the tailer thread, again every second until one
+  // fits; the state is stale meanwhile (FollowError says why). Once installed it is written as a
+  // local snapshot and the tailer goes on after it. Submits waiting for an event the jump skipped
+  // fail with Unavailable (their outcome is unknown). Empty: the tailer stops and every Submit
+  // fails with Corruption (the state cannot follow the log).
+  std::function<Result<std::string>()> newer_state = nullptr;
 };
 
 // Validates `bytes` as a snapshot (DecodeGlobalState) and writes it into snapshot_dir under its
@@ -392,6 +401,12 @@ class Global {
   virtual std::pair<Offset, std::string> EncodedState() const = 0;
   // Offset of the last applied event (-1: none).
   virtual Offset Applied() const = 0;
+  // Empty while the state follows the log; else why it does not (the log was truncated below
+  // the next event and no newer state could be loaded yet, or the tailer stopped for good).
+  virtual std::string FollowError() const = 0;
+  // How many times a newer state was loaded because the log was truncated below the next event
+  // (GlobalOptions::newer_state).
+  virtual uint64_t StateReloads() const = 0;
   // Offset of the oldest snapshot kept in snapshot_dir (-1: none). A node can always restart
   // from it, so the log may be truncated below it + 1 as far as this node is concerned.
   virtual Offset OldestSnapshot() const = 0;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <set>
 #include <string>
@@ -1938,6 +1939,124 @@ TEST(Global, ClusterModeKeepsTheLogAndPeersInstallSnapshots) {
   EXPECT_FALSE(
       InstallGlobalSnapshot(Env::Default(), peer_dir.path(), EncodeGlobalState(GlobalState{}))
           .ok());
+}
+
+// A node's view of a shared log whose reads answer nothing while frozen, like a node stopped
+// with SIGSTOP; appends go through.
+class FreezableLog : public CommitLog {
+ public:
+  explicit FreezableLog(CommitLog* log) : log_(log) {}
+  // Freezing waits for a read in progress to end, so nothing appended after it is read.
+  void Freeze(bool frozen) {
+    frozen_.store(frozen);
+    while (frozen && reading_.load() > 0) std::this_thread::sleep_for(1ms);
+  }
+
+  int32_t partition_count() const override { return log_->partition_count(); }
+  std::future<Result<Offset>> Append(PartitionId p, std::string record) override {
+    return log_->Append(p, std::move(record));
+  }
+  Result<std::vector<LogRecord>> Read(PartitionId p, Offset from, size_t max_bytes,
+                                      std::chrono::milliseconds max_wait) override {
+    ++reading_;
+    if (frozen_.load()) {
+      --reading_;
+      std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(max_wait, 20ms));
+      return std::vector<LogRecord>{};
+    }
+    auto r = log_->Read(p, from, max_bytes, max_wait);
+    --reading_;
+    return r;
+  }
+  Status DeleteBefore(PartitionId p, Offset offset) override {
+    return log_->DeleteBefore(p, offset);
+  }
+  Result<Offset> StartOffset(PartitionId p) override { return log_->StartOffset(p); }
+  Result<Offset> EndOffset(PartitionId p) override { return log_->EndOffset(p); }
+  std::string Health() override { return "ok"; }
+
+ private:
+  CommitLog* const log_;
+  std::atomic<bool> frozen_{false};
+  std::atomic<int> reading_{0};
+};
+
+// Regression (chaos campaign, issue 13): a node paused past the heartbeat timeout was left out of
+// the global topic's truncation; after it resumed, the log no longer held the next event it had to
+// apply and its tailer stopped for good ("the state cannot follow the log"), so the partitions it
+// claimed stayed unclaimed until it was restarted. It now loads a newer state (a peer's snapshot)
+// and follows the log again.
+TEST(Global, ANodeLeftBehindByTruncationLoadsANewerStateAndFollowsAgain) {
+  MemLog log;
+  FreezableLog b_view(&log), c_view(&log);
+  TempDir dir;
+  const GlobalOptions opts{.snapshot_every = 1000000, .truncate_log = false};
+  auto a = Global::Open(Env::Default(), &log, dir.Sub("a"), opts);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  Global* b_ptr = nullptr;
+  std::atomic<int> offered{0};
+  std::string follow_error_while_behind;
+  GlobalOptions b_opts = opts;
+  b_opts.newer_state = [&]() -> Result<std::string> {
+    const int n = ++offered;
+    if (n == 1) return Status::Unavailable("no peer alive");
+    if (n == 2) return (*b_ptr).EncodedState().second;  // not past its own state: refused
+    follow_error_while_behind = b_ptr->FollowError();
+    return (*a)->EncodedState().second;
+  };
+  auto b = Global::Open(Env::Default(), &b_view, dir.Sub("b"), b_opts);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  b_ptr = b->get();
+  // Without a source of newer states the tailer stops and says why.
+  auto c = Global::Open(Env::Default(), &c_view, dir.Sub("c"), opts);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+
+  ASSERT_TRUE((*a)->Submit(CreateRepo{"first"}).ok());
+  ASSERT_TRUE((*b)->WaitApplied((*a)->Applied(), 5s));
+  ASSERT_TRUE((*c)->WaitApplied((*a)->Applied(), 5s));
+  b_view.Freeze(true);
+  c_view.Freeze(true);
+  // b's own event is appended while it is frozen: it cannot see its outcome in the log.
+  const int64_t end_before = log.EndOffset(PartitionId(0))->value;
+  auto from_b = std::async(std::launch::async, [&] { return (*b)->Submit(CreateRepo{"from-b"}); });
+  for (int i = 0; i < 500 && log.EndOffset(PartitionId(0))->value == end_before; ++i) {
+    std::this_thread::sleep_for(2ms);
+  }
+  ASSERT_GT(log.EndOffset(PartitionId(0))->value, end_before) << "b's event was not appended";
+  for (const auto& ev : Workload(30)) (void)(*a)->Submit(ev);
+  const Offset a_applied = (*a)->Applied();
+  ASSERT_TRUE(log.DeleteBefore(PartitionId(0), a_applied).ok());  // a's state covers the rest
+  b_view.Freeze(false);
+  c_view.Freeze(false);
+
+  ASSERT_TRUE((*b)->WaitApplied(a_applied, 10s)) << (*b)->FollowError();
+  EXPECT_EQ(Encoded(**b), Encoded(**a));
+  EXPECT_EQ((*b)->StateReloads(), 1u);
+  EXPECT_EQ((*b)->FollowError(), "");
+  EXPECT_EQ(offered.load(), 3);
+  EXPECT_NE(follow_error_while_behind.find("truncated below"), std::string::npos)
+      << follow_error_while_behind;
+  EXPECT_NE(follow_error_while_behind.find("not past this node's"), std::string::npos)
+      << follow_error_while_behind;
+  auto b_outcome = from_b.get();
+  EXPECT_EQ(b_outcome.status().code(), StatusCode::kUnavailable) << b_outcome.status().ToString();
+
+  // b follows the log after the loaded state, and a restart starts from it.
+  ASSERT_TRUE((*a)->Submit(CreateRepo{"later"}).ok());
+  ASSERT_TRUE((*b)->WaitApplied((*a)->Applied(), 5s)) << (*b)->FollowError();
+  EXPECT_EQ(Encoded(**b), Encoded(**a));
+  ASSERT_TRUE((*b)->Close().ok());
+  b->reset();
+  auto b2 = Global::Open(Env::Default(), &b_view, dir.Sub("b"), b_opts);
+  ASSERT_TRUE(b2.ok()) << b2.status().ToString();
+  EXPECT_EQ(Encoded(**b2), Encoded(**a));
+
+  // c's tailer stopped: its state is stale and it says why; its Submits fail.
+  for (int i = 0; i < 100 && (*c)->FollowError().empty(); ++i) std::this_thread::sleep_for(20ms);
+  EXPECT_NE((*c)->FollowError().find("cannot follow the log"), std::string::npos)
+      << (*c)->FollowError();
+  EXPECT_EQ((*c)->StateReloads(), 0u);
+  EXPECT_EQ((*c)->Submit(CreateRepo{"from-c"}).status().code(), StatusCode::kCorruption);
 }
 
 TEST(Global, TwoInstancesOnOneLogReachIdenticalStates) {

@@ -75,22 +75,35 @@ void Server::Impl::FetchPeerSnapshot(const std::string& snapshot_dir) {
     global_source = "local snapshot";
     return;
   }
+  std::string why_not;
+  auto installed = PeerSnapshot(
+      [&](const std::string& bytes) { return InstallGlobalSnapshot(env, snapshot_dir, bytes); },
+      &why_not);
+  if (!installed.ok()) {
+    global_source = "global log replay (" + why_not + ")";
+    return;
+  }
+  global_source = "snapshot from peer node " + std::to_string(installed->first.value) +
+                  " at offset " + std::to_string(installed->second.value);
+}
+
+Result<std::pair<NodeId, Offset>> Server::Impl::PeerSnapshot(
+    const std::function<Result<Offset>(const std::string&)>& use, std::string* why_not) {
   std::vector<NodeView> peers;
   for (auto& v : membership->AliveNodes()) {
     if (v.node != node && !v.address.empty()) peers.push_back(std::move(v));
   }
   if (peers.empty()) {
-    global_source = "global log replay (no peer alive)";
-    return;
+    *why_not = "no peer alive";
+    return Status::Unavailable("global: no peer alive to take a snapshot from");
   }
   std::string credential = config.cluster_secret;
   if (credential.empty() && !config.api_tokens.empty()) credential = config.api_tokens.front();
   if (credential.empty()) {
     spdlog::warn(
-        "global: no local snapshot and no --cluster-secret or --api-token to authenticate to "
-        "peers; replaying the global log from its start");
-    global_source = "global log replay (no credential for peers)";
-    return;
+        "global: no --cluster-secret or --api-token to authenticate to peers for their snapshot");
+    *why_not = "no credential for peers";
+    return Status::FailedPrecondition("global: no credential to ask peers for their snapshot");
   }
   // Most advanced peer first.
   std::sort(peers.begin(), peers.end(), [](const NodeView& a, const NodeView& b) {
@@ -105,19 +118,18 @@ void Server::Impl::FetchPeerSnapshot(const std::string& snapshot_dir) {
                           : r.status().ToString());
       continue;
     }
-    auto installed = InstallGlobalSnapshot(env, snapshot_dir, r->body);
-    if (!installed.ok()) {
+    auto used = use(r->body);
+    if (!used.ok()) {
       spdlog::warn("global: snapshot from peer node {} is unusable: {}", peer.node.value,
-                   installed.status().ToString());
+                   used.status().ToString());
       continue;
     }
     spdlog::info("global: loaded snapshot from peer node {} at offset {} ({} bytes)",
-                 peer.node.value, installed->value, r->body.size());
-    global_source = "snapshot from peer node " + std::to_string(peer.node.value) + " at offset " +
-                    std::to_string(installed->value);
-    return;
+                 peer.node.value, used->value, r->body.size());
+    return std::make_pair(peer.node, *used);
   }
-  global_source = "global log replay (no peer served a snapshot)";
+  *why_not = "no peer served a usable snapshot";
+  return Status::Unavailable("global: no peer served a usable snapshot");
 }
 
 std::string Server::Impl::ClusterSecret() const {

@@ -105,6 +105,21 @@ Status Server::Impl::OpenGlobal() {
   // In a cluster other nodes may start from older snapshots: the global topic is kept.
   options.truncate_log = !kafka();
   options.snapshot_every = config.global_snapshot_every;
+  if (kafka()) {
+    // Paused or cut off past the global topic's truncation: continue from a peer's state.
+    options.newer_state = [this]() -> Result<std::string> {
+      std::string bytes, why_not;
+      auto taken = PeerSnapshot(
+          [&](const std::string& body) -> Result<Offset> {
+            ASSIGN_OR_RETURN(GlobalState st, DecodeGlobalState(body));
+            bytes = body;
+            return st.applied_through;
+          },
+          &why_not);
+      if (!taken.ok()) return taken.status();
+      return bytes;
+    };
+  }
   auto g = Global::Open(env, global_log.get(), snapshot_dir, options);
   // The global topic was truncated past this node's snapshots while it was down (DESIGN section
   // 5), or it begins with a recovery from the bucket made by another node: start from a live
@@ -643,6 +658,8 @@ http::Response Server::Impl::HandleStatus() {
   }
   const std::string snapshot_error = global->SnapshotError();
   if (!snapshot_error.empty()) problems.push_back("global snapshot: " + snapshot_error);
+  const std::string follow_error = global->FollowError();
+  if (!follow_error.empty()) problems.push_back("global state: " + follow_error);
   for (const auto& p : digest_statuses) {
     if (!p.error.empty()) {
       problems.push_back("digest of partition " + std::to_string(p.partition.value) + ": " +
@@ -669,6 +686,8 @@ http::Response Server::Impl::HandleStatus() {
   w.EndObject();
   w.Key("globalLog").BeginObject().Key("health").String(global_health);
   w.Key("snapshotError").String(snapshot_error);
+  w.Key("followError").String(follow_error);
+  w.Key("stateReloads").Int(static_cast<int64_t>(global->StateReloads()));
   WriteLogDamage(w, global_damage);
   w.EndObject();
   size_t segments = 0;

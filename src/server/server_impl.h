@@ -216,6 +216,11 @@ struct Server::Impl : public PartitionGroupListener {
   // Before Global::Open on a node without a local snapshot: installs the newest snapshot an alive
   // peer serves. Best effort: without one, Global replays the log from its start.
   void FetchPeerSnapshot(const std::string& snapshot_dir);
+  // Asks the live peers, most advanced first, for their Global snapshot and hands each answer to
+  // `use` until one accepts it: the peer and `use`'s offset; else why not (also in *why_not, in a
+  // few words for the status page).
+  Result<std::pair<NodeId, Offset>> PeerSnapshot(
+      const std::function<Result<Offset>(const std::string&)>& use, std::string* why_not);
 
   // The secret node-to-node requests carry (config, else Global's).
   std::string ClusterSecret() const;

@@ -102,6 +102,8 @@ class HookedGlobal final : public Global {
     return g_->WaitApplied(offset, timeout);
   }
   Result<Offset> LogEnd() override { return g_->LogEnd(); }
+  std::string FollowError() const override { return g_->FollowError(); }
+  uint64_t StateReloads() const override { return g_->StateReloads(); }
   Status Close() override { return Status::OK(); }
 
  private:

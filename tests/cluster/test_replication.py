@@ -515,6 +515,7 @@ def test_retention_deletes_expired_segments_everywhere(repl_cluster):
 SNAPSHOT_RE = r"snapshot-(\d{20})\.bin$"
 TRUNCATED_RE = r"global topic truncated below offset (\d+)"
 FALLBACK_RE = r"starting from a peer's snapshot instead"
+RELOADED_RE = r"global: loaded a newer state through offset (\d+)"
 
 
 def newest_snapshot(node) -> int:
@@ -556,6 +557,48 @@ def test_node_returns_after_global_topic_truncated_past_its_snapshots(repl_clust
         wl.hold()
         c.mark("workload held")
         check_cluster(c, wl, "after node 1 returned past the truncation", all_nodes=True)
+    finally:
+        wl.stop()
+
+
+@pytest.mark.needs_cluster
+def test_paused_node_follows_again_after_global_topic_truncated_past_it(repl_cluster):
+    """Regression (chaos campaign, seed 7 with `pause`): 2 nodes, a snapshot every 10 Global
+    events. Node 1 is SIGSTOPped past the heartbeat timeout, so node 0 (alone alive) truncates the
+    global topic past what node 1 had applied. After SIGCONT node 1's log no longer holds its next
+    event: it must load node 0's state (status: stateReloads 1, no followError), follow the log
+    again and serve; the strict check passes through both nodes. Before the fix its tailer stopped
+    for good ("the state cannot follow the log") and its partitions stayed unclaimed."""
+    c = repl_cluster(2, extra_args=repl_args(global_snapshot_every=10, maintenance_interval_ms=500))
+    c.wait_quiet(timeout=60)
+    run = marker("gpause")
+    wl = start_workload(c, run, seed=5607)
+    try:
+        time.sleep(3.0)
+        applied = requests.get(f"http://{c.node(1).address}/api/v1/status", timeout=10).json()["globalApplied"]
+        c.pause(1)
+
+        def truncated_past():
+            offs = [int(m) for ln in log_lines(c.node(0), TRUNCATED_RE, all_runs=False)
+                    for m in re.findall(TRUNCATED_RE, ln)]
+            return max(offs, default=-1) > applied + 1
+
+        wait_until(truncated_past, timeout=90, what=f"node 0 truncating the global topic past {applied + 1}")
+        c.resume(1)
+
+        def followed():
+            st = requests.get(f"http://{c.node(1).address}/api/v1/status", timeout=10).json()
+            g = st["globalLog"]
+            return st if g["stateReloads"] >= 1 and g["followError"] == "" else None
+
+        st = wait_until(followed, timeout=60, what="node 1 loading a newer state and following the log")
+        lines = log_lines(c.node(1), RELOADED_RE, all_runs=False)
+        assert lines, f"node 1 logged no state reload\n{c.node(1).describe()}"
+        print(f"node 1: applied {applied} before SIGSTOP; {lines[0]}; status globalApplied {st['globalApplied']}")
+        time.sleep(3.0)
+        wl.hold()
+        c.mark("workload held")
+        check_cluster(c, wl, "after node 1 resumed past the truncation", all_nodes=True)
     finally:
         wl.stop()
 
