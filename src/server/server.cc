@@ -73,6 +73,26 @@ Status Server::Impl::OpenLogs() {
   return Status::OK();
 }
 
+Status Server::Impl::RetryUnavailableAtStart(const std::string& what,
+                                             const std::function<Status()>& step) {
+  const auto deadline = std::chrono::steady_clock::now() + kStartDependencyWait;
+  for (int attempt = 1;; ++attempt) {
+    Status st = step();
+    if (st.ok() || st.code() != StatusCode::kUnavailable ||
+        std::chrono::steady_clock::now() >= deadline) {
+      if (!st.ok() && st.code() == StatusCode::kUnavailable && attempt > 1) {
+        return st.WithContext("still unreachable after " +
+                              std::to_string(kStartDependencyWait.count() / 1000) + " s");
+      }
+      return st;
+    }
+    spdlog::warn("start: {} (attempt {}): {}; retrying in {} s (for up to {} s)", what, attempt,
+                 st.ToString(), kStartRetryDelay.count() / 1000,
+                 kStartDependencyWait.count() / 1000);
+    std::this_thread::sleep_for(kStartRetryDelay);
+  }
+}
+
 Result<KafkaOptions> Server::Impl::KafkaOptionsFromConfig() const {
   KafkaOptions ko;
   ko.brokers = config.kafka_brokers;
@@ -188,9 +208,12 @@ Status Server::Start() {
                   std::to_string(s.http->port());
   }
 
-  RETURN_IF_ERROR(s.OpenBucket());
-  RETURN_IF_ERROR(s.OpenLogs());
-  RETURN_IF_ERROR(s.StartMembership());
+  // A bucket endpoint or Kafka brokers that are briefly unreachable (restarting, a network blip)
+  // are waited for rather than ending the start.
+  RETURN_IF_ERROR(s.RetryUnavailableAtStart("opening the bucket", [&] { return s.OpenBucket(); }));
+  RETURN_IF_ERROR(s.RetryUnavailableAtStart("opening the commit log", [&] { return s.OpenLogs(); }));
+  RETURN_IF_ERROR(
+      s.RetryUnavailableAtStart("starting the heartbeat", [&] { return s.StartMembership(); }));
   RETURN_IF_ERROR(s.OpenGlobal());
   RETURN_IF_ERROR(s.Bootstrap());
   // Never reuse an offset Global recorded as handed out: a log that lost its tail refuses the

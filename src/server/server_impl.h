@@ -59,6 +59,10 @@ bool HasSnapshot(Env* env, const std::string& dir);
 
 inline constexpr const char* kVersion = "0.2.0";
 
+// How long a start waits for an unreachable bucket endpoint or Kafka, and between attempts.
+inline constexpr std::chrono::milliseconds kStartDependencyWait{120000};
+inline constexpr std::chrono::milliseconds kStartRetryDelay{2000};
+
 // ---- queries (query_handler.cc, query_jobs.cc) ----
 
 // The public query body (LogScale's QueryInput): {queryString, start, end, isLive}; other fields
@@ -164,6 +168,10 @@ struct Server::Impl : public PartitionGroupListener {
   std::unique_ptr<BucketCollector> bucket_collector;  // with the uploader (StartStorage)
   bool recovered_here = false;  // this node recovered the cluster from the bucket at start
   Status OpenBucket();
+  // Runs `step` again every kStartRetryDelay while it fails with Unavailable, for at most
+  // kStartDependencyWait (a warning per attempt); any other error, or the last Unavailable, ends
+  // the start. `step` must be safe to run again after it failed.
+  Status RetryUnavailableAtStart(const std::string& what, const std::function<Status()>& step);
   // Before Global opens: with --recover-from-bucket on an empty global log, builds the recovered
   // state from the bucket and installs it as the local snapshot (or leaves it to the node whose
   // recovery marker came first).

@@ -626,3 +626,36 @@ def test_single_node_recovers_from_the_bucket(server_factory, s3, capsys):
                    f"launch to the first complete answer ({mb / t_complete:.2f} MB/s; serving after {t_serving:.1f} s);"
                    f" lost as reported: {rec['lostSegments']} segment, {rec['lostEvents']} events; {len(newer)} newer "
                    f"snapshots removed before the recovery")
+
+
+def test_unreachable_bucket_at_start_is_waited_for(server_factory, s3):
+    """The bucket endpoint refuses connections while a node starts: the node waits for it (a
+    warning per attempt, every 2 s for up to 120 s) instead of exiting, and serves once the
+    endpoint is back; an event ingested then is found. (Seen in the chaos campaign: a node
+    restarted during an S3 outage exited with "creating the bucket ... Couldn't connect".)"""
+    bucket = new_bucket_name()
+    s3.stop()
+    try:
+        s = server_factory(start=False, flush_age_ms=FLUSH_AGE_MS, extra_env=S3_ENV,
+                           extra_args=[*bucket_args(s3.endpoint(), bucket), "--maintenance-interval-ms",
+                                       str(MAINTENANCE_MS)])
+        s.launch()
+        wait_until(lambda: "start: opening the bucket (attempt 2)" in s.log_text(), timeout=30,
+                   what="the node retrying the unreachable bucket")
+        assert s.proc.poll() is None, f"the node exited while the bucket was unreachable\n{s.describe()}"
+        t_back = time.monotonic()
+        s3.start()
+    finally:
+        if s3.running_pid() is None:
+            s3.start()
+
+    def serving():
+        assert s.proc.poll() is None, f"the node exited\n{s.describe()}"
+        return requests.get(s.url + "/api/v1/status", timeout=2).status_code == 200
+
+    wait_until(serving, timeout=30, interval=0.2, what="the node serving once the bucket is back")
+    print(f"serving {time.monotonic() - t_back:.1f}s after the bucket came back")
+    run = marker("late")
+    send(s, run, "d0", [f"{run}-0"], [int(time.time() * 1000)])
+    found = wait_until(lambda: (c := found_ids(s, run)[0]) and c, timeout=30, what="the event found")
+    assert found == Counter({f"{run}-0": 1})
