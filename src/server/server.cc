@@ -211,7 +211,8 @@ Status Server::Start() {
   // A bucket endpoint or Kafka brokers that are briefly unreachable (restarting, a network blip)
   // are waited for rather than ending the start.
   RETURN_IF_ERROR(s.RetryUnavailableAtStart("opening the bucket", [&] { return s.OpenBucket(); }));
-  RETURN_IF_ERROR(s.RetryUnavailableAtStart("opening the commit log", [&] { return s.OpenLogs(); }));
+  RETURN_IF_ERROR(
+      s.RetryUnavailableAtStart("opening the commit log", [&] { return s.OpenLogs(); }));
   RETURN_IF_ERROR(
       s.RetryUnavailableAtStart("starting the heartbeat", [&] { return s.StartMembership(); }));
   RETURN_IF_ERROR(s.OpenGlobal());
