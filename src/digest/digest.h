@@ -59,7 +59,8 @@ struct DigestOptions {
   size_t read_batch_bytes = 8u << 20;
   std::chrono::milliseconds truncate_every{10000};  // DeleteBefore(safe offset) period
   // Truncate the commit log of owned partitions below SafeOffset(state, p) (DESIGN P3: the replay
-  // point, held back by any committed segment with fewer than R announced replicas). false: the
+  // point, held back by any committed segment with fewer than R announced replicas or, with bucket
+  // storage, not yet uploaded). false: the
   // digest never truncates.
   bool truncate = true;
   // Liveness of a node (DESIGN section 9: heard from recently). Called from the maintenance

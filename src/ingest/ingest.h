@@ -50,11 +50,11 @@ const char* FormatName(Format format);
 // and what is wrong) or TooLarge (an event over max_event_bytes). Nothing is appended by parsing.
 Result<ParseResult> ParseRequest(Format format, std::string_view body, const ParseOptions& options);
 
-// Appends every message and waits until all are durable. OK only when every one is (P1): on any
-// error the caller must answer with an error status, never 200.
 // A random non-zero 64-bit message id (IngestMessage::id).
 uint64_t RandomMessageId();
 
+// Appends every message and waits until all are durable. OK only when every one is (P1): on any
+// error the caller must answer with an error status, never 200.
 // Gives every message without an id a random one, encodes and appends them. Waits at most
 // `timeout` in all: messages not acknowledged by then make it Unavailable (they may
 // still become durable later, but they were not acknowledged).

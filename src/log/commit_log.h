@@ -1,5 +1,6 @@
 // The commit log (DESIGN section 4): an ordered, durable log of records per partition.
-// Implementations: LocalLog (embedded, files under the data dir; this library) and, later, Kafka.
+// Implementations: LocalLog (embedded, files under the data dir, local_log.h) and KafkaLog
+// (kafka_log.h).
 // Thread-safety: every method may be called from any thread concurrently.
 #pragma once
 
