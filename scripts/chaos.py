@@ -51,6 +51,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import requests
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "cluster"))
 
@@ -227,6 +229,14 @@ class S3Gate:
 # ---- tmpfs data dirs (the `disk` fault) ------------------------------------------------------
 
 
+def serving(node) -> bool:
+    """Whether the node answers /api/v1/status with 200 now."""
+    try:
+        return requests.get(node.url + "/api/v1/status", timeout=2).status_code == 200
+    except requests.RequestException:
+        return False
+
+
 def mount_tmpfs(path: Path, mb: int) -> str | None:
     """Mounts a tmpfs of `mb` MiB on `path` (created); None on success, else why not."""
     path.mkdir(parents=True, exist_ok=True)
@@ -374,17 +384,25 @@ class Run:
                 item[3]()
 
     def start_node(self, i: int, within_s: float = 90.0) -> None:
-        """Starts node i again and waits until it serves. A node that exits during its start (a
-        note, not a failure: e.g. while a bootstrap broker or the bucket is down) is launched again
-        3 s later, for up to `within_s`; meanwhile brokers and moto come back when due."""
+        """Starts node i again and waits until it serves, undoing due broker and moto faults
+        meanwhile (a start waits for an unreachable bucket or Kafka, so they must come back for it
+        to finish). A node that exits during its start (a note, not a failure) is launched again
+        3 s later, for up to `within_s`."""
         if i in self.disk_full:  # a node starts on a disk with room (the fault is about a running node)
             self.unfill(i)
         deadline = time.monotonic() + within_s
         attempt = 0
         while True:
             attempt += 1
+            n = self.c.node(i)
+            if n.alive_process():
+                self.c.stop_node(i)
+            self.c.launch(i)
+            while n.proc.poll() is None and time.monotonic() < deadline and not serving(n):
+                self.run_due(max_order=0)
+                time.sleep(0.2)
             try:
-                self.c.restart(i)
+                self.c.wait_up(i, timeout=max(1.0, deadline - time.monotonic()))
                 break
             except AssertionError as e:
                 text = str(e)
