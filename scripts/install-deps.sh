@@ -10,7 +10,8 @@ PACKAGES=(
   zlib1g-dev zstd kcat python3 python3-pytest python3-requests python3-venv
 )
 if [[ "${1:-}" == "--test" ]]; then
-  PACKAGES+=(openjdk-17-jre-headless maven)
+  # gdb: the fault harness prints the thread stacks of a node that hangs during its start.
+  PACKAGES+=(openjdk-17-jre-headless maven gdb)
 fi
 
 missing=()

@@ -149,12 +149,31 @@ class ClusterNode(SedimentServer):
                 pass
             if time.monotonic() >= deadline:
                 out = self.describe()
+                stacks = self.dump_stacks()
                 self.kill()
-                raise AssertionError(f"node {self.index} not serving within {timeout}s\n{out}")
+                raise AssertionError(f"node {self.index} not serving within {timeout}s\n{out}\n{stacks}")
             time.sleep(0.1)
         self.node_id = self.read_node_id()
         if self.node_id is not None and (not self.node_ids or self.node_ids[-1] != self.node_id):
             self.node_ids.append(self.node_id)
+
+    def dump_stacks(self) -> str:
+        """Every thread's stack of the running process (gdb, when installed), written next to its
+        log; returns the file's name and the sediment frames, or why there are none."""
+        if self.proc is None or self.proc.poll() is not None:
+            return "no stacks: the process is not running"
+        gdb = shutil.which("gdb")
+        if gdb is None:
+            return "no stacks: gdb is not installed"
+        path = self.log_dir / f"stacks-{self.proc.pid}.txt"
+        try:
+            r = subprocess.run([gdb, "-p", str(self.proc.pid), "-batch", "-ex", "thread apply all bt"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"no stacks: gdb failed: {e}"
+        path.write_text(r.stdout)
+        frames = [ln for ln in r.stdout.splitlines() if ln.startswith("Thread ") or "sediment::" in ln]
+        return f"thread stacks in {path}:\n" + "\n".join(ln[:200] for ln in frames[:150])
 
     def read_node_id(self) -> int | None:
         """The node id from /api/v1/status ("node"), else from <data-dir>/node-id."""
