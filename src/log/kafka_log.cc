@@ -922,12 +922,6 @@ Result<int32_t> EnsureTopics(const KafkaOptions& o) {
   HandleContext ctx{&health, nullptr};
   ASSIGN_OR_RETURN(HandlePtr admin, NewAdminHandle(o, &ctx));
   ASSIGN_OR_RETURN(MetadataPtr md, FetchMetadata(admin.get(), o));
-  if (md->broker_cnt < o.replication_factor) {
-    return Status::InvalidArgument("replication factor " + std::to_string(o.replication_factor) +
-                                   " needs " + std::to_string(o.replication_factor) +
-                                   " brokers, the cluster has " + std::to_string(md->broker_cnt) +
-                                   ": lower --kafka-replication-factor");
-  }
   // Kafka never deletes by age or size: sediment deletes what it no longer needs with
   // DeleteRecords (digest: below the safe offset; Global: below its oldest kept snapshot;
   // membership: chatter records beyond the newest 10000). The chatter topic's retention is created
@@ -949,6 +943,14 @@ Result<int32_t> EnsureTopics(const KafkaOptions& o) {
     }
   }
   if (!missing.empty()) {
+    // Only creating a topic needs that many brokers up: existing topics keep their replica lists
+    // while a broker is down, and the metadata lists live brokers only.
+    if (md->broker_cnt < o.replication_factor) {
+      return Status::InvalidArgument(
+          "replication factor " + std::to_string(o.replication_factor) + " needs " +
+          std::to_string(o.replication_factor) + " brokers, the cluster has " +
+          std::to_string(md->broker_cnt) + ": lower --kafka-replication-factor");
+    }
     RETURN_IF_ERROR(CreateTopics(admin.get(), missing, o));
     // Wait until every topic is visible with leaders; then check them as existing topics (another
     // node may have created one concurrently with other settings).
