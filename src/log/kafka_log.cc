@@ -946,10 +946,10 @@ Result<int32_t> EnsureTopics(const KafkaOptions& o) {
     // Only creating a topic needs that many brokers up: existing topics keep their replica lists
     // while a broker is down, and the metadata lists live brokers only.
     if (md->broker_cnt < o.replication_factor) {
-      return Status::InvalidArgument(
-          "replication factor " + std::to_string(o.replication_factor) + " needs " +
-          std::to_string(o.replication_factor) + " brokers, the cluster has " +
-          std::to_string(md->broker_cnt) + ": lower --kafka-replication-factor");
+      return Status::InvalidArgument("replication factor " + std::to_string(o.replication_factor) +
+                                     " needs " + std::to_string(o.replication_factor) +
+                                     " brokers, the cluster has " + std::to_string(md->broker_cnt) +
+                                     ": lower --kafka-replication-factor");
     }
     RETURN_IF_ERROR(CreateTopics(admin.get(), missing, o));
     // Wait until every topic is visible with leaders; then check them as existing topics (another
