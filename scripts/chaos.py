@@ -672,6 +672,15 @@ class Run:
         res.lost, res.duplicated = len(lost), len(dups)
         if lost:
             res.problems.append(f"{len(lost)} acknowledged events lost, e.g. {sorted(lost)[:10]}")
+            # Which request carried each lost event: the node that answered 200, and when (run
+            # time, as in the fault timeline), next to the faults around it.
+            for r in wl.records():
+                hit = sorted(set(r.ids) & lost)
+                if hit and r.status == 200:
+                    node = getattr(r, "node", -1)
+                    res.problems.append(
+                        f"  lost {hit[:5]}: request of {len(r.ids)} events answered 200 by node {node} "
+                        f"(sent t={r.start - c.t0:.2f}s, answered t={r.end - c.t0:.2f}s)")
 
 
 # ---- the campaign ----------------------------------------------------------------------------
