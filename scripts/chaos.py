@@ -742,6 +742,14 @@ def run_campaign(*, seed: int, runs: int, minutes: float, nodes: int = 3, broker
                 if not keep:
                     shutil.rmtree(folder, ignore_errors=True)
             else:
+                if r.lost and kafka is not None:
+                    # The brokers' logs (ISR, leader changes, truncations) go with the run's folder:
+                    # the Kafka folder is removed when the next Kafka starts.
+                    for b in range(brokers):
+                        src = kafka.dir / f"node-{b}" / "server.log"
+                        if src.exists():
+                            (folder / "kafka").mkdir(parents=True, exist_ok=True)
+                            shutil.copy(src, folder / "kafka" / f"broker-{b}-server.log")
                 log(f"RUN FAILED (seed {run_seed}):\n  " + "\n  ".join(p[:3000] for p in r.problems))
                 log(f"replay: {replay_command(run_seed, minutes, nodes, brokers, faults)}")
                 log(f"fault timeline:\n{r.timeline}")
