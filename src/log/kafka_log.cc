@@ -691,8 +691,17 @@ class KafkaLog final : public CommitLog {
                                                            std::chrono::milliseconds(2000));
     while (true) {
       int64_t low = 0, high = 0;
-      rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
-          admin_.get(), topic_.c_str(), p.value, &low, &high, std::max(RemainingMs(deadline), 1));
+      rd_kafka_resp_err_t err = ListOffset(p, RD_KAFKA_OFFSET_BEGINNING, deadline, &low);
+      if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        err = ListOffset(p, RD_KAFKA_OFFSET_END, deadline, &high);
+      }
+      if (err == RD_KAFKA_RESP_ERR__TIMED_OUT) {
+        // Most likely the leader the handle knows died: this partition's problem (as below), not
+        // a sign that every broker is down. Ask for fresh metadata without waiting for it.
+        RefreshMetadata(1);
+        return Status::Unavailable("watermarks of " + topic_ + "/" + std::to_string(p.value) +
+                                   ": no answer in time (leader down or changing)");
+      }
       if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         health_.Success();
         return std::make_pair(low, high);
@@ -717,6 +726,23 @@ class KafkaLog final : public CommitLog {
       RefreshMetadata(RemainingMs(deadline));
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
+  }
+
+  // One offset of partition p by ListOffsets: `which` RD_KAFKA_OFFSET_BEGINNING for the log start,
+  // RD_KAFKA_OFFSET_END for the end. Uses rd_kafka_offsets_for_times, which returns by the
+  // deadline: librdkafka 2.0.2's rd_kafka_query_watermark_offsets waits forever for a leader that
+  // died (its timeout is not applied once the requests are sent; fixed upstream in 2.3.0), which
+  // hung a node's start on a broker kill.
+  rd_kafka_resp_err_t ListOffset(PartitionId p, int64_t which, Clock::time_point deadline,
+                                 int64_t* out) {
+    rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(list, topic_.c_str(), p.value)->offset = which;
+    rd_kafka_resp_err_t err =
+        rd_kafka_offsets_for_times(admin_.get(), list, std::max(RemainingMs(deadline), 1));
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) err = list->elems[0].err;
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) *out = list->elems[0].offset;
+    rd_kafka_topic_partition_list_destroy(list);
+    return err;
   }
 
   void RefreshMetadata(int timeout_ms) {

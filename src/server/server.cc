@@ -215,7 +215,7 @@ Status Server::Start() {
       s.RetryUnavailableAtStart("opening the commit log", [&] { return s.OpenLogs(); }));
   RETURN_IF_ERROR(
       s.RetryUnavailableAtStart("starting the heartbeat", [&] { return s.StartMembership(); }));
-  RETURN_IF_ERROR(s.OpenGlobal());
+  RETURN_IF_ERROR(s.RetryUnavailableAtStart("loading Global", [&] { return s.OpenGlobal(); }));
   RETURN_IF_ERROR(s.Bootstrap());
   // Never reuse an offset Global recorded as handed out: a log that lost its tail refuses the
   // partition (CommitLog::RefuseBelow) instead of giving those offsets to new events.
