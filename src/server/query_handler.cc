@@ -925,6 +925,12 @@ Result<CoordinatedResult> Server::Impl::RunQuery(const std::string& repo,
         excluded.insert({id, call.node});
         retry = true;
       }
+      // Copies the holder no longer has (its Global is ahead of this node's): read elsewhere in
+      // the next attempt; in the last one the holder's warning names them.
+      for (int64_t id : SplitInts(HeaderOf(*reply, "X-Sediment-Segments-Not-Held"))) {
+        excluded.insert({id, call.node});
+        retry = true;
+      }
       for (auto& w : part->warnings) w = "node " + std::to_string(call.node) + ": " + w;
       partials.push_back(std::move(*part));
     }
@@ -1110,6 +1116,14 @@ std::string NotHeldWarning(const std::vector<int64_t>& not_here, NodeId node) {
          " (removed or unknown)";
 }
 
+// Names the segments a node was asked for but does not hold (its Global no longer lists its copy:
+// withdrawn as corrupt, dropped as an extra copy, merged away) in X-Sediment-Segments-Not-Held of
+// `r`, so the coordinator reads another copy instead of answering without them.
+void ReportNotHeld(const std::vector<int64_t>& not_here, http::Response* r) {
+  if (not_here.empty()) return;
+  r->headers.emplace_back("X-Sediment-Segments-Not-Held", JoinInts(not_here, SIZE_MAX));
+}
+
 // Reports segments that a query could not read to `replicator` (when there is one) and names them
 // in X-Sediment-Unreadable-Segments of `r`.
 void ReportUnreadable(const std::vector<SegmentId>& ids, Replicator* replicator,
@@ -1137,6 +1151,7 @@ http::Response Server::Impl::HandleInternalSegments(const http::Request& req) {
   if (!held.not_here.empty()) set->warnings.push_back(NotHeldWarning(held.not_here, node));
   http::Response r = MatchSetResponse(*set);
   ReportUnreadable(set->unreadable_segments, replicator.get(), &r);
+  ReportNotHeld(held.not_here, &r);
   return r;
 }
 
@@ -1156,6 +1171,7 @@ http::Response Server::Impl::HandleInternalPartial(const http::Request& req) {
   r.content_type = "application/octet-stream";
   r.body = query::EncodePartial(*partial);
   ReportUnreadable(partial->unreadable_segments, replicator.get(), &r);
+  ReportNotHeld(held.not_here, &r);
   return r;
 }
 
