@@ -51,8 +51,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import requests
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "cluster"))
 
@@ -229,14 +227,6 @@ class S3Gate:
 # ---- tmpfs data dirs (the `disk` fault) ------------------------------------------------------
 
 
-def serving(node) -> bool:
-    """Whether the node answers /api/v1/status with 200 now."""
-    try:
-        return requests.get(node.url + "/api/v1/status", timeout=2).status_code == 200
-    except requests.RequestException:
-        return False
-
-
 def mount_tmpfs(path: Path, mb: int) -> str | None:
     """Mounts a tmpfs of `mb` MiB on `path` (created); None on success, else why not."""
     path.mkdir(parents=True, exist_ok=True)
@@ -398,7 +388,7 @@ class Run:
             if n.alive_process():
                 self.c.stop_node(i)
             self.c.launch(i)
-            while n.proc.poll() is None and time.monotonic() < deadline and not serving(n):
+            while n.proc.poll() is None and time.monotonic() < deadline and not n.serving():
                 self.run_due(max_order=0)
                 time.sleep(0.2)
             try:

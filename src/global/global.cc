@@ -392,16 +392,6 @@ Status GlobalImpl::TryInstallNewerState() {
     reloaded_through_ = through;
     behind_.clear();
     ++reloads_;
-    for (int64_t off : awaited_) {
-      if (off > had && off <= through && outcomes_.count(off) == 0) {
-        outcomes_[off] = Recorded{
-            Status::Unavailable("global: the outcome of offset " + std::to_string(off) +
-                                " is unknown: the log was truncated below it before this node "
-                                "applied it, and a newer state was loaded (through offset " +
-                                std::to_string(through) + ")"),
-            SegmentId()};
-      }
-    }
     pending_snapshot_ = std::make_pair(Offset(through), std::move(bytes));
   }
   applied_since_snapshot_ = 0;
@@ -519,6 +509,7 @@ Result<Global::Outcome> GlobalImpl::Submit(const GlobalEvent& ev) {
   auto it = outcomes_.find(off);
   if (it == outcomes_.end()) {
     if (off <= reloaded_through_) {
+      // The log was truncated below `off` before this node applied it (TryInstallNewerState).
       return Status::Unavailable("global: the outcome of offset " + std::to_string(off) +
                                  " is unknown: a newer state was loaded past it");
     }

@@ -142,11 +142,8 @@ class ClusterNode(SedimentServer):
             if self.proc.poll() is not None:
                 raise AssertionError(f"node {self.index} exited with {self.proc.returncode} during start\n"
                                      f"{self.describe()}")
-            try:
-                if requests.get(self.url + "/api/v1/status", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
+            if self.serving():
+                break
             if time.monotonic() >= deadline:
                 out = self.describe()
                 stacks = self.dump_stacks()

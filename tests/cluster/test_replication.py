@@ -525,6 +525,16 @@ def newest_snapshot(node) -> int:
     return max(offs, default=-1)
 
 
+def wait_global_truncated_past(c: SedimentCluster, i: int, offset: int, timeout: float) -> None:
+    """Waits until node i logs a truncation of the global topic below an offset above `offset`."""
+    def truncated_past():
+        offs = [int(m) for ln in log_lines(c.node(i), TRUNCATED_RE, all_runs=False)
+                for m in re.findall(TRUNCATED_RE, ln)]
+        return max(offs, default=-1) > offset
+
+    wait_until(truncated_past, timeout=timeout, what=f"node {i} truncating the global topic past {offset}")
+
+
 @pytest.mark.needs_cluster
 def test_node_returns_after_global_topic_truncated_past_its_snapshots(repl_cluster):
     """2 nodes, a snapshot every 10 Global events. Node 1 stops (SIGTERM: its final snapshot is
@@ -541,13 +551,7 @@ def test_node_returns_after_global_topic_truncated_past_its_snapshots(repl_clust
         c.stop_node(1)
         stale = newest_snapshot(c.node(1))
         assert stale >= 0, "node 1 wrote no Global snapshot"
-
-        def truncated_past():
-            offs = [int(m) for ln in log_lines(c.node(0), TRUNCATED_RE, all_runs=False)
-                    for m in re.findall(TRUNCATED_RE, ln)]
-            return max(offs, default=-1) > stale + 1
-
-        wait_until(truncated_past, timeout=60, what=f"node 0 truncating the global topic past {stale + 1}")
+        wait_global_truncated_past(c, 0, stale + 1, timeout=60)
         c.launch(1)
         c.wait_up(1)
         lines = log_lines(c.node(1), FALLBACK_RE, all_runs=False)
@@ -577,13 +581,7 @@ def test_paused_node_follows_again_after_global_topic_truncated_past_it(repl_clu
         time.sleep(3.0)
         applied = requests.get(f"http://{c.node(1).address}/api/v1/status", timeout=10).json()["globalApplied"]
         c.pause(1)
-
-        def truncated_past():
-            offs = [int(m) for ln in log_lines(c.node(0), TRUNCATED_RE, all_runs=False)
-                    for m in re.findall(TRUNCATED_RE, ln)]
-            return max(offs, default=-1) > applied + 1
-
-        wait_until(truncated_past, timeout=90, what=f"node 0 truncating the global topic past {applied + 1}")
+        wait_global_truncated_past(c, 0, applied + 1, timeout=90)
         c.resume(1)
 
         def followed():

@@ -200,6 +200,13 @@ class SedimentServer:
             )
         self.session = requests.Session()
 
+    def serving(self) -> bool:
+        """Whether the server answers /api/v1/status with 200 now (2 s bound)."""
+        try:
+            return requests.get(self.url + "/api/v1/status", timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
     def start(self, timeout: float = 30.0) -> None:
         """Launches and waits until /api/v1/status answers 200; AssertionError (with the log tail)
         when the process exits first or is not ready within `timeout` (then it is killed)."""
@@ -211,12 +218,8 @@ class SedimentServer:
                 raise AssertionError(
                     f"sediment server exited with {self.proc.returncode} during start\n{self.describe()}"
                 )
-            try:
-                r = requests.get(self.url + "/api/v1/status", timeout=2)
-                if r.status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
+            if self.serving():
+                return
             if time.monotonic() >= deadline:
                 out = self.describe()
                 self.kill()
@@ -233,11 +236,7 @@ class SedimentServer:
         try:
             rc = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            serving = False
-            try:
-                serving = requests.get(self.url + "/api/v1/status", timeout=2).status_code == 200
-            except requests.RequestException:
-                pass
+            serving = self.serving()
             out = self.describe()
             self.kill()
             raise AssertionError(f"server still running {timeout}s after start (serving: {serving})\n{out}")

@@ -651,7 +651,7 @@ def test_unreachable_bucket_at_start_is_waited_for(server_factory, s3):
 
     def serving():
         assert s.proc.poll() is None, f"the node exited\n{s.describe()}"
-        return requests.get(s.url + "/api/v1/status", timeout=2).status_code == 200
+        return s.serving()
 
     wait_until(serving, timeout=30, interval=0.2, what="the node serving once the bucket is back")
     print(f"serving {time.monotonic() - t_back:.1f}s after the bucket came back")
