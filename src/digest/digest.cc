@@ -127,7 +127,10 @@ struct Digest::Slot {
   std::atomic<bool> stop{false};
   std::thread thread;
   std::shared_ptr<Partition> current;  // guarded by Digest::slots_mu_
-  std::atomic<bool> done{false};       // the thread has finished
+  // Why the claim in progress has not been applied yet; empty while it is merely pending. Guarded
+  // by Digest::slots_mu_.
+  std::string claim_error;
+  std::atomic<bool> done{false};  // the thread has finished
 };
 
 Digest::Digest(Env* env, Clock* clock, CommitLog* log, Global* global, DigestOptions options)
@@ -307,13 +310,15 @@ bool Digest::Claim(Slot* slot, Partition* p) {
       const std::string what = "claiming: " + claimed.status().ToString();
       spdlog::warn("digest: partition {}: {}; retrying", i, what);
       {
-        std::lock_guard lock(p->mu);
-        p->error = what;
+        std::lock_guard lock(slots_mu_);
+        slot->claim_error = what;
       }
       backoff_ms = NextBackoffMs(backoff_ms);
       continue;
     }
     p->epoch = Epoch(current.value + 1);
+    std::lock_guard lock(slots_mu_);
+    slot->claim_error.clear();
     break;
   }
   // The claim is applied. Replay starts at the replay point; when the log no longer has it, the
@@ -321,7 +326,6 @@ bool Digest::Claim(Slot* slot, Partition* p) {
   // offset queries are not asked here: on Kafka they can block far beyond their timeout while a
   // partition leader is down, and a claim must not wait for them.)
   std::lock_guard lock(p->mu);
-  p->error.clear();
   global_->Read([&](const GlobalState& s) {
     const PartitionState& ps = s.partitions.at(i);
     p->registered_replay_point = ps.replay_point;
@@ -1091,18 +1095,27 @@ std::vector<BufferedBatch> Digest::SnapshotBuffers(const std::vector<PartitionId
 
 std::vector<PartitionDigestStatus> Digest::PartitionStatuses() const {
   std::vector<PartitionDigestStatus> out;
-  std::vector<std::pair<PartitionId, std::shared_ptr<Partition>>> slots;
+  struct Seen {
+    PartitionId id;
+    std::shared_ptr<Partition> current;
+    std::string claim_error;
+  };
+  std::vector<Seen> slots;
   {
     std::lock_guard lock(slots_mu_);
-    for (const auto& [id, slot] : slots_) slots.emplace_back(PartitionId(id), slot->current);
+    for (const auto& [id, slot] : slots_) {
+      slots.push_back(Seen{PartitionId(id), slot->current, slot->claim_error});
+    }
   }
-  for (const auto& [id, p] : slots) {
+  for (const auto& [id, p, claim_error] : slots) {
     if (p == nullptr) {
+      // A claim in progress is the normal first moments of an assignment, not a problem; a claim
+      // that failed (Global unavailable) is.
       PartitionDigestStatus s;
       s.partition = id;
       s.next_offset = Offset(-1);
       s.replay_point = Offset(-1);
-      s.error = "claiming";
+      s.error = claim_error;
       out.push_back(std::move(s));
       continue;
     }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -33,6 +34,14 @@ class LateAckLog final : public CommitLog {
               .get();
       EXPECT_TRUE(claimed.ok()) << claimed.status().ToString();
     }
+    if (ev.ok() && std::holds_alternative<ClaimPartition>(*ev)) {
+      while (hold_claims.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (refuse_claims.load()) {
+        std::promise<Result<Offset>> refused;
+        refused.set_value(Status::Unavailable("injected: the global log refused the claim"));
+        return refused.get_future();
+      }
+    }
     bool is_registration = ev.ok() && std::holds_alternative<RegisterSegment>(*ev);
     auto f = inner_->Append(p, std::move(record));
     if (!is_registration || lies_left.load() <= 0) return f;
@@ -55,6 +64,10 @@ class LateAckLog final : public CommitLog {
   // Set: the next SetTruncationPoint is preceded in the log by a ClaimPartition of node 2 at its
   // epoch (another node took the partition over while this one still believed it owned it).
   std::atomic<bool> take_over_before_truncation{false};
+  // While set, a ClaimPartition append waits (a claim in flight).
+  std::atomic<bool> hold_claims{false};
+  // While set, a ClaimPartition is not appended and its caller is told Unavailable.
+  std::atomic<bool> refuse_claims{false};
 
  private:
   std::unique_ptr<CommitLog> inner_;
@@ -247,6 +260,13 @@ class DigestTest : public ::testing::Test {
     PartitionState out;
     global_->Read([&](const GlobalState& s) { out = s.partitions.at(p.value); });
     return out;
+  }
+
+  std::optional<PartitionDigestStatus> FindStatus(PartitionId p) {
+    for (const auto& s : digest_->PartitionStatuses()) {
+      if (s.partition == p) return s;
+    }
+    return std::nullopt;
   }
 
   PartitionDigestStatus StatusOf(PartitionId p) {
@@ -1096,6 +1116,35 @@ TEST_F(DigestTest, RebuildDropsCopiesLikeTheWorkerAndRefusesACountMismatch) {
   size_t rebuilt_files = 0;
   for (const auto& name : LocalFiles()) rebuilt_files += name.rfind("r-", 0) == 0;
   EXPECT_EQ(rebuilt_files, 1u);
+}
+
+// A claim in flight is the first moments of every assignment: the status says not claimed and
+// names no error (the server counts partition errors as problems, so a node just started or just
+// handed a partition would read "degraded"). A claim the global log refuses is an error until a
+// retry gets through.
+TEST_F(DigestTest, AClaimInFlightIsNoErrorAndARefusedClaimIs) {
+  const PartitionId p(1);
+  digest_->Revoke({p});
+  ASSERT_TRUE(WaitFor([&] { return !FindStatus(p).has_value(); }));
+  late_ack_->hold_claims = true;
+  digest_->Assign({p});
+  ASSERT_TRUE(WaitFor([&] { return FindStatus(p).has_value(); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  PartitionDigestStatus in_flight = StatusOf(p);
+  EXPECT_FALSE(in_flight.claimed);
+  EXPECT_EQ(in_flight.error, "");
+
+  late_ack_->refuse_claims = true;
+  late_ack_->hold_claims = false;
+  ASSERT_TRUE(WaitFor([&] { return StatusOf(p).error.rfind("claiming: Unavailable", 0) == 0; }))
+      << StatusOf(p).error;
+  EXPECT_FALSE(StatusOf(p).claimed);
+
+  late_ack_->refuse_claims = false;
+  ASSERT_TRUE(WaitFor([&] {
+    PartitionDigestStatus s = StatusOf(p);
+    return s.claimed && s.error.empty();
+  })) << StatusOf(p).error;
 }
 
 }  // namespace

@@ -305,7 +305,8 @@ def test_finite_retention_is_refused_unless_allowed(kafka1, servers):
 
     allowed = servers(kafka1, root=first.data_dir.parent, kafka_topic_prefix=prefix,
                       extra_args=["--allow-kafka-retention"])
-    assert allowed.status()["health"] == "ok"
+    status = allowed.status()
+    assert status["health"] == "ok", status["problems"]
     m = marker()
     assert allowed.ingest("/api/v1/ingest/raw", f"{m} accepted").status_code == 200
     wait_until(lambda: allowed.count(m) == 1, timeout=30)
