@@ -1,47 +1,20 @@
-// Queries across the cluster (DESIGN sections 6 and 10). The node that receives a query is its
-// coordinator:
-//  1. From Global it takes each partition's owner and claim epoch, and asks every owner for the
-//     matching events still in its buffers (itself directly, peers over
-//     /internal/v1/query/buffers). An owner answers only for partitions it digests under exactly
-//     that epoch, and reports the Global offset it had applied when it took the snapshot.
-//  2. It waits until its own Global has applied at least that offset, then reads the segment list
-//     and every datasource's flushed_through from one Global state. Buffered events at or below
-//     flushed_through are in a registered segment and are dropped: each event is counted once,
-//     from a segment or from a buffer, while flushes and takeovers go on (one owner per partition
-//     is asked; a segment registered after an owner's snapshot raises flushed_through over the
-//     events it holds).
-//  3. The holder of each segment computes the query's partial state over the segments it was
-//     asked for (/internal/v1/query/partial, query::ExecutePartial) and sends it back; this node
-//     computes one over the segments it holds, the ones fetched from the bucket and the buffered
-//     events, and merges them all (query::FinishPartials).
-// P5: whatever could not be read (holder down, owner down, a peer's error) becomes an
-// X-Sediment-Warning naming the segments, partitions and time ranges missing.
-// A frozen peer: a request that brings no answer byte for --peer-progress-timeout-ms (peers send
-// "102 Processing" while they work), or whose node membership declares dead, is abandoned; that
-// node is asked nothing more in this query, its segments are read from other copies in a new
-// attempt (as for unreadable copies: nothing of the abandoned attempt is kept), and its partitions'
-// buffers are asked of a node that claimed them since, else named in a warning.
-// Limits: the deadline and memory bound of QueryControl apply here and go to the peers (the time
-// that remains); a peer that reaches one fails the whole query, and a coordinator that gives up
-// (limit, cancellation) asks the peers to cancel their part (/internal/v1/query/cancel).
+// The query routes: the public query endpoint (coordinated by coordinator::Coordinator) and the
+// internal routes peers answer for a coordinator (coordinator/INTERNAL_API.md): buffers, partial,
+// segments and cancel. LocalQueryNode adapts this node's digest, segment store and replicator to
+// the coordinator's LocalNode.
 #include <simdjson.h>
 #include <spdlog/spdlog.h>
 
-#include <strings.h>
-
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
-#include <thread>
 
 #include "common/json_writer.h"
 #include "common/time_parse.h"
-#include "http/http_client.h"
 #include "query/wire.h"
 #include "segment/segment.h"
 #include "server/server_impl.h"
@@ -49,145 +22,12 @@
 namespace sediment {
 namespace {
 
-constexpr auto kGlobalWait = std::chrono::seconds(5);
-// Peer requests of a query without a time limit.
-constexpr auto kUnlimitedPeerTimeout = std::chrono::seconds(600);
 // Results with more rows than this are sent as a chunked stream instead of one body.
 constexpr size_t kStreamRowsAbove = 2000;
 
 using SteadyClock = std::chrono::steady_clock;
-
-// Body of the internal query requests.
-struct InternalQuery {
-  std::string repo;
-  std::string query_string;
-  query::TimeRange range;
-  std::vector<std::pair<PartitionId, Epoch>> partitions;  // buffers
-  std::vector<SegmentId> segments;                        // segments
-  std::vector<std::string> segment_files;                 // their file names (same order)
-  size_t max_events = SIZE_MAX;                           // the old segments endpoint only
-  std::string query_id;                                   // for /internal/v1/query/cancel
-  int64_t timeout_ms = 0;                                 // time left; 0 = no limit
-  uint64_t max_memory_bytes = 0;                          // 0 = no bound
-};
-
-std::string EncodeInternalQuery(const InternalQuery& q) {
-  JsonWriter w;
-  w.BeginObject().Key("repo").String(q.repo).Key("queryString").String(q.query_string);
-  w.Key("startMs").Int(q.range.start_ms).Key("endMs").Int(q.range.end_ms);
-  w.Key("partitions").BeginArray();
-  for (const auto& [p, e] : q.partitions) {
-    w.BeginObject().Key("partition").Int(p.value).Key("epoch").Int(e.value).EndObject();
-  }
-  w.EndArray();
-  w.Key("segments").BeginArray();
-  for (SegmentId id : q.segments) w.Int(id.value);
-  w.EndArray();
-  w.Key("segmentFiles").BeginArray();
-  for (const auto& f : q.segment_files) w.String(f);
-  w.EndArray();
-  if (q.max_events != SIZE_MAX) w.Key("maxEvents").Int(static_cast<int64_t>(q.max_events));
-  if (!q.query_id.empty()) w.Key("queryId").String(q.query_id);
-  if (q.timeout_ms > 0) w.Key("timeoutMs").Int(q.timeout_ms);
-  if (q.max_memory_bytes > 0) w.Key("maxMemoryBytes").Int(static_cast<int64_t>(q.max_memory_bytes));
-  w.EndObject();
-  return w.Take();
-}
-
-Result<InternalQuery> DecodeInternalQuery(const std::string& body) {
-  InternalQuery q;
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  if (parser.parse(body).get(doc) || !doc.is_object()) {
-    return Status::InvalidArgument("internal query: body is not a JSON object");
-  }
-  std::string_view s;
-  int64_t i = 0;
-  if (doc["repo"].get(s)) return Status::InvalidArgument("internal query: no repo");
-  q.repo = std::string(s);
-  if (doc["queryString"].get(s)) return Status::InvalidArgument("internal query: no queryString");
-  q.query_string = std::string(s);
-  if (doc["startMs"].get(q.range.start_ms) || doc["endMs"].get(q.range.end_ms)) {
-    return Status::InvalidArgument("internal query: no startMs/endMs");
-  }
-  simdjson::dom::array arr;
-  if (!doc["partitions"].get(arr)) {
-    for (simdjson::dom::element e : arr) {
-      int64_t p = 0, epoch = 0;
-      if (e["partition"].get(p) || e["epoch"].get(epoch)) {
-        return Status::InvalidArgument("internal query: bad partition entry");
-      }
-      q.partitions.emplace_back(PartitionId(static_cast<int32_t>(p)), Epoch(epoch));
-    }
-  }
-  if (!doc["segments"].get(arr)) {
-    for (simdjson::dom::element e : arr) {
-      if (e.get(i)) return Status::InvalidArgument("internal query: bad segment id");
-      q.segments.emplace_back(i);
-    }
-  }
-  if (!doc["segmentFiles"].get(arr)) {
-    for (simdjson::dom::element e : arr) {
-      std::string_view f;
-      if (e.get(f)) return Status::InvalidArgument("internal query: bad segment file");
-      q.segment_files.emplace_back(f);
-    }
-  }
-  if (q.segment_files.size() != q.segments.size()) q.segment_files.assign(q.segments.size(), "");
-  if (!doc["maxEvents"].get(i) && i > 0) q.max_events = static_cast<size_t>(i);
-  if (!doc["queryId"].get(s)) q.query_id = std::string(s);
-  if (!doc["timeoutMs"].get(i) && i > 0) q.timeout_ms = i;
-  if (!doc["maxMemoryBytes"].get(i) && i > 0) q.max_memory_bytes = static_cast<uint64_t>(i);
-  return q;
-}
-
-std::string HeaderOf(const http::ClientResponse& r, std::string_view name) {
-  for (const auto& [k, v] : r.headers) {
-    if (k.size() == name.size() && strncasecmp(k.data(), name.data(), name.size()) == 0) return v;
-  }
-  return "";
-}
-
-std::string JoinInts(const std::vector<int64_t>& v, size_t max_items = 20) {
-  std::string out;
-  for (size_t i = 0; i < v.size() && i < max_items; ++i) {
-    if (i > 0) out += ",";
-    out += std::to_string(v[i]);
-  }
-  if (v.size() > max_items) out += ",... (" + std::to_string(v.size()) + " in all)";
-  return out;
-}
-
-std::vector<int64_t> SplitInts(const std::string& text) {
-  std::vector<int64_t> out;
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t j = text.find(',', i);
-    if (j == std::string::npos) j = text.size();
-    try {
-      out.push_back(std::stoll(text.substr(i, j - i)));
-    } catch (const std::exception&) {
-    }
-    i = j + 1;
-  }
-  return out;
-}
-
-// "3 segments (ids 4,7,9; 1200 events from T1 to T2)".
-std::string DescribeSegments(const std::vector<SegmentRecord>& segs) {
-  std::vector<int64_t> ids;
-  uint64_t events = 0;
-  int64_t lo = INT64_MAX, hi = INT64_MIN;
-  for (const auto& s : segs) {
-    ids.push_back(s.id.value);
-    events += s.event_count;
-    lo = std::min(lo, s.min_ts);
-    hi = std::max(hi, s.max_ts);
-  }
-  return std::to_string(segs.size()) + " segments (ids " + JoinInts(ids) + "; " +
-         std::to_string(events) + " events from " + FormatIso8601Millis(lo) + " to " +
-         FormatIso8601Millis(hi) + ")";
-}
+using coordinator::InternalQuery;
+using coordinator::JoinIds;
 
 query::SegmentSource SegmentSourceOf(const SegmentRecord& seg, const std::string& segment_dir) {
   query::SegmentSource src;
@@ -221,173 +61,58 @@ std::vector<int64_t> MissingPartitions(const std::map<int32_t, Epoch>& want,
   return missing;
 }
 
-// Milliseconds left before `control`'s deadline (at least 1), or 0 without one.
-int64_t RemainingMs(const QueryControl& control) {
-  if (!control.deadline) return 0;
-  auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(*control.deadline - SteadyClock::now());
-  return std::max<int64_t>(1, left.count());
-}
-
-// Wakes a coordinator waiting for any of its peer requests (shared with their threads).
-struct PeerWaiter {
-  std::mutex mu;
-  std::condition_variable cv;
-};
-
-// A request to a peer, answered on a detached thread of its own: a coordinator that stops waiting
-// (limit, cancellation, a peer that stalls or is declared dead) never blocks on a slow peer. The
-// thread owns copies of everything; abandoning the request (Abandon, or destroying the PeerReply
-// before its answer came) makes it close the connection within 20 ms.
-class PeerReply {
+// This node as the coordinator sees it. Thread-safe (every part it borrows is).
+class LocalQueryNode final : public coordinator::LocalNode {
  public:
-  // `progress_timeout`: the longest wait for the next byte of the answer (zero = none); the peer
-  // is asked for a "102 Processing" answer every fifth of it while it works.
-  static PeerReply Post(std::shared_ptr<PeerWaiter> waiter, int64_t node,
-                        const std::string& address, const std::string& path, const InternalQuery& q,
-                        const std::string& secret, const QueryControl& control,
-                        std::chrono::milliseconds progress_timeout) {
-    PeerReply reply;
-    reply.node_ = node;
-    reply.address_ = address;
-    reply.waiter_ = waiter;
-    reply.state_ = std::make_shared<State>();
-    http::FetchOptions options;
-    options.timeout = kUnlimitedPeerTimeout;
-    if (control.deadline) {
-      // The peer stops at the deadline itself; this only bounds a peer that hangs.
-      options.timeout = std::chrono::milliseconds(RemainingMs(control) + 5000);
-    }
-    options.progress_timeout = progress_timeout;
-    if (progress_timeout.count() > 0) {
-      options.progress_interval = std::max(progress_timeout / 5, std::chrono::milliseconds(50));
-    }
-    std::thread([state = reply.state_, waiter, url = "http://" + address + path,
-                 body = EncodeInternalQuery(q), secret, options]() mutable {
-      options.cancel = &state->abort;
-      auto r =
-          http::Fetch("POST", url,
-                      {{"Authorization", "Bearer " + secret}, {"Content-Type", "application/json"}},
-                      body, options);
-      std::lock_guard lock(waiter->mu);
-      if (!state->value) state->value.emplace(std::move(r));
-      waiter->cv.notify_all();
-    }).detach();
-    return reply;
-  }
+  LocalQueryNode(NodeId node, Digest* digest, SegmentStore* store, Replicator* replicator,
+                 bool has_bucket, std::string segment_dir)
+      : node_(node),
+        digest_(digest),
+        store_(store),
+        replicator_(replicator),
+        has_bucket_(has_bucket),
+        segment_dir_(std::move(segment_dir)) {}
 
-  PeerReply() = default;
-  PeerReply(PeerReply&&) = default;
-  PeerReply& operator=(PeerReply&&) = default;
-  PeerReply(const PeerReply&) = delete;
-  PeerReply& operator=(const PeerReply&) = delete;
-  ~PeerReply() {
-    if (state_) state_->abort.store(true);
+  NodeId id() const override { return node_; }
+  std::vector<query::BufferedSource> Buffers(const std::map<int32_t, Epoch>& want,
+                                             std::vector<int64_t>* not_served) override {
+    const std::set<int32_t> served = ServedPartitions(*digest_, want);
+    std::vector<PartitionId> only;
+    for (const auto& [p, e] : want) only.emplace_back(p);
+    std::vector<query::BufferedSource> out;
+    for (auto& b : digest_->SnapshotBuffers(&only)) {
+      auto it = want.find(b.partition.value);
+      if (it == want.end() || it->second != b.epoch) continue;
+      out.push_back(query::BufferedSource{b.datasource, b.partition, b.events});
+    }
+    *not_served = MissingPartitions(want, served);
+    return out;
   }
-
-  int64_t node() const { return node_; }
-  const std::string& address() const { return address_; }
-  // Whether the answer (or why there is none) is in. The waiter's mutex must be held.
-  bool ReadyLocked() const { return state_->value.has_value(); }
-  // Gives up on the answer: Take returns `why` unless the answer was already in. The waiter's
-  // mutex must be held.
-  void AbandonLocked(Status why) {
-    state_->abort.store(true);
-    if (!state_->value) state_->value.emplace(std::move(why));
+  bool HoldsFile(const std::string& file_name) const override { return store_->Has(file_name); }
+  query::SegmentSource SourceOf(const SegmentRecord& seg) const override {
+    return SegmentSourceOf(seg, segment_dir_);
   }
-  // The answer, once WaitForPeers returned OK for this reply; counts it in `control.peers_done`.
-  Result<http::ClientResponse> Take(const QueryControl& control) {
-    std::lock_guard lock(waiter_->mu);
-    if (control.peers_done) ++*control.peers_done;
-    return std::move(*state_->value);
+  std::shared_ptr<void> Pin(const std::vector<std::string>& file_names) override {
+    return store_->Pin(file_names);
+  }
+  bool HasBucket() const override { return has_bucket_; }
+  Result<Fetched> FetchFromBucket(const SegmentRecord& seg) override {
+    ASSIGN_OR_RETURN(Replicator::FetchOutcome got, replicator_->EnsureLocal(seg));
+    return Fetched{got.fetched, got.bytes};
+  }
+  void ReportUnreadable(SegmentId id) override {
+    if (replicator_)
+      replicator_->ReportCorrupt(id, Status::Corruption("a query could not read it"));
   }
 
  private:
-  struct State {
-    std::atomic<bool> abort{false};                     // read by the request's thread
-    std::optional<Result<http::ClientResponse>> value;  // guarded by the waiter's mutex
-  };
-  int64_t node_ = 0;
-  std::string address_;
-  std::shared_ptr<PeerWaiter> waiter_;
-  std::shared_ptr<State> state_;
+  const NodeId node_;
+  Digest* const digest_;
+  SegmentStore* const store_;
+  Replicator* const replicator_;  // null: no replication (then no bucket either)
+  const bool has_bucket_;
+  const std::string segment_dir_;
 };
-
-// Waits until every reply of `replies` is in. A reply whose node `dead` says membership declared
-// dead meanwhile (its heartbeat timed out) is abandoned at once, whatever its progress timeout.
-// DeadlineExceeded / Cancelled when `control`'s deadline passed or it was cancelled first.
-Status WaitForPeers(PeerWaiter& waiter, const std::vector<PeerReply*>& replies,
-                    const QueryControl& control, const std::function<bool(int64_t)>& dead,
-                    int64_t heartbeat_timeout_ms) {
-  std::unique_lock lock(waiter.mu);
-  while (true) {
-    bool all = true;
-    for (PeerReply* r : replies) {
-      if (r->ReadyLocked()) continue;
-      if (dead(r->node())) {
-        r->AbandonLocked(Status::Unavailable(
-            "node " + std::to_string(r->node()) + " was declared dead (no heartbeat for " +
-            std::to_string(heartbeat_timeout_ms) + " ms, --heartbeat-timeout-ms)"));
-        continue;
-      }
-      all = false;
-    }
-    if (all) return Status::OK();
-    if (control.cancel && control.cancel->load()) {
-      return Status::Cancelled("the query was cancelled");
-    }
-    if (control.deadline && SteadyClock::now() >= *control.deadline) {
-      return Status::DeadlineExceeded("waiting for the other nodes' answers");
-    }
-    waiter.cv.wait_for(lock, std::chrono::milliseconds(50));
-  }
-}
-
-// Asks every peer in `addresses` to cancel its part of query `query_id` (fire and forget).
-void CancelPeers(const std::string& query_id, const std::set<std::string>& addresses,
-                 const std::string& secret) {
-  for (const auto& address : addresses) {
-    JsonWriter w;
-    w.BeginObject().Key("queryId").String(query_id).EndObject();
-    std::thread([url = "http://" + address + "/internal/v1/query/cancel", body = w.Take(), secret] {
-      (void)http::Fetch(
-          "POST", url,
-          {{"Authorization", "Bearer " + secret}, {"Content-Type", "application/json"}}, body,
-          std::chrono::seconds(5));
-    }).detach();
-  }
-}
-
-// A peer's failure status from its HTTP answer: its limits keep their codes (the whole query
-// fails), anything else is Unavailable (the data it was asked for is missing).
-Status PeerFailure(const http::ClientResponse& r) {
-  std::string what = r.body.substr(0, 300);
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  std::string_view error;
-  if (!parser.parse(r.body).get(doc) && !doc["error"].get(error)) what = std::string(error);
-  if (r.status == 408) return Status::DeadlineExceeded(what);
-  if (r.status == 413) return Status::ResourceExhausted(what);
-  return Status::Unavailable("HTTP " + std::to_string(r.status) + ": " + what);
-}
-
-// A peer's match-set answer, or what went wrong (transport, HTTP status, corrupt body).
-Result<query::MatchSet> PeerMatches(const Result<http::ClientResponse>& r) {
-  if (!r.ok()) return r.status();
-  if (r->status != 200) return PeerFailure(*r);
-  return query::DecodeMatchSet(r->body);
-}
-
-Result<query::PartialResult> PeerPartial(const Result<http::ClientResponse>& r) {
-  if (!r.ok()) return r.status();
-  if (r->status != 200) return PeerFailure(*r);
-  return query::DecodePartial(r->body);
-}
-
-bool IsLimit(const Status& st) {
-  return st.code() == StatusCode::kDeadlineExceeded ||
-         st.code() == StatusCode::kResourceExhausted || st.code() == StatusCode::kCancelled;
-}
 
 http::Response MatchSetResponse(const query::MatchSet& set) {
   http::Response r;
@@ -442,7 +167,7 @@ class InternalQueryScope {
 std::optional<http::Response> ParseInternalRequest(
     const http::Request& req, InternalQuery* q,
     std::shared_ptr<const query::CompiledQuery>* compiled) {
-  auto decoded = DecodeInternalQuery(req.body);
+  auto decoded = coordinator::DecodeInternalQuery(req.body);
   if (!decoded.ok()) return http::JsonError(400, decoded.status().message());
   auto c = query::Compile(decoded->query_string);
   if (!c.ok()) return http::JsonError(400, c.status().message());
@@ -527,23 +252,6 @@ http::Response QueryErrorResponse(const Status& st, const QueryControl& control)
   }
 }
 
-int64_t Server::Impl::ChooseHolder(const SegmentRecord& seg,
-                                   const std::set<std::pair<int64_t, int64_t>>& excluded) const {
-  if (seg.replicas.count(node) != 0 && excluded.count({seg.id.value, node.value}) == 0 &&
-      store->Has(seg.file_name)) {
-    return node.value;
-  }
-  std::vector<int64_t> alive;
-  for (NodeId n : seg.replicas) {
-    if (n == node || excluded.count({seg.id.value, n.value}) != 0) continue;
-    auto view = membership->Find(n);
-    if (view && view->alive && !view->address.empty()) alive.push_back(n.value);
-  }
-  if (alive.empty()) return -1;
-  // Spread the segments over their live holders.
-  return alive[static_cast<size_t>(seg.id.value) % alive.size()];
-}
-
 QueryControl Server::Impl::LimitsFromNow() const {
   QueryControl c;
   c.timeout_ms = config.query_timeout_ms;
@@ -575,391 +283,25 @@ Result<CoordinatedResult> Server::Impl::RunQuery(const std::string& repo,
                                                  const query::CompiledQuery& compiled,
                                                  const query::TimeRange& range,
                                                  const QueryControl& control) {
-  const int64_t t0_us = clock->MonotonicMicros();
-  query::ExecOptions exec;
-  exec.threads = config.query_threads;
-  exec.deadline = control.deadline;
-  exec.cancel = control.cancel;
-  exec.max_memory_bytes = control.max_memory_bytes;
-  exec.progress = control.progress;
-  const std::string secret = ClusterSecret();
-  std::vector<std::string> warnings;
-  InternalQuery base;
-  base.repo = repo;
-  base.query_string = query_string;
-  base.range = range;
-  base.query_id = RandomHex(8);
-  base.max_memory_bytes = control.max_memory_bytes;
-  // Peers asked for anything (cancelled when this node gives up).
-  std::set<std::string> contacted;
-  auto waiter = std::make_shared<PeerWaiter>();
-  const auto progress_timeout = std::chrono::milliseconds(config.peer_progress_timeout_ms);
-  auto post = [&](int64_t peer, const std::string& address, const char* path, InternalQuery q) {
-    q.timeout_ms = RemainingMs(control);
-    contacted.insert(address);
-    if (control.peers_total) ++*control.peers_total;
-    return PeerReply::Post(waiter, peer, address, path, q, secret, control, progress_timeout);
-  };
-  auto fail = [&](Status st) -> Status {
-    if (!contacted.empty()) CancelPeers(base.query_id, contacted, secret);
-    return st;
-  };
-  auto dead = [this](int64_t peer) {
-    auto view = membership->Find(NodeId(peer));
-    return !view || !view->alive;
-  };
-  auto wait_for = [&](const std::vector<PeerReply*>& replies) {
-    return WaitForPeers(*waiter, replies, control, dead, config.heartbeat_timeout_ms);
-  };
-  // Nodes that did not answer a request of this query (no progress within
-  // --peer-progress-timeout-ms, declared dead, connection failed): asked nothing more, their
-  // segments read from other copies. Their addresses get a cancel at the end.
-  std::set<int64_t> stalled;
-  std::set<std::string> stalled_addresses;
-  auto note_stalled = [&](const PeerReply& reply, const Status& why) {
-    if (stalled.insert(reply.node()).second) {
-      spdlog::warn(
-          "query on {}: node {} did not answer ({}); reading what it was asked for "
-          "elsewhere",
-          repo, reply.node(), why.ToString());
-    }
-    stalled_addresses.insert(reply.address());
-  };
+  return coordinator->Run(repo, query_string, compiled, range, control);
+}
 
-  // ---- 1. buffered events, from each partition's owner ----
-  // Each partition's events come from one owner's answer or from none: a partition whose owner
-  // failed is asked again only of a node that took it over since (a newer claim in Global), at
-  // most kOwnerRounds times; what stays unanswered is named in a warning.
-  constexpr int kOwnerRounds = 3;
-  auto ownership = [&] {
-    std::map<int32_t, std::pair<int64_t, Epoch>> owners;  // partition -> (owner, epoch)
-    global->Read([&](const GlobalState& st) {
-      for (const auto& [p, ps] : st.partitions) {
-        if (ps.epoch.value > 0) owners[p] = {ps.owner.value, ps.epoch};
-      }
-    });
-    return owners;
-  };
-  std::map<int64_t, std::vector<std::pair<PartitionId, Epoch>>> by_owner;
-  for (const auto& [p, oe] : ownership()) {
-    by_owner[oe.first].emplace_back(PartitionId(p), oe.second);
-  }
-  std::vector<query::BufferedSource> buffered;
-  int64_t need_applied = -1;
-  struct BufferCall {
-    std::vector<std::pair<PartitionId, Epoch>> partitions;
-    PeerReply reply;
-  };
-  for (int round = 0; !by_owner.empty(); ++round) {
-    std::vector<BufferCall> buffer_calls;
-    for (const auto& [owner, parts] : by_owner) {
-      std::vector<int64_t> ids;
-      for (const auto& [p, e] : parts) ids.push_back(p.value);
-      if (owner == node.value) {
-        std::map<int32_t, Epoch> want;
-        std::vector<PartitionId> only;
-        for (const auto& [p, e] : parts) {
-          want[p.value] = e;
-          only.push_back(p);
-        }
-        const std::set<int32_t> served = ServedPartitions(*digest, want);
-        for (auto& b : digest->SnapshotBuffers(&only)) {
-          auto it = want.find(b.partition.value);
-          if (it == want.end() || it->second != b.epoch) continue;
-          buffered.push_back(query::BufferedSource{b.datasource, b.partition, b.events});
-        }
-        const std::vector<int64_t> missing = MissingPartitions(want, served);
-        if (!missing.empty()) {
-          warnings.push_back("partitions " + JoinInts(missing) +
-                             ": this node is still claiming them; their newest events (not yet in "
-                             "segments) may be missing");
-        }
-        continue;
-      }
-      auto view = membership->Find(NodeId(owner));
-      if (!view || !view->alive || view->address.empty() || stalled.count(owner) != 0) {
-        warnings.push_back("partitions " + JoinInts(ids) + ": owner node " + std::to_string(owner) +
-                           " is down; their newest events (not yet in segments) are missing until "
-                           "another node takes them over");
-        continue;
-      }
-      InternalQuery q = base;
-      q.partitions = parts;
-      buffer_calls.push_back(
-          BufferCall{parts, post(owner, view->address, "/internal/v1/query/buffers", q)});
-    }
-    by_owner.clear();
-    std::vector<PeerReply*> replies;
-    for (auto& call : buffer_calls) replies.push_back(&call.reply);
-    if (Status st = wait_for(replies); !st.ok()) return fail(st);
-    std::map<int32_t, std::pair<int64_t, Epoch>> now_owners;
-    for (auto& call : buffer_calls) {
-      const int64_t owner = call.reply.node();
-      auto r = call.reply.Take(control);
-      auto set = PeerMatches(r);
-      if (!set.ok() && IsLimit(set.status())) {
-        return fail(set.status().WithContext("node " + std::to_string(owner)));
-      }
-      if (!set.ok()) {
-        if (!r.ok()) note_stalled(call.reply, r.status());
-        // Partitions taken over since Global was read are asked of their new owner.
-        if (now_owners.empty()) now_owners = ownership();
-        std::vector<int64_t> missing, moved;
-        for (const auto& [p, e] : call.partitions) {
-          auto it = now_owners.find(p.value);
-          if (round + 1 < kOwnerRounds && it != now_owners.end() && it->second.second > e &&
-              stalled.count(it->second.first) == 0) {
-            by_owner[it->second.first].emplace_back(p, it->second.second);
-            moved.push_back(p.value);
-          } else {
-            missing.push_back(p.value);
-          }
-        }
-        if (!moved.empty()) {
-          spdlog::info(
-              "query on {}: asking the new owners of partitions {} (owner node {} did "
-              "not answer)",
-              repo, JoinInts(moved), owner);
-        }
-        if (!missing.empty()) {
-          warnings.push_back("partitions " + JoinInts(missing) + ": owner node " +
-                             std::to_string(owner) + " did not answer (" + set.status().ToString() +
-                             "); their newest events (not yet in segments) are missing");
-        }
-        continue;
-      }
-      for (auto& src : set->sources) buffered.push_back(std::move(src));
-      for (auto& w : set->warnings) warnings.push_back(std::move(w));
-      const std::string applied = HeaderOf(*r, "X-Sediment-Global-Applied");
-      if (!applied.empty()) need_applied = std::max<int64_t>(need_applied, std::stoll(applied));
-      const std::string missing = HeaderOf(*r, "X-Sediment-Missing-Partitions");
-      if (!missing.empty()) {
-        warnings.push_back("partitions " + missing + ": owner node " + std::to_string(owner) +
-                           " is still claiming them; their newest events (not yet in segments) "
-                           "may be missing");
-      }
-    }
-  }
-
-  // ---- 2. Global at least as new as every owner's snapshot ----
-  if (need_applied > global->Applied().value &&
-      !global->WaitApplied(Offset(need_applied), kGlobalWait)) {
-    warnings.push_back("this node's metadata lags the partition owners' (applied " +
-                       std::to_string(global->Applied().value) + " < " +
-                       std::to_string(need_applied) +
-                       "); events flushed in the last moments may be missing");
-  }
-  // Copies not to read in a later attempt, (segment, holder): found unreadable, or held by a node
-  // that did not answer.
-  std::set<std::pair<int64_t, int64_t>> excluded;
-  // Segments this query already read through the bucket (fetched into this node's cache). A
-  // copy of this node found unreadable excludes the bucket route only when it came from there: a
-  // damaged local copy is withdrawn and deleted (Replicator::ReportCorrupt), so a bucket fetch
-  // installs a good one.
-  std::set<int64_t> via_bucket;
-  CoordinatedResult out;
-  constexpr int kMaxAttempts = 2;  // re-runs after the first attempt
-  std::vector<std::string> attempt_warnings;
-  std::vector<query::PartialResult> partials;
-  for (int attempt = 0;; ++attempt) {
-    attempt_warnings.clear();
-    partials.clear();
-    query::ScanInput input;
-    std::map<std::pair<std::string, int32_t>, Position> flushed;
-    std::map<int64_t, std::vector<SegmentRecord>> remote;  // holder node -> segments
-    std::vector<SegmentRecord> unreachable;
-    std::vector<SegmentRecord> in_bucket;  // no readable copy on a live node, but uploaded
-    std::vector<std::string> local_files;
-    global->Read([&](const GlobalState& st) {
-      for (const auto& [id, seg] : st.segments) {
-        if (seg.datasource.repo != repo || seg.staged()) continue;
-        if (seg.max_ts < range.start_ms || seg.min_ts >= range.end_ms) continue;
-        for (NodeId n : seg.replicas) {
-          if (stalled.count(n.value) != 0) excluded.insert({seg.id.value, n.value});
-        }
-        const int64_t holder = ChooseHolder(seg, excluded);
-        if (holder < 0 && seg.uploaded && bucket &&
-            (excluded.count({seg.id.value, node.value}) == 0 ||
-             via_bucket.count(seg.id.value) == 0)) {
-          in_bucket.push_back(seg);
-        } else if (holder < 0) {
-          unreachable.push_back(seg);
-        } else if (holder == node.value) {
-          input.segments.push_back(SegmentSourceOf(seg, segment_dir));
-          local_files.push_back(seg.file_name);
-        } else {
-          remote[holder].push_back(seg);
-        }
-      }
-      flushed = st.flushed_through;
-    });
-
-    // ---- 3. segments held by other nodes: their partial states (they work while this node
-    // scans its own input) ----
-    struct SegmentCall {
-      int64_t node;
-      std::vector<SegmentRecord> segments;
-      PeerReply reply;
-    };
-    std::vector<SegmentCall> segment_calls;
-    for (auto& [holder, segs] : remote) {
-      auto view = membership->Find(NodeId(holder));
-      InternalQuery q = base;
-      for (const auto& seg : segs) {
-        q.segments.push_back(seg.id);
-        q.segment_files.push_back(seg.file_name);
-      }
-      segment_calls.push_back(SegmentCall{
-          holder, std::move(segs),
-          post(holder, view ? view->address : "", "/internal/v1/query/partial", std::move(q))});
-    }
-
-    // Segments only the bucket holds (evicted everywhere, or every holder is down) are fetched
-    // into this node's cache and read here; the answer's metadata says how many.
-    std::vector<SegmentStore::PinHandle> extra_pins;
-    auto from_bucket = [&](const SegmentRecord& seg, query::ScanInput* into) -> bool {
-      // Pinned before the fetch: the cache eviction cannot delete it before this query read it.
-      extra_pins.push_back(store->Pin({seg.file_name}));
-      via_bucket.insert(seg.id.value);
-      auto got = replicator->EnsureLocal(seg);
-      if (!got.ok()) {
-        attempt_warnings.push_back(
-            DescribeSegments({seg}) +
-            " could not be fetched from the bucket: " + got.status().ToString());
-        return false;
-      }
-      if (got->fetched) {
-        ++out.bucket_fetches;
-        out.bucket_fetched_bytes += got->bytes;
-      }
-      into->segments.push_back(SegmentSourceOf(seg, segment_dir));
-      return true;
-    };
-    for (const auto& seg : in_bucket) (void)from_bucket(seg, &input);
-    // Local files stay on disk while this query reads them (a merge or retention may remove them
-    // from Global meanwhile).
-    SegmentStore::PinHandle pin = store->Pin(local_files);
-    if (!unreachable.empty()) {
-      std::set<int64_t> holders;
-      for (const auto& seg : unreachable) {
-        for (NodeId n : seg.replicas) holders.insert(n.value);
-      }
-      std::vector<int64_t> silent;
-      for (int64_t n : holders) {
-        if (stalled.count(n) != 0) silent.push_back(n);
-      }
-      attempt_warnings.push_back(
-          DescribeSegments(unreachable) + " could not be searched: no live node holds a readable " +
-          "copy (holders: " + JoinInts(std::vector<int64_t>(holders.begin(), holders.end())) +
-          (silent.empty() ? "" : "; did not answer: " + JoinInts(silent)) + ")");
-    }
-
-    // ---- 4. the cut: buffered events above flushed_through only ----
-    for (auto& b : buffered) {
-      if (b.datasource.repo != repo || b.events == nullptr) continue;
-      auto ft = flushed.find({b.datasource.Key(), b.partition.value});
-      std::shared_ptr<const std::vector<PositionedEvent>> events = b.events;
-      if (ft != flushed.end() && !events->empty() && events->front().pos <= ft->second) {
-        auto cut = std::make_shared<std::vector<PositionedEvent>>();
-        for (const auto& e : *events) {
-          if (e.pos > ft->second) cut->push_back(e);
-        }
-        events = std::move(cut);
-      }
-      if (events->empty()) continue;
-      input.buffered.push_back(query::BufferedSource{b.datasource, b.partition, events});
-    }
-
-    // ---- 5. this node's partial state ----
-    bool retry = false;
-    auto note_local = [&](query::PartialResult& p) {
-      for (SegmentId id : p.unreadable_segments) {
-        // A corrupt or missing local copy: dropped from Global (and fetched again from a good
-        // one by the replicator); this query is run again on another copy.
-        if (replicator) {
-          replicator->ReportCorrupt(id, Status::Corruption("a query could not read it"));
-        }
-        excluded.insert({id.value, node.value});
-        retry = true;
-      }
-    };
-    auto local = query::ExecutePartial(env, compiled, range, input, exec);
-    if (!local.ok()) return fail(local.status());
-    note_local(*local);
-    partials.push_back(std::move(*local));
-
-    // ---- 6. the peers' partial states ----
-    query::ScanInput fallback;  // segments of failed holders, read from the bucket here
-    std::vector<PeerReply*> replies;
-    for (auto& call : segment_calls) replies.push_back(&call.reply);
-    if (Status st = wait_for(replies); !st.ok()) return fail(st);
-    for (auto& call : segment_calls) {
-      auto reply = call.reply.Take(control);
-      auto part = PeerPartial(reply);
-      if (!part.ok() && IsLimit(part.status())) {
-        return fail(part.status().WithContext("node " + std::to_string(call.node)));
-      }
-      if (!part.ok() && !reply.ok()) note_stalled(call.reply, reply.status());
-      if (!part.ok() && attempt < kMaxAttempts) {
-        // The holder failed: the next attempt reads other copies of its segments (another live
-        // holder, this node's, the bucket), as for unreadable copies; nothing of this attempt
-        // is kept, so no segment is counted twice.
-        for (const auto& seg : call.segments) excluded.insert({seg.id.value, call.node});
-        retry = true;
-        continue;
-      }
-      if (!part.ok()) {
-        // The holder failed in the last attempt: segments in the bucket are read from there.
-        std::vector<SegmentRecord> failed;
-        for (const auto& seg : call.segments) {
-          if (!seg.uploaded || !bucket || !from_bucket(seg, &fallback)) failed.push_back(seg);
-        }
-        if (!failed.empty()) {
-          attempt_warnings.push_back(DescribeSegments(failed) + " on node " +
-                                     std::to_string(call.node) +
-                                     " could not be searched: " + part.status().ToString());
-        }
-        continue;
-      }
-      for (int64_t id : SplitInts(HeaderOf(*reply, "X-Sediment-Unreadable-Segments"))) {
-        excluded.insert({id, call.node});
-        retry = true;
-      }
-      // Copies the holder no longer has (its Global is ahead of this node's): read elsewhere in
-      // the next attempt; in the last one the holder's warning names them.
-      for (int64_t id : SplitInts(HeaderOf(*reply, "X-Sediment-Segments-Not-Held"))) {
-        excluded.insert({id, call.node});
-        retry = true;
-      }
-      for (auto& w : part->warnings) w = "node " + std::to_string(call.node) + ": " + w;
-      partials.push_back(std::move(*part));
-    }
-    if (!fallback.segments.empty()) {
-      auto more = query::ExecutePartial(env, compiled, range, fallback, exec);
-      if (!more.ok()) return fail(more.status());
-      note_local(*more);
-      partials.push_back(std::move(*more));
-    }
-    // P6: never an answer mixing a partly read copy with another copy; at most two re-runs.
-    if (!retry || attempt >= kMaxAttempts) break;
-    spdlog::warn(
-        "query on {}: unreadable or unanswered segment copies, running it again on other "
-        "copies",
-        repo);
-  }
-  // Parts the stalled nodes may still run once they wake up.
-  if (!stalled_addresses.empty()) CancelPeers(base.query_id, stalled_addresses, secret);
-
-  // ---- 7. merge and the remaining stages ----
-  auto result = query::FinishPartials(compiled, range, std::move(partials), exec);
-  if (!result.ok()) return fail(result.status());
-  out.result = std::move(*result);
-  for (auto& w : attempt_warnings) warnings.push_back(std::move(w));
-  for (auto& w : out.result.warnings) warnings.push_back(std::move(w));
-  out.result.warnings.clear();
-  out.warnings = std::move(warnings);
-  out.result.stats.elapsed_ms = (clock->MonotonicMicros() - t0_us) / 1000;
-  return out;
+void Server::Impl::StartCoordinator() {
+  query_local = std::make_unique<LocalQueryNode>(node, digest.get(), store.get(), replicator.get(),
+                                                 bucket != nullptr, segment_dir);
+  query_peers = coordinator::NewHttpPeerClient([this] { return ClusterSecret(); });
+  coordinator::CoordinatorOptions options;
+  options.query_threads = config.query_threads;
+  options.heartbeat_timeout_ms = config.heartbeat_timeout_ms;
+  options.peer_progress_timeout = std::chrono::milliseconds(config.peer_progress_timeout_ms);
+  coordinator = std::make_unique<coordinator::Coordinator>(
+      env, clock, global.get(), query_local.get(), query_peers.get(),
+      [m = membership.get()](NodeId n) -> std::optional<coordinator::PeerInfo> {
+        auto view = m->Find(n);
+        if (!view) return std::nullopt;
+        return coordinator::PeerInfo{view->alive, view->address};
+      },
+      options);
 }
 
 http::Response Server::Impl::HandleQuery(const http::Request& req, const std::string& repo) {
@@ -1046,9 +388,12 @@ http::Response Server::Impl::HandleInternalBuffers(const http::Request& req) {
   auto set = query::CollectMatches(env, *compiled, q.range, input, exec);
   if (!set.ok()) return http::JsonError(HttpStatusFor(set.status()), set.status().message());
   http::Response r = MatchSetResponse(*set);
-  r.headers.emplace_back("X-Sediment-Global-Applied", std::to_string(applied.value));
+  r.headers.emplace_back(std::string(coordinator::kGlobalAppliedHeader),
+                         std::to_string(applied.value));
   const std::vector<int64_t> missing = MissingPartitions(want, served);
-  if (!missing.empty()) r.headers.emplace_back("X-Sediment-Missing-Partitions", JoinInts(missing));
+  if (!missing.empty()) {
+    r.headers.emplace_back(std::string(coordinator::kMissingPartitionsHeader), JoinIds(missing));
+  }
   return r;
 }
 
@@ -1112,7 +457,7 @@ HeldSegments HoldSegments(Env* env, const InternalQuery& q, const Global& global
 
 // The warning of a node's answer when it does not hold segments `not_here` it was asked for.
 std::string NotHeldWarning(const std::vector<int64_t>& not_here, NodeId node) {
-  return "segments " + JoinInts(not_here) + " are not held by node " + std::to_string(node.value) +
+  return "segments " + JoinIds(not_here) + " are not held by node " + std::to_string(node.value) +
          " (removed or unknown)";
 }
 
@@ -1121,7 +466,8 @@ std::string NotHeldWarning(const std::vector<int64_t>& not_here, NodeId node) {
 // `r`, so the coordinator reads another copy instead of answering without them.
 void ReportNotHeld(const std::vector<int64_t>& not_here, http::Response* r) {
   if (not_here.empty()) return;
-  r->headers.emplace_back("X-Sediment-Segments-Not-Held", JoinInts(not_here, SIZE_MAX));
+  r->headers.emplace_back(std::string(coordinator::kSegmentsNotHeldHeader),
+                          JoinIds(not_here, SIZE_MAX));
 }
 
 // Reports segments that a query could not read to `replicator` (when there is one) and names them
@@ -1134,7 +480,8 @@ void ReportUnreadable(const std::vector<SegmentId>& ids, Replicator* replicator,
     unreadable.push_back(id.value);
     if (replicator) replicator->ReportCorrupt(id, Status::Corruption("a query could not read it"));
   }
-  r->headers.emplace_back("X-Sediment-Unreadable-Segments", JoinInts(unreadable, SIZE_MAX));
+  r->headers.emplace_back(std::string(coordinator::kUnreadableSegmentsHeader),
+                          JoinIds(unreadable, SIZE_MAX));
 }
 
 }  // namespace
@@ -1176,16 +523,12 @@ http::Response Server::Impl::HandleInternalPartial(const http::Request& req) {
 }
 
 http::Response Server::Impl::HandleInternalCancel(const http::Request& req) {
-  simdjson::dom::parser parser;
-  simdjson::dom::element doc;
-  std::string_view id;
-  if (parser.parse(req.body).get(doc) || doc["queryId"].get(id) || id.empty()) {
-    return http::JsonError(400, "internal cancel: body must be {\"queryId\": \"...\"}");
-  }
+  auto id = coordinator::DecodeCancel(req.body);
+  if (!id.ok()) return http::JsonError(400, id.status().message());
   int cancelled = 0;
   {
     std::lock_guard lock(internal_queries_mu);
-    auto [lo, hi] = internal_queries.equal_range(std::string(id));
+    auto [lo, hi] = internal_queries.equal_range(*id);
     for (auto it = lo; it != hi; ++it) {
       it->second->store(true);
       ++cancelled;

@@ -245,6 +245,7 @@ Status Server::Start() {
       std::make_unique<Digest>(s.env, s.clock, s.ingest_log.get(), s.global.get(), digest_options);
   RETURN_IF_ERROR(s.digest->Start().WithContext("starting the digest"));
   RETURN_IF_ERROR(s.StartStorage().WithContext("starting storage"));
+  s.StartCoordinator();
   if (s.kafka()) {
     ASSIGN_OR_RETURN(KafkaOptions ko, s.KafkaOptionsFromConfig());
     PartitionGroupOptions go;

@@ -25,6 +25,8 @@
 #include "common/env.h"
 #include "common/status.h"
 #include "common/types.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/peer_client.h"
 #include "digest/digest.h"
 #include "global/global.h"
 #include "http/http_server.h"
@@ -75,24 +77,9 @@ struct QueryRequestBody {
 // Parses `body`; the 400 response to send when it is not a valid query body.
 std::optional<http::Response> ParseQueryRequest(const std::string& body, QueryRequestBody* out);
 
-// Limits and progress of one coordinated query. Pointers are not owned and must outlive the run.
-struct QueryControl {
-  std::optional<std::chrono::steady_clock::time_point> deadline;
-  int64_t timeout_ms = 0;       // the limit the deadline came from (for messages)
-  size_t max_memory_bytes = 0;  // per node; 0 = unlimited
-  const std::atomic<bool>* cancel = nullptr;
-  query::QueryProgress* progress = nullptr;  // this node's scan
-  // Requests to other nodes for this query: sent / answered (query-job progress).
-  std::atomic<uint64_t>* peers_total = nullptr;
-  std::atomic<uint64_t>* peers_done = nullptr;
-};
-
-// A coordinated query's answer.
-struct CoordinatedResult {
-  query::QueryResult result;          // rows; stats summed over every node that read data
-  std::vector<std::string> warnings;  // every warning (P5), in the order they were found
-  uint64_t bucket_fetches = 0, bucket_fetched_bytes = 0;
-};
+// The coordinator's types (coordinator/coordinator.h), as the handlers name them.
+using coordinator::CoordinatedResult;
+using coordinator::QueryControl;
 
 // The error response of a query that failed: 408 for its time limit, 413 for its memory bound
 // (naming the flag), else HttpStatusFor's status.
@@ -157,10 +144,6 @@ struct Server::Impl : public PartitionGroupListener {
   void ApplyRetention();
   void TruncateGlobalTopic();
   int64_t global_truncated_before = 0;  // maintenance thread only
-  // The node to read a committed segment from: this node (its own id) when it holds a readable
-  // copy, else a live holder, else -1. `excluded` holds (segment, node) copies found unreadable.
-  int64_t ChooseHolder(const SegmentRecord& seg,
-                       const std::set<std::pair<int64_t, int64_t>>& excluded) const;
   // Bucket storage (bucket_handler.cc; null bucket = off).
   std::unique_ptr<bucket::Bucket> bucket;
   std::string bucket_location;
@@ -243,6 +226,11 @@ struct Server::Impl : public PartitionGroupListener {
   http::Response HandleIngest(const http::Request& req, ingest::Format format, bool hec);
 
   // ---- queries (query_handler.cc, query_jobs.cc) ----
+  // Coordinates this node's queries (created in Start, after the parts it borrows).
+  std::unique_ptr<coordinator::LocalNode> query_local;
+  std::unique_ptr<coordinator::PeerClient> query_peers;
+  std::unique_ptr<coordinator::Coordinator> coordinator;
+  void StartCoordinator();
   // Runs one query across the cluster with this node as coordinator (query_handler.cc). Fails
   // on the limits of `control` (DeadlineExceeded, ResourceExhausted, Cancelled), also when a
   // peer reached them, and on internal errors; unreachable data becomes warnings (P5).

@@ -1,0 +1,448 @@
+// The coordinator against a fake cluster: a Global state the test sets, peers that answer from
+// in-memory data through the real wire encodings (or fail as a test says), and a local node.
+#include "coordinator/coordinator.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "query/wire.h"
+
+namespace sediment::coordinator {
+namespace {
+
+const Datasource kDs{"web", {{"#host", "a"}}};
+constexpr int32_t kPart = 0;
+
+// Events 0..n-1 of kDs in partition kPart, event i at offset i.
+std::vector<PositionedEvent> Events(int from, int to) {
+  std::vector<PositionedEvent> out;
+  for (int i = from; i < to; ++i) {
+    PositionedEvent e;
+    e.pos = Position{Offset(i), 0};
+    e.event.timestamp_ms = 1000 + i;
+    e.event.raw = "event " + std::to_string(i);
+    out.push_back(e);
+  }
+  return out;
+}
+
+query::BufferedSource Source(std::vector<PositionedEvent> events) {
+  return query::BufferedSource{kDs, PartitionId(kPart),
+                               std::make_shared<const std::vector<PositionedEvent>>(events)};
+}
+
+SegmentRecord Segment(int64_t id, int from, int to, std::set<NodeId> replicas) {
+  SegmentRecord s;
+  s.id = SegmentId(id);
+  s.datasource = kDs;
+  s.partition = PartitionId(kPart);
+  s.min_pos = Position{Offset(from), 0};
+  s.max_pos = Position{Offset(to - 1), 0};
+  s.min_ts = 1000 + from;
+  s.max_ts = 1000 + to - 1;
+  s.event_count = static_cast<uint64_t>(to - from);
+  s.file_name = "seg-" + std::to_string(id) + ".seg";
+  s.replicas = std::move(replicas);
+  return s;
+}
+
+// Global with a state the test sets. WaitApplied installs `pending` (the events this node had not
+// applied yet) when asked for an offset it holds.
+class FakeGlobal final : public Global {
+ public:
+  Result<Outcome> Submit(const GlobalEvent&) override { return Status::Internal("not here"); }
+  void Read(const std::function<void(const GlobalState&)>& fn) const override {
+    std::lock_guard lock(mu_);
+    fn(state);
+  }
+  Status WriteSnapshot() override { return Status::OK(); }
+  std::string SnapshotError() const override { return ""; }
+  std::pair<Offset, std::string> EncodedState() const override { return {Offset(-1), ""}; }
+  Offset Applied() const override {
+    std::lock_guard lock(mu_);
+    return state.applied_through;
+  }
+  std::string FollowError() const override { return ""; }
+  uint64_t StateReloads() const override { return 0; }
+  Offset OldestSnapshot() const override { return Offset(-1); }
+  bool WaitApplied(Offset offset, std::chrono::milliseconds) override {
+    std::lock_guard lock(mu_);
+    ++waits;
+    if (pending && pending->applied_through >= offset) {
+      state = *pending;
+      pending.reset();
+    }
+    return state.applied_through >= offset;
+  }
+  Result<Offset> LogEnd() override { return Offset(state.applied_through.value + 1); }
+  Status Close() override { return Status::OK(); }
+  // The test changes it only while no query runs, or through Mutate.
+  void Mutate(const std::function<void(GlobalState&)>& fn) {
+    std::lock_guard lock(mu_);
+    fn(state);
+  }
+
+  GlobalState state;
+  std::optional<GlobalState> pending;
+  int waits = 0;
+
+ private:
+  mutable std::mutex mu_;
+};
+
+// What one peer holds and how it answers.
+struct FakePeer {
+  std::map<int32_t, std::pair<Epoch, std::vector<PositionedEvent>>> buffers;
+  std::map<int64_t, std::vector<PositionedEvent>> segments;  // segment id -> its events
+  int64_t global_applied = 0;  // X-Sediment-Global-Applied of its buffers answers
+  // Answers Unavailable (connection refused) to every call.
+  bool unreachable = false;
+  // Answers with this HTTP status and an error body to every call (0: answers normally).
+  int http_error = 0;
+  // Runs when a buffers call reaches it (before it answers).
+  std::function<void()> on_buffers;
+};
+
+struct CallLog {
+  PeerCallKind kind;
+  int64_t node;
+  InternalQuery q;
+};
+
+class FakePeers final : public PeerClient {
+ public:
+  FakePeers() : env_(Env::Default()) {}
+
+  void Start(PeerCallKind kind, NodeId node, const std::string& address, const InternalQuery& q,
+             const PeerCallOptions&, std::shared_ptr<PeerSlot> slot) override {
+    FakePeer* peer = nullptr;
+    {
+      std::lock_guard lock(mu_);
+      calls.push_back(CallLog{kind, node.value, q});
+      auto it = peers.find(node.value);
+      if (it != peers.end() && address == "node-" + std::to_string(node.value)) {
+        peer = &it->second;
+      }
+    }
+    if (peer == nullptr || peer->unreachable) {
+      slot->Deliver(Status::Unavailable("connection refused"));
+      return;
+    }
+    if (kind == PeerCallKind::kBuffers && peer->on_buffers) peer->on_buffers();
+    if (peer->http_error != 0) {
+      http::ClientResponse r;
+      r.status = peer->http_error;
+      r.body = R"({"error":"injected failure"})";
+      slot->Deliver(std::move(r));
+      return;
+    }
+    auto compiled = query::Compile(q.query_string);
+    ASSERT_TRUE(compiled.ok());
+    http::ClientResponse r;
+    r.status = 200;
+    query::ScanInput input;
+    if (kind == PeerCallKind::kBuffers) {
+      for (const auto& [p, e] : q.partitions) {
+        auto it = peer->buffers.find(p.value);
+        if (it != peer->buffers.end() && it->second.first == e) {
+          input.buffered.push_back(Source(it->second.second));
+        }
+      }
+      auto set = query::CollectMatches(env_, **compiled, q.range, input);
+      ASSERT_TRUE(set.ok());
+      r.body = query::EncodeMatchSet(*set);
+      r.headers.emplace_back(std::string(kGlobalAppliedHeader),
+                             std::to_string(peer->global_applied));
+    } else {
+      std::vector<int64_t> not_held;
+      for (SegmentId id : q.segments) {
+        auto it = peer->segments.find(id.value);
+        if (it == peer->segments.end()) {
+          not_held.push_back(id.value);
+          continue;
+        }
+        input.buffered.push_back(Source(it->second));
+      }
+      auto partial = query::ExecutePartial(env_, **compiled, q.range, input);
+      ASSERT_TRUE(partial.ok());
+      r.body = query::EncodePartial(*partial);
+      if (!not_held.empty()) {
+        r.headers.emplace_back(std::string(kSegmentsNotHeldHeader), JoinIds(not_held));
+      }
+    }
+    slot->Deliver(std::move(r));
+  }
+
+  void Cancel(const std::string& query_id, const std::set<std::string>& addresses) override {
+    std::lock_guard lock(mu_);
+    for (const auto& a : addresses) cancels.emplace_back(query_id, a);
+  }
+
+  std::vector<CallLog> CallsTo(int64_t node, PeerCallKind kind) {
+    std::lock_guard lock(mu_);
+    std::vector<CallLog> out;
+    for (const auto& c : calls) {
+      if (c.node == node && c.kind == kind) out.push_back(c);
+    }
+    return out;
+  }
+
+  std::map<int64_t, FakePeer> peers;
+  std::vector<CallLog> calls;
+  std::vector<std::pair<std::string, std::string>> cancels;
+
+ private:
+  Env* env_;
+  std::mutex mu_;
+};
+
+// The coordinating node: node 1, with buffers of its own and no segment files.
+class FakeLocal final : public LocalNode {
+ public:
+  NodeId id() const override { return NodeId(1); }
+  std::vector<query::BufferedSource> Buffers(const std::map<int32_t, Epoch>& want,
+                                             std::vector<int64_t>* not_served) override {
+    std::vector<query::BufferedSource> out;
+    for (const auto& [p, e] : want) {
+      auto it = buffers.find(p);
+      if (it == buffers.end() || it->second.first != e) {
+        not_served->push_back(p);
+        continue;
+      }
+      out.push_back(Source(it->second.second));
+    }
+    return out;
+  }
+  bool HoldsFile(const std::string&) const override { return false; }
+  query::SegmentSource SourceOf(const SegmentRecord&) const override { return {}; }
+  std::shared_ptr<void> Pin(const std::vector<std::string>&) override { return nullptr; }
+  bool HasBucket() const override { return false; }
+  Result<Fetched> FetchFromBucket(const SegmentRecord&) override {
+    return Status::Unavailable("no bucket");
+  }
+  void ReportUnreadable(SegmentId id) override { unreadable.push_back(id); }
+
+  std::map<int32_t, std::pair<Epoch, std::vector<PositionedEvent>>> buffers;
+  std::vector<SegmentId> unreadable;
+};
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  CoordinatorTest() {
+    global_.state.applied_through = Offset(10);  // ahead of every peer unless a test says not
+    alive_ = {1, 2, 3};
+    coordinator_ = std::make_unique<Coordinator>(
+        Env::Default(), Clock::Real(), &global_, &local_, &peers_,
+        [this](NodeId n) -> std::optional<PeerInfo> {
+          std::lock_guard lock(alive_mu_);
+          if (n.value < 1 || n.value > 3) return std::nullopt;
+          return PeerInfo{alive_.count(n.value) != 0, "node-" + std::to_string(n.value)};
+        },
+        CoordinatorOptions{});
+  }
+
+  void Own(int32_t partition, int64_t node, int64_t epoch) {
+    global_.Mutate([&](GlobalState& st) {
+      st.partitions[partition] = PartitionState{NodeId(node), Epoch(epoch), Offset(0), Offset(0)};
+    });
+  }
+  void Register(const SegmentRecord& seg) {
+    global_.Mutate([&](GlobalState& st) {
+      st.segments[seg.id] = seg;
+      Position& ft = st.flushed_through[{kDs.Key(), kPart}];
+      ft = std::max(ft, seg.max_pos);
+    });
+  }
+  void SetAlive(std::set<int64_t> alive) {
+    std::lock_guard lock(alive_mu_);
+    alive_ = std::move(alive);
+  }
+
+  // Runs `q` over everything; the coordinated result.
+  Result<CoordinatedResult> Run(const std::string& q, QueryControl control = {}) {
+    auto compiled = query::Compile(q);
+    EXPECT_TRUE(compiled.ok());
+    return coordinator_->Run("web", q, **compiled, query::TimeRange{0, 1'000'000}, control);
+  }
+  // The events a query for every event returns, by @rawstring, with multiplicity.
+  std::map<std::string, int> Seen(std::vector<std::string>* warnings = nullptr) {
+    auto r = Run("*");
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    std::map<std::string, int> seen;
+    if (!r.ok()) return seen;
+    for (const auto& row : r->result.rows) {
+      for (const auto& [k, v] : row) {
+        if (k == "@rawstring") seen[std::get<std::string>(v)]++;
+      }
+    }
+    if (warnings) *warnings = r->warnings;
+    return seen;
+  }
+  static std::map<std::string, int> Once(int from, int to) {
+    std::map<std::string, int> out;
+    for (int i = from; i < to; ++i) out["event " + std::to_string(i)] = 1;
+    return out;
+  }
+
+  FakeGlobal global_;
+  FakeLocal local_;
+  FakePeers peers_;
+  std::mutex alive_mu_;
+  std::set<int64_t> alive_;
+  std::unique_ptr<Coordinator> coordinator_;
+};
+
+// The owner's buffer still holds events a segment registered after its snapshot: they are counted
+// from the segment only (the cut at flushed_through).
+TEST_F(CoordinatorTest, EventsFlushedSinceTheOwnersSnapshotAreCountedOnce) {
+  Own(kPart, 2, 1);
+  peers_.peers[2].buffers[kPart] = {Epoch(1), Events(0, 10)};
+  Register(Segment(1, 0, 6, {NodeId(3)}));
+  peers_.peers[3].segments[1] = Events(0, 6);
+  std::vector<std::string> warnings;
+  EXPECT_EQ(Seen(&warnings), Once(0, 10));
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+}
+
+// The owner flushed and dropped events from its buffer before it answered; this node's Global
+// has not applied that registration yet. The owner's Global offset makes the coordinator wait
+// for it, so the events come from the new segment instead of from nowhere.
+TEST_F(CoordinatorTest, WaitsForTheOwnersGlobalBeforeReadingSegments) {
+  Own(kPart, 2, 1);
+  global_.Mutate([](GlobalState& st) { st.applied_through = Offset(5); });
+  peers_.peers[2].buffers[kPart] = {Epoch(1), Events(6, 10)};
+  peers_.peers[2].global_applied = 8;
+  GlobalState ahead = global_.state;
+  ahead.applied_through = Offset(8);
+  SegmentRecord seg = Segment(1, 0, 6, {NodeId(3)});
+  ahead.segments[seg.id] = seg;
+  ahead.flushed_through[{kDs.Key(), kPart}] = seg.max_pos;
+  global_.pending = ahead;
+  peers_.peers[3].segments[1] = Events(0, 6);
+  EXPECT_EQ(Seen(), Once(0, 10));
+  EXPECT_EQ(global_.waits, 1);
+}
+
+// The owner does not answer; meanwhile another node claimed the partition (a takeover). The new
+// owner is asked under its epoch, and nothing is missing.
+TEST_F(CoordinatorTest, AsksTheNewOwnerAfterATakeover) {
+  Own(kPart, 2, 1);
+  peers_.peers[2].buffers[kPart] = {Epoch(1), Events(0, 4)};
+  peers_.peers[2].http_error = 503;
+  peers_.peers[3].buffers[kPart] = {Epoch(2), Events(0, 4)};
+  // The takeover lands while the call to node 2 fails.
+  peers_.peers[2].on_buffers = [this] { Own(kPart, 3, 2); };
+  std::vector<std::string> warnings;
+  EXPECT_EQ(Seen(&warnings), Once(0, 4));
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+  auto asked = peers_.CallsTo(3, PeerCallKind::kBuffers);
+  ASSERT_EQ(asked.size(), 1u);
+  ASSERT_EQ(asked[0].q.partitions.size(), 1u);
+  EXPECT_EQ(asked[0].q.partitions[0].second, Epoch(2));
+}
+
+// The owner is down and nobody took over: the partition's buffered events are named missing.
+TEST_F(CoordinatorTest, AnOwnerThatIsDownIsNamedInAWarning) {
+  Own(kPart, 2, 1);
+  peers_.peers[2].buffers[kPart] = {Epoch(1), Events(0, 4)};
+  SetAlive({1, 3});
+  std::vector<std::string> warnings;
+  EXPECT_TRUE(Seen(&warnings).empty());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("partitions 0: owner node 2 is down"), std::string::npos)
+      << warnings[0];
+  EXPECT_TRUE(peers_.CallsTo(2, PeerCallKind::kBuffers).empty());
+}
+
+// A holder whose connection fails: its segments are read from the other copy in a second
+// attempt, counted once, and the failed node is sent a cancel.
+TEST_F(CoordinatorTest, ADeadHoldersSegmentsAreReadFromAnotherCopy) {
+  // Live holders [2, 3]; segment 1 goes to index 1 % 2 = node 3 first.
+  Register(Segment(1, 0, 6, {NodeId(2), NodeId(3)}));
+  peers_.peers[2].segments[1] = Events(0, 6);
+  peers_.peers[3].segments[1] = Events(0, 6);
+  peers_.peers[3].unreachable = true;
+  std::vector<std::string> warnings;
+  EXPECT_EQ(Seen(&warnings), Once(0, 6));
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+  EXPECT_EQ(peers_.CallsTo(3, PeerCallKind::kPartial).size(), 1u);
+  EXPECT_EQ(peers_.CallsTo(2, PeerCallKind::kPartial).size(), 1u);
+  ASSERT_EQ(peers_.cancels.size(), 1u);
+  EXPECT_EQ(peers_.cancels[0].second, "node-3");
+}
+
+// A holder that answers with an error (not a limit): the same, without declaring it stalled.
+TEST_F(CoordinatorTest, AHolderThatFailsIsReadFromAnotherCopy) {
+  Register(Segment(1, 0, 6, {NodeId(2), NodeId(3)}));
+  peers_.peers[2].segments[1] = Events(0, 6);
+  peers_.peers[3].segments[1] = Events(0, 6);
+  peers_.peers[3].http_error = 500;
+  EXPECT_EQ(Seen(), Once(0, 6));
+  EXPECT_TRUE(peers_.cancels.empty());
+}
+
+// A holder whose Global no longer lists its copy answers without it and names it not held: the
+// coordinator reads the other copy instead of answering without those events.
+TEST_F(CoordinatorTest, SegmentsAHolderNoLongerHasAreReadElsewhere) {
+  Register(Segment(1, 0, 6, {NodeId(2), NodeId(3)}));
+  peers_.peers[2].segments[1] = Events(0, 6);
+  peers_.peers[3].segments.clear();  // node 3 answers, but holds nothing any more
+  std::vector<std::string> warnings;
+  EXPECT_EQ(Seen(&warnings), Once(0, 6));
+  EXPECT_TRUE(warnings.empty()) << warnings[0];
+  EXPECT_EQ(peers_.CallsTo(3, PeerCallKind::kPartial).size(), 1u);
+  EXPECT_EQ(peers_.CallsTo(2, PeerCallKind::kPartial).size(), 1u);
+}
+
+// No live holder and no bucket: the segment is named in a warning; the rest is answered.
+TEST_F(CoordinatorTest, SegmentsWithNoLiveHolderAreNamed) {
+  Own(kPart, 1, 1);
+  local_.buffers[kPart] = {Epoch(1), Events(0, 10)};
+  Register(Segment(7, 0, 6, {NodeId(3)}));
+  SetAlive({1, 2});
+  std::vector<std::string> warnings;
+  EXPECT_EQ(Seen(&warnings), Once(6, 10));
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("1 segments (ids 7; 6 events"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("could not be searched"), std::string::npos) << warnings[0];
+}
+
+// A peer that reached the query's time limit fails the query with that limit, and every peer
+// asked is told to cancel.
+TEST_F(CoordinatorTest, APeersLimitFailsTheQueryAndCancelsThePeers) {
+  Own(kPart, 2, 1);
+  peers_.peers[2].buffers[kPart] = {Epoch(1), Events(0, 4)};
+  peers_.peers[2].http_error = 408;
+  auto r = Run("count()");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(r.status().message().find("node 2"), std::string::npos) << r.status().ToString();
+  ASSERT_EQ(peers_.cancels.size(), 1u);
+  EXPECT_EQ(peers_.cancels[0].second, "node-2");
+}
+
+// Aggregates merge the partial states of every node: local buffers, a peer's buffers and a
+// holder's segments.
+TEST_F(CoordinatorTest, AggregatesMergeEveryNodesPart) {
+  global_.Mutate([](GlobalState& st) {
+    st.partitions[0] = PartitionState{NodeId(1), Epoch(1), Offset(0), Offset(0)};
+    st.partitions[1] = PartitionState{NodeId(2), Epoch(4), Offset(0), Offset(0)};
+  });
+  local_.buffers[0] = {Epoch(1), Events(100, 103)};
+  auto other = Events(200, 205);
+  peers_.peers[2].buffers[1] = {Epoch(4), other};
+  Register(Segment(1, 0, 6, {NodeId(3)}));
+  peers_.peers[3].segments[1] = Events(0, 6);
+  auto r = Run("count()");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->result.rows.size(), 1u);
+  ASSERT_EQ(r->result.rows[0].size(), 1u);
+  EXPECT_EQ(std::get<int64_t>(r->result.rows[0][0].second), 3 + 5 + 6);
+}
+
+}  // namespace
+}  // namespace sediment::coordinator
