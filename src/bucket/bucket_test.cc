@@ -344,6 +344,12 @@ TEST(S3HelpersTest, HttpErrorMapping) {
   EXPECT_EQ(HttpErrorStatus(400, {"EntityTooSmall", "x"}, "k").code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(HttpErrorStatus(503, {"SlowDown", "x"}, "k").code(), StatusCode::kUnavailable);
+  // CreateBucket treats exactly this as success (by subcode, not by message text).
+  Status owned = HttpErrorStatus(409, {"BucketAlreadyOwnedByYou", "x"}, "k");
+  EXPECT_EQ(owned.code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(owned.subcode(), StatusSubcode::kBucketAlreadyOwned);
+  EXPECT_EQ(HttpErrorStatus(409, {"BucketAlreadyExists", "x"}, "k").subcode(),
+            StatusSubcode::kNone);
   EXPECT_EQ(HttpErrorStatus(301, {"PermanentRedirect", "x"}, "k").code(), StatusCode::kIOError);
 }
 

@@ -588,9 +588,7 @@ Status S3Bucket::CreateBucketIfMissing() {
   req.what = "CreateBucket s3://" + options_.bucket;
   auto r = Call(req);
   if (r.ok()) return Status::OK();
-  if (r.status().message().find("BucketAlreadyOwnedByYou") != std::string::npos) {
-    return Status::OK();
-  }
+  if (r.status().subcode() == StatusSubcode::kBucketAlreadyOwned) return Status::OK();
   return r.status();
 }
 

@@ -281,6 +281,9 @@ Status HttpErrorStatus(long http_status, const S3Error& error, std::string_view 
   if (code == "BadDigest" || code == "InvalidDigest") return Status::Corruption(msg);
   if (http_status == 413 || code == "EntityTooLarge") return Status::TooLarge(msg);
   if (IsRetryableHttp(http_status, code)) return Status::Unavailable(msg);
+  if (code == "BucketAlreadyOwnedByYou") {
+    return Status::AlreadyExists(msg).WithSubcode(StatusSubcode::kBucketAlreadyOwned);
+  }
   if (http_status == 401) return Status::Unauthenticated(msg);
   if (http_status == 403) return Status::PermissionDenied(msg);
   if (http_status >= 400 && http_status < 500) return Status::InvalidArgument(msg);

@@ -297,6 +297,11 @@ bool Membership::IsAlive(NodeId node) const {
   return v.has_value() && v->alive;
 }
 
+bool Membership::IsServing(NodeId node) const {
+  auto v = Find(node);
+  return v.has_value() && v->serving();
+}
+
 std::vector<NodeView> Membership::AliveNodes() const {
   std::vector<NodeView> out = Nodes();
   std::erase_if(out, [](const NodeView& v) { return !v.alive; });

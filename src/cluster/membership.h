@@ -43,6 +43,9 @@ struct NodeView {
   int64_t last_heartbeat_ms = 0;  // sender's sent_ms of the newest heartbeat
   int64_t age_ms = 0;             // local view of how long ago that heartbeat counts from
   Heartbeat last;                 // the newest heartbeat itself
+  // Alive and reachable: a node that heartbeats without an address is still starting and serves
+  // nothing yet (queries, replication and the cluster view treat it as down).
+  bool serving() const { return alive && !address.empty(); }
 };
 
 struct MembershipStats {
@@ -85,6 +88,8 @@ class Membership {
   std::vector<NodeView> Nodes() const;
   std::optional<NodeView> Find(NodeId node) const;
   bool IsAlive(NodeId node) const;
+  // NodeView::serving of `node` (false when unknown).
+  bool IsServing(NodeId node) const;
   // The alive subset of Nodes(), sorted by id.
   std::vector<NodeView> AliveNodes() const;
   MembershipStats stats() const;

@@ -98,10 +98,10 @@ class MembershipTest : public ::testing::Test {
     auto r = log_->Append(PartitionId(0), std::move(data)).get();
     ASSERT_TRUE(r.ok()) << r.status().ToString();
   }
-  void AppendHeartbeat(int64_t id, int64_t sent_ms) {
+  void AppendHeartbeat(int64_t id, int64_t sent_ms, bool with_address = true) {
     Heartbeat hb;
     hb.node = NodeId(id);
-    hb.address = "peer-" + std::to_string(id);
+    if (with_address) hb.address = "peer-" + std::to_string(id);
     hb.sent_ms = sent_ms;
     AppendRaw(EncodeHeartbeat(hb));
   }
@@ -246,6 +246,25 @@ TEST_F(MembershipTest, StartupCatchupCountsBySentTime) {
   // A heartbeat read live counts from its receive time, whatever its sent_ms says.
   AppendHeartbeat(77, now - 60'000);
   ASSERT_TRUE(WaitFor([&] { return a.IsAlive(NodeId(77)); }));
+}
+
+// A node heartbeats before it is ready, without an address: alive, but not serving anything yet.
+TEST_F(MembershipTest, AliveWithoutAnAddressIsNotServing) {
+  ManualClock clock;
+  const int64_t now = clock.NowMillis();
+  AppendHeartbeat(5, now, /*with_address=*/false);
+  AppendHeartbeat(6, now);
+  AppendHeartbeat(7, now - 60'000);
+  Membership a(log_.get(), &clock, Fast(5000ms), Self(1, &clock));
+  ASSERT_TRUE(a.Start().ok());
+  EXPECT_TRUE(a.IsAlive(NodeId(5)));
+  EXPECT_FALSE(a.IsServing(NodeId(5)));
+  EXPECT_FALSE(a.Find(NodeId(5))->serving());
+  EXPECT_TRUE(a.IsServing(NodeId(6)));
+  EXPECT_FALSE(a.IsServing(NodeId(7)));   // has an address, but dead
+  EXPECT_FALSE(a.IsServing(NodeId(99)));  // unknown
+  AppendHeartbeat(5, now);                // ready now
+  ASSERT_TRUE(WaitFor([&] { return a.IsServing(NodeId(5)); }));
 }
 
 TEST_F(MembershipTest, MalformedRecordsAreCountedAndSkipped) {

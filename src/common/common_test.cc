@@ -3,10 +3,26 @@
 #include "common/checksum.h"
 #include "common/coding.h"
 #include "common/json_writer.h"
+#include "common/status.h"
 #include "common/time_parse.h"
 
 namespace sediment {
 namespace {
+
+TEST(Status, SubcodeSurvivesContextAndNeverMarksOk) {
+  Status st = Status::Corruption("gone").WithSubcode(StatusSubcode::kLogTruncatedPastState);
+  Status wrapped = st.WithContext("loading Global");
+  EXPECT_EQ(wrapped.code(), StatusCode::kCorruption);
+  EXPECT_EQ(wrapped.subcode(), StatusSubcode::kLogTruncatedPastState);
+  EXPECT_EQ(wrapped.message(), "loading Global: gone");
+  EXPECT_EQ(Status::Corruption("other").subcode(), StatusSubcode::kNone);
+  EXPECT_TRUE(Status::OK().WithSubcode(StatusSubcode::kBucketAlreadyOwned).ok());
+  EXPECT_EQ(Status::OK().WithSubcode(StatusSubcode::kBucketAlreadyOwned).subcode(),
+            StatusSubcode::kNone);
+  Result<int> r = Status::Aborted("x").WithSubcode(StatusSubcode::kLogBeginsWithRecovery);
+  EXPECT_EQ(r.status().subcode(), StatusSubcode::kLogBeginsWithRecovery);
+  EXPECT_STREQ(StatusSubcodeName(StatusSubcode::kBucketAlreadyOwned), "BucketAlreadyOwned");
+}
 
 TEST(Crc32c, KnownVectors) {
   EXPECT_EQ(Crc32c("123456789", 9), 0xE3069283u);

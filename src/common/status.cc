@@ -47,9 +47,32 @@ std::string Status::ToString() const {
   return std::string(StatusCodeName(code_)) + ": " + message_;
 }
 
+const char* StatusSubcodeName(StatusSubcode subcode) {
+  switch (subcode) {
+    case StatusSubcode::kNone:
+      return "None";
+    case StatusSubcode::kLogTruncatedPastState:
+      return "LogTruncatedPastState";
+    case StatusSubcode::kLogBeginsWithRecovery:
+      return "LogBeginsWithRecovery";
+    case StatusSubcode::kBucketAlreadyOwned:
+      return "BucketAlreadyOwned";
+  }
+  return "Unknown";
+}
+
+Status Status::WithSubcode(StatusSubcode subcode) const {
+  if (ok()) return *this;
+  Status out = *this;
+  out.subcode_ = subcode;
+  return out;
+}
+
 Status Status::WithContext(const std::string& context) const {
   if (ok()) return *this;
-  return Status(code_, context + ": " + message_);
+  Status out(code_, context + ": " + message_);
+  out.subcode_ = subcode_;
+  return out;
 }
 
 }  // namespace sediment

@@ -35,6 +35,22 @@ enum class StatusCode {
 
 const char* StatusCodeName(StatusCode code);
 
+// A finer cause inside a code, for the callers that must tell one case from another (never by the
+// message text, which is for people). Kept by WithContext; kNone for most statuses.
+enum class StatusSubcode {
+  kNone = 0,
+  // Global: the log no longer holds events between the loaded state and the log's start (it was
+  // truncated past this node's snapshots); a newer state (a peer's) is needed.
+  kLogTruncatedPastState,
+  // Global: the log begins with a recovery from the bucket made by another node; start from that
+  // node's snapshot.
+  kLogBeginsWithRecovery,
+  // S3 CreateBucket: the bucket exists and belongs to the caller (BucketAlreadyOwnedByYou).
+  kBucketAlreadyOwned,
+};
+
+const char* StatusSubcodeName(StatusSubcode subcode);
+
 class [[nodiscard]] Status {
  public:
   Status() = default;
@@ -72,14 +88,18 @@ class [[nodiscard]] Status {
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
+  StatusSubcode subcode() const { return subcode_; }
+  // A copy carrying `subcode` (an OK status stays OK, without one).
+  Status WithSubcode(StatusSubcode subcode) const;
   const std::string& message() const { return message_; }
   // "Corruption: segment 12: bad footer checksum"
   std::string ToString() const;
-  // Returns a copy whose message is prefixed with `context: `.
+  // Returns a copy whose message is prefixed with `context: ` (code and subcode kept).
   Status WithContext(const std::string& context) const;
 
  private:
   StatusCode code_ = StatusCode::kOk;
+  StatusSubcode subcode_ = StatusSubcode::kNone;
   std::string message_;
 };
 

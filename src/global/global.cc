@@ -218,7 +218,8 @@ Status GlobalImpl::CatchUp() {
   if (next < start.value) {
     return Status::Corruption("global: the log starts at offset " + std::to_string(start.value) +
                               " but the state covers only offsets below " + std::to_string(next) +
-                              "; events in between are gone and the state cannot be rebuilt");
+                              "; events in between are gone and the state cannot be rebuilt")
+        .WithSubcode(StatusSubcode::kLogTruncatedPastState);
   }
   // A remote log (Kafka) may answer a read empty until its consumer has fetched, so an empty
   // answer below the end offset means "wait", not "done": replay must reach `end` before the
@@ -249,10 +250,11 @@ Status GlobalImpl::CatchUp() {
         Result<GlobalEvent> ev = DecodeGlobalEvent(rec.data);
         if (ev.ok() && IsRecoveryMarker(state_, *ev)) {
           return Status::Aborted(
-              "global: the log begins with a recovery from the bucket at offset " +
-              std::to_string(rec.offset.value) +
-              "; this node must start from the recovering node's snapshot (" +
-              std::string(kRecoveredLogMarker) + ")");
+                     "global: the log begins with a recovery from the bucket at offset " +
+                     std::to_string(rec.offset.value) +
+                     "; this node must start from the recovering node's snapshot (" +
+                     std::string(kRecoveredLogMarker) + ")")
+              .WithSubcode(StatusSubcode::kLogBeginsWithRecovery);
         }
       }
       ApplyRecord(rec);

@@ -1850,6 +1850,8 @@ TEST(Global, TruncatedLogWithoutSnapshotIsCorruption) {
   ASSERT_TRUE(log.DeleteBefore(PartitionId(0), Offset(2)).ok());
   auto g = Global::Open(Env::Default(), &log, dir.path());
   EXPECT_EQ(g.status().code(), StatusCode::kCorruption);
+  // The server loads a peer's state on exactly this subcode.
+  EXPECT_EQ(g.status().subcode(), StatusSubcode::kLogTruncatedPastState) << g.status().ToString();
   EXPECT_TRUE(SnapshotFiles(dir.path()).empty());
 }
 
@@ -2142,6 +2144,7 @@ void ExpectRecoveredLogNeedsTheRecoveredSnapshot(CommitLog* log, const TempDir& 
   {
     auto g = Global::Open(Env::Default(), log, snaps, opts);
     ASSERT_EQ(g.status().code(), StatusCode::kAborted) << g.status().ToString();
+    EXPECT_EQ(g.status().subcode(), StatusSubcode::kLogBeginsWithRecovery) << g.status().ToString();
     EXPECT_NE(g.status().message().find(kRecoveredLogMarker), std::string::npos)
         << g.status().message();
   }

@@ -195,9 +195,7 @@ http::Response Server::Impl::HandleCluster() {
   for (const auto& v : views) {
     NodeRow& row = nodes[v.node.value];
     row.address = v.address;
-    // A node that heartbeats without an address is still starting: it serves nothing yet, and
-    // queries treat it as down, so the view does too.
-    row.alive = v.alive && !v.address.empty();
+    row.alive = v.serving();
     row.age_ms = v.age_ms;
     row.hb = &v.last;
     if (v.alive && v.address.empty() && v.node != node) {

@@ -145,10 +145,8 @@ Status Server::Impl::OpenGlobal() {
   // 5), or it begins with a recovery from the bucket made by another node: start from a live
   // peer's snapshot instead (waiting for one to serve, at most kPeerSnapshotWait).
   auto needs_peer = [](const Status& st) {
-    return (st.code() == StatusCode::kCorruption &&
-            st.message().find("the log starts at") != std::string::npos) ||
-           (st.code() == StatusCode::kAborted &&
-            st.message().find(kRecoveredLogMarker) != std::string::npos);
+    return st.subcode() == StatusSubcode::kLogTruncatedPastState ||
+           st.subcode() == StatusSubcode::kLogBeginsWithRecovery;
   };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   bool warned = false;
@@ -238,7 +236,7 @@ Status Server::Start() {
                              warmup_us = s.config.heartbeat_timeout_ms * 1000](NodeId n) {
     if (n == self) return true;
     auto v = m->Find(n);
-    if (v) return v->alive && !v->address.empty();
+    if (v) return v->serving();
     return clock->MonotonicMicros() - since < warmup_us;
   };
   s.digest =

@@ -29,11 +29,7 @@ class MembershipPeers final : public PeerView {
         self_(self),
         started_us_(clock->MonotonicMicros()) {}
   NodeId Self() const override { return self_; }
-  bool IsAlive(NodeId n) const override {
-    if (n == self_) return true;
-    auto v = membership_->Find(n);
-    return v && v->alive && !v->address.empty();
-  }
+  bool IsAlive(NodeId n) const override { return n == self_ || membership_->IsServing(n); }
   bool IsPresent(NodeId n, std::chrono::milliseconds grace) const override {
     if (n == self_) return true;
     auto v = membership_->Find(n);
