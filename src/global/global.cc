@@ -577,4 +577,14 @@ Result<std::unique_ptr<Global>> Global::Open(Env* env, CommitLog* log,
   return std::unique_ptr<Global>(std::move(g));
 }
 
+Offset GlobalTopicTruncationPoint(Offset own_oldest, const std::vector<Offset>& peers_oldest) {
+  int64_t low = own_oldest.value;
+  if (low < 0) return Offset(-1);
+  for (Offset o : peers_oldest) {
+    if (o.value < 0) return Offset(-1);
+    low = std::min(low, o.value);
+  }
+  return Offset(low + 1);
+}
+
 }  // namespace sediment

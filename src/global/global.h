@@ -370,6 +370,14 @@ Result<Offset> InstallGlobalSnapshot(Env* env, const std::string& snapshot_dir,
                                      std::string_view bytes);
 
 // Global on a commit log. Thread-safe.
+// Where the global topic may be truncated (below the returned offset) so that every live node can
+// still restart from one of its own snapshots plus the log after it: one past the oldest snapshot
+// kept by this node (`own_oldest`) and by each live peer (`peers_oldest`, from their
+// heartbeats). Offset(-1) (do not truncate) when this node or any live peer has no snapshot, or
+// reports none (an older version). A node that is down when the topic is truncated past it loads
+// a peer's state when it returns.
+Offset GlobalTopicTruncationPoint(Offset own_oldest, const std::vector<Offset>& peers_oldest);
+
 class Global {
  public:
   // `log` partition 0 holds the events (owned by the caller, must outlive Global). Loads the newest

@@ -1841,6 +1841,14 @@ TEST(Global, ReopenFromSnapshotPlusLogTailAndCorruptNewestSnapshot) {
   EXPECT_EQ(g.status().code(), StatusCode::kCorruption) << g.status().ToString();
 }
 
+TEST(Global, TopicTruncationKeepsEveryLiveNodesOldestSnapshot) {
+  EXPECT_EQ(GlobalTopicTruncationPoint(Offset(40), {}), Offset(41));
+  EXPECT_EQ(GlobalTopicTruncationPoint(Offset(40), {Offset(55), Offset(12)}), Offset(13));
+  EXPECT_EQ(GlobalTopicTruncationPoint(Offset(-1), {Offset(55)}), Offset(-1));  // none here yet
+  // A live peer without a snapshot (or of a version that does not report one): nothing.
+  EXPECT_EQ(GlobalTopicTruncationPoint(Offset(40), {Offset(55), Offset(-1)}), Offset(-1));
+}
+
 TEST(Global, TruncatedLogWithoutSnapshotIsCorruption) {
   MemLog log;
   TempDir dir;

@@ -11,6 +11,7 @@
 #include "common/time_parse.h"
 #include "http/http_client.h"
 #include "server/server_impl.h"
+#include "storage/retention.h"
 
 namespace sediment {
 namespace {
@@ -186,62 +187,32 @@ bool Server::Impl::IsMaintenanceLeader() const {
 }
 
 void Server::Impl::ApplyRetention() {
-  const int64_t now = clock->NowMillis();
-  std::vector<SegmentId> expired;
-  std::map<std::string, std::pair<uint64_t, uint64_t>> why;  // repo -> (by age, by size)
-  global->Read([&](const GlobalState& st) {
-    std::map<std::string, std::vector<const SegmentRecord*>> by_repo;
-    for (const auto& [id, seg] : st.segments) {
-      if (!seg.staged()) by_repo[seg.datasource.repo].push_back(&seg);
-    }
-    for (const auto& [name, repo] : st.repos) {
-      auto it = by_repo.find(name);
-      if (it == by_repo.end()) continue;
-      std::vector<const SegmentRecord*>& segs = it->second;
-      std::sort(segs.begin(), segs.end(), [](const SegmentRecord* a, const SegmentRecord* b) {
-        return std::tie(a->max_ts, a->id) < std::tie(b->max_ts, b->id);
-      });
-      uint64_t total = 0;
-      for (const auto* seg : segs) total += seg->file_size;
-      for (const auto* seg : segs) {
-        const bool too_old = repo.retention_ms > 0 && seg->max_ts < now - repo.retention_ms;
-        const bool too_big = repo.retention_bytes > 0 && total > repo.retention_bytes;
-        if (!too_old && !too_big) break;  // oldest first: the rest is newer
-        expired.push_back(seg->id);
-        total -= seg->file_size;
-        (too_old ? why[name].first : why[name].second) += 1;
-      }
-    }
-  });
-  if (expired.empty()) return;
-  for (size_t i = 0; i < expired.size(); i += 1000) {
+  RetentionPlan plan;
+  global->Read([&](const GlobalState& st) { plan = PlanRetention(st, clock->NowMillis()); });
+  for (size_t i = 0; i < plan.expired.size(); i += 1000) {
     RemoveSegments ev;
-    ev.ids.assign(expired.begin() + i, expired.begin() + std::min(expired.size(), i + 1000));
+    ev.ids.assign(plan.expired.begin() + i,
+                  plan.expired.begin() + std::min(plan.expired.size(), i + 1000));
     auto r = global->Submit(ev);
     if (!r.ok()) {
       spdlog::warn("retention: removing {} segments: {}", ev.ids.size(), r.status().ToString());
       return;
     }
   }
-  for (const auto& [repo, counts] : why) {
+  for (const auto& [repo, counts] : plan.by_repo) {
     spdlog::info(
         "retention: repository '{}': removed {} segments past the age limit and {} over "
         "the size limit",
-        repo, counts.first, counts.second);
+        repo, counts.by_age, counts.by_size);
   }
 }
 
 void Server::Impl::TruncateGlobalTopic() {
-  // Every live node must be able to restart from one of its snapshots plus the log after it; a
-  // node that is down now fetches a peer's snapshot when it returns (OpenGlobal).
-  int64_t low = global->OldestSnapshot().value;
-  if (low < 0) return;
+  std::vector<Offset> peers_oldest;
   for (const auto& v : membership->AliveNodes()) {
-    if (v.node == node) continue;
-    if (v.last.oldest_snapshot.value < 0) return;  // no snapshot yet, or an older version
-    low = std::min(low, v.last.oldest_snapshot.value);
+    if (v.node != node) peers_oldest.push_back(v.last.oldest_snapshot);
   }
-  const Offset target(low + 1);
+  const Offset target = GlobalTopicTruncationPoint(global->OldestSnapshot(), peers_oldest);
   if (target.value <= global_truncated_before) return;
   auto st = global_log->DeleteBefore(PartitionId(0), target);
   if (!st.ok()) {
