@@ -157,6 +157,470 @@ Result<query::PartialResult> PeerPartial(const Result<http::ClientResponse>& r) 
   return query::DecodePartial(r->body);
 }
 
+// One run of one query: the state its phases share. Lives on the coordinating thread only.
+class QueryRun {
+ public:
+  QueryRun(Env* env, Clock* clock, Global* global, LocalNode* local, PeerClient* peers,
+           const std::function<std::optional<PeerInfo>(NodeId)>& find_peer,
+           const CoordinatorOptions& options, const std::string& repo,
+           const std::string& query_string, const query::CompiledQuery& compiled,
+           const query::TimeRange& range, const QueryControl& control)
+      : env_(env),
+        clock_(clock),
+        global_(global),
+        local_(local),
+        peers_(peers),
+        find_peer_(find_peer),
+        options_(options),
+        repo_(repo),
+        compiled_(compiled),
+        range_(range),
+        control_(control),
+        self_(local->id()),
+        waiter_(std::make_shared<PeerWaiter>()) {
+    exec_.threads = options.query_threads;
+    exec_.deadline = control.deadline;
+    exec_.cancel = control.cancel;
+    exec_.max_memory_bytes = control.max_memory_bytes;
+    exec_.progress = control.progress;
+    base_.repo = repo;
+    base_.query_string = query_string;
+    base_.range = range;
+    base_.query_id = RandomQueryId();
+    base_.max_memory_bytes = control.max_memory_bytes;
+    plan_ctx_.self = self_;
+    plan_ctx_.has_bucket = local->HasBucket();
+    plan_ctx_.excluded = &excluded_;
+    plan_ctx_.stalled = &stalled_;
+    plan_ctx_.via_bucket = &via_bucket_;
+    plan_ctx_.holds_file = [local](const std::string& f) { return local->HoldsFile(f); };
+    plan_ctx_.serving = [this](NodeId n) {
+      auto view = find_peer_(n);
+      return view && view->alive && !view->address.empty();
+    };
+  }
+
+  Result<CoordinatedResult> Run() {
+    const int64_t t0_us = clock_->MonotonicMicros();
+    RETURN_IF_ERROR(CollectBuffers());
+    WaitForOwnersGlobal();
+    for (int attempt = 0;; ++attempt) {
+      bool retry = false;
+      RETURN_IF_ERROR(RunAttempt(attempt, &retry));
+      // P6: never an answer mixing a partly read copy with another copy; at most two re-runs.
+      if (!retry || attempt >= kMaxAttempts) break;
+      spdlog::warn(
+          "query on {}: unreadable or unanswered segment copies, running it again on other "
+          "copies",
+          repo_);
+    }
+    // Parts the stalled nodes may still run once they wake up.
+    if (!stalled_addresses_.empty()) peers_->Cancel(base_.query_id, stalled_addresses_);
+
+    // ---- 7. merge and the remaining stages ----
+    auto result = query::FinishPartials(compiled_, range_, std::move(partials_), exec_);
+    if (!result.ok()) return Fail(result.status());
+    out_.result = std::move(*result);
+    for (auto& w : attempt_warnings_) warnings_.push_back(std::move(w));
+    for (auto& w : out_.result.warnings) warnings_.push_back(std::move(w));
+    out_.result.warnings.clear();
+    out_.warnings = std::move(warnings_);
+    out_.result.stats.elapsed_ms = (clock_->MonotonicMicros() - t0_us) / 1000;
+    return std::move(out_);
+  }
+
+ private:
+  // ---- 1. buffered events, from each partition's owner ----
+  // Each partition's events come from one owner's answer or from none: a partition whose owner
+  // failed is asked again only of a node that took it over since (a newer claim in Global), at
+  // most kOwnerRounds times; what stays unanswered is named in a warning.
+  Status CollectBuffers() {
+    std::map<int64_t, std::vector<std::pair<PartitionId, Epoch>>> by_owner;
+    for (const auto& [p, oe] : OwnersNow()) {
+      by_owner[oe.first].emplace_back(PartitionId(p), oe.second);
+    }
+    for (int round = 0; !by_owner.empty(); ++round) {
+      std::vector<BufferCall> calls = AskOwners(by_owner);
+      by_owner.clear();
+      std::vector<Call*> waiting;
+      for (auto& bc : calls) waiting.push_back(&bc.call);
+      if (Status st = WaitFor(waiting); !st.ok()) return Fail(st);
+      PartitionOwners now_owners;
+      for (auto& bc : calls) {
+        RETURN_IF_ERROR(TakeBuffers(bc, round, &now_owners, &by_owner));
+      }
+    }
+    return Status::OK();
+  }
+
+  struct BufferCall {
+    std::vector<std::pair<PartitionId, Epoch>> partitions;
+    Call call;
+  };
+
+  // Reads this node's own partitions directly and starts a buffers call to every other owner that
+  // is serving; an owner that is not is named in a warning.
+  std::vector<BufferCall> AskOwners(
+      const std::map<int64_t, std::vector<std::pair<PartitionId, Epoch>>>& by_owner) {
+    std::vector<BufferCall> calls;
+    for (const auto& [owner, parts] : by_owner) {
+      std::vector<int64_t> ids;
+      for (const auto& [p, e] : parts) ids.push_back(p.value);
+      if (owner == self_.value) {
+        std::map<int32_t, Epoch> want;
+        for (const auto& [p, e] : parts) want[p.value] = e;
+        std::vector<int64_t> not_served;
+        for (auto& b : local_->Buffers(want, &not_served)) buffered_.push_back(std::move(b));
+        if (!not_served.empty()) {
+          warnings_.push_back("partitions " + JoinIds(not_served) +
+                              ": this node is still claiming them; their newest events (not yet "
+                              "in segments) may be missing");
+        }
+        continue;
+      }
+      auto view = find_peer_(NodeId(owner));
+      if (!view || !view->alive || view->address.empty() || stalled_.count(owner) != 0) {
+        warnings_.push_back("partitions " + JoinIds(ids) + ": owner node " + std::to_string(owner) +
+                            " is down; their newest events (not yet in segments) are missing "
+                            "until another node takes them over");
+        continue;
+      }
+      InternalQuery q = base_;
+      q.partitions = parts;
+      calls.push_back(BufferCall{parts, Start(PeerCallKind::kBuffers, owner, view->address, q)});
+    }
+    return calls;
+  }
+
+  // One owner's answer: its events, or (it failed) its partitions for their new owners in
+  // `next_round` or a warning. Fails the query on a peer's limit.
+  Status TakeBuffers(BufferCall& bc, int round, PartitionOwners* now_owners,
+                     std::map<int64_t, std::vector<std::pair<PartitionId, Epoch>>>* next_round) {
+    const int64_t owner = bc.call.node();
+    auto r = bc.call.Take(control_);
+    auto set = PeerMatches(r);
+    if (!set.ok() && IsLimit(set.status())) {
+      return Fail(set.status().WithContext("node " + std::to_string(owner)));
+    }
+    if (!set.ok()) {
+      if (!r.ok()) NoteStalled(bc.call, r.status());
+      // Partitions taken over since Global was read are asked of their new owner.
+      if (now_owners->empty()) *now_owners = OwnersNow();
+      std::vector<int64_t> missing, moved;
+      for (const auto& [p, e] : bc.partitions) {
+        auto it = now_owners->find(p.value);
+        if (round + 1 < kOwnerRounds && it != now_owners->end() && it->second.second > e &&
+            stalled_.count(it->second.first) == 0) {
+          (*next_round)[it->second.first].emplace_back(p, it->second.second);
+          moved.push_back(p.value);
+        } else {
+          missing.push_back(p.value);
+        }
+      }
+      if (!moved.empty()) {
+        spdlog::info(
+            "query on {}: asking the new owners of partitions {} (owner node {} did not "
+            "answer)",
+            repo_, JoinIds(moved), owner);
+      }
+      if (!missing.empty()) {
+        warnings_.push_back("partitions " + JoinIds(missing) + ": owner node " +
+                            std::to_string(owner) + " did not answer (" + set.status().ToString() +
+                            "); their newest events (not yet in segments) are missing");
+      }
+      return Status::OK();
+    }
+    for (auto& src : set->sources) buffered_.push_back(std::move(src));
+    for (auto& w : set->warnings) warnings_.push_back(std::move(w));
+    const std::vector<int64_t> applied = SplitIds(HeaderOf(*r, kGlobalAppliedHeader));
+    if (!applied.empty()) need_applied_ = std::max(need_applied_, applied.front());
+    const std::string missing = HeaderOf(*r, kMissingPartitionsHeader);
+    if (!missing.empty()) {
+      warnings_.push_back("partitions " + missing + ": owner node " + std::to_string(owner) +
+                          " is still claiming them; their newest events (not yet in segments) "
+                          "may be missing");
+    }
+    return Status::OK();
+  }
+
+  // ---- 2. Global at least as new as every owner's snapshot ----
+  void WaitForOwnersGlobal() {
+    if (need_applied_ > global_->Applied().value &&
+        !global_->WaitApplied(Offset(need_applied_), options_.global_wait)) {
+      warnings_.push_back("this node's metadata lags the partition owners' (applied " +
+                          std::to_string(global_->Applied().value) + " < " +
+                          std::to_string(need_applied_) +
+                          "); events flushed in the last moments may be missing");
+    }
+  }
+
+  struct SegmentCall {
+    std::vector<SegmentRecord> segments;
+    Call call;
+  };
+
+  // Steps 3-6 once: plan the segments from one Global state, start the holders' partial calls,
+  // compute this node's partial state, take the holders'. `retry`: copies failed, run again.
+  Status RunAttempt(int attempt, bool* retry) {
+    attempt_warnings_.clear();
+    partials_.clear();
+    SegmentPlan plan;
+    std::map<std::pair<std::string, int32_t>, Position> flushed;
+    global_->Read([&](const GlobalState& st) {
+      plan = PlanSegments(st, repo_, range_, plan_ctx_);
+      flushed = st.flushed_through;
+    });
+    query::ScanInput input;
+    std::vector<std::string> local_files;
+    for (const auto& seg : plan.local) {
+      input.segments.push_back(local_->SourceOf(seg));
+      local_files.push_back(seg.file_name);
+    }
+
+    // ---- 3. segments held by other nodes: their partial states (they work while this node
+    // scans its own input) ----
+    std::vector<SegmentCall> calls;
+    for (auto& [holder, segs] : plan.remote) {
+      auto view = find_peer_(NodeId(holder));
+      InternalQuery q = base_;
+      for (const auto& seg : segs) {
+        q.segments.push_back(seg.id);
+        q.segment_files.push_back(seg.file_name);
+      }
+      calls.push_back(SegmentCall{std::move(segs), Start(PeerCallKind::kPartial, holder,
+                                                         view ? view->address : "", std::move(q))});
+    }
+    // Segments only the bucket holds (evicted everywhere, or every holder is down) are fetched
+    // into this node's cache and read here.
+    for (const auto& seg : plan.from_bucket) (void)FromBucket(seg, &input);
+    // Local files stay on disk while this query reads them (a merge or retention may remove them
+    // from Global meanwhile).
+    pins_.push_back(local_->Pin(local_files));
+    if (!plan.unreachable.empty()) WarnUnreachable(plan.unreachable);
+
+    // ---- 4. the cut: buffered events above flushed_through only ----
+    Cut(flushed, &input);
+
+    // ---- 5. this node's partial state ----
+    auto local = query::ExecutePartial(env_, compiled_, range_, input, exec_);
+    if (!local.ok()) return Fail(local.status());
+    NoteLocal(*local, retry);
+    partials_.push_back(std::move(*local));
+
+    // ---- 6. the peers' partial states ----
+    query::ScanInput fallback;  // segments of failed holders, read from the bucket here
+    std::vector<Call*> waiting;
+    for (auto& sc : calls) waiting.push_back(&sc.call);
+    if (Status st = WaitFor(waiting); !st.ok()) return Fail(st);
+    for (auto& sc : calls) RETURN_IF_ERROR(TakePartial(sc, attempt, retry, &fallback));
+    if (!fallback.segments.empty()) {
+      auto more = query::ExecutePartial(env_, compiled_, range_, fallback, exec_);
+      if (!more.ok()) return Fail(more.status());
+      NoteLocal(*more, retry);
+      partials_.push_back(std::move(*more));
+    }
+    return Status::OK();
+  }
+
+  // Fetches `seg` from the bucket into this node's cache and adds it to `into`; false (with a
+  // warning) when that failed.
+  bool FromBucket(const SegmentRecord& seg, query::ScanInput* into) {
+    // Pinned before the fetch: the cache eviction cannot delete it before this query read it.
+    pins_.push_back(local_->Pin({seg.file_name}));
+    via_bucket_.insert(seg.id.value);
+    auto got = local_->FetchFromBucket(seg);
+    if (!got.ok()) {
+      attempt_warnings_.push_back(
+          DescribeSegments({seg}) +
+          " could not be fetched from the bucket: " + got.status().ToString());
+      return false;
+    }
+    if (got->fetched) {
+      ++out_.bucket_fetches;
+      out_.bucket_fetched_bytes += got->bytes;
+    }
+    into->segments.push_back(local_->SourceOf(seg));
+    return true;
+  }
+
+  void WarnUnreachable(const std::vector<SegmentRecord>& unreachable) {
+    std::set<int64_t> holders;
+    for (const auto& seg : unreachable) {
+      for (NodeId n : seg.replicas) holders.insert(n.value);
+    }
+    std::vector<int64_t> silent;
+    for (int64_t n : holders) {
+      if (stalled_.count(n) != 0) silent.push_back(n);
+    }
+    attempt_warnings_.push_back(
+        DescribeSegments(unreachable) +
+        " could not be searched: no live node holds a readable copy (holders: " +
+        JoinIds(std::vector<int64_t>(holders.begin(), holders.end())) +
+        (silent.empty() ? "" : "; did not answer: " + JoinIds(silent)) + ")");
+  }
+
+  // Adds the buffered events above their datasource's flushed_through to `input`.
+  void Cut(const std::map<std::pair<std::string, int32_t>, Position>& flushed,
+           query::ScanInput* input) const {
+    for (const auto& b : buffered_) {
+      if (b.datasource.repo != repo_ || b.events == nullptr) continue;
+      auto ft = flushed.find({b.datasource.Key(), b.partition.value});
+      std::shared_ptr<const std::vector<PositionedEvent>> events = b.events;
+      if (ft != flushed.end() && !events->empty() && events->front().pos <= ft->second) {
+        auto cut = std::make_shared<std::vector<PositionedEvent>>();
+        for (const auto& e : *events) {
+          if (e.pos > ft->second) cut->push_back(e);
+        }
+        events = std::move(cut);
+      }
+      if (events->empty()) continue;
+      input->buffered.push_back(query::BufferedSource{b.datasource, b.partition, events});
+    }
+  }
+
+  // A corrupt or missing local copy: withdrawn (and fetched again from a good one); the query is
+  // run again on another copy.
+  void NoteLocal(const query::PartialResult& p, bool* retry) {
+    for (SegmentId id : p.unreadable_segments) {
+      local_->ReportUnreadable(id);
+      excluded_.insert({id.value, self_.value});
+      *retry = true;
+    }
+  }
+
+  // One holder's answer: its partial state, or (it failed) its copies excluded for the next
+  // attempt, or in the last attempt its uploaded segments read from the bucket (`fallback`).
+  Status TakePartial(SegmentCall& sc, int attempt, bool* retry, query::ScanInput* fallback) {
+    const int64_t holder = sc.call.node();
+    auto reply = sc.call.Take(control_);
+    auto part = PeerPartial(reply);
+    if (!part.ok() && IsLimit(part.status())) {
+      return Fail(part.status().WithContext("node " + std::to_string(holder)));
+    }
+    if (!part.ok() && !reply.ok()) NoteStalled(sc.call, reply.status());
+    if (!part.ok() && attempt < kMaxAttempts) {
+      // The next attempt reads other copies of its segments (another live holder, this node's,
+      // the bucket), as for unreadable copies; nothing of this attempt is kept, so no segment is
+      // counted twice.
+      for (const auto& seg : sc.segments) excluded_.insert({seg.id.value, holder});
+      *retry = true;
+      return Status::OK();
+    }
+    if (!part.ok()) {
+      std::vector<SegmentRecord> failed;
+      for (const auto& seg : sc.segments) {
+        if (!seg.uploaded || !plan_ctx_.has_bucket || !FromBucket(seg, fallback)) {
+          failed.push_back(seg);
+        }
+      }
+      if (!failed.empty()) {
+        attempt_warnings_.push_back(DescribeSegments(failed) + " on node " +
+                                    std::to_string(holder) +
+                                    " could not be searched: " + part.status().ToString());
+      }
+      return Status::OK();
+    }
+    for (int64_t id : SplitIds(HeaderOf(*reply, kUnreadableSegmentsHeader))) {
+      excluded_.insert({id, holder});
+      *retry = true;
+    }
+    // Copies the holder no longer has (its Global is ahead of this node's): read elsewhere in
+    // the next attempt; in the last one the holder's warning names them.
+    for (int64_t id : SplitIds(HeaderOf(*reply, kSegmentsNotHeldHeader))) {
+      excluded_.insert({id, holder});
+      *retry = true;
+    }
+    for (auto& w : part->warnings) w = "node " + std::to_string(holder) + ": " + w;
+    partials_.push_back(std::move(*part));
+    return Status::OK();
+  }
+
+  PartitionOwners OwnersNow() const {
+    PartitionOwners owners;
+    global_->Read([&](const GlobalState& st) { owners = OwnersOf(st); });
+    return owners;
+  }
+
+  Call Start(PeerCallKind kind, int64_t peer, const std::string& address, InternalQuery q) {
+    q.timeout_ms = RemainingMs(control_);
+    contacted_.insert(address);
+    if (control_.peers_total) ++*control_.peers_total;
+    PeerCallOptions options;
+    options.timeout = kUnlimitedPeerTimeout;
+    // The peer stops at the deadline itself; this only bounds a peer that hangs.
+    if (control_.deadline) options.timeout = std::chrono::milliseconds(q.timeout_ms + 5000);
+    options.progress_timeout = options_.peer_progress_timeout;
+    auto slot = std::make_shared<PeerSlot>(waiter_);
+    peers_->Start(kind, NodeId(peer), address, q, options, slot);
+    return Call(peer, address, std::move(slot));
+  }
+
+  Status WaitFor(const std::vector<Call*>& calls) {
+    return WaitForCalls(
+        *waiter_, calls, control_,
+        [this](int64_t peer) {
+          auto view = find_peer_(NodeId(peer));
+          return !view || !view->alive;
+        },
+        options_.heartbeat_timeout_ms);
+  }
+
+  // The query fails with `st`: every peer asked is told to cancel its part.
+  Status Fail(Status st) {
+    if (!contacted_.empty()) peers_->Cancel(base_.query_id, contacted_);
+    return st;
+  }
+
+  // A node that did not answer a call (no progress within the progress timeout, declared dead,
+  // connection failed): asked nothing more, its segments read from other copies, a cancel at the
+  // end.
+  void NoteStalled(const Call& call, const Status& why) {
+    if (stalled_.insert(call.node()).second) {
+      spdlog::warn(
+          "query on {}: node {} did not answer ({}); reading what it was asked for "
+          "elsewhere",
+          repo_, call.node(), why.ToString());
+    }
+    stalled_addresses_.insert(call.address());
+  }
+
+  Env* const env_;
+  Clock* const clock_;
+  Global* const global_;
+  LocalNode* const local_;
+  PeerClient* const peers_;
+  const std::function<std::optional<PeerInfo>(NodeId)>& find_peer_;
+  const CoordinatorOptions& options_;
+  const std::string& repo_;
+  const query::CompiledQuery& compiled_;
+  const query::TimeRange& range_;
+  const QueryControl& control_;
+  const NodeId self_;
+  const std::shared_ptr<PeerWaiter> waiter_;
+  query::ExecOptions exec_;
+  InternalQuery base_;
+  PlanContext plan_ctx_;
+
+  std::vector<std::string> warnings_;
+  std::set<std::string> contacted_;  // peers asked for anything
+  std::set<int64_t> stalled_;
+  std::set<std::string> stalled_addresses_;
+  std::vector<query::BufferedSource> buffered_;
+  int64_t need_applied_ = -1;
+  // Copies not to read in a later attempt, (segment, holder): found unreadable, or held by a node
+  // that did not answer.
+  std::set<std::pair<int64_t, int64_t>> excluded_;
+  // Segments this query already read through the bucket (fetched into this node's cache). A copy
+  // of this node found unreadable excludes the bucket route only when it came from there: a
+  // damaged local copy is withdrawn and deleted (ReportUnreadable), so a bucket fetch installs a
+  // good one.
+  std::set<int64_t> via_bucket_;
+  std::vector<std::shared_ptr<void>> pins_;  // files read by this query
+  std::vector<std::string> attempt_warnings_;
+  std::vector<query::PartialResult> partials_;
+  CoordinatedResult out_;
+};
+
 }  // namespace
 
 Coordinator::Coordinator(Env* env, Clock* clock, Global* global, LocalNode* local,
@@ -175,378 +639,9 @@ Result<CoordinatedResult> Coordinator::Run(const std::string& repo, const std::s
                                            const query::CompiledQuery& compiled,
                                            const query::TimeRange& range,
                                            const QueryControl& control) {
-  const int64_t t0_us = clock_->MonotonicMicros();
-  const NodeId self = local_->id();
-  query::ExecOptions exec;
-  exec.threads = options_.query_threads;
-  exec.deadline = control.deadline;
-  exec.cancel = control.cancel;
-  exec.max_memory_bytes = control.max_memory_bytes;
-  exec.progress = control.progress;
-  std::vector<std::string> warnings;
-  InternalQuery base;
-  base.repo = repo;
-  base.query_string = query_string;
-  base.range = range;
-  base.query_id = RandomQueryId();
-  base.max_memory_bytes = control.max_memory_bytes;
-  // Peers asked for anything (cancelled when this node gives up).
-  std::set<std::string> contacted;
-  auto waiter = std::make_shared<PeerWaiter>();
-  auto start = [&](PeerCallKind kind, int64_t peer, const std::string& address, InternalQuery q) {
-    q.timeout_ms = RemainingMs(control);
-    contacted.insert(address);
-    if (control.peers_total) ++*control.peers_total;
-    PeerCallOptions options;
-    options.timeout = kUnlimitedPeerTimeout;
-    // The peer stops at the deadline itself; this only bounds a peer that hangs.
-    if (control.deadline) options.timeout = std::chrono::milliseconds(q.timeout_ms + 5000);
-    options.progress_timeout = options_.peer_progress_timeout;
-    auto slot = std::make_shared<PeerSlot>(waiter);
-    peers_->Start(kind, NodeId(peer), address, q, options, slot);
-    return Call(peer, address, std::move(slot));
-  };
-  auto fail = [&](Status st) -> Status {
-    if (!contacted.empty()) peers_->Cancel(base.query_id, contacted);
-    return st;
-  };
-  auto dead = [this](int64_t peer) {
-    auto view = find_peer_(NodeId(peer));
-    return !view || !view->alive;
-  };
-  auto serving = [this](NodeId n) {
-    auto view = find_peer_(n);
-    return view && view->alive && !view->address.empty();
-  };
-  auto wait_for = [&](const std::vector<Call*>& calls) {
-    return WaitForCalls(*waiter, calls, control, dead, options_.heartbeat_timeout_ms);
-  };
-  // Nodes that did not answer a call of this query (no progress within the progress timeout,
-  // declared dead, connection failed): asked nothing more, their segments read from other copies.
-  // Their addresses get a cancel at the end.
-  std::set<int64_t> stalled;
-  std::set<std::string> stalled_addresses;
-  auto note_stalled = [&](const Call& call, const Status& why) {
-    if (stalled.insert(call.node()).second) {
-      spdlog::warn(
-          "query on {}: node {} did not answer ({}); reading what it was asked for "
-          "elsewhere",
-          repo, call.node(), why.ToString());
-    }
-    stalled_addresses.insert(call.address());
-  };
-  auto owners_now = [&] {
-    PartitionOwners owners;
-    global_->Read([&](const GlobalState& st) { owners = OwnersOf(st); });
-    return owners;
-  };
-
-  // ---- 1. buffered events, from each partition's owner ----
-  // Each partition's events come from one owner's answer or from none: a partition whose owner
-  // failed is asked again only of a node that took it over since (a newer claim in Global), at
-  // most kOwnerRounds times; what stays unanswered is named in a warning.
-  std::map<int64_t, std::vector<std::pair<PartitionId, Epoch>>> by_owner;
-  for (const auto& [p, oe] : owners_now()) {
-    by_owner[oe.first].emplace_back(PartitionId(p), oe.second);
-  }
-  std::vector<query::BufferedSource> buffered;
-  int64_t need_applied = -1;
-  struct BufferCall {
-    std::vector<std::pair<PartitionId, Epoch>> partitions;
-    Call call;
-  };
-  for (int round = 0; !by_owner.empty(); ++round) {
-    std::vector<BufferCall> buffer_calls;
-    for (const auto& [owner, parts] : by_owner) {
-      std::vector<int64_t> ids;
-      for (const auto& [p, e] : parts) ids.push_back(p.value);
-      if (owner == self.value) {
-        std::map<int32_t, Epoch> want;
-        for (const auto& [p, e] : parts) want[p.value] = e;
-        std::vector<int64_t> not_served;
-        for (auto& b : local_->Buffers(want, &not_served)) buffered.push_back(std::move(b));
-        if (!not_served.empty()) {
-          warnings.push_back("partitions " + JoinIds(not_served) +
-                             ": this node is still claiming them; their newest events (not yet in "
-                             "segments) may be missing");
-        }
-        continue;
-      }
-      auto view = find_peer_(NodeId(owner));
-      if (!view || !view->alive || view->address.empty() || stalled.count(owner) != 0) {
-        warnings.push_back("partitions " + JoinIds(ids) + ": owner node " + std::to_string(owner) +
-                           " is down; their newest events (not yet in segments) are missing until "
-                           "another node takes them over");
-        continue;
-      }
-      InternalQuery q = base;
-      q.partitions = parts;
-      buffer_calls.push_back(
-          BufferCall{parts, start(PeerCallKind::kBuffers, owner, view->address, q)});
-    }
-    by_owner.clear();
-    std::vector<Call*> calls;
-    for (auto& bc : buffer_calls) calls.push_back(&bc.call);
-    if (Status st = wait_for(calls); !st.ok()) return fail(st);
-    PartitionOwners now_owners;
-    for (auto& bc : buffer_calls) {
-      const int64_t owner = bc.call.node();
-      auto r = bc.call.Take(control);
-      auto set = PeerMatches(r);
-      if (!set.ok() && IsLimit(set.status())) {
-        return fail(set.status().WithContext("node " + std::to_string(owner)));
-      }
-      if (!set.ok()) {
-        if (!r.ok()) note_stalled(bc.call, r.status());
-        // Partitions taken over since Global was read are asked of their new owner.
-        if (now_owners.empty()) now_owners = owners_now();
-        std::vector<int64_t> missing, moved;
-        for (const auto& [p, e] : bc.partitions) {
-          auto it = now_owners.find(p.value);
-          if (round + 1 < kOwnerRounds && it != now_owners.end() && it->second.second > e &&
-              stalled.count(it->second.first) == 0) {
-            by_owner[it->second.first].emplace_back(p, it->second.second);
-            moved.push_back(p.value);
-          } else {
-            missing.push_back(p.value);
-          }
-        }
-        if (!moved.empty()) {
-          spdlog::info(
-              "query on {}: asking the new owners of partitions {} (owner node {} did "
-              "not answer)",
-              repo, JoinIds(moved), owner);
-        }
-        if (!missing.empty()) {
-          warnings.push_back("partitions " + JoinIds(missing) + ": owner node " +
-                             std::to_string(owner) + " did not answer (" + set.status().ToString() +
-                             "); their newest events (not yet in segments) are missing");
-        }
-        continue;
-      }
-      for (auto& src : set->sources) buffered.push_back(std::move(src));
-      for (auto& w : set->warnings) warnings.push_back(std::move(w));
-      const std::vector<int64_t> applied = SplitIds(HeaderOf(*r, kGlobalAppliedHeader));
-      if (!applied.empty()) need_applied = std::max(need_applied, applied.front());
-      const std::string missing = HeaderOf(*r, kMissingPartitionsHeader);
-      if (!missing.empty()) {
-        warnings.push_back("partitions " + missing + ": owner node " + std::to_string(owner) +
-                           " is still claiming them; their newest events (not yet in segments) "
-                           "may be missing");
-      }
-    }
-  }
-
-  // ---- 2. Global at least as new as every owner's snapshot ----
-  if (need_applied > global_->Applied().value &&
-      !global_->WaitApplied(Offset(need_applied), options_.global_wait)) {
-    warnings.push_back("this node's metadata lags the partition owners' (applied " +
-                       std::to_string(global_->Applied().value) + " < " +
-                       std::to_string(need_applied) +
-                       "); events flushed in the last moments may be missing");
-  }
-  // Copies not to read in a later attempt, (segment, holder): found unreadable, or held by a node
-  // that did not answer.
-  std::set<std::pair<int64_t, int64_t>> excluded;
-  // Segments this query already read through the bucket (fetched into this node's cache). A copy
-  // of this node found unreadable excludes the bucket route only when it came from there: a
-  // damaged local copy is withdrawn and deleted (ReportUnreadable), so a bucket fetch installs a
-  // good one.
-  std::set<int64_t> via_bucket;
-  PlanContext plan_ctx;
-  plan_ctx.self = self;
-  plan_ctx.has_bucket = local_->HasBucket();
-  plan_ctx.excluded = &excluded;
-  plan_ctx.stalled = &stalled;
-  plan_ctx.via_bucket = &via_bucket;
-  plan_ctx.holds_file = [this](const std::string& f) { return local_->HoldsFile(f); };
-  plan_ctx.serving = serving;
-  CoordinatedResult out;
-  std::vector<std::string> attempt_warnings;
-  std::vector<query::PartialResult> partials;
-  for (int attempt = 0;; ++attempt) {
-    attempt_warnings.clear();
-    partials.clear();
-    SegmentPlan plan;
-    std::map<std::pair<std::string, int32_t>, Position> flushed;
-    global_->Read([&](const GlobalState& st) {
-      plan = PlanSegments(st, repo, range, plan_ctx);
-      flushed = st.flushed_through;
-    });
-    query::ScanInput input;
-    std::vector<std::string> local_files;
-    for (const auto& seg : plan.local) {
-      input.segments.push_back(local_->SourceOf(seg));
-      local_files.push_back(seg.file_name);
-    }
-
-    // ---- 3. segments held by other nodes: their partial states (they work while this node
-    // scans its own input) ----
-    struct SegmentCall {
-      std::vector<SegmentRecord> segments;
-      Call call;
-    };
-    std::vector<SegmentCall> segment_calls;
-    for (auto& [holder, segs] : plan.remote) {
-      auto view = find_peer_(NodeId(holder));
-      InternalQuery q = base;
-      for (const auto& seg : segs) {
-        q.segments.push_back(seg.id);
-        q.segment_files.push_back(seg.file_name);
-      }
-      segment_calls.push_back(SegmentCall{
-          std::move(segs),
-          start(PeerCallKind::kPartial, holder, view ? view->address : "", std::move(q))});
-    }
-
-    // Segments only the bucket holds (evicted everywhere, or every holder is down) are fetched
-    // into this node's cache and read here; the answer's metadata says how many.
-    std::vector<std::shared_ptr<void>> extra_pins;
-    auto from_bucket = [&](const SegmentRecord& seg, query::ScanInput* into) -> bool {
-      // Pinned before the fetch: the cache eviction cannot delete it before this query read it.
-      extra_pins.push_back(local_->Pin({seg.file_name}));
-      via_bucket.insert(seg.id.value);
-      auto got = local_->FetchFromBucket(seg);
-      if (!got.ok()) {
-        attempt_warnings.push_back(
-            DescribeSegments({seg}) +
-            " could not be fetched from the bucket: " + got.status().ToString());
-        return false;
-      }
-      if (got->fetched) {
-        ++out.bucket_fetches;
-        out.bucket_fetched_bytes += got->bytes;
-      }
-      into->segments.push_back(local_->SourceOf(seg));
-      return true;
-    };
-    for (const auto& seg : plan.from_bucket) (void)from_bucket(seg, &input);
-    // Local files stay on disk while this query reads them (a merge or retention may remove them
-    // from Global meanwhile).
-    std::shared_ptr<void> pin = local_->Pin(local_files);
-    if (!plan.unreachable.empty()) {
-      std::set<int64_t> holders;
-      for (const auto& seg : plan.unreachable) {
-        for (NodeId n : seg.replicas) holders.insert(n.value);
-      }
-      std::vector<int64_t> silent;
-      for (int64_t n : holders) {
-        if (stalled.count(n) != 0) silent.push_back(n);
-      }
-      attempt_warnings.push_back(
-          DescribeSegments(plan.unreachable) +
-          " could not be searched: no live node holds a readable copy (holders: " +
-          JoinIds(std::vector<int64_t>(holders.begin(), holders.end())) +
-          (silent.empty() ? "" : "; did not answer: " + JoinIds(silent)) + ")");
-    }
-
-    // ---- 4. the cut: buffered events above flushed_through only ----
-    for (auto& b : buffered) {
-      if (b.datasource.repo != repo || b.events == nullptr) continue;
-      auto ft = flushed.find({b.datasource.Key(), b.partition.value});
-      std::shared_ptr<const std::vector<PositionedEvent>> events = b.events;
-      if (ft != flushed.end() && !events->empty() && events->front().pos <= ft->second) {
-        auto cut = std::make_shared<std::vector<PositionedEvent>>();
-        for (const auto& e : *events) {
-          if (e.pos > ft->second) cut->push_back(e);
-        }
-        events = std::move(cut);
-      }
-      if (events->empty()) continue;
-      input.buffered.push_back(query::BufferedSource{b.datasource, b.partition, events});
-    }
-
-    // ---- 5. this node's partial state ----
-    bool retry = false;
-    auto note_local = [&](query::PartialResult& p) {
-      for (SegmentId id : p.unreadable_segments) {
-        // A corrupt or missing local copy: withdrawn (and fetched again from a good one); this
-        // query is run again on another copy.
-        local_->ReportUnreadable(id);
-        excluded.insert({id.value, self.value});
-        retry = true;
-      }
-    };
-    auto local = query::ExecutePartial(env_, compiled, range, input, exec);
-    if (!local.ok()) return fail(local.status());
-    note_local(*local);
-    partials.push_back(std::move(*local));
-
-    // ---- 6. the peers' partial states ----
-    query::ScanInput fallback;  // segments of failed holders, read from the bucket here
-    std::vector<Call*> calls;
-    for (auto& sc : segment_calls) calls.push_back(&sc.call);
-    if (Status st = wait_for(calls); !st.ok()) return fail(st);
-    for (auto& sc : segment_calls) {
-      const int64_t holder = sc.call.node();
-      auto reply = sc.call.Take(control);
-      auto part = PeerPartial(reply);
-      if (!part.ok() && IsLimit(part.status())) {
-        return fail(part.status().WithContext("node " + std::to_string(holder)));
-      }
-      if (!part.ok() && !reply.ok()) note_stalled(sc.call, reply.status());
-      if (!part.ok() && attempt < kMaxAttempts) {
-        // The holder failed: the next attempt reads other copies of its segments (another live
-        // holder, this node's, the bucket), as for unreadable copies; nothing of this attempt is
-        // kept, so no segment is counted twice.
-        for (const auto& seg : sc.segments) excluded.insert({seg.id.value, holder});
-        retry = true;
-        continue;
-      }
-      if (!part.ok()) {
-        // The holder failed in the last attempt: segments in the bucket are read from there.
-        std::vector<SegmentRecord> failed;
-        for (const auto& seg : sc.segments) {
-          if (!seg.uploaded || !plan_ctx.has_bucket || !from_bucket(seg, &fallback)) {
-            failed.push_back(seg);
-          }
-        }
-        if (!failed.empty()) {
-          attempt_warnings.push_back(DescribeSegments(failed) + " on node " +
-                                     std::to_string(holder) +
-                                     " could not be searched: " + part.status().ToString());
-        }
-        continue;
-      }
-      for (int64_t id : SplitIds(HeaderOf(*reply, kUnreadableSegmentsHeader))) {
-        excluded.insert({id, holder});
-        retry = true;
-      }
-      // Copies the holder no longer has (its Global is ahead of this node's): read elsewhere in
-      // the next attempt; in the last one the holder's warning names them.
-      for (int64_t id : SplitIds(HeaderOf(*reply, kSegmentsNotHeldHeader))) {
-        excluded.insert({id, holder});
-        retry = true;
-      }
-      for (auto& w : part->warnings) w = "node " + std::to_string(holder) + ": " + w;
-      partials.push_back(std::move(*part));
-    }
-    if (!fallback.segments.empty()) {
-      auto more = query::ExecutePartial(env_, compiled, range, fallback, exec);
-      if (!more.ok()) return fail(more.status());
-      note_local(*more);
-      partials.push_back(std::move(*more));
-    }
-    // P6: never an answer mixing a partly read copy with another copy; at most two re-runs.
-    if (!retry || attempt >= kMaxAttempts) break;
-    spdlog::warn(
-        "query on {}: unreadable or unanswered segment copies, running it again on other "
-        "copies",
-        repo);
-  }
-  // Parts the stalled nodes may still run once they wake up.
-  if (!stalled_addresses.empty()) peers_->Cancel(base.query_id, stalled_addresses);
-
-  // ---- 7. merge and the remaining stages ----
-  auto result = query::FinishPartials(compiled, range, std::move(partials), exec);
-  if (!result.ok()) return fail(result.status());
-  out.result = std::move(*result);
-  for (auto& w : attempt_warnings) warnings.push_back(std::move(w));
-  for (auto& w : out.result.warnings) warnings.push_back(std::move(w));
-  out.result.warnings.clear();
-  out.warnings = std::move(warnings);
-  out.result.stats.elapsed_ms = (clock_->MonotonicMicros() - t0_us) / 1000;
-  return out;
+  QueryRun run(env_, clock_, global_, local_, peers_, find_peer_, options_, repo, query_string,
+               compiled, range, control);
+  return run.Run();
 }
 
 }  // namespace sediment::coordinator
