@@ -464,4 +464,13 @@ http::Response Server::Impl::HandleCluster() {
   return r;
 }
 
+void Server::Impl::AddClusterRoutes() {
+  router.Add("GET", "/api/v1/cluster",
+             [this](const http::Request&, const http::PathParams&) { return HandleCluster(); });
+  // Authenticated by HandleSnapshot itself (the cluster secret or an API token).
+  router.Add(
+      "GET", "/internal/v1/global/snapshot",
+      [this](const http::Request& req, const http::PathParams&) { return HandleSnapshot(req); });
+}
+
 }  // namespace sediment

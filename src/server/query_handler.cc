@@ -541,4 +541,40 @@ http::Response Server::Impl::HandleInternalCancel(const http::Request& req) {
   return r;
 }
 
+void Server::Impl::AddQueryRoutes() {
+  // "dataspaces" is the older name of the repository paths that humiolib still uses.
+  for (const char* prefix : {"/api/v1/repositories/", "/api/v1/dataspaces/"}) {
+    const std::string repo = std::string(prefix) + "{repo}";
+    router.Add("POST", repo + "/query",
+               [this](const http::Request& req, const http::PathParams& p) {
+                 return HandleQuery(req, p.find("repo")->second);
+               });
+    // The jobs handler checks access before the method, and names the methods it serves.
+    router.Add("*", repo + "/queryjobs",
+               [this](const http::Request& req, const http::PathParams& p) {
+                 return HandleQueryJobs(req, p.find("repo")->second, "");
+               });
+    router.Add("*", repo + "/queryjobs/{id}",
+               [this](const http::Request& req, const http::PathParams& p) {
+                 return HandleQueryJobs(req, p.find("repo")->second, p.find("id")->second);
+               });
+  }
+  router.Add("POST", std::string(coordinator::kBuffersPath),
+             InternalOnly([this](const http::Request& req, const http::PathParams&) {
+               return HandleInternalBuffers(req);
+             }));
+  router.Add("POST", std::string(coordinator::kSegmentsPath),
+             InternalOnly([this](const http::Request& req, const http::PathParams&) {
+               return HandleInternalSegments(req);
+             }));
+  router.Add("POST", std::string(coordinator::kPartialPath),
+             InternalOnly([this](const http::Request& req, const http::PathParams&) {
+               return HandleInternalPartial(req);
+             }));
+  router.Add("POST", std::string(coordinator::kCancelPath),
+             InternalOnly([this](const http::Request& req, const http::PathParams&) {
+               return HandleInternalCancel(req);
+             }));
+}
+
 }  // namespace sediment

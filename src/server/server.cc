@@ -192,6 +192,7 @@ Status Server::Start() {
   http_options.host = host;
   http_options.port = port;
   http_options.max_body_bytes = s.config.max_body_bytes;
+  s.AddRoutes();
   s.http = std::make_unique<http::Server>(
       http_options, [this](const http::Request& r) { return impl_->Handle(r); });
   RETURN_IF_ERROR(s.http->Start());
@@ -472,14 +473,25 @@ Status Server::Impl::Bootstrap() {
   return Status::OK();
 }
 
-http::Response Server::Impl::Handle(const http::Request& req) {
-  const std::string& path = req.path;
-  if (!ready) {
-    http::Response r = http::JsonError(503, "node " + std::to_string(node.value) + " is starting");
-    r.headers.emplace_back("Retry-After", "1");
-    return r;
-  }
-  static const std::map<std::string, std::pair<ingest::Format, bool>> kIngest = {
+void Server::Impl::AddRoutes() {
+  AddIngestRoutes();
+  AddQueryRoutes();
+  AddClusterRoutes();
+  AddStorageRoutes();
+}
+
+http::RouteHandler Server::Impl::InternalOnly(http::RouteHandler handler) {
+  return [this, handler = std::move(handler)](const http::Request& req,
+                                              const http::PathParams& params) {
+    if (!IsInternalCaller(req)) {
+      return http::JsonError(401, "internal endpoint: cluster secret required");
+    }
+    return handler(req, params);
+  };
+}
+
+void Server::Impl::AddIngestRoutes() {
+  static const std::pair<const char*, std::pair<ingest::Format, bool>> kIngest[] = {
       {"/api/v1/ingest/humio-structured", {ingest::Format::kHumioStructured, false}},
       {"/api/v1/ingest/humio-unstructured", {ingest::Format::kHumioUnstructured, false}},
       {"/api/v1/ingest/raw", {ingest::Format::kRaw, false}},
@@ -491,79 +503,36 @@ http::Response Server::Impl::Handle(const http::Request& req) {
       {"/services/collector/raw", {ingest::Format::kHecRaw, true}},
       {"/services/collector/raw/1.0", {ingest::Format::kHecRaw, true}},
   };
-  auto it = kIngest.find(path);
-  if (it != kIngest.end()) {
-    if (req.method != "POST") return http::JsonError(405, "use POST for " + path);
-    return HandleIngest(req, it->second.first, it->second.second);
+  for (const auto& [path, how] : kIngest) {
+    router.Add("POST", path,
+               [this, format = how.first, hec = how.second](const http::Request& req,
+                                                            const http::PathParams&) {
+                 return HandleIngest(req, format, hec);
+               });
   }
-  if (path == "/api/v1/status") {
-    if (req.method != "GET") return http::JsonError(405, "use GET for " + path);
-    return HandleStatus();
-  }
-  if (path == "/api/v1/cluster") {
-    if (req.method != "GET") return http::JsonError(405, "use GET for " + path);
-    return HandleCluster();
-  }
-  if (path == "/api/v1/cluster/segments") {
-    if (req.method != "GET") return http::JsonError(405, "use GET for " + path);
-    return HandleClusterSegments(req);
-  }
-  if (path.rfind("/internal/v1/", 0) == 0) {
-    if (path == "/internal/v1/global/snapshot" && req.method == "GET") return HandleSnapshot(req);
-    if (!IsInternalCaller(req))
-      return http::JsonError(401, "internal endpoint: cluster secret required");
-    if (path == "/internal/v1/query/buffers" && req.method == "POST") {
-      return HandleInternalBuffers(req);
-    }
-    if (path == "/internal/v1/query/segments" && req.method == "POST") {
-      return HandleInternalSegments(req);
-    }
-    if (path == "/internal/v1/query/partial" && req.method == "POST") {
-      return HandleInternalPartial(req);
-    }
-    if (path == "/internal/v1/query/cancel" && req.method == "POST") {
-      return HandleInternalCancel(req);
-    }
-    if (path == "/internal/v1/segment-file" && req.method == "GET") return HandleSegmentFile(req);
-    return http::JsonError(404, "no such internal endpoint: " + req.method + " " + path);
-  }
-  // "dataspaces" is the older name of the query endpoints' path that humiolib still uses.
-  static const std::string kRepoPrefix = "/api/v1/repositories/";
-  static const std::string kDataspacePrefix = "/api/v1/dataspaces/";
-  const bool repo_path = path.rfind(kRepoPrefix, 0) == 0;
-  if (repo_path || path.rfind(kDataspacePrefix, 0) == 0) {
-    std::string rest = path.substr(repo_path ? kRepoPrefix.size() : kDataspacePrefix.size());
-    auto slash = rest.find('/');
-    const std::string sub = slash == std::string::npos ? "" : rest.substr(slash);
-    if (sub == "/query") {
-      if (req.method != "POST") return http::JsonError(405, "use POST for " + path);
-      return HandleQuery(req, rest.substr(0, slash));
-    }
-    static const std::string kJobs = "/queryjobs";
-    if (sub == kJobs || (sub.rfind(kJobs + "/", 0) == 0 && sub.size() > kJobs.size() + 1 &&
-                         sub.find('/', kJobs.size() + 1) == std::string::npos)) {
-      const std::string id = sub.size() > kJobs.size() ? sub.substr(kJobs.size() + 1) : "";
-      return HandleQueryJobs(req, rest.substr(0, slash), id);
-    }
-    if (slash != std::string::npos && rest.substr(slash) == "/retention") {
-      if (req.method != "PUT" && req.method != "GET") {
-        return http::JsonError(405, "use PUT or GET for " + path);
-      }
-      return HandleRetention(req, rest.substr(0, slash));
-    }
-  }
-  if (path == "/" && req.method == "GET") {
+  router.Add("GET", "/api/v1/status",
+             [this](const http::Request&, const http::PathParams&) { return HandleStatus(); });
+  router.Add("GET", "/", [this](const http::Request&, const http::PathParams&) {
     http::Response r;
     r.content_type = "text/plain";
-    r.body = std::string("sediment ") + kVersion +
-             "\nAPI: POST /api/v1/ingest/{raw,humio-structured,humio-unstructured,hec}, "
-             "POST /api/v1/repositories/{repo}/query, POST /api/v1/repositories/{repo}/queryjobs, "
-             "GET|DELETE /api/v1/repositories/{repo}/queryjobs/{id}, "
-             "PUT /api/v1/repositories/{repo}/retention, "
-             "GET /api/v1/status, GET /api/v1/cluster, GET /api/v1/cluster/segments\n";
+    r.body = std::string("sediment ") + kVersion + "\nAPI:\n";
+    for (const std::string& route : router.Describe()) {
+      if (route.find(" /internal/") == std::string::npos && route != "GET /") {
+        r.body += "  " + route + "\n";
+      }
+    }
+    return r;
+  });
+}
+
+http::Response Server::Impl::Handle(const http::Request& req) {
+  if (!ready) {
+    http::Response r = http::JsonError(503, "node " + std::to_string(node.value) + " is starting");
+    r.headers.emplace_back("Retry-After", "1");
     return r;
   }
-  return http::JsonError(404, "no such endpoint: " + req.method + " " + path);
+  if (auto r = router.Dispatch(req)) return std::move(*r);
+  return http::JsonError(404, "no such endpoint: " + req.method + " " + req.path);
 }
 
 http::Response Server::Impl::HandleIngest(const http::Request& req, ingest::Format format,

@@ -30,6 +30,7 @@
 #include "digest/digest.h"
 #include "global/global.h"
 #include "http/http_server.h"
+#include "http/router.h"
 #include "ingest/ingest.h"
 #include "log/commit_log.h"
 #include "log/kafka_group.h"
@@ -222,6 +223,15 @@ struct Server::Impl : public PartitionGroupListener {
   void OnAssigned(const std::vector<PartitionId>& partitions) override;
   void OnRevoked(const std::vector<PartitionId>& partitions, bool lost) override;
 
+  // Routes (each handler file registers its own; built once in Start, before HTTP serves).
+  http::Router router;
+  void AddRoutes();
+  void AddIngestRoutes();   // server.cc: ingest, status, index
+  void AddQueryRoutes();    // query_handler.cc, query_jobs.cc: query, query jobs, internal query
+  void AddClusterRoutes();  // cluster_handler.cc: cluster view, Global snapshot
+  void AddStorageRoutes();  // storage_handler.cc: segment list and files, retention
+  // `handler`, answered only for callers with the cluster secret (401 otherwise).
+  http::RouteHandler InternalOnly(http::RouteHandler handler);
   http::Response Handle(const http::Request& req);
   http::Response HandleIngest(const http::Request& req, ingest::Format format, bool hec);
 

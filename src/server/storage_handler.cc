@@ -326,4 +326,21 @@ http::Response Server::Impl::HandleRetention(const http::Request& req, const std
   return r;
 }
 
+void Server::Impl::AddStorageRoutes() {
+  router.Add("GET", "/api/v1/cluster/segments",
+             [this](const http::Request& req, const http::PathParams&) {
+               return HandleClusterSegments(req);
+             });
+  router.Add("GET", "/internal/v1/segment-file",
+             InternalOnly([this](const http::Request& req, const http::PathParams&) {
+               return HandleSegmentFile(req);
+             }));
+  for (const char* prefix : {"/api/v1/repositories/", "/api/v1/dataspaces/"}) {
+    router.Add("PUT|GET", std::string(prefix) + "{repo}/retention",
+               [this](const http::Request& req, const http::PathParams& p) {
+                 return HandleRetention(req, p.find("repo")->second);
+               });
+  }
+}
+
 }  // namespace sediment

@@ -1,0 +1,84 @@
+#include "http/router.h"
+
+#include <algorithm>
+
+namespace sediment::http {
+namespace {
+
+std::vector<std::string_view> Split(std::string_view text, char sep) {
+  std::vector<std::string_view> out;
+  size_t i = 0;
+  while (true) {
+    size_t j = text.find(sep, i);
+    out.push_back(text.substr(i, j == std::string_view::npos ? std::string_view::npos : j - i));
+    if (j == std::string_view::npos) return out;
+    i = j + 1;
+  }
+}
+
+bool IsParam(std::string_view segment) {
+  return segment.size() > 2 && segment.front() == '{' && segment.back() == '}';
+}
+
+}  // namespace
+
+void Router::Add(std::string_view methods, std::string_view pattern, RouteHandler handler) {
+  Route r;
+  if (methods != "*") {
+    for (std::string_view m : Split(methods, '|')) r.methods.emplace_back(m);
+  }
+  r.methods_text = std::string(methods);
+  r.pattern = std::string(pattern);
+  for (std::string_view s : Split(pattern, '/')) r.segments.emplace_back(s);
+  r.handler = std::move(handler);
+  routes_.push_back(std::move(r));
+}
+
+bool Router::Match(const Route& route, const std::vector<std::string_view>& path,
+                   PathParams* params) {
+  if (route.segments.size() != path.size()) return false;
+  params->clear();
+  for (size_t i = 0; i < path.size(); ++i) {
+    const std::string& want = route.segments[i];
+    if (IsParam(want)) {
+      if (path[i].empty()) return false;
+      params->emplace(want.substr(1, want.size() - 2), std::string(path[i]));
+    } else if (want != path[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<Response> Router::Dispatch(const Request& req) const {
+  const std::vector<std::string_view> path = Split(req.path, '/');
+  PathParams params;
+  std::vector<std::string> allowed;
+  for (const Route& route : routes_) {
+    if (!Match(route, path, &params)) continue;
+    if (route.methods.empty() ||
+        std::find(route.methods.begin(), route.methods.end(), req.method) != route.methods.end()) {
+      return route.handler(req, params);
+    }
+    for (const auto& m : route.methods) {
+      if (std::find(allowed.begin(), allowed.end(), m) == allowed.end()) allowed.push_back(m);
+    }
+  }
+  if (allowed.empty()) return std::nullopt;
+  std::string use, allow;
+  for (size_t i = 0; i < allowed.size(); ++i) {
+    use += (i == 0 ? "" : " or ") + allowed[i];
+    allow += (i == 0 ? "" : ", ") + allowed[i];
+  }
+  Response r = JsonError(405, "use " + use + " for " + req.path);
+  r.headers.emplace_back("Allow", allow);
+  return r;
+}
+
+std::vector<std::string> Router::Describe() const {
+  std::vector<std::string> out;
+  for (const Route& r : routes_) out.push_back(r.methods_text + " " + r.pattern);
+  return out;
+}
+
+}  // namespace sediment::http
