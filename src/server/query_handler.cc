@@ -559,22 +559,19 @@ void Server::Impl::AddQueryRoutes() {
                  return HandleQueryJobs(req, p.find("repo")->second, p.find("id")->second);
                });
   }
-  router.Add("POST", std::string(coordinator::kBuffersPath),
-             InternalOnly([this](const http::Request& req, const http::PathParams&) {
-               return HandleInternalBuffers(req);
-             }));
-  router.Add("POST", std::string(coordinator::kSegmentsPath),
-             InternalOnly([this](const http::Request& req, const http::PathParams&) {
-               return HandleInternalSegments(req);
-             }));
-  router.Add("POST", std::string(coordinator::kPartialPath),
-             InternalOnly([this](const http::Request& req, const http::PathParams&) {
-               return HandleInternalPartial(req);
-             }));
-  router.Add("POST", std::string(coordinator::kCancelPath),
-             InternalOnly([this](const http::Request& req, const http::PathParams&) {
-               return HandleInternalCancel(req);
-             }));
+  using Internal = http::Response (Server::Impl::*)(const http::Request&);
+  const std::pair<std::string_view, Internal> kInternal[] = {
+      {coordinator::kBuffersPath, &Server::Impl::HandleInternalBuffers},
+      {coordinator::kSegmentsPath, &Server::Impl::HandleInternalSegments},
+      {coordinator::kPartialPath, &Server::Impl::HandleInternalPartial},
+      {coordinator::kCancelPath, &Server::Impl::HandleInternalCancel},
+  };
+  for (const auto& [path, handler] : kInternal) {
+    router.Add("POST", path,
+               InternalOnly([this, handler](const http::Request& req, const http::PathParams&) {
+                 return (this->*handler)(req);
+               }));
+  }
 }
 
 }  // namespace sediment
