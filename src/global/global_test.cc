@@ -18,9 +18,7 @@
 #include "common/coding.h"
 #include "common/testing/fault_env.h"
 #include "common/testing/temp_dir.h"
-#ifdef SEDIMENT_HAVE_LOCAL_LOG
 #include "log/local_log.h"
-#endif
 
 namespace sediment {
 namespace {
@@ -2113,7 +2111,6 @@ TEST(Global, TwoInstancesOnOneLogReachIdenticalStates) {
   });
 }
 
-#ifdef SEDIMENT_HAVE_LOCAL_LOG
 TEST(Global, RunsOverTheLocalLog) {
   TempDir dir;
   const auto events = Workload(25);
@@ -2137,7 +2134,6 @@ TEST(Global, RunsOverTheLocalLog) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->offset, Offset(static_cast<int64_t>(events.size())));
 }
-#endif
 
 // A commit log that begins with BeginRecovery{1} (written by a node that recovered from the bucket)
 // cannot be replayed from an empty state; it opens once the recovered snapshot is installed, and a
@@ -2213,14 +2209,12 @@ TEST(Global, RecoveredLogNeedsTheRecoveredSnapshot) {
   ExpectRecoveredLogNeedsTheRecoveredSnapshot(&log, dir);
 }
 
-#ifdef SEDIMENT_HAVE_LOCAL_LOG
 TEST(Global, RecoveredLocalLogNeedsTheRecoveredSnapshot) {
   TempDir dir;
   auto log = OpenLocalLog(Env::Default(), dir.Sub("log"), LocalLogOptions{.partitions = 1});
   ASSERT_TRUE(log.ok()) << log.status().ToString();
   ExpectRecoveredLogNeedsTheRecoveredSnapshot(log->get(), dir);
 }
-#endif
 
 }  // namespace
 }  // namespace sediment
