@@ -74,6 +74,11 @@ from cluster_harness import (  # noqa: E402
 )
 from harness import free_port, moto_module  # noqa: E402 - tests/e2e, put on sys.path by cluster_harness
 
+# Nodes log their Kafka clients' idempotence and transaction state changes (librdkafka `debug=eos`:
+# producer ids, epoch bumps, drains, implicitly acknowledged messages), so a run that loses an
+# acknowledged event shows what the producer believed.
+KAFKA_DEBUG_ENV = {"SEDIMENT_KAFKA_DEBUG": "eos"}
+
 ALL_FAULTS = ("kill", "pause", "broker", "s3", "disk", "bitrot", "wipe")
 NODE_FAULTS = ("kill", "pause", "wipe")  # make a node unavailable: one at a time
 DISK_MB = 256
@@ -529,7 +534,8 @@ class Run:
                                 global_snapshot_every=50,
                                 kafka_replication_factor=min(3, self.kafka.brokers),
                                 kafka_min_insync_replicas=min(2, self.kafka.brokers))
-            c = self.c = SedimentCluster(self.kafka, nodes_root, self.nodes, extra_args=flags, extra_env=S3_ENV)
+            c = self.c = SedimentCluster(self.kafka, nodes_root, self.nodes, extra_args=flags,
+                                         extra_env={**S3_ENV, **KAFKA_DEBUG_ENV})
             run_id = marker(f"chaos{self.seed}x")
             wl = ClusterWorkload(c, run_id, self.clients, seed=self.seed)
             watcher = DuplicateWatcher(c, run_id, c.up_nodes, interval=1.0)

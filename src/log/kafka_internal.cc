@@ -60,10 +60,10 @@ void LogCallback(const rd_kafka_t* rk, int level, const char* fac, const char* b
     spdlog::error("kafka {} {}: {}", name, fac, buf);
   } else if (level == 4) {
     spdlog::warn("kafka {} {}: {}", name, fac, buf);
-  } else if (level <= 6) {
-    spdlog::info("kafka {} {}: {}", name, fac, buf);
   } else {
-    spdlog::debug("kafka {} {}: {}", name, fac, buf);
+    // librdkafka logs at 7 (debug) only the contexts the `debug` property names
+    // (SEDIMENT_KAFKA_DEBUG=eos, ...): an operator who set it wants them in the log.
+    spdlog::info("kafka {} {}: {}", name, fac, buf);
   }
 }
 
