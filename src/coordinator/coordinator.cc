@@ -196,7 +196,7 @@ class QueryRun {
     plan_ctx_.holds_file = [local](const std::string& f) { return local->HoldsFile(f); };
     plan_ctx_.serving = [this](NodeId n) {
       auto view = find_peer_(n);
-      return view && view->alive && !view->address.empty();
+      return view && view->serving();
     };
   }
 
@@ -279,7 +279,7 @@ class QueryRun {
         continue;
       }
       auto view = find_peer_(NodeId(owner));
-      if (!view || !view->alive || view->address.empty() || stalled_.count(owner) != 0) {
+      if (!view || !view->serving() || stalled_.count(owner) != 0) {
         warnings_.push_back("partitions " + JoinIds(ids) + ": owner node " + std::to_string(owner) +
                             " is down; their newest events (not yet in segments) are missing "
                             "until another node takes them over");

@@ -84,6 +84,8 @@ struct CoordinatorOptions {
 struct PeerInfo {
   bool alive = false;
   std::string address;  // HOST:PORT; empty = unknown
+  // Alive and reachable (a node without an address is still starting).
+  bool serving() const { return alive && !address.empty(); }
 };
 
 class Coordinator {

@@ -78,7 +78,7 @@ class LocalQueryNode final : public coordinator::LocalNode {
                                              std::vector<int64_t>* not_served) override {
     const std::set<int32_t> served = ServedPartitions(*digest_, want);
     std::vector<PartitionId> only;
-    for (const auto& [p, e] : want) only.emplace_back(p);
+    for (int32_t p : served) only.emplace_back(p);
     std::vector<query::BufferedSource> out;
     for (auto& b : digest_->SnapshotBuffers(&only)) {
       auto it = want.find(b.partition.value);
@@ -374,13 +374,10 @@ http::Response Server::Impl::HandleInternalBuffers(const http::Request& req) {
   InternalQueryScope scope(&internal_queries_mu, &internal_queries, q.query_id);
   std::map<int32_t, Epoch> want;
   for (const auto& [p, e] : q.partitions) want[p.value] = e;
-  const std::set<int32_t> served = ServedPartitions(*digest, want);
-  std::vector<PartitionId> only;
-  for (int32_t p : served) only.emplace_back(p);
+  std::vector<int64_t> missing;
   query::ScanInput input;
-  for (auto& b : digest->SnapshotBuffers(&only)) {
-    if (b.datasource.repo != q.repo || want[b.partition.value] != b.epoch) continue;
-    input.buffered.push_back(query::BufferedSource{b.datasource, b.partition, b.events});
+  for (auto& b : query_local->Buffers(want, &missing)) {
+    if (b.datasource.repo == q.repo) input.buffered.push_back(std::move(b));
   }
   // Read after the snapshot: the coordinator's Global must reach at least this far.
   const Offset applied = global->Applied();
@@ -390,7 +387,6 @@ http::Response Server::Impl::HandleInternalBuffers(const http::Request& req) {
   http::Response r = MatchSetResponse(*set);
   r.headers.emplace_back(std::string(coordinator::kGlobalAppliedHeader),
                          std::to_string(applied.value));
-  const std::vector<int64_t> missing = MissingPartitions(want, served);
   if (!missing.empty()) {
     r.headers.emplace_back(std::string(coordinator::kMissingPartitionsHeader), JoinIds(missing));
   }

@@ -180,7 +180,7 @@ void Server::Impl::MaintenanceLoop() {
 bool Server::Impl::IsMaintenanceLeader() const {
   if (!kafka()) return true;
   for (const auto& v : membership->AliveNodes()) {
-    if (v.address.empty()) continue;
+    if (!v.serving()) continue;
     return v.node == node;  // sorted by id: the first serving node leads
   }
   return false;
