@@ -57,6 +57,10 @@ const char* StatusSubcodeName(StatusSubcode subcode) {
       return "LogBeginsWithRecovery";
     case StatusSubcode::kBucketAlreadyOwned:
       return "BucketAlreadyOwned";
+    case StatusSubcode::kConcurrencyLimit:
+      return "ConcurrencyLimit";
+    case StatusSubcode::kEventFieldRequired:
+      return "EventFieldRequired";
   }
   return "Unknown";
 }

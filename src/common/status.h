@@ -47,6 +47,10 @@ enum class StatusSubcode {
   kLogBeginsWithRecovery,
   // S3 CreateBucket: the bucket exists and belongs to the caller (BucketAlreadyOwnedByYou).
   kBucketAlreadyOwned,
+  // ResourceExhausted: every place of a concurrency limit is taken (HTTP 429); retry later.
+  kConcurrencyLimit,
+  // Ingest: a HEC event object without its "event" field (Splunk's code 12).
+  kEventFieldRequired,
 };
 
 const char* StatusSubcodeName(StatusSubcode subcode);

@@ -373,6 +373,17 @@ TEST(Ingest, BadBodies) {
   }
 }
 
+// Splunk answers code 12 (not 6) for an event object without "event": the server tells it from
+// the subcode, never from the message.
+TEST(Ingest, AMissingEventFieldHasItsOwnSubcode) {
+  auto missing = ParseRequest(Format::kHecEvent, R"({"time": 1})", Opts());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().subcode(), StatusSubcode::kEventFieldRequired);
+  auto blank = ParseRequest(Format::kHecEvent, R"({"event": ""})", Opts());
+  ASSERT_FALSE(blank.ok());
+  EXPECT_EQ(blank.status().subcode(), StatusSubcode::kNone);
+}
+
 TEST(Ingest, TooLargeNamesTheEvent) {
   ParseOptions o = Opts();
   o.max_event_bytes = 100;

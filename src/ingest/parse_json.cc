@@ -499,7 +499,10 @@ Status HecEvent(dom::element doc, size_t index, const ParseOptions& options,
       fields = value;
     }
   }
-  if (!event) return Status::InvalidArgument(where() + ": Event field is required");
+  if (!event) {
+    return Status::InvalidArgument(where() + ": Event field is required")
+        .WithSubcode(StatusSubcode::kEventFieldRequired);
+  }
   switch (event->type()) {
     case dom::element_type::NULL_VALUE:
       return Status::InvalidArgument(where() + ": Event field cannot be blank");
