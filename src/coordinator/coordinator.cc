@@ -37,6 +37,16 @@
 #include "query/wire.h"
 
 namespace sediment::coordinator {
+
+QueryControl QueryLimitsFromNow(int64_t timeout_ms, uint64_t max_memory_bytes) {
+  QueryControl c;
+  c.timeout_ms = timeout_ms;
+  if (timeout_ms > 0) {
+    c.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  }
+  c.max_memory_bytes = static_cast<size_t>(max_memory_bytes);
+  return c;
+}
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;

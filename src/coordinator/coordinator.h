@@ -34,6 +34,10 @@ struct QueryControl {
   std::atomic<uint64_t>* peers_done = nullptr;
 };
 
+// The limits of a query that starts now: a deadline `timeout_ms` from now (0 = none) and a memory
+// bound per node (0 = none).
+QueryControl QueryLimitsFromNow(int64_t timeout_ms, uint64_t max_memory_bytes);
+
 // A coordinated query's answer.
 struct CoordinatedResult {
   query::QueryResult result;          // rows; stats summed over every node that read data
@@ -55,6 +59,11 @@ class LocalNode {
   virtual bool HoldsFile(const std::string& file_name) const = 0;
   // How the query engine reads this node's copy of `seg`.
   virtual query::SegmentSource SourceOf(const SegmentRecord& seg) const = 0;
+  // How the query engine reads segment `id` from `file_name`, a file Global no longer lists (merged
+  // away, expired) that is still in the segment directory (the deletion delay): from its footer.
+  // nullopt when the name is not a valid segment file name, or the file is gone or unreadable.
+  virtual std::optional<query::SegmentSource> SourceOfFile(const std::string& file_name,
+                                                           SegmentId id) const = 0;
   // Keeps the files from being deleted while the handle lives.
   virtual std::shared_ptr<void> Pin(const std::vector<std::string>& file_names) = 0;
   // Whether bucket storage is on (FetchFromBucket can work).

@@ -4,15 +4,27 @@
 
 #include <strings.h>
 
-#include <thread>
+#include <set>
+
+#include "coordinator/call_pool.h"
 
 namespace sediment::coordinator {
 namespace {
 
 class HttpPeerClient final : public PeerClient {
  public:
-  explicit HttpPeerClient(std::function<std::string()> cluster_secret)
-      : cluster_secret_(std::move(cluster_secret)) {}
+  HttpPeerClient(std::function<std::string()> cluster_secret, CallPoolOptions pool)
+      : cluster_secret_(std::move(cluster_secret)), pool_(pool) {}
+
+  // Abandons the calls in flight (each ends within 20 ms), refuses the queued ones, joins.
+  ~HttpPeerClient() override {
+    stopping_.store(true);
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& slot : in_flight_) slot->Abandon();
+    }
+    pool_.Shutdown();
+  }
 
   void Start(PeerCallKind kind, NodeId node, const std::string& address, const InternalQuery& q,
              const PeerCallOptions& options, std::shared_ptr<PeerSlot> slot) override {
@@ -25,37 +37,56 @@ class HttpPeerClient final : public PeerClient {
           std::max(options.progress_timeout / 5, std::chrono::milliseconds(50));
     }
     const std::string_view path = kind == PeerCallKind::kBuffers ? kBuffersPath : kPartialPath;
-    std::thread([slot = std::move(slot), url = "http://" + address + std::string(path),
-                 body = EncodeInternalQuery(q), secret = cluster_secret_(), fetch]() mutable {
-      fetch.cancel = &slot->abandoned();
-      slot->Deliver(
-          http::Fetch("POST", url,
-                      {{"Authorization", "Bearer " + secret}, {"Content-Type", "application/json"}},
-                      body, fetch));
-    }).detach();
+    pool_.Submit(
+        [this, slot, url = "http://" + address + std::string(path), body = EncodeInternalQuery(q),
+         secret = cluster_secret_(), fetch]() mutable {
+          {
+            std::lock_guard lock(mu_);
+            in_flight_.insert(slot);
+          }
+          if (stopping_.load()) slot->Abandon();
+          fetch.cancel = &slot->abandoned();
+          slot->Deliver(http::Fetch(
+              "POST", url,
+              {{"Authorization", "Bearer " + secret}, {"Content-Type", "application/json"}}, body,
+              fetch));
+          std::lock_guard lock(mu_);
+          in_flight_.erase(slot);
+        },
+        [slot] { slot->Deliver(Status::Unavailable("too many calls to other nodes in flight")); });
   }
 
   void Cancel(const std::string& query_id, const std::set<std::string>& addresses) override {
     const std::string secret = cluster_secret_();
     for (const auto& address : addresses) {
-      std::thread([url = "http://" + address + std::string(kCancelPath),
-                   body = EncodeCancel(query_id), secret] {
-        (void)http::Fetch(
-            "POST", url,
-            {{"Authorization", "Bearer " + secret}, {"Content-Type", "application/json"}}, body,
-            std::chrono::seconds(5));
-      }).detach();
+      pool_.Submit(
+          [this, url = "http://" + address + std::string(kCancelPath),
+           body = EncodeCancel(query_id), secret] {
+            http::FetchOptions fetch;
+            fetch.timeout = std::chrono::seconds(5);
+            fetch.cancel = &stopping_;
+            (void)http::Fetch(
+                "POST", url,
+                {{"Authorization", "Bearer " + secret}, {"Content-Type", "application/json"}}, body,
+                fetch);
+          },
+          nullptr);  // a cancel not sent: the peer stops at the query's deadline
     }
   }
 
  private:
   const std::function<std::string()> cluster_secret_;
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  std::set<std::shared_ptr<PeerSlot>> in_flight_;  // guarded by mu_
+  CallPool pool_;  // last: its threads end before the members they use go
 };
 
 }  // namespace
 
-std::unique_ptr<PeerClient> NewHttpPeerClient(std::function<std::string()> cluster_secret) {
-  return std::make_unique<HttpPeerClient>(std::move(cluster_secret));
+std::unique_ptr<PeerClient> NewHttpPeerClient(std::function<std::string()> cluster_secret,
+                                              CallPoolOptions pool) {
+  return std::make_unique<HttpPeerClient>(std::move(cluster_secret), pool);
 }
 
 Status PeerFailure(const http::ClientResponse& r) {

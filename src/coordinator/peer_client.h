@@ -14,6 +14,7 @@
 
 #include "common/status.h"
 #include "common/types.h"
+#include "coordinator/call_pool.h"
 #include "coordinator/internal_query.h"
 #include "http/http_client.h"
 
@@ -86,9 +87,12 @@ class PeerClient {
 };
 
 // The PeerClient over HTTP: POSTs to the internal routes with the cluster secret (read at each
-// call) as bearer token, each call on a detached thread of its own that owns copies of everything;
-// an abandoned call closes its connection within 20 ms.
-std::unique_ptr<PeerClient> NewHttpPeerClient(std::function<std::string()> cluster_secret);
+// call) as bearer token, on the threads of a CallPool (`pool`: at most max_threads calls at once,
+// the rest queued; a call beyond the queue is answered Unavailable at once). An abandoned call
+// closes its connection within 20 ms. Destroying the client abandons the calls in flight and waits
+// for them; queued calls are answered Unavailable.
+std::unique_ptr<PeerClient> NewHttpPeerClient(std::function<std::string()> cluster_secret,
+                                              CallPoolOptions pool = {});
 
 // A peer's failure from its HTTP answer: its limits keep their codes (DeadlineExceeded for 408,
 // ResourceExhausted for 413: the whole query fails), anything else is Unavailable (the data it

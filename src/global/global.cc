@@ -556,6 +556,15 @@ std::string GlobalSnapshotFileName(Offset applied_through) {
   return std::string(kSnapshotPrefix) + digits + std::string(kSnapshotSuffix);
 }
 
+bool HasGlobalSnapshot(Env* env, const std::string& snapshot_dir) {
+  auto names = env->ListDir(snapshot_dir);
+  if (!names.ok()) return false;
+  for (const auto& n : *names) {
+    if (ParseSnapshotName(n)) return true;
+  }
+  return false;
+}
+
 Result<Offset> InstallGlobalSnapshot(Env* env, const std::string& snapshot_dir,
                                      std::string_view bytes) {
   ASSIGN_OR_RETURN(GlobalState state, DecodeGlobalState(bytes));

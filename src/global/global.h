@@ -369,6 +369,9 @@ struct GlobalOptions {
 Result<Offset> InstallGlobalSnapshot(Env* env, const std::string& snapshot_dir,
                                      std::string_view bytes);
 
+// Whether snapshot_dir holds a file named as a Global snapshot (false when it cannot be listed).
+bool HasGlobalSnapshot(Env* env, const std::string& snapshot_dir);
+
 // Global on a commit log. Thread-safe.
 // Where the global topic may be truncated (below the returned offset) so that every live node can
 // still restart from one of its own snapshots plus the log after it: one past the oldest snapshot

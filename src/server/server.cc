@@ -13,6 +13,7 @@
 #include <string_view>
 #include <thread>
 
+#include "api/routes.h"
 #include "cluster/node_identity.h"
 #include "common/clock.h"
 #include "common/env.h"
@@ -26,6 +27,29 @@
 #include "query/query.h"
 
 namespace sediment {
+
+namespace {
+
+// HOST:PORT, [IPV6]:PORT or localhost:PORT (as 127.0.0.1); false when malformed.
+bool ParseListen(const std::string& listen, std::string* host, uint16_t* port) {
+  auto colon = listen.rfind(':');
+  if (colon == std::string::npos) return false;
+  *host = listen.substr(0, colon);
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  if (*host == "localhost") *host = "127.0.0.1";
+  try {
+    int p = std::stoi(listen.substr(colon + 1));
+    if (p < 0 || p > 65535) return false;
+    *port = static_cast<uint16_t>(p);
+  } catch (...) {
+    return false;
+  }
+  return !host->empty();
+}
+
+}  // namespace
 
 Server::Server(ServerConfig config) : impl_(std::make_unique<Impl>()) {
   impl_->config = std::move(config);
@@ -117,8 +141,11 @@ Status Server::Impl::OpenGlobal() {
   const std::string snapshot_dir = JoinPath(config.data_dir, "global-snapshots");
   global_source = "local snapshot or log replay";
   if (bucket) {
-    RETURN_IF_ERROR(RecoverFromBucket(snapshot_dir));
-    if (recovered_here) global_source = "recovered from the bucket";
+    if (config.recover_from_bucket) {
+      ASSIGN_OR_RETURN(bool recovered, maintenance::RecoverFromBucket(env, global_log.get(),
+                                                                      bucket.get(), snapshot_dir));
+      if (recovered) global_source = "recovered from the bucket";
+    }
   }
   if (kafka()) FetchPeerSnapshot(snapshot_dir);
   GlobalOptions options;
@@ -161,7 +188,7 @@ Status Server::Impl::OpenGlobal() {
       for (const auto& name : *names) (void)env->RemoveFile(JoinPath(snapshot_dir, name));
     }
     FetchPeerSnapshot(snapshot_dir);
-    if (HasSnapshot(env, snapshot_dir)) {
+    if (HasGlobalSnapshot(env, snapshot_dir)) {
       g = Global::Open(env, global_log.get(), snapshot_dir, options);
       continue;
     }
@@ -192,7 +219,6 @@ Status Server::Start() {
   http_options.host = host;
   http_options.port = port;
   http_options.max_body_bytes = s.config.max_body_bytes;
-  s.AddRoutes();
   s.http = std::make_unique<http::Server>(
       http_options, [this](const http::Request& r) { return impl_->Handle(r); });
   RETURN_IF_ERROR(s.http->Start());
@@ -265,20 +291,24 @@ Status Server::Start() {
     }
   }
 
-  s.bounds_thread = std::thread([this] { impl_->BoundsLoop(); });
+  s.ingest_bounds = std::make_unique<BoundsMonitor>(s.ingest_log.get(), s.clock);
   {
-    QueryJobsEnv jobs_env;
+    coordinator::QueryJobsOptions jobs_env;
     jobs_env.run = [&s](const std::string& repo, const std::string& query_string,
                         const query::CompiledQuery& compiled, const query::TimeRange& range,
-                        const QueryControl& control) {
-      return s.RunQuery(repo, query_string, compiled, range, control);
+                        const coordinator::QueryControl& control) {
+      return s.coordinator->Run(repo, query_string, compiled, range, control);
     };
-    jobs_env.limits = [&s] { return s.LimitsFromNow(); };
-    jobs_env.now_ms = [&s] { return s.clock->NowMillis(); };
+    jobs_env.limits = [&s] {
+      return coordinator::QueryLimitsFromNow(s.config.query_timeout_ms,
+                                             s.config.query_memory_bytes);
+    };
+    jobs_env.clock = s.clock;
     jobs_env.max_jobs = s.config.max_query_jobs;
     jobs_env.expiry_ms = s.config.query_job_expiry_ms;
-    s.query_jobs = StartQueryJobs(std::move(jobs_env));
+    s.query_jobs = coordinator::QueryJobs::Start(std::move(jobs_env));
   }
+  api::AddRoutes(s.router, s.ApiNode());
   s.ready = true;
   spdlog::info("node {} ready at http://{} (data in {})", s.node.value, s.advertise,
                s.config.data_dir);
@@ -293,62 +323,17 @@ void Server::Stop() {
   // Leave the group first so the other nodes take the partitions over at once.
   if (s.group) s.group->Leave();
   // Live queries end (their connections can close) before HTTP stops; jobs end after it.
-  if (s.query_jobs) CancelQueryJobs(*s.query_jobs);
+  if (s.query_jobs) s.query_jobs->CancelAll();
   if (s.http) s.http->Stop();
-  if (s.query_jobs) StopQueryJobs(*s.query_jobs);
+  if (s.query_jobs) s.query_jobs->Stop();
   if (s.membership) s.membership->Stop();
-  {
-    std::lock_guard lock(s.bounds_mu);
-    s.bounds_stop = true;
-  }
-  s.bounds_cv.notify_all();
-  if (s.bounds_thread.joinable()) s.bounds_thread.join();
+  s.ingest_bounds.reset();
   s.StopStorage();
   if (s.digest) s.digest->Stop();
   if (s.global) {
     auto st = s.global->Close();
     if (!st.ok()) spdlog::warn("closing Global: {}", st.ToString());
   }
-}
-
-void Server::Impl::BoundsLoop() {
-  while (true) {
-    {
-      std::unique_lock lock(bounds_mu);
-      bounds_cv.wait_for(lock, std::chrono::seconds(5),
-                         [this] { return bounds_stop || bounds_wanted > bounds_done; });
-      if (bounds_stop) return;
-    }
-    // Every partition is asked: a partition whose leader is moving fails alone (unknown, -1), and
-    // while the brokers are known to be down the log fails each query fast.
-    std::vector<LogBounds> fresh(static_cast<size_t>(ingest_log->partition_count()));
-    for (size_t i = 0; i < fresh.size(); ++i) {
-      {
-        std::lock_guard lock(bounds_mu);
-        if (bounds_stop) return;
-      }
-      auto start = ingest_log->StartOffset(PartitionId(static_cast<int32_t>(i)));
-      auto end = ingest_log->EndOffset(PartitionId(static_cast<int32_t>(i)));
-      if (start.ok() && end.ok()) fresh[i] = LogBounds{start->value, end->value};
-    }
-    {
-      std::lock_guard lock(bounds_mu);
-      bounds = std::move(fresh);
-      bounds_at_us = clock->MonotonicMicros();
-      ++bounds_done;
-    }
-    bounds_cv.notify_all();
-  }
-}
-
-std::vector<Server::Impl::LogBounds> Server::Impl::FreshBounds(int64_t* age_ms) {
-  std::unique_lock lock(bounds_mu);
-  const uint64_t target = bounds_done + 1;
-  bounds_wanted = std::max(bounds_wanted, target);
-  bounds_cv.notify_all();
-  bounds_cv.wait_for(lock, std::chrono::seconds(2), [&] { return bounds_done >= target; });
-  *age_ms = bounds_done == 0 ? -1 : (clock->MonotonicMicros() - bounds_at_us) / 1000;
-  return bounds;
 }
 
 Status Server::Impl::Bootstrap() {
@@ -473,56 +458,36 @@ Status Server::Impl::Bootstrap() {
   return Status::OK();
 }
 
-void Server::Impl::AddRoutes() {
-  AddIngestRoutes();
-  AddQueryRoutes();
-  AddClusterRoutes();
-  AddStorageRoutes();
-}
-
-http::RouteHandler Server::Impl::InternalOnly(http::RouteHandler handler) {
-  return [this, handler = std::move(handler)](const http::Request& req,
-                                              const http::PathParams& params) {
-    if (!IsInternalCaller(req)) {
-      return http::JsonError(401, "internal endpoint: cluster secret required");
-    }
-    return handler(req, params);
-  };
-}
-
-void Server::Impl::AddIngestRoutes() {
-  static const std::pair<const char*, std::pair<ingest::Format, bool>> kIngest[] = {
-      {"/api/v1/ingest/humio-structured", {ingest::Format::kHumioStructured, false}},
-      {"/api/v1/ingest/humio-unstructured", {ingest::Format::kHumioUnstructured, false}},
-      {"/api/v1/ingest/raw", {ingest::Format::kRaw, false}},
-      {"/api/v1/ingest/hec", {ingest::Format::kHecEvent, true}},
-      {"/api/v1/ingest/hec/raw", {ingest::Format::kHecRaw, true}},
-      {"/services/collector", {ingest::Format::kHecEvent, true}},
-      {"/services/collector/event", {ingest::Format::kHecEvent, true}},
-      {"/services/collector/event/1.0", {ingest::Format::kHecEvent, true}},
-      {"/services/collector/raw", {ingest::Format::kHecRaw, true}},
-      {"/services/collector/raw/1.0", {ingest::Format::kHecRaw, true}},
-  };
-  for (const auto& [path, how] : kIngest) {
-    router.Add("POST", path,
-               [this, format = how.first, hec = how.second](const http::Request& req,
-                                                            const http::PathParams&) {
-                 return HandleIngest(req, format, hec);
-               });
-  }
-  router.Add("GET", "/api/v1/status",
-             [this](const http::Request&, const http::PathParams&) { return HandleStatus(); });
-  router.Add("GET", "/", [this](const http::Request&, const http::PathParams&) {
-    http::Response r;
-    r.content_type = "text/plain";
-    r.body = std::string("sediment ") + kVersion + "\nAPI:\n";
-    for (const std::string& route : router.Describe()) {
-      if (route.find(" /internal/") == std::string::npos && route != "GET /") {
-        r.body += "  " + route + "\n";
-      }
-    }
-    return r;
-  });
+api::Node Server::Impl::ApiNode() const {
+  api::Node n;
+  n.config = config;
+  n.env = env;
+  n.clock = clock;
+  n.node = node;
+  n.advertise = advertise;
+  n.started_ms = started_ms;
+  n.global_source = global_source;
+  n.ingest_log = ingest_log.get();
+  n.global_log = global_log.get();
+  n.ingest_bounds = ingest_bounds.get();
+  n.global = global.get();
+  n.digest = digest.get();
+  n.membership = membership.get();
+  n.group = group.get();
+  n.store = store.get();
+  n.peers = peers.get();
+  n.replicator = replicator.get();
+  n.merger = merger.get();
+  n.bucket = bucket.get();
+  n.bucket_location = bucket_location;
+  n.cache_bound_bytes = bucket ? CacheBoundBytes() : 0;
+  n.uploader = uploader.get();
+  n.bucket_collector = bucket_collector.get();
+  n.bucket_snapshots = bucket_snapshots.get();
+  n.coordinator = coordinator.get();
+  n.leaf = leaf.get();
+  n.query_jobs = query_jobs.get();
+  return n;
 }
 
 http::Response Server::Impl::Handle(const http::Request& req) {
@@ -533,205 +498,6 @@ http::Response Server::Impl::Handle(const http::Request& req) {
   }
   if (auto r = router.Dispatch(req)) return std::move(*r);
   return http::JsonError(404, "no such endpoint: " + req.method + " " + req.path);
-}
-
-http::Response Server::Impl::HandleIngest(const http::Request& req, ingest::Format format,
-                                          bool hec) {
-  // hec_code: Splunk HEC's error code (2 token required, 4 invalid token, 6 invalid data
-  // format, 12 event field required, 9 server busy).
-  auto fail = [&](int status, const std::string& message, int hec_code) {
-    if (!hec) return http::JsonError(status, message);
-    JsonWriter w;
-    w.BeginObject().Key("text").String(message).Key("code").Int(hec_code);
-    w.Key("error").String(message).EndObject();
-    http::Response r;
-    r.status = status;
-    r.body = w.Take();
-    return r;
-  };
-  std::string token = TokenFrom(req, hec);
-  if (token.empty()) {
-    return fail(401, "missing ingest token (Authorization: Bearer <token>)", 2);
-  }
-  std::string repo;
-  global->Read([&](const GlobalState& st) {
-    auto t = st.ingest_tokens.find(token);
-    if (t != st.ingest_tokens.end()) repo = t->second;
-  });
-  // LogScale answers 401 for an unknown token, Splunk HEC 403 "Invalid token".
-  if (repo.empty()) return fail(hec ? 403 : 401, "unknown ingest token", 4);
-
-  ingest::ParseOptions options;
-  options.repo = repo;
-  options.now_ms = clock->NowMillis();
-  options.max_event_bytes = config.max_event_bytes;
-  options.params = req.query;
-  auto parsed = ingest::ParseRequest(format, req.body, options);
-  if (!parsed.ok()) {
-    const std::string& m = parsed.status().message();
-    int code = m.find("Event field is required") != std::string::npos ? 12 : 6;
-    return fail(HttpStatusFor(parsed.status()), m, code);
-  }
-  // P1 with a bound: a commit log that cannot acknowledge gets the client a 503 in time.
-  const auto ack_timeout = std::chrono::milliseconds(
-      config.kafka_brokers.empty() ? 30000 : config.kafka_produce_timeout_ms + 1000);
-  Status st = ingest::AppendAll(ingest_log.get(), std::move(parsed->messages), ack_timeout);
-  if (!st.ok()) {
-    spdlog::warn("ingest: append failed: {}", st.ToString());
-    http::Response r = fail(503, "events were not stored durably, retry: " + st.message(), 9);
-    r.headers.emplace_back("Retry-After", "1");
-    return r;
-  }
-  http::Response r;
-  if (hec) {
-    r.body = R"({"text":"Success","code":0})";
-  } else {
-    r.body = "{}";
-  }
-  return r;
-}
-
-namespace {
-// Members of one partition's lost-offsets object: "rangeCount", "offsets", "ranges".
-void WriteLostOffsets(JsonWriter& w, const LostOffsets& l) {
-  w.Key("rangeCount").Int(static_cast<int64_t>(l.range_count));
-  w.Key("offsets").Int(static_cast<int64_t>(l.offsets));
-  w.Key("ranges").BeginArray();
-  for (const auto& r : l.ranges) {
-    w.BeginObject().Key("first").Int(r.first.value).Key("end").Int(r.end.value);
-    w.Key("offsets").Int(r.offsets()).Key("detectedMs").Int(r.detected_ms).EndObject();
-  }
-  w.EndArray();
-}
-// "recordsLost": N, "damage": [{partition, firstOffset, endOffset, records, bytes, file, filePos,
-// what}] of a commit log (CommitLog::Damage).
-void WriteLogDamage(JsonWriter& w, const std::vector<LogDamage>& damage) {
-  int64_t lost = 0;
-  for (const LogDamage& d : damage) lost += d.end.value - d.first.value;
-  w.Key("recordsLost").Int(lost);
-  w.Key("damage").BeginArray();
-  for (const LogDamage& d : damage) {
-    w.BeginObject().Key("partition").Int(d.partition.value);
-    w.Key("firstOffset").Int(d.first.value).Key("endOffset").Int(d.end.value);
-    w.Key("records").Int(d.end.value - d.first.value);
-    w.Key("bytes").Int(static_cast<int64_t>(d.bytes));
-    w.Key("file").String(d.file).Key("filePos").Int(static_cast<int64_t>(d.file_pos));
-    w.Key("what").String(d.what).EndObject();
-  }
-  w.EndArray();
-}
-}  // namespace
-
-http::Response Server::Impl::HandleStatus() {
-  JsonWriter w;
-  w.BeginObject();
-  w.Key("status").String("OK").Key("version").String(kVersion);
-  w.Key("node").Int(node.value).Key("address").String(advertise);
-  w.Key("globalApplied").Int(global->Applied().value).Key("globalSource").String(global_source);
-  const std::string health = ingest_log->Health();
-  const std::string global_health = global_log->Health();
-  const std::vector<LogDamage> damage = ingest_log->Damage();
-  const std::vector<LogDamage> global_damage = global_log->Damage();
-  const std::vector<PartitionDigestStatus> digest_statuses = digest->PartitionStatuses();
-  // Commit-log offsets deleted before they were digested, by partition (DESIGN P1).
-  const std::map<int32_t, LostOffsets> lost = digest->LostOffsetsByPartition();
-  uint64_t lost_offsets = 0;
-  for (const auto& [part, l] : lost) lost_offsets += l.offsets;
-  // "degraded": something was lost or is failing; "problems" says what (details in the objects
-  // below).
-  std::vector<std::string> problems;
-  if (lost_offsets > 0) {
-    problems.push_back(std::to_string(lost_offsets) +
-                       " commit-log offsets were deleted before they were digested (lostOffsets)");
-  }
-  if (health != "ok" || !damage.empty()) problems.push_back("commit log: " + health);
-  if (global_health != "ok" || !global_damage.empty()) {
-    problems.push_back("global log: " + global_health);
-  }
-  const std::string snapshot_error = global->SnapshotError();
-  if (!snapshot_error.empty()) problems.push_back("global snapshot: " + snapshot_error);
-  const std::string follow_error = global->FollowError();
-  if (!follow_error.empty()) problems.push_back("global state: " + follow_error);
-  for (const auto& p : digest_statuses) {
-    if (!p.error.empty()) {
-      problems.push_back("digest of partition " + std::to_string(p.partition.value) + ": " +
-                         p.error);
-    }
-  }
-  w.Key("health").String(problems.empty() ? "ok" : "degraded");
-  w.Key("problems").BeginArray();
-  for (const auto& problem : problems) w.String(problem);
-  w.EndArray();
-  w.Key("lostOffsets").BeginObject().Key("offsets").Int(static_cast<int64_t>(lost_offsets));
-  w.Key("partitions").BeginArray();
-  for (const auto& [part, l] : lost) {
-    w.BeginObject().Key("partition").Int(part);
-    WriteLostOffsets(w, l);
-    w.EndObject();
-  }
-  w.EndArray().EndObject();
-  w.Key("commitLog").BeginObject();
-  w.Key("type").String(config.kafka_brokers.empty() ? "local" : "kafka");
-  if (!config.kafka_brokers.empty()) w.Key("brokers").String(config.kafka_brokers);
-  w.Key("health").String(health);
-  WriteLogDamage(w, damage);
-  w.EndObject();
-  w.Key("globalLog").BeginObject().Key("health").String(global_health);
-  w.Key("snapshotError").String(snapshot_error);
-  w.Key("followError").String(follow_error);
-  w.Key("stateReloads").Int(static_cast<int64_t>(global->StateReloads()));
-  WriteLogDamage(w, global_damage);
-  w.EndObject();
-  size_t segments = 0;
-  uint64_t segment_bytes = 0, events = 0;
-  std::vector<std::string> repos;
-  std::map<int32_t, PartitionState> pstates;
-  global->Read([&](const GlobalState& st) {
-    segments = st.segments.size();
-    for (const auto& [id, seg] : st.segments) {
-      segment_bytes += seg.file_size;
-      events += seg.event_count;
-    }
-    for (const auto& [name, info] : st.repos) repos.push_back(name);
-    pstates = st.partitions;
-  });
-  w.Key("repositories").BeginArray();
-  for (const auto& r : repos) w.String(r);
-  w.EndArray();
-  w.Key("segments").BeginObject().Key("count").Int(static_cast<int64_t>(segments));
-  w.Key("bytes").Int(static_cast<int64_t>(segment_bytes));
-  w.Key("events").Int(static_cast<int64_t>(events)).EndObject();
-  WriteBucketStatus(w);
-  int64_t bounds_age_ms = -1;
-  std::vector<LogBounds> log_bounds = FreshBounds(&bounds_age_ms);
-  w.Key("logOffsetsAgeMs").Int(bounds_age_ms);
-  // Partitions of the ingest log; "partitions" lists those this node digests.
-  w.Key("ingestPartitions").Int(ingest_log->partition_count());
-  w.Key("partitions").BeginArray();
-  for (const auto& p : digest_statuses) {
-    w.BeginObject().Key("partition").Int(p.partition.value).Key("epoch").Int(p.epoch.value);
-    w.Key("claimed").Bool(p.claimed);
-    LogBounds lb;
-    if (static_cast<size_t>(p.partition.value) < log_bounds.size())
-      lb = log_bounds[p.partition.value];
-    w.Key("logStart").Int(lb.start);
-    w.Key("logEnd").Int(lb.end);
-    w.Key("nextOffset").Int(p.next_offset.value);
-    w.Key("replayPoint").Int(p.replay_point.value);
-    auto ps = pstates.find(p.partition.value);
-    w.Key("truncatedBefore").Int(ps == pstates.end() ? 0 : ps->second.truncated_before.value);
-    w.Key("bufferedEvents").Int(static_cast<int64_t>(p.buffered_events));
-    w.Key("duplicateMessagesDropped").Int(static_cast<int64_t>(p.duplicates_dropped));
-    w.Key("lost").BeginObject();
-    WriteLostOffsets(w, p.lost);
-    w.EndObject();
-    w.Key("error").String(p.error).EndObject();
-  }
-  w.EndArray();
-  w.EndObject();
-  http::Response r;
-  r.body = w.Take();
-  return r;
 }
 
 }  // namespace sediment

@@ -3,110 +3,12 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <string>
-#include <vector>
 
 #include "common/status.h"
+#include "config/server_config.h"
 
 namespace sediment {
-
-struct ServerConfig {
-  std::string data_dir = "./sediment-data";
-  std::string listen = "127.0.0.1:8080";   // HOST:PORT; port 0 picks a free port
-  std::vector<std::string> ingest_tokens;  // "REPO:TOKEN"
-  std::vector<std::string> api_tokens;
-  // Ingest partitions: of the embedded log (fixed when the data dir is created) or of the Kafka
-  // ingest topic. 0 = the default: 8 embedded, 24 on Kafka.
-  int32_t partitions = 0;
-  // Kafka (DESIGN section 4): empty brokers = the embedded log.
-  std::string kafka_brokers;
-  std::string kafka_topic_prefix = "sediment-";
-  int16_t kafka_replication_factor = 1;
-  int16_t kafka_min_insync_replicas = 1;
-  std::string kafka_properties_file;                    // librdkafka properties, key=value lines
-  std::map<std::string, std::string> kafka_properties;  // e.g. from SEDIMENT_KAFKA_* variables
-  int64_t kafka_produce_timeout_ms = 10000;  // ingest answers 503 after at most this long
-  // Start even when the existing ingest or global topic has a finite retention (KafkaOptions::
-  // allow_finite_retention); without it such a topic makes start-up fail.
-  bool allow_kafka_retention = false;
-  size_t max_body_bytes = 32u << 20;
-  size_t max_event_bytes = 1u << 20;
-  int64_t flush_age_ms = 2000;
-  size_t flush_bytes = 32u << 20;
-  // Embedded log only: a partition's active file is sealed and a new one started at this size.
-  uint64_t log_file_bytes = 64ull << 20;
-  int query_threads = 2;
-  // Query limits (query_handler.cc): a query fails with 408 after this long (0 = no limit) and
-  // with 413 when its partial states (groups, kept rows) need more than this many bytes on one
-  // node (0 = no bound). Peers get the remaining time and the same bound.
-  int64_t query_timeout_ms = 300000;
-  uint64_t query_memory_bytes = uint64_t{1} << 30;
-  // Query jobs and live queries (query_jobs.cc): at most this many run at once (429 beyond); a
-  // job not polled for query_job_expiry_ms is cancelled and forgotten.
-  int max_query_jobs = 16;
-  int64_t query_job_expiry_ms = 90000;
-  // Cluster (DESIGN sections 6, 9, 11). The address peers and clients use to reach this node;
-  // empty = the listen address (which then must not be a wildcard).
-  std::string advertise;
-  // Authenticates node-to-node requests; empty = the secret the cluster generated (in Global).
-  std::string cluster_secret;
-  // Kafka consumer-group session timeout: how long a silent owner keeps its partitions.
-  int64_t digest_session_timeout_ms = 6000;
-  // A node whose heartbeat is older than this is shown dead and not sent query work; a query's
-  // requests to it still running are abandoned then.
-  int64_t heartbeat_timeout_ms = 5000;
-  // A query's request to a peer that brings no answer bytes for this long (a frozen process: the
-  // peer is asked for progress answers while it works) is abandoned: the coordinator reads other
-  // copies, asks a new partition owner, or names what is missing in a warning. 0 = none (only
-  // the query's time limit bounds the wait).
-  int64_t peer_progress_timeout_ms = 5000;
-  // Storage (DESIGN section 8, storage/README.md). Segment replication factor R of the cluster;
-  // 0 = keep the cluster's setting (default: 2 once two nodes joined, else 1).
-  int32_t replication_factor = 0;
-  // A node silent this long is gone: its copies are re-created on other nodes.
-  int64_t repair_grace_ms = 30000;
-  int64_t replication_interval_ms = 1000;
-  uint64_t replication_bytes_per_second = 64u << 20;
-  int64_t scrub_interval_ms = 600000;  // 0 = never
-  // A file that left Global (merged away, retention, extra copy) is deleted this long after.
-  int64_t file_deletion_delay_ms = 30000;
-  // How often a partition's owner truncates the commit log to the safe offset.
-  int64_t safe_offset_interval_ms = 10000;
-  // Merges (merge/README.md).
-  uint64_t merge_target_bytes = 128u << 20;
-  uint64_t merge_small_bytes = 32u << 20;
-  int64_t merge_min_age_ms = 60000;
-  int64_t merge_interval_ms = 5000;
-  // Retention and global-topic truncation pass.
-  int64_t maintenance_interval_ms = 5000;
-  // Global writes a snapshot after this many applied events; the global topic is truncated below
-  // the oldest snapshot every live node keeps.
-  uint64_t global_snapshot_every = 1000;
-  // Bucket storage (DESIGN section 8, bucket/README.md): an S3-compatible bucket holds every
-  // segment and Global snapshots; local disks are a cache. Empty endpoint = off.
-  std::string bucket_endpoint;  // http(s)://HOST:PORT
-  std::string bucket_name;
-  std::string bucket_region = "us-east-1";
-  std::string bucket_prefix;  // key prefix, e.g. "sediment/"
-  bool bucket_path_style = true;
-  // Empty: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN.
-  std::string bucket_access_key, bucket_secret_key;
-  bool bucket_create = false;  // create the bucket at start when it does not exist
-  int64_t upload_interval_ms = 1000;
-  int64_t bucket_snapshot_interval_ms = 60000;
-  uint32_t bucket_snapshots_kept = 3;
-  // Bucket GC deletes an unreferenced segment object only once it is at least this old
-  // (its LastModified).
-  int64_t bucket_gc_grace_ms = 3'600'000;
-  // Local segment cache bound (bucket storage only): bytes, or percent of the data dir's file
-  // system (the smaller applies); 0 = unbounded.
-  uint64_t cache_max_bytes = 0;
-  double cache_max_percent = 0;
-  // Start a new cluster (empty data dir, empty commit log) from the bucket's newest snapshot.
-  bool recover_from_bucket = false;
-};
 
 class Server {
  public:

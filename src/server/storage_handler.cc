@@ -1,6 +1,6 @@
-// Storage wiring of a node (DESIGN section 8): the local segment store, replication and merges
-// (src/storage, src/merge) started once membership has heard the peers, the maintenance pass
-// (retention, truncation of the global topic), and the storage endpoints: the internal segment
+// Storage wiring of a node (DESIGN section 8): the local segment store, replication, uploads and
+// merges (src/storage, src/merge), started by the maintenance thread (src/maintenance), and the
+// storage endpoints: the internal segment
 // file fetch, the segment list with replica counts, and per-repository retention.
 #include <simdjson.h>
 #include <spdlog/spdlog.h>
@@ -11,7 +11,6 @@
 #include "common/time_parse.h"
 #include "http/http_client.h"
 #include "server/server_impl.h"
-#include "storage/retention.h"
 
 namespace sediment {
 namespace {
@@ -72,17 +71,6 @@ class HttpSegmentFetcher final : public SegmentFetcher {
   std::function<std::string()> secret_;
 };
 
-int64_t GetInt(simdjson::dom::element doc, const char* key, int64_t dflt, bool* bad) {
-  simdjson::dom::element v;
-  if (doc[key].get(v)) return dflt;
-  int64_t i = 0;
-  uint64_t u = 0;
-  if (!v.get(i)) return i;
-  if (!v.get(u) && u <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(u);
-  *bad = true;
-  return dflt;
-}
-
 }  // namespace
 
 Status Server::Impl::StartStorage() {
@@ -137,210 +125,41 @@ Status Server::Impl::StartStorage() {
         },
         mo);
   }
-  maintenance_thread = std::thread([this] { MaintenanceLoop(); });
+  if (bucket) {
+    maintenance::BucketSnapshotsOptions bo;
+    bo.interval = std::chrono::milliseconds(config.bucket_snapshot_interval_ms);
+    bo.kept = config.bucket_snapshots_kept;
+    bucket_snapshots = std::make_unique<maintenance::BucketSnapshots>(
+        clock, global.get(), bucket.get(), bucket_collector.get(), bo);
+  }
+  maintenance::MaintenanceParts mp;
+  mp.clock = clock;
+  mp.global = global.get();
+  if (kafka()) {
+    mp.membership = membership.get();
+    mp.global_log = global_log.get();
+  }
+  mp.replicator = replicator.get();
+  mp.uploader = uploader.get();
+  mp.merger = merger.get();
+  mp.bucket_snapshots = bucket_snapshots.get();
+  maintenance::MaintenanceOptions mo;
+  mo.self = node;
+  // Placement needs the peers' heartbeats: a node that just started has not heard everyone yet.
+  if (kafka()) mo.start_delay = std::chrono::milliseconds(config.heartbeat_timeout_ms);
+  // Bucket snapshots are uploaded by this pass: it runs at least that often.
+  mo.interval = std::chrono::milliseconds(config.maintenance_interval_ms);
+  if (bucket) {
+    mo.interval =
+        std::min(mo.interval, std::chrono::milliseconds(config.bucket_snapshot_interval_ms));
+  }
+  maintenance = std::make_unique<maintenance::Maintenance>(mp, mo);
+  maintenance->Start();
   return Status::OK();
 }
 
 void Server::Impl::StopStorage() {
-  {
-    std::lock_guard lock(maintenance_mu);
-    maintenance_stop = true;
-  }
-  maintenance_cv.notify_all();
-  if (maintenance_thread.joinable()) maintenance_thread.join();
-  if (uploader) uploader->Stop();
-  if (merger) merger->Stop();
-  if (replicator) replicator->Stop();
-}
-
-void Server::Impl::MaintenanceLoop() {
-  auto wait = [this](std::chrono::milliseconds d) {
-    std::unique_lock lock(maintenance_mu);
-    return !maintenance_cv.wait_for(lock, d, [this] { return maintenance_stop; });
-  };
-  // Placement needs the peers' heartbeats: a node that just started has not heard everyone yet.
-  if (kafka() && !wait(std::chrono::milliseconds(config.heartbeat_timeout_ms))) return;
-  replicator->Start();
-  if (uploader) uploader->Start();
-  if (merger) {
-    Status st = merger->Start();
-    if (!st.ok()) spdlog::error("merges not started: {}", st.ToString());
-  }
-  // Bucket snapshots are uploaded by this pass: it runs at least that often.
-  int64_t every_ms = config.maintenance_interval_ms;
-  if (bucket) every_ms = std::min(every_ms, config.bucket_snapshot_interval_ms);
-  while (wait(std::chrono::milliseconds(every_ms))) {
-    if (!IsMaintenanceLeader()) continue;
-    ApplyRetention();
-    if (kafka()) TruncateGlobalTopic();
-    BucketMaintenance();
-  }
-}
-
-bool Server::Impl::IsMaintenanceLeader() const {
-  if (!kafka()) return true;
-  for (const auto& v : membership->AliveNodes()) {
-    if (!v.serving()) continue;
-    return v.node == node;  // sorted by id: the first serving node leads
-  }
-  return false;
-}
-
-void Server::Impl::ApplyRetention() {
-  RetentionPlan plan;
-  global->Read([&](const GlobalState& st) { plan = PlanRetention(st, clock->NowMillis()); });
-  for (size_t i = 0; i < plan.expired.size(); i += 1000) {
-    RemoveSegments ev;
-    ev.ids.assign(plan.expired.begin() + i,
-                  plan.expired.begin() + std::min(plan.expired.size(), i + 1000));
-    auto r = global->Submit(ev);
-    if (!r.ok()) {
-      spdlog::warn("retention: removing {} segments: {}", ev.ids.size(), r.status().ToString());
-      return;
-    }
-  }
-  for (const auto& [repo, counts] : plan.by_repo) {
-    spdlog::info(
-        "retention: repository '{}': removed {} segments past the age limit and {} over "
-        "the size limit",
-        repo, counts.by_age, counts.by_size);
-  }
-}
-
-void Server::Impl::TruncateGlobalTopic() {
-  std::vector<Offset> peers_oldest;
-  for (const auto& v : membership->AliveNodes()) {
-    if (v.node != node) peers_oldest.push_back(v.last.oldest_snapshot);
-  }
-  const Offset target = GlobalTopicTruncationPoint(global->OldestSnapshot(), peers_oldest);
-  if (target.value <= global_truncated_before) return;
-  auto st = global_log->DeleteBefore(PartitionId(0), target);
-  if (!st.ok()) {
-    spdlog::warn("truncating the global topic below {}: {}", target.value, st.ToString());
-    return;
-  }
-  global_truncated_before = target.value;
-  spdlog::info("global topic truncated below offset {} (oldest snapshot of every live node)",
-               target.value);
-}
-
-http::Response Server::Impl::HandleSegmentFile(const http::Request& req) {
-  auto it = req.query.find("name");
-  if (it == req.query.end() || !ValidSegmentFileName(it->second)) {
-    return http::JsonError(400, "name must be a segment file name (<name>.seg)");
-  }
-  if (!store->Has(it->second)) return http::JsonError(404, "no segment file " + it->second);
-  auto data = store->Read(it->second);
-  if (!data.ok()) return http::JsonError(HttpStatusFor(data.status()), data.status().message());
-  http::Response r;
-  r.content_type = "application/octet-stream";
-  r.body = std::move(*data);
-  return r;
-}
-
-http::Response Server::Impl::HandleClusterSegments(const http::Request& req) {
-  if (!IsApiCaller(req)) {
-    return http::JsonError(401, "missing or unknown API token (Authorization: Bearer <token>)");
-  }
-  JsonWriter w;
-  w.BeginObject();
-  global->Read([&](const GlobalState& st) {
-    w.Key("factor").Int(EffectiveReplicationFactor(st));
-    w.Key("segments").BeginArray();
-    for (const auto& [id, seg] : st.segments) {
-      w.BeginObject();
-      w.Key("id").Int(id.value).Key("repo").String(seg.datasource.repo);
-      w.Key("datasource").String(seg.datasource.Key());
-      w.Key("partition").Int(seg.partition.value);
-      w.Key("minOffset")
-          .Int(seg.min_pos.offset.value)
-          .Key("maxOffset")
-          .Int(seg.max_pos.offset.value);
-      w.Key("minTs").Int(seg.min_ts).Key("maxTs").Int(seg.max_ts);
-      w.Key("events").Int(static_cast<int64_t>(seg.event_count));
-      w.Key("fileSize").Int(static_cast<int64_t>(seg.file_size));
-      w.Key("writer").Int(seg.node.value).Key("file").String(seg.file_name);
-      int64_t live = 0;
-      w.Key("replicas").BeginArray();
-      for (NodeId n : seg.replicas) {
-        w.Int(n.value);
-        if (peers && peers->IsAlive(n)) ++live;
-      }
-      w.EndArray();
-      w.Key("liveReplicas").Int(live);
-      w.Key("staged").Bool(seg.staged());
-      w.Key("uploaded").Bool(seg.uploaded).Key("generation").Int(seg.generation);
-      if (seg.staged()) {
-        w.Key("mergeInputs").BeginArray();
-        for (SegmentId in : seg.merge_inputs) w.Int(in.value);
-        w.EndArray();
-      }
-      w.EndObject();
-    }
-    w.EndArray();
-  });
-  w.EndObject();
-  http::Response r;
-  r.body = w.Take();
-  return r;
-}
-
-http::Response Server::Impl::HandleRetention(const http::Request& req, const std::string& repo) {
-  if (!IsApiCaller(req)) {
-    return http::JsonError(401, "missing or unknown API token (Authorization: Bearer <token>)");
-  }
-  std::optional<RepoInfo> info;
-  global->Read([&](const GlobalState& st) {
-    auto it = st.repos.find(repo);
-    if (it != st.repos.end()) info = it->second;
-  });
-  if (!info) return http::JsonError(404, "no repository named '" + repo + "'");
-  if (req.method == "PUT") {
-    simdjson::dom::parser parser;
-    simdjson::dom::element doc;
-    if (parser.parse(req.body).get(doc) || !doc.is_object()) {
-      return http::JsonError(400,
-                             "body must be a JSON object {\"retentionMs\": N, "
-                             "\"retentionBytes\": N} (0 = no limit)");
-    }
-    bool bad = false;
-    const int64_t ms = GetInt(doc, "retentionMs", info->retention_ms, &bad);
-    const int64_t bytes =
-        GetInt(doc, "retentionBytes", static_cast<int64_t>(info->retention_bytes), &bad);
-    if (bad || ms < 0 || bytes < 0) {
-      return http::JsonError(400, "retentionMs and retentionBytes must be non-negative integers");
-    }
-    auto r = global->Submit(SetRetention{repo, ms, static_cast<uint64_t>(bytes)});
-    if (!r.ok()) return http::JsonError(HttpStatusFor(r.status()), r.status().message());
-    info->retention_ms = ms;
-    info->retention_bytes = static_cast<uint64_t>(bytes);
-    spdlog::info("retention of repository '{}': {} ms, {} bytes (0 = no limit)", repo, ms, bytes);
-  }
-  JsonWriter w;
-  w.BeginObject().Key("repository").String(repo);
-  w.Key("retentionMs").Int(info->retention_ms);
-  w.Key("retentionBytes").Int(static_cast<int64_t>(info->retention_bytes));
-  w.EndObject();
-  http::Response r;
-  r.body = w.Take();
-  return r;
-}
-
-void Server::Impl::AddStorageRoutes() {
-  router.Add("GET", "/api/v1/cluster/segments",
-             [this](const http::Request& req, const http::PathParams&) {
-               return HandleClusterSegments(req);
-             });
-  router.Add("GET", "/internal/v1/segment-file",
-             InternalOnly([this](const http::Request& req, const http::PathParams&) {
-               return HandleSegmentFile(req);
-             }));
-  for (const char* prefix : {"/api/v1/repositories/", "/api/v1/dataspaces/"}) {
-    router.Add("PUT|GET", std::string(prefix) + "{repo}/retention",
-               [this](const http::Request& req, const http::PathParams& p) {
-                 return HandleRetention(req, p.find("repo")->second);
-               });
-  }
+  if (maintenance) maintenance->Stop();  // stops the uploader, merger and replicator too
 }
 
 }  // namespace sediment

@@ -1,0 +1,103 @@
+// Ingest routes: LogScale's structured, unstructured and raw formats and Splunk HEC. An ingest
+// token names the repository; the request is answered 200 only once every event in it is durable
+// in the commit log (P1), 503 with Retry-After when the log cannot say so in time.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "api/node.h"
+#include "api/routes.h"
+#include "common/json_writer.h"
+#include "ingest/ingest.h"
+
+namespace sediment::api {
+namespace {
+
+class IngestRoutes : public Node {
+ public:
+  explicit IngestRoutes(const Node& node) : Node(node) {}
+  http::Response HandleIngest(const http::Request& req, ingest::Format format, bool hec) const;
+};
+
+http::Response IngestRoutes::HandleIngest(const http::Request& req, ingest::Format format,
+                                          bool hec) const {
+  // hec_code: Splunk HEC's error code (2 token required, 4 invalid token, 6 invalid data
+  // format, 12 event field required, 9 server busy).
+  auto fail = [&](int status, const std::string& message, int hec_code) {
+    if (!hec) return http::JsonError(status, message);
+    JsonWriter w;
+    w.BeginObject().Key("text").String(message).Key("code").Int(hec_code);
+    w.Key("error").String(message).EndObject();
+    http::Response r;
+    r.status = status;
+    r.body = w.Take();
+    return r;
+  };
+  std::string token = TokenFrom(req, hec);
+  if (token.empty()) {
+    return fail(401, "missing ingest token (Authorization: Bearer <token>)", 2);
+  }
+  std::string repo;
+  global->Read([&](const GlobalState& st) {
+    auto t = st.ingest_tokens.find(token);
+    if (t != st.ingest_tokens.end()) repo = t->second;
+  });
+  // LogScale answers 401 for an unknown token, Splunk HEC 403 "Invalid token".
+  if (repo.empty()) return fail(hec ? 403 : 401, "unknown ingest token", 4);
+
+  ingest::ParseOptions options;
+  options.repo = repo;
+  options.now_ms = clock->NowMillis();
+  options.max_event_bytes = config.max_event_bytes;
+  options.params = req.query;
+  auto parsed = ingest::ParseRequest(format, req.body, options);
+  if (!parsed.ok()) {
+    const std::string& m = parsed.status().message();
+    const int code = parsed.status().subcode() == StatusSubcode::kEventFieldRequired ? 12 : 6;
+    return fail(HttpStatusFor(parsed.status()), m, code);
+  }
+  // P1 with a bound: a commit log that cannot acknowledge gets the client a 503 in time.
+  const auto ack_timeout = std::chrono::milliseconds(
+      config.kafka_brokers.empty() ? 30000 : config.kafka_produce_timeout_ms + 1000);
+  Status st = ingest::AppendAll(ingest_log, std::move(parsed->messages), ack_timeout);
+  if (!st.ok()) {
+    spdlog::warn("ingest: append failed: {}", st.ToString());
+    http::Response r = fail(503, "events were not stored durably, retry: " + st.message(), 9);
+    r.headers.emplace_back("Retry-After", "1");
+    return r;
+  }
+  http::Response r;
+  if (hec) {
+    r.body = R"({"text":"Success","code":0})";
+  } else {
+    r.body = "{}";
+  }
+  return r;
+}
+
+}  // namespace
+
+void AddIngestRoutes(http::Router& router, const Node& node) {
+  auto self = std::make_shared<const IngestRoutes>(node);
+  static const std::pair<const char*, std::pair<ingest::Format, bool>> kIngest[] = {
+      {"/api/v1/ingest/humio-structured", {ingest::Format::kHumioStructured, false}},
+      {"/api/v1/ingest/humio-unstructured", {ingest::Format::kHumioUnstructured, false}},
+      {"/api/v1/ingest/raw", {ingest::Format::kRaw, false}},
+      {"/api/v1/ingest/hec", {ingest::Format::kHecEvent, true}},
+      {"/api/v1/ingest/hec/raw", {ingest::Format::kHecRaw, true}},
+      {"/services/collector", {ingest::Format::kHecEvent, true}},
+      {"/services/collector/event", {ingest::Format::kHecEvent, true}},
+      {"/services/collector/event/1.0", {ingest::Format::kHecEvent, true}},
+      {"/services/collector/raw", {ingest::Format::kHecRaw, true}},
+      {"/services/collector/raw/1.0", {ingest::Format::kHecRaw, true}},
+  };
+  for (const auto& [path, how] : kIngest) {
+    router.Add("POST", path,
+               [self, format = how.first, hec = how.second](const http::Request& req,
+                                                            const http::PathParams&) {
+                 return self->HandleIngest(req, format, hec);
+               });
+  }
+}
+
+}  // namespace sediment::api

@@ -1,0 +1,35 @@
+// What the query routes (query_routes.cc) and the query-job routes (job_routes.cc) share.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "api/node.h"
+
+namespace sediment::api {
+
+// The public query body (LogScale's QueryInput): {queryString, start, end, isLive}; other fields
+// (timeZoneOffsetMinutes, arguments, ...) are accepted and ignored.
+struct QueryRequestBody {
+  std::string query_string;
+  std::string start, end;  // as given (a number becomes its decimal text); empty = absent
+  bool live = false;
+};
+// Parses `body`; the 400 response to send when it is not a valid query body.
+std::optional<http::Response> ParseQueryRequest(const std::string& body, QueryRequestBody* out);
+
+// The error response of a query that failed: 408 for its time limit, 413 for its memory bound
+// (naming the flag), else HttpStatusFor's status.
+http::Response QueryErrorResponse(const Status& st, const coordinator::QueryControl& control);
+
+// POST {repo}/queryjobs, GET|DELETE {repo}/queryjobs/{id} (`id` empty for the first).
+http::Response HandleQueryJobs(const Node& n, const http::Request& req, const std::string& repo,
+                               const std::string& id);
+// A live query on the streaming endpoint: runs again and again over a sliding window and streams
+// what is new (coordinator/query_jobs.h has the schedule). `n` must outlive the response's stream.
+http::Response StreamLiveQuery(const Node& n, const http::Request& req, const std::string& repo,
+                               const QueryRequestBody& body,
+                               std::shared_ptr<const query::CompiledQuery> compiled);
+
+}  // namespace sediment::api

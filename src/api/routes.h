@@ -1,0 +1,23 @@
+// The HTTP API of a node: each route module registers its routes on the node's router. The
+// modules keep a copy of `node` (borrowed parts) for as long as the router holds their handlers.
+#pragma once
+
+#include "api/node.h"
+#include "http/router.h"
+
+namespace sediment::api {
+
+void AddIngestRoutes(http::Router& router, const Node& node);   // ingest_routes.cc
+void AddQueryRoutes(http::Router& router, const Node& node);    // query_routes.cc, job_routes.cc
+void AddStatusRoutes(http::Router& router, const Node& node);   // status_routes.cc
+void AddStorageRoutes(http::Router& router, const Node& node);  // storage_routes.cc
+
+// Every module's routes. `router` must outlive its handlers' calls (GET / lists its routes).
+inline void AddRoutes(http::Router& router, const Node& node) {
+  AddIngestRoutes(router, node);
+  AddQueryRoutes(router, node);
+  AddStatusRoutes(router, node);
+  AddStorageRoutes(router, node);
+}
+
+}  // namespace sediment::api
