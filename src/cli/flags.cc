@@ -470,8 +470,8 @@ void AddServerFlags(CLI::App& app, ServerConfig& config) {
       help += " (default: " + WithoutBackticks(f.default_described) + ")";
     }
     CLI::Option* o = f.add(app, config, help);
+    // The metavar stays CLI11's type name (TEXT, INT): it is part of CLI11's error messages.
     o->group(std::string(SectionTitle(f.section)));
-    if (!f.metavar.empty()) o->type_name(f.metavar);
   }
 }
 
