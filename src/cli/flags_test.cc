@@ -33,6 +33,15 @@ Parsed Parse(std::vector<std::string> args) {
   return p;
 }
 
+// The tests set the flags' variables themselves: none may come from the caller's environment.
+class ClearFlagVariables : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    for (const ServerFlag& f : ServerFlags()) unsetenv(f.env.c_str());
+  }
+};
+const auto* const kClearFlagVariables = ::testing::AddGlobalTestEnvironment(new ClearFlagVariables);
+
 // Sets an environment variable for the scope.
 class ScopedEnv {
  public:
