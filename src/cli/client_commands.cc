@@ -1,0 +1,316 @@
+#include "cli/client_commands.h"
+
+#include <simdjson.h>
+#include <CLI/CLI.hpp>
+
+#include <strings.h>
+#include <algorithm>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "common/json_writer.h"
+#include "common/time_parse.h"
+#include "http/http_client.h"
+
+namespace sediment::cli {
+namespace {
+
+std::vector<std::pair<std::string, std::string>> AuthHeaders(const std::string& token,
+                                                             const std::string& content_type) {
+  std::vector<std::pair<std::string, std::string>> h;
+  if (!token.empty()) h.emplace_back("Authorization", "Bearer " + token);
+  if (!content_type.empty()) h.emplace_back("Content-Type", content_type);
+  return h;
+}
+
+int Fail(const std::string& what) {
+  std::fprintf(stderr, "error: %s\n", what.c_str());
+  return 1;
+}
+
+int IngestLines(const std::string& url, const std::string& token, std::vector<std::string> files,
+                size_t batch_lines) {
+  if (files.empty()) files.push_back("-");
+  size_t total = 0;
+  std::string batch;
+  size_t lines = 0;
+  auto send = [&]() -> bool {
+    if (lines == 0) return true;
+    auto r = sediment::http::Fetch("POST", url + "/api/v1/ingest/raw",
+                                   AuthHeaders(token, "text/plain"), batch);
+    if (!r.ok()) {
+      Fail(r.status().ToString());
+      return false;
+    }
+    if (r->status != 200) {
+      Fail("server answered " + std::to_string(r->status) + ": " + r->body);
+      return false;
+    }
+    total += lines;
+    std::fprintf(stderr, "\ringested %zu events", total);
+    batch.clear();
+    lines = 0;
+    return true;
+  };
+  for (const auto& f : files) {
+    std::ifstream file;
+    std::istream* in = &std::cin;
+    if (f != "-") {
+      file.open(f);
+      if (!file) return Fail("cannot open " + f);
+      in = &file;
+    }
+    std::string line;
+    while (std::getline(*in, line)) {
+      if (line.empty()) continue;
+      batch.append(line).push_back('\n');
+      if (++lines >= batch_lines && !send()) return 1;
+    }
+  }
+  if (!send()) return 1;
+  std::fprintf(stderr, "\ringested %zu events, all acknowledged\n", total);
+  return 0;
+}
+
+int QueryAndPrint(const std::string& url, const std::string& token, const std::string& repo,
+                  const std::string& query, const std::string& start, const std::string& end,
+                  const std::string& format) {
+  sediment::JsonWriter w;
+  w.BeginObject().Key("queryString").String(query).Key("start").String(start);
+  if (!end.empty()) w.Key("end").String(end);
+  w.Key("isLive").Bool(false).EndObject();
+  auto headers = AuthHeaders(token, "application/json");
+  if (format == "ndjson") headers.emplace_back("Accept", "application/x-ndjson");
+  auto r = sediment::http::Fetch("POST", url + "/api/v1/repositories/" + repo + "/query", headers,
+                                 w.str());
+  if (!r.ok()) return Fail(r.status().ToString());
+  for (const auto& [k, v] : r->headers) {
+    if (strcasecmp(k.c_str(), "X-Sediment-Warning") == 0) {
+      std::fprintf(stderr, "warning: %s\n", v.c_str());
+    }
+  }
+  if (r->status != 200)
+    return Fail("server answered " + std::to_string(r->status) + ": " + r->body);
+  if (format == "ndjson" || format == "json") {
+    std::fwrite(r->body.data(), 1, r->body.size(), stdout);
+    if (format == "json") std::fputc('\n', stdout);
+    return 0;
+  }
+  // Terminal table: events as "time  rawstring", aggregates as aligned columns.
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(r->body).get(doc) || !doc.is_array())
+    return Fail("unexpected answer: " + r->body);
+  std::vector<std::string> columns;
+  std::vector<std::map<std::string, std::string>> rows;
+  bool events = false;
+  for (simdjson::dom::element row : doc.get_array()) {
+    if (!row.is_object()) continue;
+    std::map<std::string, std::string> cells;
+    for (auto field : row.get_object()) {
+      std::string key(field.key);
+      std::string value;
+      if (field.value.is_string()) {
+        value = std::string(field.value.get_string().value());
+      } else if (field.value.is_int64()) {
+        int64_t v = field.value.get_int64().value();
+        value = key == "@timestamp" ? sediment::FormatIso8601Millis(v) : std::to_string(v);
+      } else {
+        value = simdjson::to_string(field.value);
+      }
+      if (key == "@rawstring") events = true;
+      if (std::find(columns.begin(), columns.end(), key) == columns.end()) columns.push_back(key);
+      cells[key] = std::move(value);
+    }
+    rows.push_back(std::move(cells));
+  }
+  if (events) {
+    for (auto& row : rows)
+      std::printf("%s  %s\n", row["@timestamp"].c_str(), row["@rawstring"].c_str());
+  } else {
+    std::vector<size_t> width;
+    for (const auto& c : columns) {
+      size_t wd = c.size();
+      for (auto& row : rows) wd = std::max(wd, row[c].size());
+      width.push_back(std::min<size_t>(wd, 80));
+    }
+    for (size_t i = 0; i < columns.size(); ++i)
+      std::printf("%-*s  ", static_cast<int>(width[i]), columns[i].c_str());
+    std::printf("\n");
+    for (size_t i = 0; i < columns.size(); ++i)
+      std::printf("%s  ", std::string(width[i], '-').c_str());
+    std::printf("\n");
+    for (auto& row : rows) {
+      for (size_t i = 0; i < columns.size(); ++i)
+        std::printf("%-*s  ", static_cast<int>(width[i]), row[columns[i]].c_str());
+      std::printf("\n");
+    }
+  }
+  std::fprintf(stderr, "%zu %s\n", rows.size(), events ? "events" : "rows");
+  return 0;
+}
+
+// The cluster view (GET /api/v1/cluster) as tables: nodes, partitions, warnings.
+int PrintCluster(const std::string& body) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(body).get(doc)) return Fail("the cluster view is not JSON: " + body);
+  auto str = [](simdjson::dom::element e, const char* k) {
+    std::string_view v;
+    return e[k].get(v) ? std::string() : std::string(v);
+  };
+  auto num = [](simdjson::dom::element e, const char* k) {
+    int64_t v = 0;
+    return e[k].get(v) ? int64_t{-1} : v;
+  };
+  auto flag = [](simdjson::dom::element e, const char* k) {
+    bool v = false;
+    return !e[k].get(v) && v;
+  };
+  simdjson::dom::array nodes, partitions, warnings;
+  if (doc["nodes"].get(nodes) || doc["partitions"].get(partitions) ||
+      doc["warnings"].get(warnings)) {
+    return Fail("the cluster view lacks nodes/partitions/warnings: " + body);
+  }
+  size_t alive = 0, total = 0;
+  for (auto n : nodes) {
+    ++total;
+    alive += flag(n, "alive") ? 1 : 0;
+  }
+  std::printf("cluster %s: %zu of %zu nodes alive; this node %lld; Global applied through %lld\n\n",
+              str(doc, "clusterId").c_str(), alive, total, static_cast<long long>(num(doc, "self")),
+              static_cast<long long>(num(doc, "globalApplied")));
+  if (str(doc, "health") == "degraded") {
+    std::printf(
+        "HEALTH DEGRADED: %lld commit-log offsets were deleted before they were digested "
+        "(events lost; see lostRanges and the warnings)\n\n",
+        static_cast<long long>(num(doc, "lostOffsets")));
+  }
+  simdjson::dom::element repl;
+  if (!doc["replication"].get(repl)) {
+    std::printf(
+        "segments: %lld, replication factor %lld; %lld under-replicated (%lld bytes), "
+        "%lld without a live copy, %lld with no copy, %lld staged merges\n\n",
+        static_cast<long long>(num(repl, "segments")), static_cast<long long>(num(repl, "factor")),
+        static_cast<long long>(num(repl, "underReplicated")),
+        static_cast<long long>(num(repl, "underReplicatedBytes")),
+        static_cast<long long>(num(repl, "withoutLiveCopy")),
+        static_cast<long long>(num(repl, "lost")),
+        static_cast<long long>(num(repl, "stagedMerges")));
+  }
+  std::printf("%-12s %-22s %-6s %-10s %-10s %-9s %-12s %s\n", "NODE", "ADDRESS", "ALIVE",
+              "HEARTBEAT", "PARTITIONS", "COPIES", "BYTES", "REPAIR (pending/copied/corrupt)");
+  for (auto n : nodes) {
+    std::string id = std::to_string(num(n, "id")) + (flag(n, "self") ? "*" : "");
+    std::string hb = flag(n, "alive") || num(n, "lastHeartbeatMsAgo") >= 0
+                         ? std::to_string(num(n, "lastHeartbeatMsAgo")) + " ms"
+                         : "never";
+    std::string repair = "-";
+    simdjson::dom::element r;
+    if (!n["repair"].get(r) && r.is_object()) {
+      repair = std::to_string(num(r, "pendingSegments")) + "/" +
+               std::to_string(num(r, "copiedSegments")) + "/" +
+               std::to_string(num(r, "corruptDetected"));
+    }
+    std::printf("%-12s %-22s %-6s %-10s %-10lld %-9lld %-12lld %s\n", id.c_str(),
+                str(n, "address").c_str(), flag(n, "alive") ? "yes" : "NO", hb.c_str(),
+                static_cast<long long>(num(n, "partitionsOwned")),
+                static_cast<long long>(num(n, "segments")),
+                static_cast<long long>(num(n, "segmentBytes")), repair.c_str());
+  }
+  std::printf("\n%-9s %-12s %-6s %-7s %-10s %-10s %-10s %-10s %-8s %s\n", "PARTITION", "OWNER",
+              "EPOCH", "ALIVE", "REPLAY", "SAFE", "LOG START", "LOG END", "LAG", "BUFFERED");
+  auto opt = [](int64_t v) { return v < 0 ? std::string("?") : std::to_string(v); };
+  for (auto p : partitions) {
+    std::printf("%-9lld %-12s %-6lld %-7s %-10lld %-10lld %-10s %-10s %-8s %lld\n",
+                static_cast<long long>(num(p, "partition")),
+                num(p, "owner") > 0 ? std::to_string(num(p, "owner")).c_str() : "-",
+                static_cast<long long>(num(p, "epoch")), flag(p, "ownerAlive") ? "yes" : "NO",
+                static_cast<long long>(num(p, "replayPoint")),
+                static_cast<long long>(num(p, "safeOffset")), opt(num(p, "logStart")).c_str(),
+                opt(num(p, "logEnd")).c_str(), opt(num(p, "lag")).c_str(),
+                static_cast<long long>(num(p, "bufferedEvents")));
+  }
+  size_t nw = 0;
+  for (auto w : warnings) {
+    std::string_view text;
+    if (w.get(text)) continue;
+    if (nw++ == 0) std::printf("\nwarnings:\n");
+    std::printf("  - %.*s\n", static_cast<int>(text.size()), text.data());
+  }
+  if (nw == 0) std::printf("\nno warnings\n");
+  return 0;
+}
+
+int ShowStatus(const std::string& url, bool cluster, bool json) {
+  auto r =
+      sediment::http::Fetch("GET", url + (cluster ? "/api/v1/cluster" : "/api/v1/status"), {}, "");
+  if (!r.ok()) return Fail(r.status().ToString());
+  if (r->status != 200)
+    return Fail("server answered " + std::to_string(r->status) + ": " + r->body);
+  if (cluster && !json) return PrintCluster(r->body);
+  std::printf("%s\n", r->body.c_str());
+  return 0;
+}
+
+}  // namespace
+
+CLI::App* AddIngestCommand(CLI::App& app, ClientArgs& args) {
+  auto* ingest =
+      app.add_subcommand("ingest", "send log lines (files or stdin) to /api/v1/ingest/raw");
+  ingest->add_option("--url", args.url, "server URL")
+      ->envname("SEDIMENT_URL")
+      ->capture_default_str();
+  ingest->add_option("--token", args.token, "ingest token")
+      ->envname("SEDIMENT_INGEST_TOKEN")
+      ->required();
+  ingest->add_option("--batch-lines", args.batch_lines, "lines per request")->capture_default_str();
+  ingest->add_option("files", args.files, "files to send ('-' or none: stdin)");
+  return ingest;
+}
+
+CLI::App* AddQueryCommand(CLI::App& app, ClientArgs& args) {
+  auto* query = app.add_subcommand("query", "run a query and print the result");
+  query->add_option("--url", args.url, "server URL")
+      ->envname("SEDIMENT_URL")
+      ->capture_default_str();
+  query->add_option("--token", args.token, "API token")->envname("SEDIMENT_API_TOKEN")->required();
+  query->add_option("--repo", args.repo, "repository")->capture_default_str();
+  query->add_option("--start", args.start, "start: relative (15m, 24h, 7d), epoch ms or ISO-8601")
+      ->capture_default_str();
+  query->add_option("--end", args.end, "end (default now)");
+  query->add_option("--format", args.format, "table, json or ndjson")
+      ->check(CLI::IsMember({"table", "json", "ndjson"}))
+      ->capture_default_str();
+  query->add_option("query", args.query, "LogScale query, e.g. 'error | count()'")->required();
+  return query;
+}
+
+CLI::App* AddStatusCommand(CLI::App& app, ClientArgs& args) {
+  auto* status =
+      app.add_subcommand("status",
+                         "print the node's status (JSON), or with --cluster the cluster's nodes, "
+                         "partitions and warnings");
+  status->add_option("--url", args.url, "server URL")
+      ->envname("SEDIMENT_URL")
+      ->capture_default_str();
+  status->add_flag("--cluster", args.cluster, "the cluster view (GET /api/v1/cluster) as tables");
+  status->add_flag("--json", args.json, "with --cluster: the raw JSON");
+  return status;
+}
+
+int RunIngest(const ClientArgs& args) {
+  return IngestLines(args.url, args.token, args.files, args.batch_lines);
+}
+
+int RunQuery(const ClientArgs& args) {
+  return QueryAndPrint(args.url, args.token, args.repo, args.query, args.start, args.end,
+                       args.format);
+}
+
+int RunStatus(const ClientArgs& args) { return ShowStatus(args.url, args.cluster, args.json); }
+
+}  // namespace sediment::cli

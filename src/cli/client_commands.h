@@ -1,0 +1,35 @@
+// The client subcommands of the sediment binary: `ingest`, `query` and `status` talk to a running
+// node over HTTP. Each prints a one-line `error:` message and returns 1 on failure, 0 on success.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace sediment::cli {
+
+// The client subcommands' arguments (url and token are shared by them).
+struct ClientArgs {
+  std::string url = "http://127.0.0.1:8080";
+  std::string token;
+  std::vector<std::string> files;  // ingest: files to send; none or "-": stdin
+  size_t batch_lines = 1000;
+  std::string repo = "sandbox", query, start = "24h", end, format = "table";
+  bool cluster = false, json = false;  // status
+};
+
+// Add the subcommand with its options bound to `args` (which must outlive the parse).
+CLI::App* AddIngestCommand(CLI::App& app, ClientArgs& args);
+CLI::App* AddQueryCommand(CLI::App& app, ClientArgs& args);
+CLI::App* AddStatusCommand(CLI::App& app, ClientArgs& args);
+
+// Run the subcommand after a successful parse.
+int RunIngest(const ClientArgs& args);
+int RunQuery(const ClientArgs& args);
+int RunStatus(const ClientArgs& args);
+
+}  // namespace sediment::cli
