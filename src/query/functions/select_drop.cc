@@ -1,6 +1,9 @@
 // select(fields): keep only those fields, in that order; drop(fields): remove them. Per-record
 // stages (transform.cc applies them).
+#include <utility>
+
 #include "query/functions/list.h"
+#include "query/functions/transforms.h"
 
 namespace sediment::query::functions {
 namespace {
@@ -32,5 +35,19 @@ const Function kDrop = {
     .doc = "removes the given fields",
     .stage = &Build<Stage::Kind::kDrop>,
 };
+
+// ---- per-record implementation ----
+
+void ApplySelect(const Stage& st, Record& r) {
+  Row row;
+  row.reserve(st.fields.size());
+  for (const std::string& f : st.fields) {
+    bool dup = false;
+    for (const auto& [k, v] : row) dup = dup || k == f;
+    if (dup) continue;
+    if (std::optional<Value> v = r.GetValue(f)) row.emplace_back(f, std::move(*v));
+  }
+  r = Record::FromRow(std::move(row), r.key());
+}
 
 }  // namespace sediment::query::functions
