@@ -1,14 +1,11 @@
-// Recursive-descent parser for the supported CQL subset: filters (query/README.md), pipeline
-// functions and expressions (query/FUNCTIONS.md). Produces the CompiledQuery of compiled.h.
+// Recursive-descent parser for the supported CQL subset: the grammar of filters
+// (query/README.md), the pipeline, case { }, expressions and function arguments (as generic
+// values). Functions are looked up in the registry (functions/registry.h), which checks their
+// arguments and builds their compiled form. Produces the CompiledQuery of compiled.h.
 #include <re2/re2.h>
 
 #include <algorithm>
-#include <cctype>
-#include <charconv>
 #include <cstdint>
-#include <initializer_list>
-#include <limits>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>

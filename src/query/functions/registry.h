@@ -6,11 +6,11 @@
 // unnamed, given twice, required, type of value) and then the function's factory.
 //
 // Adding a function: one file under functions/ defining its `const Function` (parameter table,
-// factory, doc), and one line in the SEDIMENT_QUERY_FUNCTIONS list in functions/list.cc; then
+// factory, doc), and one line in the SEDIMENT_QUERY_FUNCTIONS list in functions/list.h; then
 // its section in FUNCTIONS.md (functions_test checks that both agree). See query/README.md.
 //
-// Everything here is immutable after static (constant) initialization; thread-safe. Compile-time
-// only: nothing here runs per event.
+// The Function and Param tables are constant-initialized and immutable (safe to share across
+// threads); a Call is used by one thread. Compile-time only: nothing here runs per event.
 #pragma once
 
 #include <cstddef>
@@ -124,7 +124,7 @@ struct Function {
   const char* camel = nullptr;  // kExpression: a camelCase spelling also accepted (toString)
 };
 
-// Every registered function, in registration order (functions/list.cc).
+// Every registered function, in registration order (functions/list.h).
 std::span<const Function* const> All();
 // The pipeline function (kind != kExpression) called `name` (documented or all lower-case).
 const Function* FindPipelineFunction(std::string_view name);

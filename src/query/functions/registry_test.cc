@@ -8,6 +8,7 @@
 #include <cctype>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -238,6 +239,95 @@ TEST(RegistryTest, DefaultsBind) {
     Call call(*f, 0, &err);
     EXPECT_TRUE(call.Bind({})) << f->name << ": " << err.ToString();
   }
+}
+
+// ---- Call::Bind: the generic checks, on a function of every parameter type ----
+
+constexpr Param kProbeParams[] = {
+    {.name = "field", .type = Type::kField, .unnamed = true, .required = true},
+    {.name = "fields", .type = Type::kFields, .default_value = "[a, b]"},
+    {.name = "flag", .type = Type::kBool, .default_value = "true"},
+    {.name = "limit", .type = Type::kLimit, .default_value = "7", .max = 100, .max_alias = true},
+    {.name = "span", .type = Type::kSpan, .default_value = "auto"},
+    {.name = "percentiles", .type = Type::kPercentiles, .default_value = "[50, 99.9]"},
+    {.name = "function", .type = Type::kMetrics, .default_value = "count()"},
+    {.name = "camelName", .type = Type::kString},
+    {.name = "raw", .type = Type::kRaw},
+    {.name = "legacy", .type = Type::kUnsupported},
+};
+bool ProbeStage(Call&, Stage*) { return true; }
+const Function kProbe = {
+    .name = "probe",
+    .kind = Kind::kTransform,
+    .params = kProbeParams,
+    .doc = "test",
+    .stage = &ProbeStage,
+};
+
+// Binds the arguments of `call_text` (e.g. "x, limit=3") to kProbe at position 0; the error
+// message ("" when it binds) and the bound call.
+struct Bound {
+  Status err;
+  std::vector<Arg> args;
+  std::unique_ptr<Call> call;
+  bool ok = false;
+};
+std::unique_ptr<Bound> BindProbe(const std::string& call_text) {
+  auto b = std::make_unique<Bound>();
+  ArgValue v;
+  EXPECT_TRUE(ParseArgumentValue("probe(" + call_text + ")", &v)) << call_text;
+  b->args = std::move(v.args);
+  b->call = std::make_unique<Call>(kProbe, 0, &b->err);
+  b->ok = b->call->Bind(b->args);
+  EXPECT_EQ(b->ok, b->err.ok());
+  return b;
+}
+std::string BindError(const std::string& call_text) { return BindProbe(call_text)->err.message(); }
+
+TEST(RegistryTest, BindConvertsGivenValuesAndDefaults) {
+  auto b = BindProbe("x, limit=max, span=5min, camelname=\"q\"");
+  ASSERT_TRUE(b->ok) << b->err.ToString();
+  Call& c = *b->call;
+  EXPECT_EQ(c.String("field"), "x");
+  EXPECT_TRUE(c.Given("field"));
+  EXPECT_EQ(c.Fields("fields"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_FALSE(c.Given("fields"));
+  EXPECT_TRUE(c.Bool("flag"));
+  EXPECT_EQ(c.Limit("limit"), 100);
+  EXPECT_EQ(c.Limit("span"), 5 * 60 * 1000);
+  EXPECT_EQ(c.Percentiles("percentiles"), (std::vector<double>{50, 99.9}));
+  std::vector<Metric> metrics = c.TakeMetrics("function");
+  ASSERT_EQ(metrics.size(), 1u);
+  EXPECT_EQ(metrics[0].kind, Metric::Kind::kCount);
+  EXPECT_EQ(c.String("camelName"), "q");
+  EXPECT_EQ(c.Value("raw"), nullptr);
+}
+
+TEST(RegistryTest, BindErrors) {
+  EXPECT_EQ(BindError("x, y"), "parameter 'field' of probe() given twice at position 9");
+  EXPECT_EQ(BindError("x, bogus=1"), "unknown parameter 'bogus' for probe() at position 9");
+  EXPECT_EQ(BindError("x, legacy=1"),
+            "parameter 'legacy' of probe() is not supported at position 9");
+  EXPECT_EQ(BindError("limit=1"), "missing required parameter 'field' for probe() at position 0");
+  EXPECT_EQ(BindError("x, limit=101"),
+            "invalid value '101' for parameter 'limit' of probe(): expected a non-negative "
+            "integer up to 100 or max at position 15");
+  // Values are checked in table order, whatever the order of the arguments.
+  EXPECT_EQ(BindError("x, limit=-1, flag=maybe"),
+            "invalid value 'maybe' for parameter 'flag' of probe(): expected true or false at "
+            "position 24");
+  EXPECT_EQ(BindError("x, fields=[a, \"\"]"),
+            "invalid value '' for parameter 'fields' of probe(): expected a field name at "
+            "position 20");
+  EXPECT_EQ(BindError("x, function=[count(), nope()]"),
+            "unknown aggregate function 'nope' in probe(function=...) at position 28");
+  EXPECT_EQ(BindError("x, percentiles=[101]"),
+            "invalid value '101' for parameter 'percentiles' of probe(): expected a number "
+            "between 0 and 100 at position 22");
+  EXPECT_EQ(BindError("x, span=1month"),
+            "invalid value '1month' for parameter 'span' of probe(): expected a time span such "
+            "as 1m, 5min, 1h, 30s, 1d, 100ms, or auto at position 14");
+  EXPECT_EQ(BindError("x, raw=[anything]"), "");  // kRaw: the factory's business
 }
 
 }  // namespace
