@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 
 #include "query/functions/util.h"
@@ -118,7 +120,10 @@ Call::Bound* Call::Find(std::string_view param) {
   for (Bound& b : bound_) {
     if (param == b.param->name) return &b;
   }
-  return nullptr;
+  // A factory asking for a parameter its table lacks: a programming error, never data.
+  std::fprintf(stderr, "query function %s() has no parameter '%.*s'\n", name_.c_str(),
+               static_cast<int>(param.size()), param.data());
+  std::abort();
 }
 const Call::Bound* Call::Find(std::string_view param) const {
   return const_cast<Call*>(this)->Find(param);

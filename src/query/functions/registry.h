@@ -136,7 +136,9 @@ const Function* FindExpressionFunction(std::string_view name);
 // ---- a call being compiled ----
 
 // The arguments of one call of `fn` bound to its parameters. Errors go to *err (the first one
-// is kept: the message ends with "at position N", as every parse error).
+// is kept: the message ends with "at position N", as every parse error). Every accessor's
+// `param` must be the documented name of a parameter of fn's table (the process aborts
+// otherwise: a bug in the factory, not in the query).
 class Call {
  public:
   Call(const Function& fn, size_t position, Status* err);
