@@ -1,4 +1,6 @@
-// Per-record query functions: filters, expressions and the transform stages.
+// Per-record query functions: filters, expressions and the dispatch of the transform stages
+// (the bigger ones are implemented in their function's file, functions/*.cc: see
+// functions/transforms.h).
 //
 // Choices where LogScale's documentation leaves room:
 // - Evaluate: a missing field, a non-numeric operand of arithmetic (`+` on two strings too), a
@@ -6,19 +8,8 @@
 //   missing operand give no value. `if`, `!`, `&&` and `||` count no value, 0, "", "false" and
 //   numeric text equal to 0 as false. concat() skips arguments without a value.
 // - eval / `:=`: an assignment whose value is absent sets nothing and removes nothing.
-// - kvParse: pairs are separated by whitespace or ','; an unquoted value ends at whitespace or
-//   ','; "..." and '...' quote keys and values, a backslash escapes the quote and itself, an
-//   unclosed quote is a plain value. override=false keeps the fields present before the parse;
-//   of duplicate keys the last wins.
-// - formatTime follows the Java Formatter conventions LogScale documents: %e is not padded, %p is
-//   "am"/"pm", %Z is "UTC" or the offset ("+02:00"); %A %B %h %k %l %N %Q %C %D %R are supported
-//   too. The source value is milliseconds; without `as` the source field is replaced.
 // - length() and substr() count UTF-8 code points; lower()/upper() map ASCII, Latin-1, Latin
 //   Extended-A, Greek and Cyrillic letters and leave every other code point as it is.
-// - parseJson keeps numbers in their JSON spelling; a root that is not an object or an array,
-//   or text that is not one complete JSON value, leaves the record as it was.
-// - split(f): f[i] becomes f, f[i].x becomes f.x, f[i][j] becomes f[j]; `_index` = i and `@id`
-//   gets "__i" appended; the outputs are rows.
 #include "query/transform.h"
 
 #include <re2/re2.h>
@@ -34,6 +25,7 @@
 #include <utility>
 
 #include "common/coding.h"
+#include "query/functions/transforms.h"
 #include "query/text_util.h"
 
 namespace sediment::query {
@@ -42,6 +34,13 @@ namespace {
 using FK = FilterNode::Kind;
 using EK = Expr::Kind;
 using SK = Stage::Kind;
+using functions::FieldOr;
+using functions::FitsInt64;
+using functions::ParseInt;
+using functions::ParseTimezone;
+
+const std::string& kRawstring = functions::kRawstringField;
+const std::string kLengthOut = "_length";
 
 // ---- small text helpers ----
 
@@ -158,25 +157,6 @@ std::string_view Trim(std::string_view s) {
   while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
   while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
   return s;
-}
-
-// Integer text (optional sign, digits only) that fits int64.
-std::optional<int64_t> ParseInt(std::string_view s) {
-  if (!s.empty() && s[0] == '+') {
-    s.remove_prefix(1);
-    if (!s.empty() && s[0] == '-') return std::nullopt;
-  }
-  if (s.empty()) return std::nullopt;
-  int64_t v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
-  return v;
-}
-
-// Whether `d` is integral and converts to int64 exactly.
-bool FitsInt64(double d) {
-  return std::isfinite(d) && d == std::trunc(d) && d >= -9223372036854775808.0 &&
-         d < 9223372036854775808.0;
 }
 
 // ---- filters ----
@@ -515,8 +495,6 @@ Fn LookupFn(std::string_view name) {
   return Fn::kUnknown;
 }
 
-std::optional<int32_t> ParseTimezone(std::string_view tz);
-
 Val EvalCall(const Expr& e, const Record& r) {
   const Fn fn = LookupFn(e.text);
   const size_t n = e.args.size();
@@ -662,554 +640,7 @@ Val EvalVal(const Expr& e, const Record& r) {
   return Val();
 }
 
-// ---- time ----
-
-// Days since 1970-01-01 of a proleptic Gregorian date, and back (H. Hinnant's algorithms).
-int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d) {
-  y -= m <= 2;
-  const int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const unsigned yoe = static_cast<unsigned>(y - era * 400);
-  const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + static_cast<int64_t>(doe) - 719468;
-}
-
-void CivilFromDays(int64_t z, int64_t* y, unsigned* m, unsigned* d) {
-  z += 719468;
-  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-  const unsigned doe = static_cast<unsigned>(z - era * 146097);
-  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  const unsigned mp = (5 * doy + 2) / 153;
-  *d = doy - (153 * mp + 2) / 5 + 1;
-  *m = mp < 10 ? mp + 3 : mp - 9;
-  *y = static_cast<int64_t>(yoe) + era * 400 + (*m <= 2);
-}
-
-int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
-int64_t FloorMod(int64_t a, int64_t b) { return a - FloorDiv(a, b) * b; }
-
-// Offset in seconds east of UTC: "UTC", "GMT", "Z" (any case), optionally followed by an offset,
-// or an offset "+HH", "+HHMM", "+HH:MM" (sign required, at most 18:00).
-std::optional<int32_t> ParseTimezone(std::string_view tz) {
-  if (tz.size() >= 3 &&
-      (EqualsIgnoreCase(tz.substr(0, 3), "utc") || EqualsIgnoreCase(tz.substr(0, 3), "gmt"))) {
-    tz.remove_prefix(3);
-  } else if (tz.size() == 1 && (tz[0] == 'Z' || tz[0] == 'z')) {
-    tz.remove_prefix(1);
-  }
-  if (tz.empty()) return 0;
-  if (tz[0] != '+' && tz[0] != '-') return std::nullopt;
-  const int sign = tz[0] == '-' ? -1 : 1;
-  tz.remove_prefix(1);
-  auto digits2 = [](std::string_view s) -> int {
-    if (s.size() < 2 || s[0] < '0' || s[0] > '9' || s[1] < '0' || s[1] > '9') return -1;
-    return (s[0] - '0') * 10 + (s[1] - '0');
-  };
-  const int h = digits2(tz);
-  if (h < 0) return std::nullopt;
-  tz.remove_prefix(2);
-  int m = 0;
-  if (!tz.empty()) {
-    if (tz[0] == ':') tz.remove_prefix(1);
-    m = digits2(tz);
-    if (m < 0 || tz.size() != 2) return std::nullopt;
-  }
-  if (m >= 60 || h * 60 + m > 18 * 60) return std::nullopt;
-  return sign * (h * 3600 + m * 60);
-}
-
-void AppendPadded(std::string* out, int64_t v, int width) {
-  char buf[24];
-  char* end = std::to_chars(buf, buf + sizeof(buf), v < 0 ? -v : v).ptr;
-  if (v < 0) out->push_back('-');
-  for (int pad = width - static_cast<int>(end - buf); pad > 0; --pad) out->push_back('0');
-  out->append(buf, end);
-}
-
-constexpr std::string_view kDayShort[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
-constexpr std::string_view kDayLong[] = {"Sunday",   "Monday", "Tuesday", "Wednesday",
-                                         "Thursday", "Friday", "Saturday"};
-constexpr std::string_view kMonShort[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
-                                          "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
-constexpr std::string_view kMonLong[] = {"January",   "February", "March",    "April",
-                                         "May",       "June",     "July",     "August",
-                                         "September", "October",  "November", "December"};
-
-// ---- parseJson ----
-
-// Flattens one JSON text into (name, value) pairs; strict RFC 8259 grammar.
-class JsonFlattener {
- public:
-  JsonFlattener(std::string_view in, std::vector<std::pair<std::string, std::string>>* out)
-      : in_(in), out_(out) {}
-
-  // False (with `out` in an unspecified state) unless `in` is one object or array.
-  bool Run(const std::string& prefix) {
-    SkipWs();
-    if (p_ >= in_.size() || (in_[p_] != '{' && in_[p_] != '[')) return false;
-    std::string path = prefix;
-    if (!ParseValue(&path, /*root=*/true, 0)) return false;
-    SkipWs();
-    return p_ == in_.size();
-  }
-
- private:
-  static constexpr int kMaxDepth = 128;
-
-  void SkipWs() {
-    while (p_ < in_.size() &&
-           (in_[p_] == ' ' || in_[p_] == '\t' || in_[p_] == '\n' || in_[p_] == '\r')) {
-      ++p_;
-    }
-  }
-
-  bool Literal(std::string_view word) {
-    if (in_.substr(p_, word.size()) != word) return false;
-    p_ += word.size();
-    return true;
-  }
-
-  static int Hex(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  }
-
-  bool Hex4(uint32_t* v) {
-    if (p_ + 4 > in_.size()) return false;
-    uint32_t x = 0;
-    for (int k = 0; k < 4; ++k) {
-      const int h = Hex(in_[p_ + k]);
-      if (h < 0) return false;
-      x = x << 4 | static_cast<uint32_t>(h);
-    }
-    p_ += 4;
-    *v = x;
-    return true;
-  }
-
-  // At the opening quote; appends the unescaped string to *s.
-  bool String(std::string* s) {
-    ++p_;
-    while (p_ < in_.size()) {
-      const size_t run = p_;
-      while (p_ < in_.size() && in_[p_] != '"' && in_[p_] != '\\' &&
-             static_cast<unsigned char>(in_[p_]) >= 0x20) {
-        ++p_;
-      }
-      s->append(in_.data() + run, p_ - run);
-      if (p_ >= in_.size()) return false;
-      const char c = in_[p_];
-      if (c == '"') {
-        ++p_;
-        return true;
-      }
-      if (c != '\\') return false;  // control character
-      if (++p_ >= in_.size()) return false;
-      const char esc = in_[p_++];
-      switch (esc) {
-        case '"':
-        case '\\':
-        case '/':
-          s->push_back(esc);
-          break;
-        case 'b':
-          s->push_back('\b');
-          break;
-        case 'f':
-          s->push_back('\f');
-          break;
-        case 'n':
-          s->push_back('\n');
-          break;
-        case 'r':
-          s->push_back('\r');
-          break;
-        case 't':
-          s->push_back('\t');
-          break;
-        case 'u': {
-          uint32_t cp = 0;
-          if (!Hex4(&cp)) return false;
-          if (cp >= 0xD800 && cp < 0xDC00) {
-            uint32_t lo = 0;
-            if (p_ + 1 < in_.size() && in_[p_] == '\\' && in_[p_ + 1] == 'u') {
-              const size_t save = p_;
-              p_ += 2;
-              if (Hex4(&lo) && lo >= 0xDC00 && lo < 0xE000) {
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-              } else {
-                p_ = save;
-                cp = 0xFFFD;
-              }
-            } else {
-              cp = 0xFFFD;
-            }
-          } else if (cp >= 0xDC00 && cp < 0xE000) {
-            cp = 0xFFFD;
-          }
-          AppendUtf8(cp, s);
-          break;
-        }
-        default:
-          return false;
-      }
-    }
-    return false;
-  }
-
-  bool Number(std::string* s) {
-    const size_t start = p_;
-    auto digits = [&] {
-      const size_t b = p_;
-      while (p_ < in_.size() && in_[p_] >= '0' && in_[p_] <= '9') ++p_;
-      return p_ > b;
-    };
-    if (p_ < in_.size() && in_[p_] == '-') ++p_;
-    if (p_ < in_.size() && in_[p_] == '0') {
-      ++p_;
-    } else if (!digits()) {
-      return false;
-    }
-    if (p_ < in_.size() && in_[p_] == '.') {
-      ++p_;
-      if (!digits()) return false;
-    }
-    if (p_ < in_.size() && (in_[p_] == 'e' || in_[p_] == 'E')) {
-      ++p_;
-      if (p_ < in_.size() && (in_[p_] == '+' || in_[p_] == '-')) ++p_;
-      if (!digits()) return false;
-    }
-    s->assign(in_.substr(start, p_ - start));
-    return true;
-  }
-
-  void Emit(const std::string& path, std::string value) {
-    out_->emplace_back(path, std::move(value));
-  }
-
-  // One value named *path (objects extend it with ".key", or "key" at the root; arrays with
-  // "[i]").
-  bool ParseValue(std::string* path, bool root, int depth) {
-    if (depth > kMaxDepth) return false;
-    SkipWs();
-    if (p_ >= in_.size()) return false;
-    const char c = in_[p_];
-    if (c == '{' || c == '[') {
-      const bool object = c == '{';
-      ++p_;
-      SkipWs();
-      if (p_ < in_.size() && in_[p_] == (object ? '}' : ']')) {
-        ++p_;
-        if (!root) Emit(*path, object ? "{}" : "[]");
-        return true;
-      }
-      const size_t base = path->size();
-      for (size_t index = 0;; ++index) {
-        if (object) {
-          SkipWs();
-          if (p_ >= in_.size() || in_[p_] != '"') return false;
-          if (!root) path->push_back('.');
-          if (!String(path)) return false;
-          SkipWs();
-          if (p_ >= in_.size() || in_[p_] != ':') return false;
-          ++p_;
-        } else {
-          char buf[24];
-          path->push_back('[');
-          path->append(buf, std::to_chars(buf, buf + sizeof(buf), index).ptr);
-          path->push_back(']');
-        }
-        if (!ParseValue(path, false, depth + 1)) return false;
-        path->resize(base);
-        SkipWs();
-        if (p_ >= in_.size()) return false;
-        if (in_[p_] == ',') {
-          ++p_;
-          continue;
-        }
-        if (in_[p_] == (object ? '}' : ']')) {
-          ++p_;
-          return true;
-        }
-        return false;
-      }
-    }
-    std::string v;
-    if (c == '"') {
-      if (!String(&v)) return false;
-    } else if (c == 't' || c == 'f' || c == 'n') {
-      const std::string_view word = c == 't' ? "true" : c == 'f' ? "false" : "null";
-      if (!Literal(word)) return false;
-      v.assign(word);
-    } else if (!Number(&v)) {
-      return false;
-    }
-    Emit(*path, std::move(v));
-    return true;
-  }
-
-  std::string_view in_;
-  size_t p_ = 0;
-  std::vector<std::pair<std::string, std::string>>* out_;
-};
-
-// ---- kvParse ----
-
-bool KvDelimiter(char c) { return IsSpace(c) || c == ','; }
-
-// A quoted run at s[*i] (the quote); false (with *i unchanged) when the quote is not closed.
-// Backslash escapes the quote and itself; other backslashes are kept.
-bool KvQuoted(std::string_view s, size_t* i, std::string* out) {
-  const char q = s[*i];
-  std::string v;
-  for (size_t k = *i + 1; k < s.size(); ++k) {
-    const char c = s[k];
-    if (c == '\\' && k + 1 < s.size() && (s[k + 1] == q || s[k + 1] == '\\')) {
-      v.push_back(s[++k]);
-    } else if (c == q) {
-      *i = k + 1;
-      *out = std::move(v);
-      return true;
-    } else {
-      v.push_back(c);
-    }
-  }
-  return false;
-}
-
-void KvPairs(std::string_view s, std::vector<std::pair<std::string, std::string>>* out) {
-  size_t i = 0;
-  const size_t n = s.size();
-  while (i < n) {
-    while (i < n && KvDelimiter(s[i])) ++i;
-    if (i >= n) break;
-    std::string key;
-    if (s[i] == '"' || s[i] == '\'') {
-      size_t k = i;
-      const bool closed = KvQuoted(s, &k, &key);
-      if (!closed || k >= n || s[k] != '=') {
-        i = closed ? k : i + 1;  // a quoted word that is not a key
-        continue;
-      }
-      i = k;
-    } else {
-      const size_t start = i;
-      while (i < n && s[i] != '=' && !KvDelimiter(s[i])) ++i;
-      if (i >= n || s[i] != '=') continue;  // a word that is not a key
-      key.assign(s.substr(start, i - start));
-    }
-    ++i;  // '='
-    std::string value;
-    if (i < n && (s[i] == '"' || s[i] == '\'') && KvQuoted(s, &i, &value)) {
-      // quoted value consumed
-    } else {
-      const size_t start = i;
-      while (i < n && !KvDelimiter(s[i])) ++i;
-      value.assign(s.substr(start, i - start));
-    }
-    if (!key.empty()) out->emplace_back(std::move(key), std::move(value));
-  }
-}
-
 // ---- stages ----
-
-const std::string& FieldOr(const std::string& field, const std::string& fallback) {
-  return field.empty() ? fallback : field;
-}
-
-const std::string kRawstring = "@rawstring";
-const std::string kTimestamp = "@timestamp";
-const std::string kLengthOut = "_length";
-const std::string kEvents = "_events";
-
-// Leftmost match of `re` in `input` with `nsub` submatches. With a `prefix` (every match starts
-// with these bytes) it tries anchored matches only where the prefix occurs, which RE2 runs as a
-// one-pass or bounded match instead of a search over the whole text; the first anchored match is
-// the leftmost one, with the same groups. After a few failed anchored matches it searches the
-// rest unanchored.
-bool MatchGroups(const RE2& re, std::string_view prefix, const re2::StringPiece& input,
-                 re2::StringPiece* sub, int nsub) {
-  size_t from = 0;
-  if (!prefix.empty()) {
-    constexpr int kMaxCandidates = 8;
-    const char* const begin = input.data();
-    const char* const end = begin + input.size();
-    const char* p = begin;
-    int tries = 0;
-    for (;;) {
-      if (static_cast<size_t>(end - p) < prefix.size()) return false;
-      p = static_cast<const char*>(
-          std::memchr(p, prefix[0], static_cast<size_t>(end - p) - (prefix.size() - 1)));
-      if (p == nullptr) return false;
-      size_t n = 1;  // prefixes are short: compare in place rather than call memcmp
-      while (n < prefix.size() && p[n] == prefix[n]) ++n;
-      if (n == prefix.size()) {
-        const size_t at = static_cast<size_t>(p - begin);
-        if (re.Match(input, at, input.size(), RE2::ANCHOR_START, sub, nsub)) return true;
-        if (++tries == kMaxCandidates) {
-          from = at + 1;
-          break;
-        }
-      }
-      ++p;
-    }
-  }
-  return re.Match(input, from, input.size(), RE2::UNANCHORED, sub, nsub);
-}
-
-// False when the record is dropped (strict and no match).
-bool ApplyRegex(const Stage& st, Record& r) {
-  if (!st.re) return true;
-  std::string scratch;
-  std::optional<std::string_view> text = r.Get(FieldOr(st.field, kRawstring), &scratch);
-  if (!text) return !st.strict;
-  // The groups are set on the record, which may move the text when it is a field a stage set:
-  // then match a copy. Text in the decoded block or in `scratch` stays put.
-  std::string owned;
-  const auto inside = [](std::string_view s, std::string_view in) {
-    return !in.empty() && s.data() >= in.data() && s.data() + s.size() <= in.data() + in.size();
-  };
-  if (!inside(*text, scratch) && !(r.is_event() && inside(*text, r.event().block->buffer))) {
-    owned.assign(*text);
-    text = owned;
-  }
-  const RE2& re = ThreadLocalRegex(st.re);
-  // The capture index of each output group (-1: not a group of the regex).
-  constexpr size_t kInline = 8;
-  std::vector<int> looked_up;
-  const int* index = st.group_index.data();
-  if (st.group_index.size() != st.groups.size()) {
-    looked_up = RegexGroupIndexes(re, st.groups);
-    index = looked_up.data();
-  }
-  int nsub = 1;
-  for (size_t k = 0; k < st.groups.size(); ++k) nsub = std::max(nsub, index[k] + 1);
-  re2::StringPiece inline_sub[kInline];
-  std::vector<re2::StringPiece> more_sub;
-  re2::StringPiece* sub = inline_sub;
-  if (nsub > static_cast<int>(kInline)) {
-    more_sub.resize(static_cast<size_t>(nsub));
-    sub = more_sub.data();
-  }
-  const re2::StringPiece input(text->data(), text->size());
-  if (!MatchGroups(re, st.regex_prefix, input, sub, nsub)) return !st.strict;
-  for (size_t k = 0; k < st.groups.size(); ++k) {
-    if (index[k] < 0) continue;
-    const re2::StringPiece& m = sub[index[k]];
-    if (m.data() == nullptr) continue;  // optional group that did not take part
-    r.Set(st.groups[k], Value(std::string(m.data(), m.size())));
-  }
-  return true;
-}
-
-void ApplyParseJson(const Stage& st, Record& r) {
-  std::string scratch;
-  std::optional<std::string_view> text = r.Get(FieldOr(st.field, kRawstring), &scratch);
-  if (!text) return;
-  std::vector<std::pair<std::string, std::string>> fields;
-  JsonFlattener f(*text, &fields);
-  if (!f.Run(st.prefix)) return;
-  for (auto& [k, v] : fields) r.Set(k, Value(std::move(v)));
-}
-
-void ApplyKvParse(const Stage& st, Record& r) {
-  std::string scratch;
-  std::optional<std::string_view> text = r.Get(FieldOr(st.field, kRawstring), &scratch);
-  if (!text) return;
-  std::vector<std::pair<std::string, std::string>> pairs;
-  KvPairs(*text, &pairs);
-  if (pairs.empty()) return;
-  std::vector<uint8_t> keep(pairs.size(), 1);
-  if (!st.override_fields) {
-    for (size_t k = 0; k < pairs.size(); ++k) keep[k] = r.Has(pairs[k].first) ? 0 : 1;
-  }
-  for (size_t k = 0; k < pairs.size(); ++k) {
-    if (keep[k]) r.Set(pairs[k].first, Value(std::move(pairs[k].second)));
-  }
-}
-
-void ApplyFormatTime(const Stage& st, Record& r) {
-  const std::string& field = FieldOr(st.field, kTimestamp);
-  std::optional<Value> v = r.GetValue(field);
-  if (!v) return;
-  int64_t ms = 0;
-  std::optional<int64_t> exact;
-  if (const auto* i = std::get_if<int64_t>(&v.value())) {
-    exact = *i;
-  } else if (const auto* s = std::get_if<std::string>(&v.value())) {
-    exact = ParseInt(*s);
-  }
-  if (exact) {
-    ms = *exact;
-  } else {
-    std::optional<double> d = ValueToNumber(*v);
-    if (!d || !FitsInt64(std::floor(*d))) return;
-    ms = static_cast<int64_t>(std::floor(*d));
-  }
-  r.Set(FieldOr(st.as, field), Value(FormatTime(st.format, ms, st.timezone)));
-}
-
-void ApplySplit(const Stage& st, Record&& r, std::vector<Record>* out) {
-  const std::string& field = FieldOr(st.field, kEvents);
-  Row row = r.ToRow();
-  const std::string open = field + "[";
-  // index -> (suffix after "f[i]", value)
-  std::map<int64_t, std::vector<std::pair<std::string, Value>>> elements;
-  Row base;
-  base.reserve(row.size());
-  for (auto& [name, value] : row) {
-    if (name.size() > open.size() && name.compare(0, open.size(), open) == 0) {
-      const size_t close = name.find(']', open.size());
-      if (close != std::string::npos) {
-        std::optional<int64_t> idx =
-            ParseInt(std::string_view(name).substr(open.size(), close - open.size()));
-        if (idx && *idx >= 0 && name[open.size()] >= '0' && name[open.size()] <= '9') {
-          elements[*idx].emplace_back(name.substr(close + 1), std::move(value));
-          continue;
-        }
-      }
-    }
-    if (name == field) continue;
-    base.emplace_back(std::move(name), std::move(value));
-  }
-  if (elements.empty()) {
-    out->push_back(std::move(r));
-    return;
-  }
-  std::optional<std::string> id;
-  for (const auto& [name, value] : base) {
-    if (name == "@id") id = ValueToString(value);
-  }
-  for (auto& [idx, fields] : elements) {
-    Record rec = Record::FromRow(base, r.key());
-    for (auto& [suffix, value] : fields) {
-      // strip: "f[i].x" becomes "x" (the element itself keeps the name f).
-      if (st.strip && suffix.size() > 1 && suffix[0] == '.') {
-        rec.Set(std::string_view(suffix).substr(1), std::move(value));
-      } else {
-        rec.Set(field + suffix, std::move(value));
-      }
-    }
-    rec.Set("_index", Value(idx));
-    if (id) rec.Set("@id", Value(*id + "__" + std::to_string(idx)));
-    out->push_back(std::move(rec));
-  }
-}
-
-void ApplySelect(const Stage& st, Record& r) {
-  Row row;
-  row.reserve(st.fields.size());
-  for (const std::string& f : st.fields) {
-    bool dup = false;
-    for (const auto& [k, v] : row) dup = dup || k == f;
-    if (dup) continue;
-    if (std::optional<Value> v = r.GetValue(f)) row.emplace_back(f, std::move(*v));
-  }
-  r = Record::FromRow(std::move(row), r.key());
-}
 
 void ApplyCase(const Stage& st, Record&& r, std::vector<Record>* out) {
   for (const CaseBranch& b : st.branches) {
@@ -1302,15 +733,15 @@ bool ApplyTransformInPlace(const Stage& st, Record& r) {
       }
       return true;
     case SK::kRegex:
-      return ApplyRegex(st, r);
+      return functions::ApplyRegex(st, r);
     case SK::kParseJson:
-      ApplyParseJson(st, r);
+      functions::ApplyParseJson(st, r);
       return true;
     case SK::kKvParse:
-      ApplyKvParse(st, r);
+      functions::ApplyKvParse(st, r);
       return true;
     case SK::kFormatTime:
-      ApplyFormatTime(st, r);
+      functions::ApplyFormatTime(st, r);
       return true;
     case SK::kLower: {
       std::string scratch;
@@ -1341,7 +772,7 @@ bool ApplyTransformInPlace(const Stage& st, Record& r) {
       }
       return true;
     case SK::kSelect:
-      ApplySelect(st, r);
+      functions::ApplySelect(st, r);
       return true;
     default:
       // kCase and kSplit go through ApplyTransform; not a transform: the record passes unchanged.
@@ -1355,7 +786,7 @@ void ApplyTransform(const Stage& st, Record&& r, std::vector<Record>* out) {
       ApplyCase(st, std::move(r), out);
       return;
     case SK::kSplit:
-      ApplySplit(st, std::move(r), out);
+      functions::ApplySplit(st, std::move(r), out);
       return;
     default:
       if (ApplyTransformInPlace(st, r)) out->push_back(std::move(r));
@@ -1378,152 +809,6 @@ const re2::RE2& ThreadLocalRegex(const std::shared_ptr<const re2::RE2>& re) {
   if (cache.size() >= kMaxEntries) cache.erase(cache.begin());
   cache.push_back(Entry{re, std::move(copy)});
   return *cache.back().copy;
-}
-
-std::string FormatTime(std::string_view format, int64_t ms, std::string_view timezone) {
-  const int32_t offset = ParseTimezone(timezone).value_or(0);
-  const int64_t secs_utc = FloorDiv(ms, 1000);
-  const int64_t millis = FloorMod(ms, 1000);
-  const int64_t secs = secs_utc + offset;
-  const int64_t days = FloorDiv(secs, 86400);
-  const int64_t sod = FloorMod(secs, 86400);
-  int64_t year = 0;
-  unsigned month = 0, mday = 0;
-  CivilFromDays(days, &year, &month, &mday);
-  const int64_t hour = sod / 3600, minute = sod / 60 % 60, second = sod % 60;
-  const int64_t wday = FloorMod(days + 4, 7);  // 1970-01-01 was a Thursday
-  const int64_t yday = days - DaysFromCivil(year, 1, 1) + 1;
-  const int64_t hour12 = hour % 12 == 0 ? 12 : hour % 12;
-
-  std::string out;
-  out.reserve(format.size() + 16);
-  auto zone_offset = [&](bool colon) {
-    const int32_t a = offset < 0 ? -offset : offset;
-    out.push_back(offset < 0 ? '-' : '+');
-    AppendPadded(&out, a / 3600, 2);
-    if (colon) out.push_back(':');
-    AppendPadded(&out, a / 60 % 60, 2);
-  };
-  auto year4 = [&] { AppendPadded(&out, year, 4); };
-  for (size_t i = 0; i < format.size(); ++i) {
-    const char c = format[i];
-    if (c != '%' || i + 1 == format.size()) {
-      out.push_back(c);
-      continue;
-    }
-    const char conv = format[++i];
-    switch (conv) {
-      case 'Y':
-        year4();
-        break;
-      case 'C':
-        AppendPadded(&out, FloorDiv(year, 100), 2);
-        break;
-      case 'y':
-        AppendPadded(&out, FloorMod(year, 100), 2);
-        break;
-      case 'm':
-        AppendPadded(&out, month, 2);
-        break;
-      case 'd':
-        AppendPadded(&out, mday, 2);
-        break;
-      case 'e':
-        AppendPadded(&out, mday, 1);
-        break;
-      case 'j':
-        AppendPadded(&out, yday, 3);
-        break;
-      case 'H':
-        AppendPadded(&out, hour, 2);
-        break;
-      case 'k':
-        AppendPadded(&out, hour, 1);
-        break;
-      case 'I':
-        AppendPadded(&out, hour12, 2);
-        break;
-      case 'l':
-        AppendPadded(&out, hour12, 1);
-        break;
-      case 'M':
-        AppendPadded(&out, minute, 2);
-        break;
-      case 'S':
-        AppendPadded(&out, second, 2);
-        break;
-      case 'L':
-        AppendPadded(&out, millis, 3);
-        break;
-      case 'N':
-        AppendPadded(&out, millis * 1000000, 9);
-        break;
-      case 'p':
-        out.append(hour < 12 ? "am" : "pm");
-        break;
-      case 'a':
-        out.append(kDayShort[wday]);
-        break;
-      case 'A':
-        out.append(kDayLong[wday]);
-        break;
-      case 'b':
-      case 'h':
-        out.append(kMonShort[month - 1]);
-        break;
-      case 'B':
-        out.append(kMonLong[month - 1]);
-        break;
-      case 'Z':
-        if (offset == 0) {
-          out.append("UTC");
-        } else {
-          zone_offset(true);
-        }
-        break;
-      case 'z':
-        zone_offset(false);
-        break;
-      case 's':
-        AppendPadded(&out, secs_utc, 1);
-        break;
-      case 'Q':
-        AppendPadded(&out, ms, 1);
-        break;
-      case 'F':
-        year4();
-        out.push_back('-');
-        AppendPadded(&out, month, 2);
-        out.push_back('-');
-        AppendPadded(&out, mday, 2);
-        break;
-      case 'D':
-        AppendPadded(&out, month, 2);
-        out.push_back('/');
-        AppendPadded(&out, mday, 2);
-        out.push_back('/');
-        AppendPadded(&out, FloorMod(year, 100), 2);
-        break;
-      case 'T':
-      case 'R':
-        AppendPadded(&out, hour, 2);
-        out.push_back(':');
-        AppendPadded(&out, minute, 2);
-        if (conv == 'T') {
-          out.push_back(':');
-          AppendPadded(&out, second, 2);
-        }
-        break;
-      case '%':
-        out.push_back('%');
-        break;
-      default:
-        out.push_back('%');
-        out.push_back(conv);
-        break;
-    }
-  }
-  return out;
 }
 
 }  // namespace sediment::query

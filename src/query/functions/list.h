@@ -1,0 +1,60 @@
+// The registration list: every function of the query language, one line each (see registry.h).
+// A function's `const Function` is defined in its own file under functions/; All() returns them
+// in this order.
+#pragma once
+
+#include "query/functions/registry.h"
+
+// X(variable): the Function object; the comment names the file defining it.
+#define SEDIMENT_QUERY_FUNCTIONS(X)                                          \
+  X(kIn)         /* in.cc */                                                 \
+  X(kWildcard)   /* wildcard.cc */                                           \
+  X(kCount)      /* count.cc */                                              \
+  X(kSum)        /* numeric_metrics.cc */                                    \
+  X(kAvg)        /* numeric_metrics.cc */                                    \
+  X(kMin)        /* numeric_metrics.cc */                                    \
+  X(kMax)        /* numeric_metrics.cc */                                    \
+  X(kPercentile) /* percentile.cc */                                         \
+  X(kStats)      /* stats.cc */                                              \
+  X(kGroupBy)    /* group_by.cc */                                           \
+  X(kTimeChart)  /* time_chart.cc */                                         \
+  X(kBucket)     /* time_chart.cc */                                         \
+  X(kTop)        /* top.cc */                                                \
+  X(kTable)      /* table.cc */                                              \
+  X(kSelect)     /* select_drop.cc */                                        \
+  X(kDrop)       /* select_drop.cc */                                        \
+  X(kSort)       /* sort.cc */                                               \
+  X(kHead)       /* head_tail.cc */                                          \
+  X(kTail)       /* head_tail.cc */                                          \
+  X(kRename)     /* rename.cc */                                             \
+  X(kEval)       /* eval.cc */                                               \
+  X(kRegex)      /* regex.cc */                                              \
+  X(kParseJson)  /* parse_json.cc */                                         \
+  X(kKvParse)    /* kv_parse.cc */                                           \
+  X(kFormatTime) /* format_time.cc */                                        \
+  X(kLower)      /* lower_length.cc */                                       \
+  X(kLength)     /* lower_length.cc */                                       \
+  X(kSplit)      /* split.cc */                                              \
+  X(kExprLower)  /* expression_functions.cc: the functions of expressions */ \
+  X(kExprUpper)                                                              \
+  X(kExprLength)                                                             \
+  X(kExprConcat)                                                             \
+  X(kExprSubstr)                                                             \
+  X(kExprTrim)                                                               \
+  X(kExprRound)                                                              \
+  X(kExprFloor)                                                              \
+  X(kExprCeil)                                                               \
+  X(kExprAbs)                                                                \
+  X(kExprMin)                                                                \
+  X(kExprMax)                                                                \
+  X(kExprIf)                                                                 \
+  X(kExprToString)                                                           \
+  X(kExprToNumber)                                                           \
+  X(kExprNow)                                                                \
+  X(kExprFormatTime)
+
+namespace sediment::query::functions {
+#define SEDIMENT_QUERY_DECLARE_FUNCTION(f) extern const Function f;
+SEDIMENT_QUERY_FUNCTIONS(SEDIMENT_QUERY_DECLARE_FUNCTION)
+#undef SEDIMENT_QUERY_DECLARE_FUNCTION
+}  // namespace sediment::query::functions

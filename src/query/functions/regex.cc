@@ -1,0 +1,149 @@
+// regex(regex, field=@rawstring, strict=true, flags=m, limit, repeat=false): named groups of the
+// first match become fields; strict drops records without a match. A per-record stage.
+#include <re2/re2.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "query/functions/list.h"
+#include "query/functions/transforms.h"
+#include "query/functions/util.h"
+#include "query/transform.h"
+
+namespace sediment::query::functions {
+namespace {
+
+constexpr Param kParams[] = {
+    {.name = "regex", .type = Type::kString, .unnamed = true, .required = true},
+    {.name = "field", .type = Type::kField, .default_value = "@rawstring"},
+    {.name = "strict", .type = Type::kBool, .default_value = "true"},
+    {.name = "flags", .type = Type::kString, .default_value = "m"},
+    {.name = "limit", .type = Type::kLimit, .default_value = "100"},
+    {.name = "repeat", .type = Type::kBool, .default_value = "false"},
+};
+
+bool Build(Call& c, Stage* st) {
+  st->kind = Stage::Kind::kRegex;
+  st->field = c.String("field");
+  st->strict = c.Bool("strict");
+  if (c.Bool("repeat")) {
+    c.BadParam("repeat", "false (repeat=true is not supported)");
+    return false;
+  }
+  std::string prefix;
+  for (char f : c.String("flags")) {
+    if (f == 'F') continue;  // LogScale's engine choice; no meaning here
+    std::string flag = RegexFlag(f);
+    if (flag.empty()) {
+      c.BadParam("flags", "a combination of the flags d, i and m");
+      return false;
+    }
+    prefix += flag;
+  }
+  std::string error;
+  auto re = CompileRegex(prefix + ConvertRegex(c.String("regex"), /*plain_to_noncapturing=*/true),
+                         &error);
+  if (!re) {
+    c.Error(c.Value("regex")->position, "invalid regular expression in regex(): " + error);
+    return false;
+  }
+  SetStageRegex(std::move(re), st);
+  return true;
+}
+
+}  // namespace
+
+const Function kRegex = {
+    .name = "regex",
+    .kind = Kind::kTransform,
+    .params = kParams,
+    .doc = "extracts the named groups of a regular expression as fields",
+    .stage = &Build,
+};
+
+// ---- per-record implementation ----
+
+namespace {
+
+// Leftmost match of `re` in `input` with `nsub` submatches. With a `prefix` (every match starts
+// with these bytes) it tries anchored matches only where the prefix occurs, which RE2 runs as a
+// one-pass or bounded match instead of a search over the whole text; the first anchored match is
+// the leftmost one, with the same groups. After a few failed anchored matches it searches the
+// rest unanchored.
+bool MatchGroups(const re2::RE2& re, std::string_view prefix, const re2::StringPiece& input,
+                 re2::StringPiece* sub, int nsub) {
+  size_t from = 0;
+  if (!prefix.empty()) {
+    constexpr int kMaxCandidates = 8;
+    const char* const begin = input.data();
+    const char* const end = begin + input.size();
+    const char* p = begin;
+    int tries = 0;
+    for (;;) {
+      if (static_cast<size_t>(end - p) < prefix.size()) return false;
+      p = static_cast<const char*>(
+          std::memchr(p, prefix[0], static_cast<size_t>(end - p) - (prefix.size() - 1)));
+      if (p == nullptr) return false;
+      size_t n = 1;  // prefixes are short: compare in place rather than call memcmp
+      while (n < prefix.size() && p[n] == prefix[n]) ++n;
+      if (n == prefix.size()) {
+        const size_t at = static_cast<size_t>(p - begin);
+        if (re.Match(input, at, input.size(), re2::RE2::ANCHOR_START, sub, nsub)) return true;
+        if (++tries == kMaxCandidates) {
+          from = at + 1;
+          break;
+        }
+      }
+      ++p;
+    }
+  }
+  return re.Match(input, from, input.size(), re2::RE2::UNANCHORED, sub, nsub);
+}
+
+}  // namespace
+
+bool ApplyRegex(const Stage& st, Record& r) {
+  if (!st.re) return true;
+  std::string scratch;
+  std::optional<std::string_view> text = r.Get(FieldOr(st.field, kRawstringField), &scratch);
+  if (!text) return !st.strict;
+  // The groups are set on the record, which may move the text when it is a field a stage set:
+  // then match a copy. Text in the decoded block or in `scratch` stays put.
+  std::string owned;
+  const auto inside = [](std::string_view s, std::string_view in) {
+    return !in.empty() && s.data() >= in.data() && s.data() + s.size() <= in.data() + in.size();
+  };
+  if (!inside(*text, scratch) && !(r.is_event() && inside(*text, r.event().block->buffer))) {
+    owned.assign(*text);
+    text = owned;
+  }
+  const re2::RE2& re = ThreadLocalRegex(st.re);
+  // The capture index of each output group (-1: not a group of the regex).
+  constexpr size_t kInline = 8;
+  std::vector<int> looked_up;
+  const int* index = st.group_index.data();
+  if (st.group_index.size() != st.groups.size()) {
+    looked_up = RegexGroupIndexes(re, st.groups);
+    index = looked_up.data();
+  }
+  int nsub = 1;
+  for (size_t k = 0; k < st.groups.size(); ++k) nsub = std::max(nsub, index[k] + 1);
+  re2::StringPiece inline_sub[kInline];
+  std::vector<re2::StringPiece> more_sub;
+  re2::StringPiece* sub = inline_sub;
+  if (nsub > static_cast<int>(kInline)) {
+    more_sub.resize(static_cast<size_t>(nsub));
+    sub = more_sub.data();
+  }
+  const re2::StringPiece input(text->data(), text->size());
+  if (!MatchGroups(re, st.regex_prefix, input, sub, nsub)) return !st.strict;
+  for (size_t k = 0; k < st.groups.size(); ++k) {
+    if (index[k] < 0) continue;
+    const re2::StringPiece& m = sub[index[k]];
+    if (m.data() == nullptr) continue;  // optional group that did not take part
+    r.Set(st.groups[k], Value(std::string(m.data(), m.size())));
+  }
+  return true;
+}
+
+}  // namespace sediment::query::functions
