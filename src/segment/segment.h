@@ -53,6 +53,14 @@ Result<SegmentInfo> WriteSegment(Env* env, const std::string& path, const Dataso
                                  PartitionId partition, const std::vector<PositionedEvent>& events,
                                  const SegmentWriterOptions& options = {});
 
+// Writes `events` to `path` itself (created or truncated), fsyncs and closes it: no temporary name,
+// no rename, no directory fsync; the caller publishes the file (SegmentStore::Create writes a
+// temporary name and renames it). Same argument rules as WriteSegment. On error `path` is removed.
+Result<SegmentInfo> WriteSegmentFile(Env* env, const std::string& path, const Datasource& ds,
+                                     PartitionId partition,
+                                     const std::vector<PositionedEvent>& events,
+                                     const SegmentWriterOptions& options = {});
+
 // A decoded block: events as views into the block's decompressed buffer, which it owns.
 // Valid as long as the DecodedBlock lives; not thread-safe to mutate, safe to read concurrently.
 struct FieldView {
