@@ -102,4 +102,13 @@ class SegmentReader {
   virtual Status VerifyAll() const = 0;
 };
 
+// Opens segment files by file name, for libraries that read segments but must not depend on
+// storage (the node's implementation is storage's SegmentStore, which owns the directory).
+// Implementations are thread-safe; errors as SegmentReader::Open's, NotFound for a missing file.
+class SegmentOpener {
+ public:
+  virtual ~SegmentOpener() = default;
+  virtual Result<std::unique_ptr<SegmentReader>> Open(const std::string& file_name) const = 0;
+};
+
 }  // namespace sediment

@@ -74,7 +74,9 @@ TEST_F(SegmentFilesTest, CreatePublishOpenDelete) {
   created->reset();  // a published file stays when its handle goes
   EXPECT_EQ(store_.List().value(), std::vector<std::string>{name_});
   EXPECT_EQ(Entries(), std::vector<std::string>{name_});  // no temp file left
-  auto reader = store_.Open(name_);
+  // Also through the interface a library that must not depend on storage takes.
+  const SegmentOpener& opener = store_;
+  auto reader = opener.Open(name_);
   ASSERT_TRUE(reader.ok()) << reader.status().ToString();
   EXPECT_EQ((*reader)->info().event_count, 50u);
   EXPECT_EQ((*reader)->info().content_hash, info->content_hash);

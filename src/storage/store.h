@@ -55,7 +55,7 @@ using ReadHook = std::function<bool(uint64_t bytes)>;
 // Recency (for the bucket-storage cache eviction, least recently used first): the store keeps a
 // logical access time per file name, raised by Pin, Install and Touch. A file not accessed during
 // this process's lifetime (e.g. after a restart) has access time 0, the oldest.
-class SegmentStore {
+class SegmentStore final : public SegmentOpener {
  public:
   // `env` is borrowed and must outlive the store. The directory is created on first Install.
   SegmentStore(Env* env, std::string dir);
@@ -123,7 +123,7 @@ class SegmentStore {
   // consistency; blocks are checked as they are read). InvalidArgument for an invalid name,
   // NotFound when missing, Corruption for a damaged or truncated file. The reader must not
   // outlive the store; a pinned file stays readable while pinned (see Pin).
-  Result<std::unique_ptr<SegmentReader>> Open(const std::string& file_name) const;
+  Result<std::unique_ptr<SegmentReader>> Open(const std::string& file_name) const override;
   // A reader over segment bytes fetched from elsewhere and not installed as a local copy (a merge
   // input held by another node): written to a temporary file `fetched-<N>.tmp` in the directory
   // (not fsynced), removed when the reader is destroyed. Corruption when the bytes do not open as
