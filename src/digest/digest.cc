@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "global/segment_record.h"
+#include "segment/file_name.h"
 
 namespace sediment {
 namespace {
@@ -59,16 +60,13 @@ std::string DatasourceName(const Datasource& ds) {
   return out + "}";
 }
 
-std::string RandomHex8() {
+// The random part of a rebuilt segment's file name.
+uint32_t RandomU32() {
   thread_local std::mt19937 rng([] {
     std::random_device rd;
     return std::mt19937(rd());
   }());
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(8, '0');
-  uint32_t v = static_cast<uint32_t>(rng());
-  for (int i = 7; i >= 0; --i, v >>= 4) out[i] = kHex[v & 0xf];
-  return out;
+  return static_cast<uint32_t>(rng());
 }
 }  // namespace
 
@@ -133,14 +131,21 @@ struct Digest::Slot {
   std::atomic<bool> done{false};  // the thread has finished
 };
 
+Digest::Digest(Clock* clock, CommitLog* log, Global* global, SegmentStore* store,
+               DigestOptions options)
+    : store_(store), clock_(clock), log_(log), global_(global), options_(std::move(options)) {}
+
 Digest::Digest(Env* env, Clock* clock, CommitLog* log, Global* global, DigestOptions options)
-    : env_(env), clock_(clock), log_(log), global_(global), options_(std::move(options)) {}
+    : owned_store_(std::make_unique<SegmentStore>(env, options.segment_dir)),
+      store_(owned_store_.get()),
+      clock_(clock),
+      log_(log),
+      global_(global),
+      options_(std::move(options)) {}
 
 Digest::~Digest() { Stop(); }
 
 sediment::Status Digest::Start() {
-  RETURN_IF_ERROR(env_->CreateDirs(options_.segment_dir));
-
   // A file is kept iff Global lists this node as a holder of it (committed or staged). Everything
   // else goes: files whose registration never got applied, copies whose replica was dropped,
   // temp files of interrupted writes or pulls.
@@ -150,13 +155,8 @@ sediment::Status Digest::Start() {
       if (seg.replicas.count(options_.node) != 0) known.insert(seg.file_name);
     }
   });
-  ASSIGN_OR_RETURN(auto names, env_->ListDir(options_.segment_dir));
-  for (const auto& name : names) {
-    if (known.count(name) == 0) {
-      spdlog::info("digest: removing orphan segment file {}", name);
-      RETURN_IF_ERROR(env_->RemoveFile(JoinPath(options_.segment_dir, name)));
-    }
-  }
+  ASSIGN_OR_RETURN(std::vector<std::string> removed, store_->RemoveAllExcept(known));
+  for (const auto& name : removed) spdlog::info("digest: removed orphan segment file {}", name);
   maintenance_thread_ = std::thread([this] { MaintenanceLoop(); });
   return sediment::Status::OK();
 }
@@ -353,7 +353,7 @@ void Digest::DropPending(Partition* p) {
     if (now == p->epoch) continue;
     spdlog::info("digest: removing {} (its registration can no longer be applied)",
                  f.record.file_name);
-    (void)env_->RemoveFile(JoinPath(options_.segment_dir, f.record.file_name));
+    store_->DeleteWhenUnpinned(f.record.file_name);
   }
   p->pending.clear();
 }
@@ -458,16 +458,9 @@ sediment::Status Digest::Flush(Partition* p, const std::string& key) {
   if (pending == p->pending.end()) {
     const Partition::Buffer& buf = p->buffers.at(key);
     if (buf.events.empty()) return sediment::Status::OK();
-    const Position first = buf.events.front().pos;
-    std::string name = "p" + std::to_string(p->id.value) + "-e" + std::to_string(p->epoch.value) +
-                       "-o" + std::to_string(first.offset.value) + "-i" +
-                       std::to_string(first.index) + ".seg";
-    std::string path = JoinPath(options_.segment_dir, name);
-    auto info = WriteSegment(env_, path, buf.datasource, p->id, buf.events, options_.segment);
-    if (!info.ok()) {
-      (void)env_->RemoveFile(path);
-      return info.status().WithContext("writing segment " + name);
-    }
+    const std::string name = FlushedSegmentFileName(p->id, p->epoch, buf.events.front().pos);
+    auto info = store_->Write(name, buf.datasource, p->id, buf.events, options_.segment);
+    if (!info.ok()) return info.status().WithContext("writing segment " + name);
     Partition::PendingFlush f;
     {
       std::lock_guard lock(p->mu);
@@ -502,7 +495,7 @@ sediment::Status Digest::Flush(Partition* p, const std::string& key) {
     CompleteFlush(p, key, f.record.max_pos, f.new_replay_point);
     return sediment::Status::OK();
   }
-  (void)env_->RemoveFile(JoinPath(options_.segment_dir, name));
+  store_->DeleteWhenUnpinned(name);
   p->pending.erase(key);
   return outcome.status().WithContext("registering segment " + name);
 }
@@ -1007,14 +1000,9 @@ void Digest::Rebuild(Partition* p, const SegmentRecord& seg) {
                         std::to_string(seg.event_count) + "; not rebuilt");
   }
 
-  const std::string name = "r-p" + std::to_string(p->id.value) + "-e" +
-                           std::to_string(p->epoch.value) + "-o" +
-                           std::to_string(seg.min_pos.offset.value) + "-i" +
-                           std::to_string(seg.min_pos.index) + "-" + RandomHex8() + ".seg";
-  const std::string path = JoinPath(options_.segment_dir, name);
-  auto info = WriteSegment(env_, path, seg.datasource, p->id, events, options_.segment);
+  const std::string name = RebuiltSegmentFileName(p->id, p->epoch, seg.min_pos, RandomU32());
+  auto info = store_->Write(name, seg.datasource, p->id, events, options_.segment);
   if (!info.ok()) {
-    (void)env_->RemoveFile(path);
     spdlog::warn("digest: rebuilding segment {}: writing {}: {}; retrying", seg.id.value, name,
                  info.status().ToString());
     return;
@@ -1023,7 +1011,6 @@ void Digest::Rebuild(Partition* p, const SegmentRecord& seg) {
 }
 
 void Digest::SubmitRebuilt(Partition* p, SegmentId old_id, const SegmentRecord& rebuilt) {
-  const std::string path = JoinPath(options_.segment_dir, rebuilt.file_name);
   auto outcome = global_->Submit(ReplaceSegment{old_id, rebuilt});
   bool done = outcome.ok();
   if (!outcome.ok() && outcome.status().code() != StatusCode::kRejected) {
@@ -1039,7 +1026,7 @@ void Digest::SubmitRebuilt(Partition* p, SegmentId old_id, const SegmentRecord& 
   if (!done) {
     spdlog::warn("digest: replacing segment {} by rebuilt {}: {}; file removed", old_id.value,
                  rebuilt.file_name, outcome.status().ToString());
-    (void)env_->RemoveFile(path);
+    store_->DeleteWhenUnpinned(rebuilt.file_name);
     return;
   }
   SegmentId new_id = outcome.ok() ? outcome->segment_id : SegmentId(0);
@@ -1073,7 +1060,7 @@ void Digest::ResolvePendingRebuilds(Partition* p) {
       std::lock_guard lock(p->mu);
       ++p->segments_rebuilt;
     } else {
-      (void)env_->RemoveFile(JoinPath(options_.segment_dir, rebuilt.file_name));
+      store_->DeleteWhenUnpinned(rebuilt.file_name);
     }
   }
 }

@@ -48,11 +48,14 @@
 #include "log/commit_log.h"
 #include "model/event.h"
 #include "segment/segment.h"
+#include "storage/store.h"
 
 namespace sediment {
 
 struct DigestOptions {
-  std::string segment_dir;  // where this node's segment files live
+  // Where this node's segment files live; used only by the constructor taking an Env (the one
+  // taking a SegmentStore writes into the store's directory).
+  std::string segment_dir;
   NodeId node{1};
   size_t flush_bytes = 32u << 20;             // per datasource buffer
   std::chrono::milliseconds flush_age{2000};  // oldest buffered event's age
@@ -133,6 +136,11 @@ struct PartitionDigestStatus {
 
 class Digest {
  public:
+  // Segment files are written, and deleted, through `store` (borrowed; must outlive the digest),
+  // the node's SegmentStore: the file names are segment/file_name.h's flushed and rebuilt shapes.
+  Digest(Clock* clock, CommitLog* log, Global* global, SegmentStore* store, DigestOptions options);
+  // The same with a SegmentStore of its own on `env` and `options.segment_dir` (its pins and
+  // access times are not the node's: prefer the constructor above).
   Digest(Env* env, Clock* clock, CommitLog* log, Global* global, DigestOptions options);
   ~Digest();
 
@@ -232,7 +240,8 @@ class Digest {
   // Marks `seg` unrecoverable (logged once, counted in segments_lost).
   void MarkLost(Partition* p, const SegmentRecord& seg, const std::string& why);
 
-  Env* env_;
+  std::unique_ptr<SegmentStore> owned_store_;  // only with the Env constructor
+  SegmentStore* store_;
   Clock* clock_;
   CommitLog* log_;
   Global* global_;

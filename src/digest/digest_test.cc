@@ -366,6 +366,45 @@ TEST_F(DigestTest, EventsReachSegmentsExactlyOnce) {
   for (const auto& [raw, n] : seen) EXPECT_EQ(n, 1) << raw;
 }
 
+// Given the node's SegmentStore, the digest writes through it: every file has the flushed shape of
+// segment/file_name.h for its partition, claim epoch and first position, and opens in the store.
+TEST_F(DigestTest, WritesThroughTheNodesSegmentStore) {
+  digest_->Stop();
+  digest_.reset();
+  SegmentStore store(env_, (dir_ / "segments").string());
+  // The digest borrows the store: it goes first, also when an assertion ends the test early.
+  struct StopFirst {
+    std::unique_ptr<Digest>* digest;
+    ~StopFirst() { digest->reset(); }
+  } stop_first{&digest_};
+  DigestOptions o;
+  o.flush_age = std::chrono::milliseconds(50);
+  digest_ = std::make_unique<Digest>(Clock::Real(), log_.get(), global_.get(), &store, o);
+  ASSERT_TRUE(digest_->Start().ok());
+  digest_->AssignAll();
+  ASSERT_TRUE(digest_->WaitClaimed(std::chrono::seconds(10)));
+  for (int i = 0; i < 8; ++i) Append(i % 2 ? "a" : "b", i * 10, 10);
+  WaitFlushed();
+  std::vector<SegmentRecord> segs;
+  global_->Read([&](const GlobalState& s) {
+    for (const auto& [id, seg] : s.segments) segs.push_back(seg);
+  });
+  ASSERT_FALSE(segs.empty());
+  for (const auto& seg : segs) {
+    auto name = ParseSegmentFileName(seg.file_name);
+    ASSERT_TRUE(name.ok()) << name.status().ToString();
+    EXPECT_EQ(name->kind, SegmentFileKind::kFlushed);
+    EXPECT_EQ(name->partition, seg.partition);
+    EXPECT_EQ(name->epoch, seg.epoch);
+    EXPECT_EQ(name->first, seg.min_pos);
+    auto reader = store.Open(seg.file_name);
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    EXPECT_EQ((*reader)->info().event_count, seg.event_count);
+  }
+  EXPECT_EQ(store.List()->size(), segs.size());
+  EXPECT_EQ(Visible().size(), 80u);
+}
+
 // A full disk (issue 13): segment writes fail, the digest keeps the events buffered, says why in
 // its status and retries; once space returns every event reaches a segment exactly once.
 TEST_F(DigestTest, AFullDiskDelaysSegmentsAndLosesNothing) {

@@ -3,14 +3,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
 #include <random>
 #include <set>
 #include <tuple>
 #include <utility>
 
 #include "global/segment_record.h"
+#include "segment/file_name.h"
 
 namespace sediment {
 namespace {
@@ -32,29 +31,13 @@ std::string Str(const Position& p) {
   return std::to_string(p.offset.value) + "/" + std::to_string(p.index);
 }
 
-// Deletes a temporary file when it goes out of scope.
-class TempFile {
- public:
-  explicit TempFile(Env* env) : env_(env) {}
-  ~TempFile() {
-    if (!path.empty()) (void)env_->RemoveFile(path);
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  std::string path;
-
- private:
-  Env* env_;
-};
-
 }  // namespace
 
-// One input being read: its record, its open reader and, when fetched, its temporary file.
+// One input being read: its record and its open reader (of the local file, or of a fetched
+// copy whose temporary file goes with the reader).
 struct Merger::Input {
-  explicit Input(Env* env) : temp(env) {}
   const SegmentRecord* seg = nullptr;
   std::unique_ptr<SegmentReader> reader;
-  TempFile temp;
 };
 
 Merger::Merger(Env* env, Clock* clock, Global* global, SegmentStore* store, SegmentFetcher* fetcher,
@@ -115,15 +98,13 @@ void Merger::Fail(const Status& st) {
   stats_.last_error = st.ToString();
 }
 
-std::string Merger::RandomHex8() {
+uint32_t Merger::RandomU32() {
   // splitmix64
   uint64_t z = (rng_state_ += 0x9e3779b97f4a7c15ULL);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   z ^= z >> 31;
-  char buf[9];
-  std::snprintf(buf, sizeof(buf), "%08" PRIx32, static_cast<uint32_t>(z));
-  return buf;
+  return static_cast<uint32_t>(z);
 }
 
 Status Merger::RunOnce() {
@@ -368,9 +349,8 @@ std::vector<Merger::Plan> Merger::MakePlans() {
   return plans;
 }
 
-Result<std::unique_ptr<SegmentReader>> Merger::OpenInput(const SegmentRecord& seg,
-                                                         std::string* temp_path) {
-  if (store_->Has(seg.file_name)) return SegmentReader::Open(env_, store_->PathOf(seg.file_name));
+Result<std::unique_ptr<SegmentReader>> Merger::OpenInput(const SegmentRecord& seg) {
+  if (store_->Has(seg.file_name)) return store_->Open(seg.file_name);
   Status last = Status::Unavailable("no live node holds it");
   for (NodeId holder : seg.replicas) {
     if (holder == self_ || fetcher_ == nullptr || !peers_->IsAlive(holder)) continue;
@@ -384,11 +364,7 @@ Result<std::unique_ptr<SegmentReader>> Merger::OpenInput(const SegmentRecord& se
       last = verified.WithContext("copy of node " + std::to_string(holder.value));
       continue;
     }
-    *temp_path = JoinPath(store_->dir(), "merge-fetch-" + RandomHex8() + ".tmp");
-    ASSIGN_OR_RETURN(auto file, env_->NewWritableFile(*temp_path));
-    RETURN_IF_ERROR(file->Append(*bytes));
-    RETURN_IF_ERROR(file->Close());
-    return SegmentReader::Open(env_, *temp_path);
+    return store_->OpenCopy(*bytes);
   }
   return last;
 }
@@ -404,9 +380,9 @@ Status Merger::ReadInputs(const Plan& plan, std::vector<PositionedEvent>* events
   std::vector<std::unique_ptr<Input>> inputs;
   uint64_t expected = 0;
   for (const SegmentRecord& seg : plan.inputs) {
-    auto in = std::make_unique<Input>(env_);
+    auto in = std::make_unique<Input>();
     in->seg = &seg;
-    auto reader = OpenInput(seg, &in->temp.path);
+    auto reader = OpenInput(seg);
     if (!reader.ok()) return fail(seg, reader.status());
     const SegmentInfo& info = (*reader)->info();
     if (!(info.datasource == seg.datasource) || info.partition != seg.partition ||
@@ -488,22 +464,20 @@ Status Merger::Execute(const Plan& plan) {
     if (!st.ok()) return failed(st);
   }
 
-  const std::string name = "m-p" + std::to_string(first.partition.value) + "-o" +
-                           std::to_string(first.min_pos.offset.value) + "-i" +
-                           std::to_string(first.min_pos.index) + "-n" +
-                           std::to_string(self_.value) + "-" + RandomHex8() + ".seg";
-  const std::string path = store_->PathOf(name);
-  auto info = WriteSegment(env_, path, first.datasource, first.partition, events, options_.segment);
+  const std::string name =
+      MergedSegmentFileName(first.partition, first.min_pos, self_, RandomU32());
+  auto output = store_->Create(name);
+  if (!output.ok()) return failed(output.status().WithContext("writing " + name));
+  auto info = (*output)->Write(first.datasource, first.partition, events, options_.segment);
   events = {};  // free the decoded inputs before waiting on Global
-  if (!info.ok()) {
-    (void)env_->RemoveFile(path);
-    return failed(info.status().WithContext("writing " + name));
-  }
+  if (!info.ok()) return failed(info.status().WithContext("writing " + name));
   if (info->min_pos != first.min_pos || info->max_pos != back.max_pos) {
-    (void)env_->RemoveFile(path);
+    // Never published: the handle removes the file.
     return failed(Status::Internal("output range " + Str(info->min_pos) + ".." +
                                    Str(info->max_pos) + " is not the inputs' range"));
   }
+  Status published = (*output)->Publish();
+  if (!published.ok()) return failed(published.WithContext("writing " + name));
 
   SegmentRecord rec = SegmentRecordFor(*info, name, self_, Epoch(0));
   global_->Read([&](const GlobalState& s) {
@@ -516,7 +490,7 @@ Status Merger::Execute(const Plan& plan) {
   auto outcome = global_->Submit(StageMerge{rec, ids});
   if (!outcome.ok()) {
     if (outcome.status().code() == StatusCode::kRejected) {
-      (void)env_->RemoveFile(path);
+      store_->DeleteWhenUnpinned(name);
     } else {
       // It may still be applied: keep the file for `grace` (SweepUnknown).
       unknown_[name] = clock_->MonotonicMicros();

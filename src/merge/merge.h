@@ -112,10 +112,9 @@ class Merger {
   Status Execute(const Plan& plan);
   // Decodes every event of `inputs` (pinned by the caller) in position order, verifying them.
   Status ReadInputs(const Plan& plan, std::vector<PositionedEvent>* events);
-  // Opens one input: the local file, or a temporary copy fetched from a peer (*temp_path is set
-  // and must be deleted by the caller).
-  Result<std::unique_ptr<SegmentReader>> OpenInput(const SegmentRecord& seg,
-                                                   std::string* temp_path);
+  // Opens one input: the local file, or a copy fetched from a peer and verified (a temporary file
+  // of the store that goes with the reader).
+  Result<std::unique_ptr<SegmentReader>> OpenInput(const SegmentRecord& seg);
   // Removes staged output `seg` from Global (RemoveSegments) and deletes the local file.
   Status Abort(const SegmentRecord& seg, const std::string& why);
   // Deletes the local copy of `file_name` once unpinned, unless Global still has a segment with
@@ -125,7 +124,7 @@ class Merger {
   // files of those older than grace.
   void SweepUnknown();
   void Fail(const Status& st);
-  std::string RandomHex8();
+  uint32_t RandomU32();  // the random part of output file names
   void Loop();
 
   Env* env_;

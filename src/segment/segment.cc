@@ -714,6 +714,19 @@ Result<SegmentInfo> WriteSegment(Env* env, const std::string& path, const Dataso
   return info;
 }
 
+Result<SegmentInfo> WriteSegmentFile(Env* env, const std::string& path, const Datasource& ds,
+                                     PartitionId partition,
+                                     const std::vector<PositionedEvent>& events,
+                                     const SegmentWriterOptions& options) {
+  RETURN_IF_ERROR(ValidateWriteArgs(events, options));
+  Result<SegmentInfo> info = WriteSegmentTo(env, path, ds, partition, events, options);
+  if (!info.ok()) {
+    (void)env->RemoveFile(path);
+    return info.status().WithContext("segment " + path);
+  }
+  return info;
+}
+
 Result<std::unique_ptr<SegmentReader>> SegmentReader::Open(Env* env, const std::string& path) {
   ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
   auto reader = std::make_unique<SegmentReaderImpl>(path, std::move(file));

@@ -53,6 +53,14 @@ Result<SegmentInfo> WriteSegment(Env* env, const std::string& path, const Dataso
                                  PartitionId partition, const std::vector<PositionedEvent>& events,
                                  const SegmentWriterOptions& options = {});
 
+// Writes `events` to `path` itself (created or truncated), fsyncs and closes it: no temporary name,
+// no rename, no directory fsync; the caller publishes the file (SegmentStore::Create writes a
+// temporary name and renames it). Same argument rules as WriteSegment. On error `path` is removed.
+Result<SegmentInfo> WriteSegmentFile(Env* env, const std::string& path, const Datasource& ds,
+                                     PartitionId partition,
+                                     const std::vector<PositionedEvent>& events,
+                                     const SegmentWriterOptions& options = {});
+
 // A decoded block: events as views into the block's decompressed buffer, which it owns.
 // Valid as long as the DecodedBlock lives; not thread-safe to mutate, safe to read concurrently.
 struct FieldView {
@@ -92,6 +100,15 @@ class SegmentReader {
   virtual Status ReadBlock(size_t i, DecodedBlock* out) const = 0;
   // Reads every block and checks the whole-file content hash against info().content_hash.
   virtual Status VerifyAll() const = 0;
+};
+
+// Opens segment files by file name, for libraries that read segments but must not depend on
+// storage (the node's implementation is storage's SegmentStore, which owns the directory).
+// Implementations are thread-safe; errors as SegmentReader::Open's, NotFound for a missing file.
+class SegmentOpener {
+ public:
+  virtual ~SegmentOpener() = default;
+  virtual Result<std::unique_ptr<SegmentReader>> Open(const std::string& file_name) const = 0;
 };
 
 }  // namespace sediment

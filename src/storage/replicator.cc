@@ -527,7 +527,7 @@ void Replicator::ReportCorrupt(SegmentId segment, const Status& why) {
 }
 
 bool Replicator::IsSettled(const std::string& file) {
-  auto reader = SegmentReader::Open(env_, store_->PathOf(file));
+  auto reader = store_->Open(file);
   if (!reader.ok()) return false;  // being replaced, or unreadable: left alone
   const SegmentInfo& info = (*reader)->info();
   bool settled = false;

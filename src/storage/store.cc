@@ -12,7 +12,6 @@ namespace sediment {
 namespace {
 
 constexpr uint64_t kChunk = 1 << 20;
-constexpr std::string_view kSegSuffix = ".seg";
 
 std::string Describe(const SegmentRecord& s) {
   return "segment " + std::to_string(s.id.value) + " ('" + s.file_name + "')";
@@ -89,10 +88,36 @@ Status CheckInfo(const SegmentRecord& s, const SegmentInfo& info) {
   return Status::OK();
 }
 
-bool IsSegFileName(const std::string& name) {
-  return name.size() > kSegSuffix.size() &&
-         std::string_view(name).substr(name.size() - kSegSuffix.size()) == kSegSuffix;
+Status BadName(const std::string& file_name) {
+  return Status::InvalidArgument("'" + file_name.substr(0, kMaxSegmentFileNameBytes) +
+                                 "' is not a valid segment file name");
 }
+
+// A reader of a temporary copy (SegmentStore::OpenCopy) that removes the file when destroyed.
+class CopyReader final : public SegmentReader {
+ public:
+  CopyReader(Env* env, std::string path, std::unique_ptr<SegmentReader> reader)
+      : env_(env), path_(std::move(path)), reader_(std::move(reader)) {}
+  ~CopyReader() override {
+    reader_.reset();
+    Status st = env_->RemoveFile(path_);
+    if (!st.ok()) spdlog::warn("storage: cannot delete {}: {}", path_, st.ToString());
+  }
+  const SegmentInfo& info() const override { return reader_->info(); }
+  const std::vector<BlockInfo>& blocks() const override { return reader_->blocks(); }
+  bool BlockMayContainAll(size_t i, const std::vector<std::string>& terms) const override {
+    return reader_->BlockMayContainAll(i, terms);
+  }
+  Status ReadBlock(size_t i, DecodedBlock* out) const override {
+    return reader_->ReadBlock(i, out);
+  }
+  Status VerifyAll() const override { return reader_->VerifyAll(); }
+
+ private:
+  Env* env_;
+  std::string path_;
+  std::unique_ptr<SegmentReader> reader_;
+};
 
 }  // namespace
 
@@ -125,7 +150,12 @@ std::string SegmentStore::PathOf(const std::string& file_name) const {
 }
 
 bool SegmentStore::Has(const std::string& file_name) const {
-  return env_->FileExists(PathOf(file_name));
+  return IsValidSegmentFileName(file_name) && env_->FileExists(PathOf(file_name));
+}
+
+std::string SegmentStore::NextTempSuffix() {
+  std::lock_guard lock(mu_);
+  return std::to_string(next_tmp_++);
 }
 
 Result<std::vector<std::string>> SegmentStore::List() const {
@@ -133,30 +163,26 @@ Result<std::vector<std::string>> SegmentStore::List() const {
   ASSIGN_OR_RETURN(auto names, env_->ListDir(dir_));
   std::vector<std::string> out;
   for (auto& n : names) {
-    if (IsSegFileName(n)) out.push_back(std::move(n));
+    if (IsValidSegmentFileName(n)) out.push_back(std::move(n));
   }
   return out;
 }
 
 Result<uint64_t> SegmentStore::FileSize(const std::string& file_name) const {
+  if (!IsValidSegmentFileName(file_name)) return BadName(file_name);
   const std::string path = PathOf(file_name);
   if (!env_->FileExists(path)) return Status::NotFound("no local file " + path);
   return env_->FileSize(path);
 }
 
 Status SegmentStore::Install(const SegmentRecord& segment, std::string_view bytes) {
-  if (segment.file_name.empty() || segment.file_name.find('/') != std::string::npos ||
-      segment.file_name == "." || segment.file_name == "..") {
+  if (!IsValidSegmentFileName(segment.file_name)) {
     return Status::InvalidArgument(Describe(segment) + ": bad file name");
   }
   RETURN_IF_ERROR(VerifySegmentBytes(segment, bytes));
   RETURN_IF_ERROR(env_->CreateDirs(dir_));
   const std::string path = PathOf(segment.file_name);
-  std::string tmp;
-  {
-    std::lock_guard lock(mu_);
-    tmp = path + ".tmp." + std::to_string(next_tmp_++);
-  }
+  const std::string tmp = path + ".tmp." + NextTempSuffix();
   auto write = [&]() -> Status {
     ASSIGN_OR_RETURN(auto f, env_->NewWritableFile(tmp));
     RETURN_IF_ERROR(f->Append(bytes));
@@ -180,13 +206,117 @@ Status SegmentStore::Install(const SegmentRecord& segment, std::string_view byte
   return Status::OK();
 }
 
+SegmentStore::NewSegment::NewSegment(SegmentStore* store, std::string name, std::string tmp_path)
+    : store_(store), name_(std::move(name)), tmp_path_(std::move(tmp_path)) {}
+
+SegmentStore::NewSegment::~NewSegment() {
+  if (state_ != State::kPublished) Discard();
+}
+
+void SegmentStore::NewSegment::Discard() {
+  Env* env = store_->env_;
+  if (env->FileExists(tmp_path_)) {
+    Status st = env->RemoveFile(tmp_path_);
+    if (!st.ok()) spdlog::warn("storage: cannot delete {}: {}", tmp_path_, st.ToString());
+  }
+  state_ = State::kDiscarded;
+}
+
+Result<SegmentInfo> SegmentStore::NewSegment::Write(const Datasource& ds, PartitionId partition,
+                                                    const std::vector<PositionedEvent>& events,
+                                                    const SegmentWriterOptions& options) {
+  if (state_ != State::kEmpty) {
+    return Status::FailedPrecondition("segment " + name_ + " was already written");
+  }
+  auto info = WriteSegmentFile(store_->env_, tmp_path_, ds, partition, events, options);
+  if (!info.ok()) {
+    Discard();
+    return info.status();
+  }
+  state_ = State::kWritten;
+  return info;
+}
+
+Status SegmentStore::NewSegment::Publish() {
+  if (state_ != State::kWritten) {
+    return Status::FailedPrecondition("segment " + name_ + " is not written or already published");
+  }
+  Env* env = store_->env_;
+  const std::string path = store_->PathOf(name_);
+  Status st;
+  {
+    // The rename and the cancellation are one step for Unpin: the new file is never deleted by a
+    // deletion meant for an old file of the same name.
+    std::lock_guard lock(store_->mu_);
+    st = env->RenameFile(tmp_path_, path);
+    if (st.ok()) store_->doomed_.erase(name_);
+  }
+  if (!st.ok()) {
+    Discard();
+    return st.WithContext("publishing segment " + path);
+  }
+  st = env->SyncDir(store_->dir_);
+  if (!st.ok()) {
+    // Visible but not durable: removed, so that nobody registers a file a crash could take away.
+    (void)env->RemoveFile(path);
+    state_ = State::kDiscarded;
+    return st.WithContext("publishing segment " + path);
+  }
+  state_ = State::kPublished;
+  return Status::OK();
+}
+
+Result<std::unique_ptr<SegmentStore::NewSegment>> SegmentStore::Create(
+    const std::string& file_name) {
+  if (!IsValidSegmentFileName(file_name)) return BadName(file_name);
+  RETURN_IF_ERROR(env_->CreateDirs(dir_));
+  return std::unique_ptr<NewSegment>(
+      new NewSegment(this, file_name, PathOf(file_name) + ".tmp." + NextTempSuffix()));
+}
+
+Result<SegmentInfo> SegmentStore::Write(const std::string& file_name, const Datasource& ds,
+                                        PartitionId partition,
+                                        const std::vector<PositionedEvent>& events,
+                                        const SegmentWriterOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<NewSegment> segment, Create(file_name));
+  ASSIGN_OR_RETURN(SegmentInfo info, segment->Write(ds, partition, events, options));
+  RETURN_IF_ERROR(segment->Publish());
+  return info;
+}
+
+Result<std::unique_ptr<SegmentReader>> SegmentStore::Open(const std::string& file_name) const {
+  if (!IsValidSegmentFileName(file_name)) return BadName(file_name);
+  const std::string path = PathOf(file_name);
+  if (!env_->FileExists(path)) return Status::NotFound("no local file " + path);
+  return SegmentReader::Open(env_, path);
+}
+
+Result<std::unique_ptr<SegmentReader>> SegmentStore::OpenCopy(std::string_view bytes) {
+  RETURN_IF_ERROR(env_->CreateDirs(dir_));
+  const std::string path = JoinPath(dir_, "fetched-" + NextTempSuffix() + ".tmp");
+  auto open = [&]() -> Result<std::unique_ptr<SegmentReader>> {
+    ASSIGN_OR_RETURN(auto file, env_->NewWritableFile(path));
+    RETURN_IF_ERROR(file->Append(bytes));
+    RETURN_IF_ERROR(file->Close());
+    return SegmentReader::Open(env_, path);
+  };
+  auto reader = open();
+  if (!reader.ok()) {
+    if (env_->FileExists(path)) (void)env_->RemoveFile(path);
+    return reader.status();
+  }
+  return std::unique_ptr<SegmentReader>(new CopyReader(env_, path, std::move(*reader)));
+}
+
 Result<std::string> SegmentStore::Read(const std::string& file_name) const {
+  if (!IsValidSegmentFileName(file_name)) return BadName(file_name);
   const std::string path = PathOf(file_name);
   if (!env_->FileExists(path)) return Status::NotFound("no local file " + path);
   return env_->ReadFile(path);
 }
 
 Status SegmentStore::Verify(const SegmentRecord& segment, const ReadHook& before_read) const {
+  if (!IsValidSegmentFileName(segment.file_name)) return BadName(segment.file_name);
   const std::string path = PathOf(segment.file_name);
   if (!env_->FileExists(path)) return Status::NotFound("no local file " + path);
   ASSIGN_OR_RETURN(auto file, env_->NewRandomAccessFile(path));
@@ -248,17 +378,38 @@ void SegmentStore::Unpin(const std::vector<std::string>& file_names) {
     if (it == pins_.end()) continue;
     if (--it->second > 0) continue;
     pins_.erase(it);
-    if (doomed_.erase(f) != 0) RemoveNow(f);
+    if (doomed_.erase(f) != 0) (void)RemoveNow(f);
   }
 }
 
 void SegmentStore::DeleteWhenUnpinned(const std::string& file_name) {
+  if (!IsValidSegmentFileName(file_name)) {
+    spdlog::warn("storage: not deleting '{}': not a valid segment file name", file_name);
+    return;
+  }
   std::lock_guard lock(mu_);
   if (pins_.count(file_name) != 0) {
     doomed_.insert(file_name);
     return;
   }
-  RemoveNow(file_name);
+  (void)RemoveNow(file_name);
+}
+
+Result<std::vector<std::string>> SegmentStore::RemoveAllExcept(const std::set<std::string>& keep) {
+  RETURN_IF_ERROR(env_->CreateDirs(dir_));
+  ASSIGN_OR_RETURN(std::vector<std::string> names, env_->ListDir(dir_));
+  std::vector<std::string> removed;
+  std::lock_guard lock(mu_);
+  for (std::string& name : names) {
+    if (keep.count(name) != 0) continue;
+    if (pins_.count(name) != 0) {
+      doomed_.insert(name);
+    } else {
+      RETURN_IF_ERROR(RemoveNow(name));
+    }
+    removed.push_back(std::move(name));
+  }
+  return removed;
 }
 
 bool SegmentStore::IsDeletionPending(const std::string& file_name) const {
@@ -286,12 +437,13 @@ uint64_t SegmentStore::LastAccess(const std::string& file_name) const {
   return it == last_access_.end() ? 0 : it->second;
 }
 
-void SegmentStore::RemoveNow(const std::string& file_name) {
+Status SegmentStore::RemoveNow(const std::string& file_name) {
   last_access_.erase(file_name);
   const std::string path = PathOf(file_name);
-  if (!env_->FileExists(path)) return;
+  if (!env_->FileExists(path)) return Status::OK();
   Status st = env_->RemoveFile(path);
   if (!st.ok()) spdlog::warn("storage: cannot delete {}: {}", path, st.ToString());
+  return st;
 }
 
 }  // namespace sediment

@@ -17,6 +17,7 @@
 #include "common/status.h"
 #include "common/types.h"
 #include "global/global.h"
+#include "segment/file_name.h"
 #include "segment/segment.h"
 
 namespace sediment {
@@ -39,6 +40,14 @@ using ReadHook = std::function<bool(uint64_t bytes)>;
 
 // The segment files of this node: <dir>/<file_name>. Thread-safe.
 //
+// The only code that writes, opens and deletes files in the segment directory (the digest, merges,
+// the replicator and queries all go through it). Every file name it is given must satisfy
+// IsValidSegmentFileName (segment/file_name.h, which also builds the names sediment writes);
+// other names are InvalidArgument (nothing outside the directory is ever touched). Besides
+// segment files the directory only holds temporary files of writes in progress,
+// `<file_name>.tmp.<N>` and `fetched-<N>.tmp`, which a crash may leave behind (RemoveAllExcept at
+// the digest's start removes them).
+//
 // Pins: a query (or a merge) that reads local files pins them; deleting a pinned file is deferred
 // until its last pin is released, so a file swapped out of Global by a merge or removed by
 // retention is never pulled from under a running reader.
@@ -46,13 +55,16 @@ using ReadHook = std::function<bool(uint64_t bytes)>;
 // Recency (for the bucket-storage cache eviction, least recently used first): the store keeps a
 // logical access time per file name, raised by Pin, Install and Touch. A file not accessed during
 // this process's lifetime (e.g. after a restart) has access time 0, the oldest.
-class SegmentStore {
+class SegmentStore final : public SegmentOpener {
  public:
   // `env` is borrowed and must outlive the store. The directory is created on first Install.
   SegmentStore(Env* env, std::string dir);
 
   const std::string& dir() const { return dir_; }
+  // <dir>/<file_name>, for log messages. Other libraries never open or build paths themselves
+  // (the server still does, see storage/README.md).
   std::string PathOf(const std::string& file_name) const;
+  // False also for an invalid name.
   bool Has(const std::string& file_name) const;
   // Names of the *.seg files in dir (no temporary files), sorted. A missing dir is empty.
   Result<std::vector<std::string>> List() const;
@@ -64,6 +76,60 @@ class SegmentStore {
   // that opened it keep reading the old contents) and a deferred deletion of it is cancelled. On
   // error nothing is left behind and an existing file is untouched.
   Status Install(const SegmentRecord& segment, std::string_view bytes);
+
+  // A new segment file being written: Create(name), Write(...), Publish(). Until Publish returns OK
+  // nothing of it is visible under its name (Has, List, Open): it is the temporary file
+  // `<name>.tmp.<N>`, which a crash leaves behind as garbage. Durability: Write fsyncs the file;
+  // Publish renames it to its name (replacing a file of that name, whose deferred deletion is
+  // cancelled) and fsyncs the directory, so after Publish returned OK the segment survives a crash.
+  // Destroying a handle that was not published removes its temporary file (and, when Publish failed
+  // after the rename, the file under its name). One owner at a time; must not outlive the store.
+  class NewSegment {
+   public:
+    ~NewSegment();
+    NewSegment(const NewSegment&) = delete;
+    NewSegment& operator=(const NewSegment&) = delete;
+
+    const std::string& file_name() const { return name_; }
+    // Writes `events` as a segment (WriteSegmentFile: same argument rules) and fsyncs it. Once per
+    // handle (FailedPrecondition after that). On error the temporary file is removed.
+    Result<SegmentInfo> Write(const Datasource& ds, PartitionId partition,
+                              const std::vector<PositionedEvent>& events,
+                              const SegmentWriterOptions& options = {});
+    // Publishes the written file (FailedPrecondition before a successful Write, or twice). On error
+    // nothing is left under the name or the temporary name.
+    Status Publish();
+
+   private:
+    friend class SegmentStore;
+    NewSegment(SegmentStore* store, std::string name, std::string tmp_path);
+    void Discard();
+
+    enum class State { kEmpty, kWritten, kPublished, kDiscarded };
+    SegmentStore* store_;
+    std::string name_;
+    std::string tmp_path_;
+    State state_ = State::kEmpty;
+  };
+  // Starts writing `file_name` (see NewSegment); creates the directory when missing.
+  // InvalidArgument for an invalid name.
+  Result<std::unique_ptr<NewSegment>> Create(const std::string& file_name);
+  // Create, Write and Publish in one call: the file is complete under its name, or absent.
+  Result<SegmentInfo> Write(const std::string& file_name, const Datasource& ds,
+                            PartitionId partition, const std::vector<PositionedEvent>& events,
+                            const SegmentWriterOptions& options = {});
+
+  // Opens the local file (SegmentReader::Open: header, trailer, footer checksum and footer
+  // consistency; blocks are checked as they are read). InvalidArgument for an invalid name,
+  // NotFound when missing, Corruption for a damaged or truncated file. The reader must not
+  // outlive the store; a pinned file stays readable while pinned (see Pin).
+  Result<std::unique_ptr<SegmentReader>> Open(const std::string& file_name) const override;
+  // A reader over segment bytes fetched from elsewhere and not installed as a local copy (a merge
+  // input held by another node): written to a temporary file `fetched-<N>.tmp` in the directory
+  // (not fsynced), removed when the reader is destroyed. Corruption when the bytes do not open as
+  // a segment (nothing is left then). The reader must not outlive the store.
+  Result<std::unique_ptr<SegmentReader>> OpenCopy(std::string_view bytes);
+
   // Reads a whole local file (the internal fetch endpoint serves it). NotFound when missing.
   Result<std::string> Read(const std::string& file_name) const;
   // Verifies the local copy of `segment` like VerifySegmentBytes, reading the file in 1 MiB
@@ -77,8 +143,12 @@ class SegmentStore {
   PinHandle Pin(const std::vector<std::string>& file_names);
   bool IsPinned(const std::string& file_name) const;
   // Deletes the file now when unpinned, else when its last pin is released. Missing files are
-  // fine; other removal errors are logged.
+  // fine; other removal errors are logged. An invalid name is logged and nothing is deleted.
   void DeleteWhenUnpinned(const std::string& file_name);
+  // Removes every entry of the directory whose name is not in `keep`: segment files (a pinned one
+  // when its last pin is released), temporary files of interrupted writes, anything else. Creates
+  // the directory when missing. Returns the names removed; stops at the first removal error.
+  Result<std::vector<std::string>> RemoveAllExcept(const std::set<std::string>& keep);
   // True while a deletion of `file_name` waits for its pins.
   bool IsDeletionPending(const std::string& file_name) const;
   // Withdraws a deletion that waits for pins (the file is wanted again). No-op otherwise.
@@ -93,7 +163,8 @@ class SegmentStore {
 
  private:
   void Unpin(const std::vector<std::string>& file_names);
-  void RemoveNow(const std::string& file_name);    // mu_ held
+  Status RemoveNow(const std::string& file_name);  // mu_ held; logs errors too
+  std::string NextTempSuffix();
   void TouchLocked(const std::string& file_name);  // mu_ held
 
   Env* env_;
