@@ -61,13 +61,6 @@ void WriteRowJson(JsonWriter& w, const query::Row& row) {
   w.EndObject();
 }
 
-bool ValidSegmentFileName(const std::string& name) {
-  if (name.size() < 5 || name.size() > 200 || !name.ends_with(".seg")) return false;
-  if (name.find('/') != std::string::npos || name.find('\\') != std::string::npos) return false;
-  if (name.find("..") != std::string::npos || name[0] == '.') return false;
-  return true;
-}
-
 std::string ClusterSecretOf(const std::string& configured, const Global* global) {
   if (!configured.empty()) return configured;
   std::string secret;

@@ -92,7 +92,5 @@ std::string ClusterSecretOf(const std::string& configured, const Global* global)
 std::string TokenFrom(const http::Request& req, bool allow_splunk);
 int HttpStatusFor(const Status& st);
 void WriteRowJson(JsonWriter& w, const query::Row& row);
-// A segment file name a peer may ask for: "<name>.seg", no path separators, no "..".
-bool ValidSegmentFileName(const std::string& name);
 
 }  // namespace sediment::api

@@ -7,6 +7,7 @@
 #include "api/node.h"
 #include "api/routes.h"
 #include "common/json_writer.h"
+#include "segment/file_name.h"
 
 namespace sediment::api {
 namespace {
@@ -32,7 +33,7 @@ class StorageRoutes : public Node {
 
 http::Response StorageRoutes::HandleSegmentFile(const http::Request& req) const {
   auto it = req.query.find("name");
-  if (it == req.query.end() || !ValidSegmentFileName(it->second)) {
+  if (it == req.query.end() || !IsValidSegmentFileName(it->second)) {
     return http::JsonError(400, "name must be a segment file name (<name>.seg)");
   }
   if (!store->Has(it->second)) return http::JsonError(404, "no segment file " + it->second);

@@ -29,7 +29,9 @@ struct FakeRun {
     const int n = ++calls;
     std::unique_lock lock(mu);
     ranges.push_back(range);
-    cv.wait(lock, [&] { return !hold || control.cancel->load(); });
+    // The cancel flag is an atomic nobody notifies about: look at it every few milliseconds.
+    while (!cv.wait_for(lock, 5ms, [&] { return !hold || control.cancel->load(); })) {
+    }
     if (control.cancel->load()) return Status(StatusCode::kCancelled, "cancelled");
     if (fail) return *fail;
     CoordinatedResult r;

@@ -1930,10 +1930,16 @@ TEST(Global, ClusterModeKeepsTheLogAndPeersInstallSnapshots) {
   // A peer without snapshots installs this node's encoded state and starts from it.
   auto [off, bytes] = (*g)->EncodedState();
   EXPECT_EQ(off, last);
+  EXPECT_FALSE(HasGlobalSnapshot(Env::Default(), peer_dir.path()));
+  EXPECT_FALSE(HasGlobalSnapshot(Env::Default(), peer_dir.path() + "/missing"));
+  ASSERT_TRUE(Env::Default()->WriteFileAtomic(peer_dir.path() + "/snapshot-x.bin", "x").ok());
+  EXPECT_FALSE(HasGlobalSnapshot(Env::Default(), peer_dir.path()));  // not a snapshot's name
+  ASSERT_TRUE(Env::Default()->RemoveFile(peer_dir.path() + "/snapshot-x.bin").ok());
   auto installed = InstallGlobalSnapshot(Env::Default(), peer_dir.path(), bytes);
   ASSERT_TRUE(installed.ok()) << installed.status().ToString();
   EXPECT_EQ(*installed, last);
   EXPECT_EQ(SnapshotFiles(peer_dir.path()), std::vector<std::string>{GlobalSnapshotFileName(last)});
+  EXPECT_TRUE(HasGlobalSnapshot(Env::Default(), peer_dir.path()));
   // Later events reach the peer through the log.
   (void)(*g)->Submit(CreateRepo{"after-snapshot"});
   auto peer = Global::Open(Env::Default(), &log, peer_dir.path(), opts);

@@ -8,17 +8,11 @@
 
 #include "global/global.h"
 #include "global/segment_record.h"
+#include "segment/file_name.h"
 #include "storage/store.h"
 
 namespace sediment::maintenance {
 namespace {
-
-// A segment object's name as the recovery accepts it: "<name>.seg", no path separators.
-bool IsSegmentObjectName(const std::string& name) {
-  if (name.size() < 5 || name.size() > 200 || !name.ends_with(".seg")) return false;
-  if (name.find('/') != std::string::npos || name.find('\\') != std::string::npos) return false;
-  return name.find("..") == std::string::npos && name[0] != '.';
-}
 
 // The newest snapshot of the bucket that decodes, and its key; NotFound when none does.
 Result<std::pair<GlobalState, std::string>> NewestUsableSnapshot(bucket::Bucket* bucket) {
@@ -50,7 +44,7 @@ Result<GlobalState> RecoveredState(bucket::Bucket* bucket, const GlobalState& ba
   const size_t prefix_len = std::string(kBucketSegmentPrefix).size();
   for (const auto& obj : objects) {
     const std::string name = obj.key.substr(prefix_len);
-    if (!IsSegmentObjectName(name)) continue;
+    if (!IsValidSegmentFileName(name)) continue;
     files.push_back({name, obj.size});
     if (listed.count(name) != 0) continue;
     // Uploaded after the snapshot: its footer says what it holds.

@@ -29,9 +29,9 @@ using SteadyClock = std::chrono::steady_clock;
 using coordinator::InternalQuery;
 using coordinator::JoinIds;
 
-query::SegmentSource SegmentSourceOf(const SegmentRecord& seg, const std::string& segment_dir) {
+query::SegmentSource SegmentSourceOf(const SegmentRecord& seg, const SegmentStore& store) {
   query::SegmentSource src;
-  src.path = JoinPath(segment_dir, seg.file_name);
+  src.path = store.PathOf(seg.file_name);
   src.id = seg.id;
   src.datasource = seg.datasource;
   src.partition = seg.partition;
@@ -64,15 +64,13 @@ std::vector<int64_t> MissingPartitions(const std::map<int32_t, Epoch>& want,
 // This node as the coordinator sees it. Thread-safe (every part it borrows is).
 class LocalQueryNode final : public coordinator::LocalNode {
  public:
-  LocalQueryNode(Env* env, NodeId node, Digest* digest, SegmentStore* store, Replicator* replicator,
-                 bool has_bucket, std::string segment_dir)
-      : env_(env),
-        node_(node),
+  LocalQueryNode(NodeId node, Digest* digest, SegmentStore* store, Replicator* replicator,
+                 bool has_bucket)
+      : node_(node),
         digest_(digest),
         store_(store),
         replicator_(replicator),
-        has_bucket_(has_bucket),
-        segment_dir_(std::move(segment_dir)) {}
+        has_bucket_(has_bucket) {}
 
   NodeId id() const override { return node_; }
   std::vector<query::BufferedSource> Buffers(const std::map<int32_t, Epoch>& want,
@@ -91,12 +89,11 @@ class LocalQueryNode final : public coordinator::LocalNode {
   }
   bool HoldsFile(const std::string& file_name) const override { return store_->Has(file_name); }
   query::SegmentSource SourceOf(const SegmentRecord& seg) const override {
-    return SegmentSourceOf(seg, segment_dir_);
+    return SegmentSourceOf(seg, *store_);
   }
   std::optional<query::SegmentSource> SourceOfFile(const std::string& file,
                                                    SegmentId id) const override {
-    if (!api::ValidSegmentFileName(file) || !store_->Has(file)) return std::nullopt;
-    auto reader = SegmentReader::Open(env_, store_->PathOf(file));
+    auto reader = store_->Open(file);  // refuses names that are not segment file names
     if (!reader.ok()) return std::nullopt;
     const SegmentInfo& info = (*reader)->info();
     query::SegmentSource src;
@@ -108,6 +105,7 @@ class LocalQueryNode final : public coordinator::LocalNode {
     src.max_ts = info.max_ts;
     return src;
   }
+
   std::shared_ptr<void> Pin(const std::vector<std::string>& file_names) override {
     return store_->Pin(file_names);
   }
@@ -122,20 +120,18 @@ class LocalQueryNode final : public coordinator::LocalNode {
   }
 
  private:
-  Env* const env_;
   const NodeId node_;
   Digest* const digest_;
   SegmentStore* const store_;
   Replicator* const replicator_;  // null: no replication (then no bucket either)
   const bool has_bucket_;
-  const std::string segment_dir_;
 };
 
 }  // namespace
 
 void Server::Impl::StartCoordinator() {
-  query_local = std::make_unique<LocalQueryNode>(env, node, digest.get(), store.get(),
-                                                 replicator.get(), bucket != nullptr, segment_dir);
+  query_local = std::make_unique<LocalQueryNode>(node, digest.get(), store.get(), replicator.get(),
+                                                 bucket != nullptr);
   leaf = std::make_unique<coordinator::Leaf>(env, global.get(), query_local.get(),
                                              config.query_threads);
   query_peers = coordinator::NewHttpPeerClient([this] { return ClusterSecret(); });

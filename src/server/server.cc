@@ -266,8 +266,11 @@ Status Server::Start() {
     if (v) return v->serving();
     return clock->MonotonicMicros() - since < warmup_us;
   };
-  s.digest =
-      std::make_unique<Digest>(s.env, s.clock, s.ingest_log.get(), s.global.get(), digest_options);
+  // The node's one owner of segment files: the digest writes through it, storage and queries
+  // read through it.
+  s.store = std::make_unique<SegmentStore>(s.env, s.segment_dir);
+  s.digest = std::make_unique<Digest>(s.clock, s.ingest_log.get(), s.global.get(), s.store.get(),
+                                      digest_options);
   RETURN_IF_ERROR(s.digest->Start().WithContext("starting the digest"));
   RETURN_IF_ERROR(s.StartStorage().WithContext("starting storage"));
   s.StartCoordinator();

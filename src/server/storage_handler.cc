@@ -74,8 +74,6 @@ class HttpSegmentFetcher final : public SegmentFetcher {
 }  // namespace
 
 Status Server::Impl::StartStorage() {
-  store = std::make_unique<SegmentStore>(env, segment_dir);
-  RETURN_IF_ERROR(env->CreateDirs(segment_dir));
   peers = std::make_unique<MembershipPeers>(membership.get(), clock, node);
   fetcher =
       std::make_unique<HttpSegmentFetcher>(membership.get(), [this] { return ClusterSecret(); });
