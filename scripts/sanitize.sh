@@ -26,7 +26,7 @@ case "$mode" in
     tests=(common_test model_test log_test segment_test global_test ingest_test digest_test
            parser_test transform_test aggregate_test query_test query_wire_test http_test
            cluster_test storage_test uploader_test merge_test bucket_test functions_test
-           coordinator_test maintenance_test api_test cli_flags_test)
+           coordinator_test maintenance_test api_test cli_flags_test server_test)
     export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
     ;;
   tsan)
