@@ -17,9 +17,9 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "common/background_loop.h"
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/status.h"
@@ -135,7 +135,7 @@ class Replicator {
   struct Plan;
   class FileLock;
 
-  bool stopping() const { return stop_.load(); }
+  bool stopping() const { return loop_.stopping(); }
   bool Sleep(std::chrono::microseconds d);
   void Loop();
   Status RunOnceLocked();
@@ -175,11 +175,6 @@ class Replicator {
   const NodeId self_;
   RateLimiter limiter_;
 
-  std::atomic<bool> stop_{false};
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  std::thread thread_;
-
   std::mutex pass_mu_;  // one pass at a time
 
   // Files with an operation in progress (pull, delete, verify); see FileLock.
@@ -195,6 +190,8 @@ class Replicator {
   std::map<std::string, int64_t> unlisted_since_;
   // key -> (last warning logged, number of the pass that last repeated it)
   std::map<std::string, std::pair<std::string, uint64_t>> warned_;
+
+  BackgroundLoop loop_;  // RunOnce (and ScrubOnce when due), then interval of waiting; last
 };
 
 }  // namespace sediment
