@@ -77,8 +77,8 @@ Status Membership::Start() {
   }
 
   // Catch up on recent history so peers are known when Start returns (best effort).
-  const auto deadline = std::chrono::steady_clock::now() + kCatchupBudget;
-  while (std::chrono::steady_clock::now() < deadline) {
+  const auto deadline = SteadyNow() + kCatchupBudget;
+  while (SteadyNow() < deadline) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stats_.next_offset >= stats_.catchup_end) break;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/clock.h"
+
 namespace sediment {
 namespace {
 
@@ -66,7 +68,7 @@ void BackgroundLoop::Stop() {
 
 bool BackgroundLoop::SleepFor(Duration d) {
   MutexLock lock(&mu_);
-  const Steady::time_point until = AddSaturating(Steady::now(), d);
+  const Steady::time_point until = AddSaturating(SteadyNow(), d);
   while (!stop_) {
     if (until == Steady::time_point::max()) {
       cv_.Wait(mu_);
@@ -83,8 +85,8 @@ void BackgroundLoop::Run() {
   pthread_setname_np(pthread_self(), short_name.c_str());
 
   Steady::time_point due = options_.first_pass == FirstPass::kAtStart
-                               ? Steady::now()
-                               : AddSaturating(Steady::now(), options_.interval);
+                               ? SteadyNow()
+                               : AddSaturating(SteadyNow(), options_.interval);
   MutexLock lock(&mu_);
   for (;;) {
     while (!stop_ && !notified_) {
@@ -99,12 +101,12 @@ void BackgroundLoop::Run() {
     lock.Unlock();
     if (fixed_rate_) {
       // The next due time, counted before the pass so that its length does not shift the grid.
-      const Steady::time_point woke = Steady::now();
+      const Steady::time_point woke = SteadyNow();
       due = AddSaturating(due, options_.interval);
       if (due < woke) due = AddSaturating(woke, options_.interval);
     }
     const Duration next = pass_();
-    if (!fixed_rate_) due = AddSaturating(Steady::now(), next);
+    if (!fixed_rate_) due = AddSaturating(SteadyNow(), next);
     lock.Lock();
   }
 }

@@ -11,6 +11,7 @@
 #include <shared_mutex>
 #include <thread>
 
+#include "common/clock.h"
 #include "global/global.h"
 
 namespace sediment {
@@ -224,7 +225,7 @@ Status GlobalImpl::CatchUp() {
   // A remote log (Kafka) may answer a read empty until its consumer has fetched, so an empty
   // answer below the end offset means "wait", not "done": replay must reach `end` before the
   // state is used (claims and registrations compare epochs and positions against it).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  const auto deadline = SteadyNow() + std::chrono::seconds(60);
   std::chrono::milliseconds wait{0};
   while (next < end.value) {
     Result<std::vector<LogRecord>> recs =
@@ -237,7 +238,7 @@ Status GlobalImpl::CatchUp() {
       return recs.status().WithContext("global: replaying the log");
     }
     if (recs->empty()) {
-      if (std::chrono::steady_clock::now() > deadline) {
+      if (SteadyNow() > deadline) {
         return Status::Unavailable("global: the log ends at offset " + std::to_string(end.value) +
                                    " but offset " + std::to_string(next) +
                                    " could not be read within 60 s");

@@ -27,6 +27,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/clock.h"
 #include "log/kafka_internal.h"
 
 namespace sediment {
@@ -42,7 +43,7 @@ using kafka_internal::ToMs;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 constexpr int kPollMs = 100;
 constexpr int kStatsIntervalMs = 1000;
@@ -357,8 +358,8 @@ class PartitionGroup::Impl {
     rd_kafka_queue_t* q = rd_kafka_queue_new(rk_);
     std::string failure = TakeError(rd_kafka_consumer_close_queue(rk_, q));
     if (failure.empty()) {
-      const Clock::time_point deadline = Clock::now() + options_.session_timeout + kCloseSlack;
-      while (!rd_kafka_consumer_closed(rk_) && Clock::now() < deadline) {
+      const SteadyClock::time_point deadline = SteadyNow() + options_.session_timeout + kCloseSlack;
+      while (!rd_kafka_consumer_closed(rk_) && SteadyNow() < deadline) {
         rd_kafka_queue_poll_callback(q, kPollMs);
       }
       if (!rd_kafka_consumer_closed(rk_)) failure = "no answer from the group coordinator";

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "common/checksum.h"
+#include "common/clock.h"
 #include "common/coding.h"
 
 namespace sediment {
@@ -777,7 +778,7 @@ Result<std::vector<LogRecord>> LocalLog::Read(PartitionId p, Offset from, size_t
                                               std::chrono::milliseconds max_wait) {
   RETURN_IF_ERROR(CheckPartition(p));
   Partition& part = *parts_[p.value];
-  const auto deadline = std::chrono::steady_clock::now() + max_wait;
+  const auto deadline = SteadyNow() + max_wait;
   bool timed_out = false;
   // The first offset wanted: `from`, moved past lost records (holes, gaps between files).
   int64_t want = from.value;
