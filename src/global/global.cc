@@ -11,6 +11,7 @@
 #include <shared_mutex>
 #include <thread>
 
+#include "common/background_loop.h"
 #include "common/clock.h"
 #include "global/global.h"
 
@@ -105,7 +106,8 @@ class GlobalImpl final : public Global {
   // Tailer thread. Installs the state in `bytes` if it is past this node's and the log holds
   // every event after it.
   Status TryInstallNewerState();
-  void SnapshotLoop();
+  // The snapshot loop's pass (Notify()ed when pending_snapshot_ is set): writes it unless stopping.
+  void SnapshotPass();
   // Encodes the state under the shared lock; {applied_through, bytes}.
   std::pair<Offset, std::string> EncodeSnapshot() const;
   // Requires snapshot_mu_. Writes the snapshot unless a newer one was written, prunes old ones
@@ -131,7 +133,6 @@ class GlobalImpl final : public Global {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;       // applied_ advanced, stopping_, tail_error_
-  std::condition_variable snap_cv_;  // pending_snapshot_ set, stopping_
   int64_t applied_ = -1;             // == state_.applied_through
   // Submissions whose Append has not returned yet: the applied_ each saw when it started. Their
   // offsets will be above that value, so outcomes above the minimum must be kept for them.
@@ -160,7 +161,8 @@ class GlobalImpl final : public Global {
   Status close_status_;
 
   std::thread tailer_;
-  std::thread snapshotter_;
+  // Writes pending_snapshot_ when notified; no timed passes. Last member: stopped first.
+  BackgroundLoop snapshotter_{"global-snapshot", {}, [this] { SnapshotPass(); }};
 };
 
 Status GlobalImpl::LoadNewestSnapshot() {
@@ -298,7 +300,7 @@ void GlobalImpl::ApplyRecord(const LogRecord& rec) {
       std::lock_guard lock(mu_);
       pending_snapshot_ = std::move(snap);
     }
-    snap_cv_.notify_one();
+    snapshotter_.Notify();
   }
 }
 
@@ -399,26 +401,23 @@ Status GlobalImpl::TryInstallNewerState() {
   }
   applied_since_snapshot_ = 0;
   cv_.notify_all();
-  snap_cv_.notify_one();
+  snapshotter_.Notify();
   spdlog::warn("global: loaded a newer state through offset {} (this node had applied {})", through,
                had);
   return Status::OK();
 }
 
-void GlobalImpl::SnapshotLoop() {
-  for (;;) {
-    std::pair<Offset, std::string> snap;
-    {
-      std::unique_lock lock(mu_);
-      snap_cv_.wait(lock, [this] { return stopping_ || pending_snapshot_.has_value(); });
-      if (stopping_) return;  // Close writes the final snapshot
-      snap = std::move(*pending_snapshot_);
-      pending_snapshot_.reset();
-    }
-    std::lock_guard lock(snapshot_mu_);
-    Status st = WriteSnapshotNoted(snap.first, snap.second);
-    if (!st.ok()) spdlog::warn("global: automatic snapshot: {}", st.ToString());
+void GlobalImpl::SnapshotPass() {
+  std::pair<Offset, std::string> snap;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ || !pending_snapshot_.has_value()) return;  // Close writes the final snapshot
+    snap = std::move(*pending_snapshot_);
+    pending_snapshot_.reset();
   }
+  std::lock_guard lock(snapshot_mu_);
+  Status st = WriteSnapshotNoted(snap.first, snap.second);
+  if (!st.ok()) spdlog::warn("global: automatic snapshot: {}", st.ToString());
 }
 
 std::pair<Offset, std::string> GlobalImpl::EncodeSnapshot() const {
@@ -472,7 +471,7 @@ Status GlobalImpl::Init() {
   RETURN_IF_ERROR(LoadNewestSnapshot());
   RETURN_IF_ERROR(CatchUp());
   try {
-    snapshotter_ = std::thread([this] { SnapshotLoop(); });
+    (void)snapshotter_.Start();
     tailer_ = std::thread([this] { TailLoop(); });
   } catch (const std::exception& e) {
     return Status::Internal(std::string("global: starting threads: ") + e.what());
@@ -541,9 +540,8 @@ Status GlobalImpl::Close() {
     stopping_ = true;
   }
   cv_.notify_all();
-  snap_cv_.notify_all();
   if (tailer_.joinable()) tailer_.join();
-  if (snapshotter_.joinable()) snapshotter_.join();
+  snapshotter_.Stop();
   if (initialized_) close_status_ = WriteSnapshot();
   closed_ = true;
   return close_status_;
