@@ -28,6 +28,7 @@
 #include <utility>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "log/kafka_internal.h"
 
 namespace sediment {
@@ -143,7 +144,7 @@ class PartitionGroup::Impl {
       leave_requested_.store(true);  // from a listener: the poll thread closes after it returns
       return;
     }
-    std::lock_guard lk(leave_mu_);
+    MutexLock lk(&leave_mu_);
     if (left_) return;
     leave_requested_.store(true);
     if (poller_.joinable()) poller_.join();
@@ -156,14 +157,14 @@ class PartitionGroup::Impl {
   }
 
   std::vector<PartitionId> Assignment() const {
-    std::lock_guard lk(mu_);
+    MutexLock lk(&mu_);
     std::vector<PartitionId> out;
     for (int32_t p : owned_) out.push_back(PartitionId(p));
     return out;
   }
 
   std::string Health() const {
-    std::lock_guard lk(mu_);
+    MutexLock lk(&mu_);
     if (!has_error_) return "ok";
     return "kafka group " + options_.group_id + " on " + topic_ + ": " + last_error_;
   }
@@ -210,7 +211,7 @@ class PartitionGroup::Impl {
 
   void NoteError(std::string what) {
     spdlog::warn("kafka group {} on {}: {}", options_.group_id, topic_, what);
-    std::lock_guard lk(mu_);
+    MutexLock lk(&mu_);
     last_error_ = std::move(what);
     has_error_ = true;
     steady_reports_ = 0;
@@ -226,7 +227,7 @@ class PartitionGroup::Impl {
       return;
     }
     const bool steady = state == "up" && join_state == "steady";
-    std::lock_guard lk(mu_);
+    MutexLock lk(&mu_);
     steady_reports_ = steady ? steady_reports_ + 1 : 0;
     if (has_error_ && steady_reports_ >= kSteadyReportsToClear) has_error_ = false;
   }
@@ -271,7 +272,7 @@ class PartitionGroup::Impl {
       }
       std::vector<PartitionId> added;
       {
-        std::lock_guard lk(mu_);
+        MutexLock lk(&mu_);
         for (PartitionId p : Ids(partitions)) {
           if (owned_.insert(p.value).second) added.push_back(p);
         }
@@ -287,7 +288,7 @@ class PartitionGroup::Impl {
     if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
       // Read before unassigning: the unassign resets the flag.
       lost = rd_kafka_assignment_lost(rk_) != 0 || poll_exceeded;
-      std::lock_guard lk(mu_);
+      MutexLock lk(&mu_);
       for (PartitionId p : Ids(partitions)) {
         if (owned_.erase(p.value) > 0) gone.push_back(p);
       }
@@ -298,7 +299,7 @@ class PartitionGroup::Impl {
       }
     } else {
       NoteError("rebalance failed: " + ErrText(err));
-      std::lock_guard lk(mu_);
+      MutexLock lk(&mu_);
       for (int32_t p : owned_) gone.push_back(PartitionId(p));
       owned_.clear();
     }
@@ -368,7 +369,7 @@ class PartitionGroup::Impl {
     if (!failure.empty()) NoteError("leaving the group: " + failure);
     std::vector<PartitionId> gone;
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(&mu_);
       for (int32_t p : owned_) gone.push_back(PartitionId(p));
       owned_.clear();
     }
@@ -393,14 +394,14 @@ class PartitionGroup::Impl {
   bool poll_exceeded_ = false;          // poll thread only
   simdjson::dom::parser stats_parser_;  // poll thread only
 
-  std::mutex leave_mu_;  // serializes Leave
-  bool left_ = false;    // guarded by leave_mu_
+  Mutex leave_mu_;  // serializes Leave
+  bool left_ GUARDED_BY(leave_mu_) = false;
 
-  mutable std::mutex mu_;
-  std::set<int32_t> owned_;  // guarded by mu_; written on the poll thread only
-  std::string last_error_;   // guarded by mu_
-  bool has_error_ = false;   // guarded by mu_
-  int steady_reports_ = 0;   // guarded by mu_
+  mutable Mutex mu_;
+  std::set<int32_t> owned_ GUARDED_BY(mu_);  // written on the poll thread only
+  std::string last_error_ GUARDED_BY(mu_);
+  bool has_error_ GUARDED_BY(mu_) = false;
+  int steady_reports_ GUARDED_BY(mu_) = 0;
 };
 
 Result<std::unique_ptr<PartitionGroup>> PartitionGroup::Join(const KafkaOptions& kafka,
