@@ -94,8 +94,7 @@ Status Membership::Start() {
                               .schedule = BackgroundLoop::Schedule::kFixedRate},
       [this] { PublisherPass(); });
   listener_ = std::make_unique<BackgroundLoop>(
-      "membership-read",
-      BackgroundLoop::Options{.first_pass = BackgroundLoop::FirstPass::kAtStart},
+      "membership-read", BackgroundLoop::Options{.first_pass = BackgroundLoop::FirstPass::kAtStart},
       BackgroundLoop::DelayFromPass{}, [this]() -> BackgroundLoop::Duration {
         if (ReadStep(kReadWait)) return BackgroundLoop::Duration::zero();
         return kReadWait;

@@ -59,8 +59,7 @@ class BackgroundLoop {
   BackgroundLoop(std::string name, Options options, std::function<void()> pass);
   // The pass returns the wait before the next pass (kNoPeriod: none until Notify()); the
   // schedule is not used, `interval` is the first wait when first_pass is kAfterInterval.
-  BackgroundLoop(std::string name, Options options, DelayFromPass,
-                 std::function<Duration()> pass);
+  BackgroundLoop(std::string name, Options options, DelayFromPass, std::function<Duration()> pass);
   // Stop().
   ~BackgroundLoop();
   BackgroundLoop(const BackgroundLoop&) = delete;

@@ -161,7 +161,9 @@ TEST(BackgroundLoop, StopFromThePassDoesNotDeadlock) {
 
 TEST(BackgroundLoop, DestructorStopsAndNeverStartedLoopIsFine) {
   std::atomic<int> passes{0};
-  { Loop never("never", {.interval = 1ms}, [&] { ++passes; }); }
+  {
+    Loop never("never", {.interval = 1ms}, [&] { ++passes; });
+  }
   {
     Loop loop("test", {.interval = 1ms}, [&] { ++passes; });
     ASSERT_TRUE(loop.Start());

@@ -147,9 +147,9 @@ Digest::Digest(Env* env, Clock* clock, CommitLog* log, Global* global, DigestOpt
       global_(global),
       options_(std::move(options)),
       maintenance_("digest-maint",
-                   {.interval = options_.truncate ? std::min(TruncateEvery(options_),
-                                                             RebuildCheckEvery(options_))
-                                                  : RebuildCheckEvery(options_)},
+                   {.interval = options_.truncate
+                                    ? std::min(TruncateEvery(options_), RebuildCheckEvery(options_))
+                                    : RebuildCheckEvery(options_)},
                    BackgroundLoop::DelayFromPass{}, [this] { return MaintenancePass(); }) {}
 
 Digest::~Digest() { Stop(); }

@@ -132,8 +132,8 @@ class GlobalImpl final : public Global {
   GlobalState state_;  // exclusive lock to write (ApplyRecord only), shared lock to read
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;       // applied_ advanced, stopping_, tail_error_
-  int64_t applied_ = -1;             // == state_.applied_through
+  std::condition_variable cv_;  // applied_ advanced, stopping_, tail_error_
+  int64_t applied_ = -1;        // == state_.applied_through
   // Submissions whose Append has not returned yet: the applied_ each saw when it started. Their
   // offsets will be above that value, so outcomes above the minimum must be kept for them.
   std::multiset<int64_t> unknown_starts_;

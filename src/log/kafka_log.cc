@@ -689,7 +689,7 @@ class KafkaLog final : public CommitLog {
     }
     const SteadyClock::time_point deadline =
         SteadyNow() + std::min<std::chrono::milliseconds>(options_.admin_timeout,
-                                                           std::chrono::milliseconds(2000));
+                                                          std::chrono::milliseconds(2000));
     while (true) {
       int64_t low = 0, high = 0;
       rd_kafka_resp_err_t err = ListOffset(p, RD_KAFKA_OFFSET_BEGINNING, deadline, &low);

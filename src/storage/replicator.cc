@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <optional>
 #include <tuple>
 
 #include "bucket/bucket.h"
@@ -85,18 +84,7 @@ Replicator::Replicator(Env* env, Clock* clock, Global* global, SegmentStore* sto
                                     [this](std::chrono::microseconds d) { return Sleep(d); })),
       loop_("replicator",
             {.interval = options_.interval, .first_pass = BackgroundLoop::FirstPass::kAtStart},
-            [this, last_scrub_us = std::optional<int64_t>()]() mutable {
-              if (!last_scrub_us) last_scrub_us = clock_->MonotonicMicros();  // the first pass
-              (void)RunOnce();  // failures are logged and kept in progress()
-              const auto scrub_us =
-                  std::chrono::duration_cast<std::chrono::microseconds>(options_.scrub_every)
-                      .count();
-              if (scrub_us > 0 && !stopping() &&
-                  clock_->MonotonicMicros() - *last_scrub_us >= scrub_us) {
-                (void)ScrubOnce();
-                last_scrub_us = clock_->MonotonicMicros();
-              }
-            }) {
+            [this] { LoopPass(); }) {
   progress_.max_bytes_per_second = options_.max_bytes_per_second;
   progress_.cache_max_bytes = options_.cache_max_bytes;
 }
@@ -106,6 +94,17 @@ Replicator::~Replicator() { Stop(); }
 bool Replicator::Sleep(std::chrono::microseconds d) { return loop_.SleepFor(d); }
 
 void Replicator::Start() { (void)loop_.Start(); }
+
+void Replicator::LoopPass() {
+  if (!last_scrub_us_) last_scrub_us_ = clock_->MonotonicMicros();  // the first pass
+  (void)RunOnce();  // failures are logged and kept in progress()
+  const auto scrub_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(options_.scrub_every).count();
+  if (scrub_us > 0 && !stopping() && clock_->MonotonicMicros() - *last_scrub_us_ >= scrub_us) {
+    (void)ScrubOnce();
+    last_scrub_us_ = clock_->MonotonicMicros();
+  }
+}
 
 void Replicator::Stop() { loop_.Stop(); }
 

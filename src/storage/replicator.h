@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -137,6 +138,8 @@ class Replicator {
 
   bool stopping() const { return loop_.stopping(); }
   bool Sleep(std::chrono::microseconds d);
+  // The loop's pass: RunOnce, then ScrubOnce when scrub_every passed since the last one.
+  void LoopPass();
   void Loop();
   Status RunOnceLocked();
   Status ScrubOnceLocked();
@@ -191,7 +194,8 @@ class Replicator {
   // key -> (last warning logged, number of the pass that last repeated it)
   std::map<std::string, std::pair<std::string, uint64_t>> warned_;
 
-  BackgroundLoop loop_;  // RunOnce (and ScrubOnce when due), then interval of waiting; last
+  std::optional<int64_t> last_scrub_us_;  // loop thread only: monotonic time of the last scrub
+  BackgroundLoop loop_;  // LoopPass, then interval of waiting, and so on; last: stopped first
 };
 
 }  // namespace sediment
