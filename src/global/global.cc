@@ -139,7 +139,7 @@ class GlobalImpl final : public Global {
   GlobalState state_;  // exclusive lock to write (ApplyRecord only), shared lock to read
 
   mutable Mutex mu_;
-  CondVar cv_;                           // applied_ advanced, stopping_, tail_error_
+  CondVar cv_;                            // applied_ advanced, stopping_, tail_error_
   int64_t applied_ GUARDED_BY(mu_) = -1;  // == state_.applied_through
   // Submissions whose Append has not returned yet: the applied_ each saw when it started. Their
   // offsets will be above that value, so outcomes above the minimum must be kept for them.
