@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/background_loop.h"
 #include "common/clock.h"
 #include "log/kafka_internal.h"
 
@@ -507,13 +508,12 @@ class KafkaLog final : public CommitLog {
   Status Start() {
     ASSIGN_OR_RETURN(admin_, NewAdminHandle(options_, &ctx_));
     ASSIGN_OR_RETURN(producer_, NewProducer());
-    poller_ = std::thread([this] { PollLoop(); });
+    (void)poller_.Start();
     return Status::OK();
   }
 
   ~KafkaLog() override {
-    stop_.store(true);
-    if (poller_.joinable()) poller_.join();
+    poller_.Stop();
     if (producer_) {
       RetireProducer(std::move(producer_), std::min(options_.produce_timeout, kCloseFlushBound));
     }
@@ -896,25 +896,25 @@ class KafkaLog final : public CommitLog {
 
   // Serves delivery reports and replaces the producer after a fatal idempotence error. Only this
   // thread (and the destructor, after joining it) replaces producer_.
-  void PollLoop() {
-    while (!stop_.load()) {
-      rd_kafka_poll(producer_->rk, 100);
-      if (!producer_->fatal.load()) continue;
-      auto fresh = NewProducer();
-      if (!fresh.ok()) {
-        health_.Error("cannot recreate kafka producer: " + fresh.status().message());
-        std::this_thread::sleep_for(std::chrono::seconds(1));
-        continue;
-      }
-      std::unique_ptr<Producer> old;
-      {
-        std::unique_lock lk(producer_mu_);
-        old = std::move(producer_);
-        producer_ = std::move(fresh).value();
-      }
-      spdlog::warn("kafka {}: producer recreated after a fatal error", topic_);
-      RetireProducer(std::move(old), std::chrono::milliseconds(0));
+  // The poll thread's pass: serves the producer's delivery reports (waiting up to 100 ms), and
+  // recreates the producer after a fatal error (again 1 s later when that failed).
+  BackgroundLoop::Duration PollPass() {
+    rd_kafka_poll(producer_->rk, 100);
+    if (!producer_->fatal.load()) return BackgroundLoop::Duration::zero();
+    auto fresh = NewProducer();
+    if (!fresh.ok()) {
+      health_.Error("cannot recreate kafka producer: " + fresh.status().message());
+      return std::chrono::seconds(1);
     }
+    std::unique_ptr<Producer> old;
+    {
+      std::unique_lock lk(producer_mu_);
+      old = std::move(producer_);
+      producer_ = std::move(fresh).value();
+    }
+    spdlog::warn("kafka {}: producer recreated after a fatal error", topic_);
+    RetireProducer(std::move(old), std::chrono::milliseconds(0));
+    return BackgroundLoop::Duration::zero();
   }
 
   const KafkaOptions options_;
@@ -926,8 +926,11 @@ class KafkaLog final : public CommitLog {
   std::shared_mutex producer_mu_;  // shared: producing; exclusive: replacing producer_
   std::unique_ptr<Producer> producer_;
   std::vector<std::unique_ptr<PartitionReader>> readers_;
-  std::atomic<bool> stop_{false};
-  std::thread poller_;
+  // Started by Start(), stopped by the destructor before the producer is retired. Last member.
+  BackgroundLoop poller_{"kafka-poll",
+                         {.first_pass = BackgroundLoop::FirstPass::kAtStart},
+                         BackgroundLoop::DelayFromPass{},
+                         [this] { return PollPass(); }};
 };
 
 std::string Trim(std::string_view s) {
