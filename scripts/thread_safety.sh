@@ -23,10 +23,13 @@ command -v "$cxx" >/dev/null || {
   echo "$cxx is missing (scripts/install-deps.sh --test installs it)" >&2
   exit 1
 }
-# Configured once per compiler; again when CMakeLists.txt files changed (sources added).
+# Configured once per compiler (a dir configured with another one is started afresh); again when
+# a CMakeLists.txt changed (sources added).
 stamp="$dir/tsa-configured-with"
-if [[ ! -f "$dir/compile_commands.json" || "$(cat "$stamp" 2>/dev/null)" != "$cxx" ||
-  -n "$(find . -name CMakeLists.txt -newer "$dir/compile_commands.json" -not -path "./build*")" ]]; then
+if [[ -d "$dir" && "$(cat "$stamp" 2>/dev/null)" != "$cxx" ]]; then rm -rf "$dir"; fi
+if [[ ! -f "$dir/compile_commands.json" ||
+  -n "$(find . -path './build*' -prune -o -name CMakeLists.txt -newer "$dir/compile_commands.json" \
+    -print)" ]]; then
   cmake -S . -B "$dir" -G Ninja -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
     -DCMAKE_BUILD_TYPE=Debug -DCMAKE_EXPORT_COMPILE_COMMANDS=ON >/dev/null
   echo "$cxx" >"$stamp"
