@@ -11,7 +11,9 @@ PACKAGES=(
 )
 if [[ "${1:-}" == "--test" ]]; then
   # gdb: the fault harness prints the thread stacks of a node that hangs during its start.
-  PACKAGES+=(openjdk-17-jre-headless maven gdb)
+  # clang-16: the thread-safety analysis (scripts/thread_safety.sh; the default clang, 14, cannot
+  # compile the tree's lambdas that capture structured bindings).
+  PACKAGES+=(openjdk-17-jre-headless maven gdb clang-16)
 fi
 
 missing=()

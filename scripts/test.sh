@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Runs the whole test suite: installs dependencies when missing, builds warnings-as-errors, runs
-# the unit tests (ctest), the end-to-end tests against the real binary on the embedded log and
-# their commit-log tests on a real Kafka broker (pytest), the query corpus, the S3 client and
-# bucket storage against a real S3-compatible test server (moto), the broker fault tests, the
-# cluster fault harness, the benchmark drivers' smoke runs, and the unit tests under ASan+UBSan and
-# TSan. Set SEDIMENT_SKIP_SANITIZERS=1 to skip the sanitizer builds.
+# Runs the whole test suite: installs dependencies when missing, builds warnings-as-errors, checks
+# the thread-safety annotations with clang (scripts/thread_safety.sh), runs the unit tests (ctest),
+# the end-to-end tests against the real binary on the embedded log and their commit-log tests on a
+# real Kafka broker (pytest), the query corpus, the S3 client and bucket storage against a real
+# S3-compatible test server (moto), the broker fault tests, the cluster fault harness, the
+# benchmark drivers' smoke runs, and the unit tests under ASan+UBSan and TSan. Set
+# SEDIMENT_SKIP_SANITIZERS=1 to skip the sanitizer builds.
 #
 # Time budget: 25 minutes on 2 cores. Most of the process tests wait (on brokers, timers, fsync)
 # rather than compute, so the suite runs three things at once after the unit tests:
@@ -146,6 +147,9 @@ fi
 
 echo "== [$(stamp)] build"
 BUILD_DIR=build scripts/build.sh -DSEDIMENT_WERROR=ON
+
+echo "== [$(stamp)] thread-safety analysis (clang -Wthread-safety -Werror, syntax only, the sources using annotations)"
+scripts/thread_safety.sh
 
 echo "== [$(stamp)] unit tests"
 ctest --test-dir build --output-on-failure -j2 --timeout 300 -E '^bench_(kafka_)?smoke$|Kafka'

@@ -14,7 +14,7 @@ Status MemoryBucket::CheckAvailable() {
 }
 
 void MemoryBucket::CorruptNextGet(const std::string& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   corrupt_next_.insert(key);
 }
 
@@ -23,7 +23,7 @@ Status MemoryBucket::Put(const std::string& key, std::string_view bytes) {
   RETURN_IF_ERROR(CheckAvailable());
   if (key.empty()) return Status::InvalidArgument(Describe() + ": empty key");
   const int64_t now_ms = clock_ != nullptr ? clock_->NowMillis() : 0;
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   objects_[key] = Object{std::string(bytes), now_ms};
   return Status::OK();
 }
@@ -31,7 +31,7 @@ Status MemoryBucket::Put(const std::string& key, std::string_view bytes) {
 Result<std::string> MemoryBucket::Get(const std::string& key) {
   ++gets_;
   RETURN_IF_ERROR(CheckAvailable());
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = objects_.find(key);
   if (it == objects_.end()) return Status::NotFound(Describe() + ": no object " + key);
   std::string bytes = it->second.bytes;
@@ -49,7 +49,7 @@ Result<std::string> MemoryBucket::Get(const std::string& key) {
 Result<uint64_t> MemoryBucket::Head(const std::string& key) {
   ++heads_;
   RETURN_IF_ERROR(CheckAvailable());
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = objects_.find(key);
   if (it == objects_.end()) return Status::NotFound(Describe() + ": no object " + key);
   return static_cast<uint64_t>(it->second.bytes.size());
@@ -58,7 +58,7 @@ Result<uint64_t> MemoryBucket::Head(const std::string& key) {
 Result<std::vector<ObjectInfo>> MemoryBucket::List(const std::string& prefix) {
   ++lists_;
   RETURN_IF_ERROR(CheckAvailable());
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<ObjectInfo> out;
   for (auto it = objects_.lower_bound(prefix);
        it != objects_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
@@ -70,18 +70,18 @@ Result<std::vector<ObjectInfo>> MemoryBucket::List(const std::string& prefix) {
 Status MemoryBucket::Delete(const std::string& key) {
   ++deletes_;
   RETURN_IF_ERROR(CheckAvailable());
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   objects_.erase(key);
   return Status::OK();
 }
 
 size_t MemoryBucket::object_count() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return objects_.size();
 }
 
 uint64_t MemoryBucket::total_bytes() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   uint64_t total = 0;
   for (const auto& [k, v] : objects_) total += v.bytes.size();
   return total;

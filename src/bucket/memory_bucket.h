@@ -4,12 +4,12 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 
 #include "bucket/bucket.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 
 namespace sediment::bucket {
 
@@ -62,9 +62,9 @@ class MemoryBucket final : public Bucket {
   std::atomic<bool> available_{true};
   std::atomic<int> fail_next_{0};
   std::atomic<uint64_t> puts_{0}, gets_{0}, heads_{0}, lists_{0}, deletes_{0};
-  mutable std::mutex mu_;
-  std::map<std::string, Object> objects_;    // guarded by mu_
-  std::multiset<std::string> corrupt_next_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, Object> objects_ GUARDED_BY(mu_);
+  std::multiset<std::string> corrupt_next_ GUARDED_BY(mu_);
 };
 
 }  // namespace sediment::bucket

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <future>
+#include <thread>
 #include <utility>
 
 namespace sediment {
@@ -40,9 +41,9 @@ Membership::Membership(CommitLog* chatter, Clock* clock, MembershipOptions optio
 Membership::~Membership() { Stop(); }
 
 Status Membership::Start() {
-  std::lock_guard<std::mutex> lifecycle(lifecycle_mu_);
+  MutexLock lifecycle(&lifecycle_mu_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (started_) return Status::Aborted("membership: Start called twice");
   }
   if (log_->partition_count() < 1) {
@@ -58,7 +59,7 @@ Status Membership::Start() {
   }
   first.sent_ms = clock_->NowMillis();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     self_id_ = first.node;
     self_started_ms_ = first.started_ms;
     stats_.catchup_end = end;
@@ -69,7 +70,7 @@ Status Membership::Start() {
     return appended.status().WithContext("membership: appending the first heartbeat");
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     nodes_[first.node] = Entry{first, clock_->MonotonicMicros()};
     ++stats_.heartbeats_sent;
     started_ = true;
@@ -77,81 +78,72 @@ Status Membership::Start() {
   }
 
   // Catch up on recent history so peers are known when Start returns (best effort).
-  const auto deadline = std::chrono::steady_clock::now() + kCatchupBudget;
-  while (std::chrono::steady_clock::now() < deadline) {
+  const auto deadline = SteadyNow() + kCatchupBudget;
+  while (SteadyNow() < deadline) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stats_.next_offset >= stats_.catchup_end) break;
     }
-    ReadStep(kReadWait);
+    if (!ReadStep(kReadWait) && !stopping_) std::this_thread::sleep_for(kReadWait);
   }
 
   stopping_ = false;
-  publisher_ = std::thread([this] { PublisherLoop(); });
-  listener_ = std::thread([this] { ListenerLoop(); });
+  publisher_ = std::make_unique<BackgroundLoop>(
+      "membership-pub",
+      BackgroundLoop::Options{.interval = options_.interval,
+                              .schedule = BackgroundLoop::Schedule::kFixedRate},
+      [this] { PublisherPass(); });
+  listener_ = std::make_unique<BackgroundLoop>(
+      "membership-read", BackgroundLoop::Options{.first_pass = BackgroundLoop::FirstPass::kAtStart},
+      BackgroundLoop::DelayFromPass{}, [this]() -> BackgroundLoop::Duration {
+        if (ReadStep(kReadWait)) return BackgroundLoop::Duration::zero();
+        return kReadWait;
+      });
+  (void)publisher_->Start();
+  (void)listener_->Start();
   return Status::OK();
 }
 
 void Membership::Stop() {
-  std::lock_guard<std::mutex> lifecycle(lifecycle_mu_);
-  {
-    std::lock_guard<std::mutex> lock(stop_mu_);
-    stopping_ = true;
-  }
-  stop_cv_.notify_all();
-  if (publisher_.joinable()) publisher_.join();
-  if (listener_.joinable()) listener_.join();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lifecycle(&lifecycle_mu_);
+  stopping_ = true;
+  if (publisher_ != nullptr) publisher_->Stop();
+  if (listener_ != nullptr) listener_->Stop();
+  MutexLock lock(&mu_);
   running_ = false;
 }
 
-void Membership::SleepUnlessStopping(std::chrono::milliseconds d) {
-  std::unique_lock<std::mutex> lock(stop_mu_);
-  stop_cv_.wait_for(lock, d, [this] { return stopping_.load(); });
-}
-
-void Membership::PublisherLoop() {
-  auto next = std::chrono::steady_clock::now() + options_.interval;
-  while (true) {
+void Membership::PublisherPass() {
+  Status s = PublishOnce();
+  if (!s.ok()) {
+    uint64_t dropped = 0;
     {
-      std::unique_lock<std::mutex> lock(stop_mu_);
-      if (stop_cv_.wait_until(lock, next, [this] { return stopping_.load(); })) return;
+      MutexLock lock(&mu_);
+      ++stats_.send_failures;
     }
-    const auto now = std::chrono::steady_clock::now();
-    next += options_.interval;
-    if (next < now) next = now + options_.interval;  // fell behind: no burst of catch-up sends
-
-    Status s = PublishOnce();
-    if (!s.ok()) {
-      uint64_t dropped = 0;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        ++stats_.send_failures;
-      }
-      if (send_limiter_.Allow(clock_->MonotonicMicros(), &dropped)) {
-        spdlog::warn("membership: heartbeat not sent: {} ({} similar warnings suppressed)",
-                     s.ToString(), dropped);
-      }
-      continue;
+    if (send_limiter_.Allow(clock_->MonotonicMicros(), &dropped)) {
+      spdlog::warn("membership: heartbeat not sent: {} ({} similar warnings suppressed)",
+                   s.ToString(), dropped);
     }
-    if (++sends_since_truncate_ >= kTruncateEvery) {
-      sends_since_truncate_ = 0;
-      MaybeTruncate();
-    }
+    return;
+  }
+  if (++sends_since_truncate_ >= kTruncateEvery) {
+    sends_since_truncate_ = 0;
+    MaybeTruncate();
   }
 }
 
 Status Membership::PublishOnce() {
   Heartbeat hb = self_();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     hb.node = self_id_;
   }
   hb.sent_ms = clock_->NowMillis();
   std::string record = EncodeHeartbeat(hb);
   {
     // The local view of self follows what it announces, whether or not the log takes it.
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     nodes_[hb.node] = Entry{std::move(hb), clock_->MonotonicMicros()};
   }
   std::future<Result<Offset>> done = log_->Append(kChatterPartition, std::move(record));
@@ -160,7 +152,7 @@ Status Membership::PublishOnce() {
   }
   Result<Offset> r = done.get();
   if (!r.ok()) return r.status();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++stats_.heartbeats_sent;
   return Status::OK();
 }
@@ -180,14 +172,10 @@ void Membership::MaybeTruncate() {
   }
 }
 
-void Membership::ListenerLoop() {
-  while (!stopping_) ReadStep(kReadWait);
-}
-
-void Membership::ReadStep(std::chrono::milliseconds max_wait) {
+bool Membership::ReadStep(std::chrono::milliseconds max_wait) {
   Offset from;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     from = stats_.next_offset;
   }
   auto records = log_->Read(kChatterPartition, from, kReadBytes, max_wait);
@@ -197,9 +185,9 @@ void Membership::ReadStep(std::chrono::milliseconds max_wait) {
       // Truncated below us: continue from the oldest record still there.
       auto start = log_->StartOffset(kChatterPartition);
       if (start.ok() && *start > from) {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         stats_.next_offset = *start;
-        return;
+        return true;
       }
       if (!start.ok()) s = start.status();
     }
@@ -210,22 +198,22 @@ void Membership::ReadStep(std::chrono::milliseconds max_wait) {
           "suppressed)",
           from.value, s.ToString(), dropped);
     }
-    SleepUnlessStopping(kReadWait);
-    return;
+    return false;
   }
   for (const LogRecord& rec : *records) Apply(rec);
+  return true;
 }
 
 void Membership::Apply(const LogRecord& record) {
   auto hb = DecodeHeartbeat(record.data);
   const int64_t now_mono = clock_->MonotonicMicros();
   uint64_t dropped = 0;
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   stats_.records_read++;
   stats_.next_offset = std::max(stats_.next_offset, Offset(record.offset.value + 1));
   if (!hb.ok()) {
     stats_.malformed_records++;
-    lock.unlock();
+    lock.Unlock();
     if (malformed_limiter_.Allow(now_mono, &dropped)) {
       spdlog::warn("membership: skipping chatter record at offset {}: {} ({} similar suppressed)",
                    record.offset.value, hb.status().ToString(), dropped);
@@ -237,7 +225,7 @@ void Membership::Apply(const LogRecord& record) {
     // The local view of self is authoritative. A live heartbeat with our id from another process
     // means two nodes share an id (copied data directory).
     if (!catchup && hb->started_ms != self_started_ms_) {
-      lock.unlock();
+      lock.Unlock();
       if (duplicate_limiter_.Allow(now_mono, &dropped)) {
         spdlog::error(
             "membership: another process (address {}, started_ms {}) sends heartbeats "
@@ -271,13 +259,13 @@ NodeView Membership::View(const Entry& e, int64_t now_mono_us) const {
 }
 
 NodeId Membership::self_id() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return self_id_;
 }
 
 std::vector<NodeView> Membership::Nodes() const {
   const int64_t now = clock_->MonotonicMicros();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<NodeView> out;
   out.reserve(nodes_.size());
   for (const auto& [id, e] : nodes_) out.push_back(View(e, now));
@@ -286,7 +274,7 @@ std::vector<NodeView> Membership::Nodes() const {
 
 std::optional<NodeView> Membership::Find(NodeId node) const {
   const int64_t now = clock_->MonotonicMicros();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return std::nullopt;
   return View(it->second, now);
@@ -309,7 +297,7 @@ std::vector<NodeView> Membership::AliveNodes() const {
 }
 
 MembershipStats Membership::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return stats_;
 }
 

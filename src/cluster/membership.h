@@ -6,18 +6,18 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cluster/heartbeat.h"
+#include "common/background_loop.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "common/types.h"
 #include "log/commit_log.h"
@@ -105,36 +105,36 @@ class Membership {
     int64_t seen_mono_us = 0;
   };
 
-  void PublisherLoop();
-  void ListenerLoop();
+  // The publisher loop's pass: one heartbeat, and every kTruncateEvery sends a truncation.
+  void PublisherPass();
   // Builds, records locally and appends one heartbeat; waits for the ack unless stopping.
-  Status PublishOnce();
+  Status PublishOnce() EXCLUDES(mu_);
   void MaybeTruncate();
-  // Reads once from next_offset_ (waiting up to max_wait) and applies what it got.
-  void ReadStep(std::chrono::milliseconds max_wait);
-  void Apply(const LogRecord& record);
-  NodeView View(const Entry& e, int64_t now_mono_us) const;  // mu_ held
-  void SleepUnlessStopping(std::chrono::milliseconds d);
+  // Reads once from next_offset_ (waiting up to max_wait) and applies what it got. False when the
+  // read failed (the caller waits a little before the next).
+  bool ReadStep(std::chrono::milliseconds max_wait) EXCLUDES(mu_);
+  void Apply(const LogRecord& record) EXCLUDES(mu_);
+  NodeView View(const Entry& e, int64_t now_mono_us) const REQUIRES(mu_);
 
   CommitLog* const log_;
   Clock* const clock_;
   const MembershipOptions options_;
   const std::function<Heartbeat()> self_;
 
-  std::mutex lifecycle_mu_;  // serializes Start and Stop
-  std::thread publisher_;
-  std::thread listener_;
-  std::atomic<bool> stopping_{false};
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;  // signalled when stopping_ is set
+  Mutex lifecycle_mu_ ACQUIRED_BEFORE(mu_);  // serializes Start and Stop
+  // Created by a successful Start (the publisher every interval at a fixed rate, the listener
+  // back to back, kReadWait apart after a failed read), stopped and joined by Stop.
+  std::unique_ptr<BackgroundLoop> publisher_ GUARDED_BY(lifecycle_mu_);
+  std::unique_ptr<BackgroundLoop> listener_ GUARDED_BY(lifecycle_mu_);
+  std::atomic<bool> stopping_{false};  // set by Stop: the publisher stops waiting for an ack
 
-  mutable std::mutex mu_;
-  bool started_ = false;               // guarded by mu_: a Start succeeded
-  bool running_ = false;               // guarded by mu_: between a successful Start and Stop
-  NodeId self_id_{0};                  // guarded by mu_; fixed once started
-  int64_t self_started_ms_ = 0;        // guarded by mu_
-  std::map<NodeId, Entry> nodes_;      // guarded by mu_
-  MembershipStats stats_;              // guarded by mu_
+  mutable Mutex mu_;
+  bool started_ GUARDED_BY(mu_) = false;  // a Start succeeded
+  bool running_ GUARDED_BY(mu_) = false;  // between a successful Start and Stop
+  NodeId self_id_ GUARDED_BY(mu_){0};     // fixed once started
+  int64_t self_started_ms_ GUARDED_BY(mu_) = 0;
+  std::map<NodeId, Entry> nodes_ GUARDED_BY(mu_);
+  MembershipStats stats_ GUARDED_BY(mu_);
   uint64_t sends_since_truncate_ = 0;  // publisher thread only
 
   // Rate limiting of warnings (publisher and listener each have their own).

@@ -19,6 +19,8 @@ class RealClock final : public Clock {
 };
 }  // namespace
 
+std::chrono::steady_clock::time_point SteadyNow() { return std::chrono::steady_clock::now(); }
+
 Clock* Clock::Real() {
   static RealClock clock;
   return &clock;

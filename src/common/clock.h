@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 
 namespace sediment {
@@ -31,5 +32,11 @@ class ManualClock final : public Clock {
   std::atomic<int64_t> now_ms_;
   std::atomic<int64_t> mono_us_;
 };
+
+// The real monotonic clock (the one Clock::Real()->MonotonicMicros() reads) as a std::chrono time
+// point, for the deadlines of waits that block in real time (condition variables, librdkafka
+// polls, sockets, background loops): an injected ManualClock would never end them. Ages, rates and
+// timestamps that tests control are read from an injected Clock instead. Thread-safe.
+std::chrono::steady_clock::time_point SteadyNow();
 
 }  // namespace sediment

@@ -60,6 +60,13 @@ std::string DatasourceName(const Datasource& ds) {
   return out + "}";
 }
 
+std::chrono::milliseconds TruncateEvery(const DigestOptions& o) {
+  return std::max(o.truncate_every, std::chrono::milliseconds(1));
+}
+std::chrono::milliseconds RebuildCheckEvery(const DigestOptions& o) {
+  return std::max(o.rebuild_check_every, std::chrono::milliseconds(1));
+}
+
 // The random part of a rebuilt segment's file name.
 uint32_t RandomU32() {
   thread_local std::mt19937 rng([] {
@@ -133,7 +140,16 @@ struct Digest::Slot {
 
 Digest::Digest(Clock* clock, CommitLog* log, Global* global, SegmentStore* store,
                DigestOptions options)
-    : store_(store), clock_(clock), log_(log), global_(global), options_(std::move(options)) {}
+    : store_(store),
+      clock_(clock),
+      log_(log),
+      global_(global),
+      options_(std::move(options)),
+      maintenance_("digest-maint",
+                   {.interval = options_.truncate
+                                    ? std::min(TruncateEvery(options_), RebuildCheckEvery(options_))
+                                    : RebuildCheckEvery(options_)},
+                   BackgroundLoop::DelayFromPass{}, [this] { return MaintenancePass(); }) {}
 
 Digest::Digest(Env* env, Clock* clock, CommitLog* log, Global* global, DigestOptions options)
     : owned_store_(std::make_unique<SegmentStore>(env, options.segment_dir)),
@@ -141,7 +157,12 @@ Digest::Digest(Env* env, Clock* clock, CommitLog* log, Global* global, DigestOpt
       clock_(clock),
       log_(log),
       global_(global),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      maintenance_("digest-maint",
+                   {.interval = options_.truncate
+                                    ? std::min(TruncateEvery(options_), RebuildCheckEvery(options_))
+                                    : RebuildCheckEvery(options_)},
+                   BackgroundLoop::DelayFromPass{}, [this] { return MaintenancePass(); }) {}
 
 Digest::~Digest() { Stop(); }
 
@@ -157,7 +178,9 @@ sediment::Status Digest::Start() {
   });
   ASSIGN_OR_RETURN(std::vector<std::string> removed, store_->RemoveAllExcept(known));
   for (const auto& name : removed) spdlog::info("digest: removed orphan segment file {}", name);
-  maintenance_thread_ = std::thread([this] { MaintenanceLoop(); });
+  next_truncate_ = SteadyNow() + TruncateEvery(options_);
+  next_rebuild_ = SteadyNow() + RebuildCheckEvery(options_);
+  (void)maintenance_.Start();
   return sediment::Status::OK();
 }
 
@@ -225,12 +248,8 @@ bool Digest::WaitClaimed(std::chrono::milliseconds timeout) const {
 }
 
 void Digest::Stop() {
-  {
-    std::lock_guard lock(maintenance_mu_);
-    stop_ = true;
-  }
-  maintenance_cv_.notify_all();
-  if (maintenance_thread_.joinable()) maintenance_thread_.join();
+  stop_ = true;
+  maintenance_.Stop();
   std::vector<std::shared_ptr<Slot>> all;
   {
     std::lock_guard lock(slots_mu_);
@@ -700,31 +719,21 @@ bool Digest::Run(Slot* slot, Partition* p) {
   return true;
 }
 
-void Digest::MaintenanceLoop() {
+BackgroundLoop::Duration Digest::MaintenancePass() {
   // Apart from the workers: admin calls and rebuild reads can block for their timeout while
   // brokers are down, and digesting must not wait for them.
-  using Steady = std::chrono::steady_clock;
-  const auto truncate_every = std::max(options_.truncate_every, std::chrono::milliseconds(1));
-  const auto rebuild_every = std::max(options_.rebuild_check_every, std::chrono::milliseconds(1));
-  auto next_truncate = Steady::now() + truncate_every;
-  auto next_rebuild = Steady::now() + rebuild_every;
-  while (true) {
-    {
-      std::unique_lock lock(maintenance_mu_);
-      const auto until = options_.truncate ? std::min(next_truncate, next_rebuild) : next_rebuild;
-      if (maintenance_cv_.wait_until(lock, until, [this] { return stop_.load(); })) return;
-    }
-    const auto now = Steady::now();
-    if (options_.truncate && now >= next_truncate) {
-      Truncate();
-      next_truncate = Steady::now() + truncate_every;
-    }
-    if (stop_) return;
-    if (now >= next_rebuild) {
-      CheckRebuilds();
-      next_rebuild = Steady::now() + rebuild_every;
-    }
+  const auto now = SteadyNow();
+  if (options_.truncate && now >= next_truncate_) {
+    Truncate();
+    next_truncate_ = SteadyNow() + TruncateEvery(options_);
   }
+  if (stop_) return BackgroundLoop::kNoPeriod;
+  if (now >= next_rebuild_) {
+    CheckRebuilds();
+    next_rebuild_ = SteadyNow() + RebuildCheckEvery(options_);
+  }
+  const auto due = options_.truncate ? std::min(next_truncate_, next_rebuild_) : next_rebuild_;
+  return due - SteadyNow();
 }
 
 void Digest::Truncate() {

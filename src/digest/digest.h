@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/background_loop.h"
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/status.h"
@@ -204,9 +205,9 @@ class Digest {
   bool IsRegistered(const std::string& file_name) const;
   sediment::Status ProcessRecords(Partition* p, std::vector<LogRecord>& records);
   Offset ReplayPointLocked(const Partition& p) const;
-  // The maintenance thread: Truncate() every truncate_every (if truncate), CheckRebuilds() every
-  // rebuild_check_every.
-  void MaintenanceLoop();
+  // One pass of the maintenance loop: Truncate() when truncate_every passed (if truncate),
+  // CheckRebuilds() when rebuild_check_every passed; returns the wait until the next is due.
+  BackgroundLoop::Duration MaintenancePass();
   // For each owned partition whose worker has seeded its duplicate window: records the
   // truncation point (SafeOffset) with the claim epoch, then, once accepted, deletes the commit
   // log below it.
@@ -253,9 +254,11 @@ class Digest {
   std::atomic<bool> stop_{false};
   mutable std::mutex lost_mu_;
   std::map<int32_t, LostOffsets> lost_;  // guarded by lost_mu_
-  std::mutex maintenance_mu_;
-  std::condition_variable maintenance_cv_;
-  std::thread maintenance_thread_;
+  // When the maintenance tasks are due next (real time: the loop's waits are): set by Start, then
+  // touched only by the maintenance thread.
+  std::chrono::steady_clock::time_point next_truncate_;
+  std::chrono::steady_clock::time_point next_rebuild_;
+  BackgroundLoop maintenance_;  // runs MaintenancePass; last: stopped first
 };
 
 }  // namespace sediment

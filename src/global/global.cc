@@ -4,13 +4,15 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
-#include <condition_variable>
 #include <exception>
 #include <limits>
 #include <mutex>
 #include <shared_mutex>
 #include <thread>
 
+#include "common/background_loop.h"
+#include "common/clock.h"
+#include "common/mutex.h"
 #include "global/global.h"
 
 namespace sediment {
@@ -60,29 +62,32 @@ class GlobalImpl final : public Global {
   }
   Status WriteSnapshot() override;
   std::string SnapshotError() const override {
-    std::lock_guard lock(snapshot_error_mu_);
+    MutexLock lock(&snapshot_error_mu_);
     return snapshot_error_;
   }
   Status Close() override;
   std::pair<Offset, std::string> EncodedState() const override { return EncodeSnapshot(); }
   Offset OldestSnapshot() const override { return Offset(oldest_snapshot_.load()); }
   Offset Applied() const override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     return Offset(applied_);
   }
   bool WaitApplied(Offset offset, std::chrono::milliseconds timeout) override {
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, timeout, [&] { return applied_ >= offset.value || stopping_; });
+    const auto deadline = SteadyNow() + timeout;
+    MutexLock lock(&mu_);
+    while (applied_ < offset.value && !stopping_) {
+      if (!cv_.WaitUntil(mu_, deadline)) break;
+    }
     return applied_ >= offset.value;
   }
   Result<Offset> LogEnd() override { return log_->EndOffset(kGlobalPartition); }
   std::string FollowError() const override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (!tail_error_.ok()) return tail_error_.ToString();
     return behind_;
   }
   uint64_t StateReloads() const override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     return reloads_;
   }
 
@@ -104,20 +109,25 @@ class GlobalImpl final : public Global {
   // Tailer thread. Installs the state in `bytes` if it is past this node's and the log holds
   // every event after it.
   Status TryInstallNewerState();
-  void SnapshotLoop();
+  // The snapshot loop's pass (Notify()ed when pending_snapshot_ is set): writes it unless stopping.
+  void SnapshotPass();
   // Encodes the state under the shared lock; {applied_through, bytes}.
   std::pair<Offset, std::string> EncodeSnapshot() const;
-  // Requires snapshot_mu_. Writes the snapshot unless a newer one was written, prunes old ones
-  // and truncates the log.
-  Status WriteSnapshotLocked(Offset applied, const std::string& bytes);
+  // Writes the snapshot unless a newer one was written, prunes old ones and truncates the log.
+  Status WriteSnapshotLocked(Offset applied, const std::string& bytes) REQUIRES(snapshot_mu_);
   // WriteSnapshotLocked, remembering its outcome for SnapshotError().
-  Status WriteSnapshotNoted(Offset applied, const std::string& bytes);
-  Status PruneAndTruncateLocked();
-  // Requires mu_. Drops outcomes no current or future Submit can ask for.
-  void PruneOutcomesLocked();
-  bool WaitStopping(std::chrono::milliseconds d) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, d, [this] { return stopping_; });
+  Status WriteSnapshotNoted(Offset applied, const std::string& bytes) REQUIRES(snapshot_mu_);
+  Status PruneAndTruncateLocked() REQUIRES(snapshot_mu_);
+  // Drops outcomes no current or future Submit can ask for.
+  void PruneOutcomesLocked() REQUIRES(mu_);
+  // True when stopping (at once, or within `d`).
+  bool WaitStopping(std::chrono::milliseconds d) EXCLUDES(mu_) {
+    const auto deadline = SteadyNow() + d;
+    MutexLock lock(&mu_);
+    while (!stopping_) {
+      if (!cv_.WaitUntil(mu_, deadline)) break;
+    }
+    return stopping_;
   }
 
   Env* const env_;
@@ -128,38 +138,40 @@ class GlobalImpl final : public Global {
   mutable std::shared_mutex state_mu_;
   GlobalState state_;  // exclusive lock to write (ApplyRecord only), shared lock to read
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;       // applied_ advanced, stopping_, tail_error_
-  std::condition_variable snap_cv_;  // pending_snapshot_ set, stopping_
-  int64_t applied_ = -1;             // == state_.applied_through
+  mutable Mutex mu_;
+  CondVar cv_;                            // applied_ advanced, stopping_, tail_error_
+  int64_t applied_ GUARDED_BY(mu_) = -1;  // == state_.applied_through
   // Submissions whose Append has not returned yet: the applied_ each saw when it started. Their
   // offsets will be above that value, so outcomes above the minimum must be kept for them.
-  std::multiset<int64_t> unknown_starts_;
-  std::set<int64_t> awaited_;  // offsets of Submits waiting for their outcome
-  std::map<int64_t, Recorded> outcomes_;
-  Status tail_error_;   // fatal tailer failure: the state can no longer follow the log
-  std::string behind_;  // why the state does not follow the log while a newer one is awaited
-  uint64_t reloads_ = 0;
+  std::multiset<int64_t> unknown_starts_ GUARDED_BY(mu_);
+  std::set<int64_t> awaited_ GUARDED_BY(mu_);  // offsets of Submits waiting for their outcome
+  std::map<int64_t, Recorded> outcomes_ GUARDED_BY(mu_);
+  // Fatal tailer failure: the state can no longer follow the log.
+  Status tail_error_ GUARDED_BY(mu_);
+  // Why the state does not follow the log while a newer one is awaited.
+  std::string behind_ GUARDED_BY(mu_);
+  uint64_t reloads_ GUARDED_BY(mu_) = 0;
   // Highest applied_through a newer state jumped to: outcomes at or below it may be unknown.
-  int64_t reloaded_through_ = -1;
-  bool stopping_ = false;
-  std::optional<std::pair<Offset, std::string>> pending_snapshot_;
+  int64_t reloaded_through_ GUARDED_BY(mu_) = -1;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::optional<std::pair<Offset, std::string>> pending_snapshot_ GUARDED_BY(mu_);
 
   uint64_t applied_since_snapshot_ = 0;  // applying thread only
 
-  mutable std::mutex snapshot_error_mu_;
-  std::string snapshot_error_;  // guarded by snapshot_error_mu_
-  std::mutex snapshot_mu_;
-  int64_t last_snapshot_ = -1;  // guarded by snapshot_mu_
+  mutable Mutex snapshot_error_mu_;
+  std::string snapshot_error_ GUARDED_BY(snapshot_error_mu_);
+  Mutex snapshot_mu_;
+  int64_t last_snapshot_ GUARDED_BY(snapshot_mu_) = -1;
   std::atomic<int64_t> oldest_snapshot_{-1};
 
-  std::mutex close_mu_;
-  bool initialized_ = false;  // guarded by close_mu_ after Init
-  bool closed_ = false;
-  Status close_status_;
+  Mutex close_mu_;
+  bool initialized_ GUARDED_BY(close_mu_) = false;
+  bool closed_ GUARDED_BY(close_mu_) = false;
+  Status close_status_ GUARDED_BY(close_mu_);
 
   std::thread tailer_;
-  std::thread snapshotter_;
+  // Writes pending_snapshot_ when notified; no timed passes. Last member: stopped first.
+  BackgroundLoop snapshotter_{"global-snapshot", {}, [this] { SnapshotPass(); }};
 };
 
 Status GlobalImpl::LoadNewestSnapshot() {
@@ -196,8 +208,14 @@ Status GlobalImpl::LoadNewestSnapshot() {
       continue;
     }
     state_ = std::move(*state);
-    applied_ = off;
-    last_snapshot_ = off;
+    {
+      MutexLock lock(&mu_);  // uncontended: before the threads start
+      applied_ = off;
+    }
+    {
+      MutexLock lock(&snapshot_mu_);
+      last_snapshot_ = off;
+    }
     oldest_snapshot_ = candidates.back().first;
     spdlog::info("global: loaded snapshot {} (through offset {})", path, off);
     return Status::OK();
@@ -224,7 +242,7 @@ Status GlobalImpl::CatchUp() {
   // A remote log (Kafka) may answer a read empty until its consumer has fetched, so an empty
   // answer below the end offset means "wait", not "done": replay must reach `end` before the
   // state is used (claims and registrations compare epochs and positions against it).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  const auto deadline = SteadyNow() + std::chrono::seconds(60);
   std::chrono::milliseconds wait{0};
   while (next < end.value) {
     Result<std::vector<LogRecord>> recs =
@@ -237,7 +255,7 @@ Status GlobalImpl::CatchUp() {
       return recs.status().WithContext("global: replaying the log");
     }
     if (recs->empty()) {
-      if (std::chrono::steady_clock::now() > deadline) {
+      if (SteadyNow() > deadline) {
         return Status::Unavailable("global: the log ends at offset " + std::to_string(end.value) +
                                    " but offset " + std::to_string(next) +
                                    " could not be read within 60 s");
@@ -280,24 +298,24 @@ void GlobalImpl::ApplyRecord(const LogRecord& rec) {
   }
   if (!ev.ok()) spdlog::error("global: skipping undecodable event: {}", st.ToString());
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     applied_ = rec.offset.value;
     const int64_t off = rec.offset.value;
     if (awaited_.count(off) != 0 || (!unknown_starts_.empty() && off > *unknown_starts_.begin())) {
       outcomes_[off] = Recorded{std::move(st), assigned};
     }
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 
   ++applied_since_snapshot_;
   if (options_.snapshot_every > 0 && applied_since_snapshot_ >= options_.snapshot_every) {
     applied_since_snapshot_ = 0;
     auto snap = EncodeSnapshot();
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       pending_snapshot_ = std::move(snap);
     }
-    snap_cv_.notify_one();
+    snapshotter_.Notify();
   }
 }
 
@@ -306,7 +324,7 @@ void GlobalImpl::TailLoop() {
   std::string last_error;
   for (;;) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       if (stopping_) return;
     }
     Result<std::vector<LogRecord>> recs =
@@ -314,7 +332,7 @@ void GlobalImpl::TailLoop() {
     if (!recs.ok()) {
       if (recs.status().code() == StatusCode::kNotFound && options_.newer_state) {
         if (!ReloadNewerState(next, recs.status().message())) return;
-        std::lock_guard lock(mu_);
+        MutexLock lock(&mu_);
         next = applied_ + 1;
         continue;
       }
@@ -325,10 +343,10 @@ void GlobalImpl::TailLoop() {
             recs.status().message() + ")");
         spdlog::error("{}", fatal.ToString());
         {
-          std::lock_guard lock(mu_);
+          MutexLock lock(&mu_);
           tail_error_ = std::move(fatal);
         }
-        cv_.notify_all();
+        cv_.NotifyAll();
         return;
       }
       if (recs.status().ToString() != last_error) {
@@ -359,7 +377,7 @@ bool GlobalImpl::ReloadNewerState(int64_t next, const std::string& why) {
       spdlog::warn("global: no newer state loaded yet: {}; retrying every second", last_error);
     }
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       behind_ = behind + "; no newer state loaded yet: " + last_error;
     }
     if (WaitStopping(std::chrono::seconds(1))) return false;
@@ -373,7 +391,7 @@ Status GlobalImpl::TryInstallNewerState() {
   const int64_t through = state.applied_through.value;
   int64_t had;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     had = applied_;
   }
   if (through <= had) {
@@ -389,7 +407,7 @@ Status GlobalImpl::TryInstallNewerState() {
     state_ = std::move(state);
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     applied_ = through;
     reloaded_through_ = through;
     behind_.clear();
@@ -397,27 +415,24 @@ Status GlobalImpl::TryInstallNewerState() {
     pending_snapshot_ = std::make_pair(Offset(through), std::move(bytes));
   }
   applied_since_snapshot_ = 0;
-  cv_.notify_all();
-  snap_cv_.notify_one();
+  cv_.NotifyAll();
+  snapshotter_.Notify();
   spdlog::warn("global: loaded a newer state through offset {} (this node had applied {})", through,
                had);
   return Status::OK();
 }
 
-void GlobalImpl::SnapshotLoop() {
-  for (;;) {
-    std::pair<Offset, std::string> snap;
-    {
-      std::unique_lock lock(mu_);
-      snap_cv_.wait(lock, [this] { return stopping_ || pending_snapshot_.has_value(); });
-      if (stopping_) return;  // Close writes the final snapshot
-      snap = std::move(*pending_snapshot_);
-      pending_snapshot_.reset();
-    }
-    std::lock_guard lock(snapshot_mu_);
-    Status st = WriteSnapshotNoted(snap.first, snap.second);
-    if (!st.ok()) spdlog::warn("global: automatic snapshot: {}", st.ToString());
+void GlobalImpl::SnapshotPass() {
+  std::pair<Offset, std::string> snap;
+  {
+    MutexLock lock(&mu_);
+    if (stopping_ || !pending_snapshot_.has_value()) return;  // Close writes the final snapshot
+    snap = std::move(*pending_snapshot_);
+    pending_snapshot_.reset();
   }
+  MutexLock lock(&snapshot_mu_);
+  Status st = WriteSnapshotNoted(snap.first, snap.second);
+  if (!st.ok()) spdlog::warn("global: automatic snapshot: {}", st.ToString());
 }
 
 std::pair<Offset, std::string> GlobalImpl::EncodeSnapshot() const {
@@ -427,7 +442,7 @@ std::pair<Offset, std::string> GlobalImpl::EncodeSnapshot() const {
 
 Status GlobalImpl::WriteSnapshotNoted(Offset applied, const std::string& bytes) {
   Status st = WriteSnapshotLocked(applied, bytes);
-  std::lock_guard lock(snapshot_error_mu_);
+  MutexLock lock(&snapshot_error_mu_);
   snapshot_error_ = st.ok() ? "" : st.ToString();
   return st;
 }
@@ -471,12 +486,12 @@ Status GlobalImpl::Init() {
   RETURN_IF_ERROR(LoadNewestSnapshot());
   RETURN_IF_ERROR(CatchUp());
   try {
-    snapshotter_ = std::thread([this] { SnapshotLoop(); });
+    (void)snapshotter_.Start();
     tailer_ = std::thread([this] { TailLoop(); });
   } catch (const std::exception& e) {
     return Status::Internal(std::string("global: starting threads: ") + e.what());
   }
-  std::lock_guard lock(close_mu_);
+  MutexLock lock(&close_mu_);
   initialized_ = true;
   return Status::OK();
 }
@@ -485,7 +500,7 @@ Result<Global::Outcome> GlobalImpl::Submit(const GlobalEvent& ev) {
   std::string record = EncodeGlobalEvent(ev);
   int64_t start;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return Status::Aborted("global: closed");
     if (!tail_error_.ok()) return tail_error_;
     start = applied_;
@@ -497,7 +512,7 @@ Result<Global::Outcome> GlobalImpl::Submit(const GlobalEvent& ev) {
   } catch (const std::exception& e) {
     appended = Status::Internal(std::string("global: append: ") + e.what());
   }
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   unknown_starts_.erase(unknown_starts_.find(start));
   if (!appended.ok()) {
     PruneOutcomesLocked();
@@ -506,7 +521,7 @@ Result<Global::Outcome> GlobalImpl::Submit(const GlobalEvent& ev) {
   const int64_t off = appended->value;
   awaited_.insert(off);
   PruneOutcomesLocked();
-  cv_.wait(lock, [&] { return applied_ >= off || stopping_ || !tail_error_.ok(); });
+  while (applied_ < off && !stopping_ && tail_error_.ok()) cv_.Wait(mu_);
   awaited_.erase(off);
   auto it = outcomes_.find(off);
   if (it == outcomes_.end()) {
@@ -528,21 +543,20 @@ Result<Global::Outcome> GlobalImpl::Submit(const GlobalEvent& ev) {
 
 Status GlobalImpl::WriteSnapshot() {
   auto [applied, bytes] = EncodeSnapshot();
-  std::lock_guard lock(snapshot_mu_);
+  MutexLock lock(&snapshot_mu_);
   return WriteSnapshotNoted(applied, bytes);
 }
 
 Status GlobalImpl::Close() {
-  std::lock_guard close_lock(close_mu_);
+  MutexLock close_lock(&close_mu_);
   if (closed_) return close_status_;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
-  snap_cv_.notify_all();
+  cv_.NotifyAll();
   if (tailer_.joinable()) tailer_.join();
-  if (snapshotter_.joinable()) snapshotter_.join();
+  snapshotter_.Stop();
   if (initialized_) close_status_ = WriteSnapshot();
   closed_ = true;
   return close_status_;

@@ -9,6 +9,8 @@
 #include <limits>
 #include <optional>
 
+#include "common/clock.h"
+
 namespace sediment::http {
 
 namespace beast = boost::beast;
@@ -28,7 +30,7 @@ constexpr auto kCancelPoll = std::chrono::milliseconds(20);
 class Exchange {
  public:
   explicit Exchange(const FetchOptions& options) : options_(options), stream_(ioc_) {
-    if (options.timeout.count() > 0) deadline_ = SteadyClock::now() + options.timeout;
+    if (options.timeout.count() > 0) deadline_ = SteadyNow() + options.timeout;
   }
 
   // Runs one asynchronous operation that `start` begins (its completion handler is passed to it),
@@ -141,7 +143,7 @@ Result<ClientResponse> Fetch(const std::string& method, const std::string& url,
       while (!parser.is_done()) {
         std::optional<SteadyClock::time_point> progress;
         if (options.progress_timeout.count() > 0) {
-          progress = SteadyClock::now() + options.progress_timeout;
+          progress = SteadyNow() + options.progress_timeout;
         }
         bool early = false;
         ec = x.Run(

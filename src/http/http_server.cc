@@ -48,25 +48,16 @@ Response JsonError(int status, std::string_view message) {
 DisconnectWatch::DisconnectWatch(const Request& request, std::atomic<bool>* gone,
                                  std::chrono::milliseconds every) {
   if (!request.client_connected) return;
-  thread_ = std::thread([this, connected = request.client_connected, gone, every] {
-    std::unique_lock lock(mu_);
-    while (!cv_.wait_for(lock, every, [this] { return done_; })) {
-      if (!connected()) {
-        gone->store(true);
-        return;
-      }
-    }
-  });
+  loop_.emplace("http-disconnect", BackgroundLoop::Options{.interval = every},
+                [this, connected = request.client_connected, gone] {
+                  if (connected()) return;
+                  gone->store(true);
+                  loop_->Stop();  // from the pass: no further pass; the destructor joins
+                });
+  (void)loop_->Start();
 }
 
-DisconnectWatch::~DisconnectWatch() {
-  {
-    std::lock_guard lock(mu_);
-    done_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+DisconnectWatch::~DisconnectWatch() = default;
 
 std::string UrlDecode(std::string_view s, bool form) {
   std::string out;
@@ -198,30 +189,18 @@ class ProgressTicker {
       ms = ms * 10 + (c - '0');
     }
     const auto every = std::chrono::milliseconds(std::max<int64_t>(ms, 50));
-    thread_ = std::thread([this, fd, every, stopping] {
-      static constexpr std::string_view kInterim = "HTTP/1.1 102 Processing\r\n\r\n";
-      std::unique_lock lock(mu_);
-      while (!cv_.wait_for(lock, every, [this] { return done_; })) {
-        if (stopping->load() || !SendAll(fd, kInterim, 1000)) return;
-      }
-    });
-  }
-  ~ProgressTicker() {
-    {
-      std::lock_guard lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    loop_.emplace("http-progress", BackgroundLoop::Options{.interval = every},
+                  [this, fd, stopping] {
+                    static constexpr std::string_view kInterim = "HTTP/1.1 102 Processing\r\n\r\n";
+                    if (stopping->load() || !SendAll(fd, kInterim, 1000)) loop_->Stop();
+                  });
+    (void)loop_->Start();
   }
   ProgressTicker(const ProgressTicker&) = delete;
   ProgressTicker& operator=(const ProgressTicker&) = delete;
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;
+  std::optional<BackgroundLoop> loop_;  // ticking; its destructor stops and joins it
 };
 
 class SocketBodyWriter : public BodyWriter {

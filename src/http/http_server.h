@@ -12,12 +12,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "common/background_loop.h"
 #include "common/status.h"
 
 namespace sediment::http {
@@ -111,10 +113,7 @@ class DisconnectWatch {
   DisconnectWatch& operator=(const DisconnectWatch&) = delete;
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;
+  std::optional<BackgroundLoop> loop_;  // watching; its destructor stops and joins it
 };
 
 // Percent-decoding of URL components ('+' as space when form is true).

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "common/clock.h"
 #include "ingest/internal.h"
 
 namespace sediment::ingest {
@@ -264,7 +265,7 @@ uint64_t RandomMessageId() {
   thread_local std::mt19937_64 rng([] {
     std::random_device rd;
     return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
-           static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+           static_cast<uint64_t>(SteadyNow().time_since_epoch().count());
   }());
   uint64_t id;
   do {
@@ -275,7 +276,7 @@ uint64_t RandomMessageId() {
 
 Status AppendAll(CommitLog* log, std::vector<IngestMessage> messages,
                  std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = SteadyNow() + timeout;
   if (messages.empty()) return Status::OK();
   if (log == nullptr) return Status::Internal("AppendAll: no commit log");
   const int32_t partitions = log->partition_count();

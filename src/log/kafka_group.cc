@@ -27,6 +27,8 @@
 #include <thread>
 #include <utility>
 
+#include "common/clock.h"
+#include "common/mutex.h"
 #include "log/kafka_internal.h"
 
 namespace sediment {
@@ -42,7 +44,7 @@ using kafka_internal::ToMs;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 constexpr int kPollMs = 100;
 constexpr int kStatsIntervalMs = 1000;
@@ -142,7 +144,7 @@ class PartitionGroup::Impl {
       leave_requested_.store(true);  // from a listener: the poll thread closes after it returns
       return;
     }
-    std::lock_guard lk(leave_mu_);
+    MutexLock lk(&leave_mu_);
     if (left_) return;
     leave_requested_.store(true);
     if (poller_.joinable()) poller_.join();
@@ -155,14 +157,14 @@ class PartitionGroup::Impl {
   }
 
   std::vector<PartitionId> Assignment() const {
-    std::lock_guard lk(mu_);
+    MutexLock lk(&mu_);
     std::vector<PartitionId> out;
     for (int32_t p : owned_) out.push_back(PartitionId(p));
     return out;
   }
 
   std::string Health() const {
-    std::lock_guard lk(mu_);
+    MutexLock lk(&mu_);
     if (!has_error_) return "ok";
     return "kafka group " + options_.group_id + " on " + topic_ + ": " + last_error_;
   }
@@ -209,7 +211,7 @@ class PartitionGroup::Impl {
 
   void NoteError(std::string what) {
     spdlog::warn("kafka group {} on {}: {}", options_.group_id, topic_, what);
-    std::lock_guard lk(mu_);
+    MutexLock lk(&mu_);
     last_error_ = std::move(what);
     has_error_ = true;
     steady_reports_ = 0;
@@ -225,7 +227,7 @@ class PartitionGroup::Impl {
       return;
     }
     const bool steady = state == "up" && join_state == "steady";
-    std::lock_guard lk(mu_);
+    MutexLock lk(&mu_);
     steady_reports_ = steady ? steady_reports_ + 1 : 0;
     if (has_error_ && steady_reports_ >= kSteadyReportsToClear) has_error_ = false;
   }
@@ -270,7 +272,7 @@ class PartitionGroup::Impl {
       }
       std::vector<PartitionId> added;
       {
-        std::lock_guard lk(mu_);
+        MutexLock lk(&mu_);
         for (PartitionId p : Ids(partitions)) {
           if (owned_.insert(p.value).second) added.push_back(p);
         }
@@ -286,7 +288,7 @@ class PartitionGroup::Impl {
     if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
       // Read before unassigning: the unassign resets the flag.
       lost = rd_kafka_assignment_lost(rk_) != 0 || poll_exceeded;
-      std::lock_guard lk(mu_);
+      MutexLock lk(&mu_);
       for (PartitionId p : Ids(partitions)) {
         if (owned_.erase(p.value) > 0) gone.push_back(p);
       }
@@ -297,7 +299,7 @@ class PartitionGroup::Impl {
       }
     } else {
       NoteError("rebalance failed: " + ErrText(err));
-      std::lock_guard lk(mu_);
+      MutexLock lk(&mu_);
       for (int32_t p : owned_) gone.push_back(PartitionId(p));
       owned_.clear();
     }
@@ -357,8 +359,8 @@ class PartitionGroup::Impl {
     rd_kafka_queue_t* q = rd_kafka_queue_new(rk_);
     std::string failure = TakeError(rd_kafka_consumer_close_queue(rk_, q));
     if (failure.empty()) {
-      const Clock::time_point deadline = Clock::now() + options_.session_timeout + kCloseSlack;
-      while (!rd_kafka_consumer_closed(rk_) && Clock::now() < deadline) {
+      const SteadyClock::time_point deadline = SteadyNow() + options_.session_timeout + kCloseSlack;
+      while (!rd_kafka_consumer_closed(rk_) && SteadyNow() < deadline) {
         rd_kafka_queue_poll_callback(q, kPollMs);
       }
       if (!rd_kafka_consumer_closed(rk_)) failure = "no answer from the group coordinator";
@@ -367,7 +369,7 @@ class PartitionGroup::Impl {
     if (!failure.empty()) NoteError("leaving the group: " + failure);
     std::vector<PartitionId> gone;
     {
-      std::lock_guard lk(mu_);
+      MutexLock lk(&mu_);
       for (int32_t p : owned_) gone.push_back(PartitionId(p));
       owned_.clear();
     }
@@ -392,14 +394,14 @@ class PartitionGroup::Impl {
   bool poll_exceeded_ = false;          // poll thread only
   simdjson::dom::parser stats_parser_;  // poll thread only
 
-  std::mutex leave_mu_;  // serializes Leave
-  bool left_ = false;    // guarded by leave_mu_
+  Mutex leave_mu_;  // serializes Leave
+  bool left_ GUARDED_BY(leave_mu_) = false;
 
-  mutable std::mutex mu_;
-  std::set<int32_t> owned_;  // guarded by mu_; written on the poll thread only
-  std::string last_error_;   // guarded by mu_
-  bool has_error_ = false;   // guarded by mu_
-  int steady_reports_ = 0;   // guarded by mu_
+  mutable Mutex mu_;
+  std::set<int32_t> owned_ GUARDED_BY(mu_);  // written on the poll thread only
+  std::string last_error_ GUARDED_BY(mu_);
+  bool has_error_ GUARDED_BY(mu_) = false;
+  int steady_reports_ GUARDED_BY(mu_) = 0;
 };
 
 Result<std::unique_ptr<PartitionGroup>> PartitionGroup::Join(const KafkaOptions& kafka,

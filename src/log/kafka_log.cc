@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/background_loop.h"
+#include "common/clock.h"
 #include "log/kafka_internal.h"
 
 namespace sediment {
@@ -31,7 +33,7 @@ using kafka_internal::NewHandle;
 using kafka_internal::Settings;
 using kafka_internal::ToMs;
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 // Topic-level max.message.bytes and the producer's message.max.bytes: one record of
 // kKafkaMaxRecordBytes plus the record batch overhead.
@@ -41,8 +43,8 @@ constexpr std::chrono::milliseconds kCloseFlushBound{5000};
 // A reader's seek that librdkafka has not carried out within this replaces the reader's handle.
 constexpr std::chrono::milliseconds kSeekTimeout{2000};
 
-int RemainingMs(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+int RemainingMs(SteadyClock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyNow());
   return ToMs(left);
 }
 
@@ -53,7 +55,7 @@ class HealthTracker {
   void Error(std::string what) {
     std::lock_guard lk(mu_);
     last_error_ = std::move(what);
-    error_at_ = std::chrono::steady_clock::now();
+    error_at_ = SteadyNow();
     has_error_.store(true, std::memory_order_release);
   }
   void Success() {
@@ -75,7 +77,7 @@ class HealthTracker {
     if (!has_error_.load(std::memory_order_acquire)) return std::nullopt;
     std::lock_guard lk(mu_);
     if (!has_error_.load(std::memory_order_relaxed)) return std::nullopt;
-    if (std::chrono::steady_clock::now() - error_at_ > window) return std::nullopt;
+    if (SteadyNow() - error_at_ > window) return std::nullopt;
     return last_error_;
   }
 
@@ -506,13 +508,12 @@ class KafkaLog final : public CommitLog {
   Status Start() {
     ASSIGN_OR_RETURN(admin_, NewAdminHandle(options_, &ctx_));
     ASSIGN_OR_RETURN(producer_, NewProducer());
-    poller_ = std::thread([this] { PollLoop(); });
+    (void)poller_.Start();
     return Status::OK();
   }
 
   ~KafkaLog() override {
-    stop_.store(true);
-    if (poller_.joinable()) poller_.join();
+    poller_.Stop();
     if (producer_) {
       RetireProducer(std::move(producer_), std::min(options_.produce_timeout, kCloseFlushBound));
     }
@@ -559,7 +560,7 @@ class KafkaLog final : public CommitLog {
                                       std::chrono::milliseconds max_wait) override {
     RETURN_IF_ERROR(CheckPartition(p));
     if (from.value < 0) return Status::InvalidArgument("negative offset");
-    const Clock::time_point deadline = Clock::now() + max_wait;
+    const SteadyClock::time_point deadline = SteadyNow() + max_wait;
     PartitionReader& r = *readers_[p.value];
     std::lock_guard lk(r.mu);
     if (r.rk == nullptr || r.next != from.value) RETURN_IF_ERROR(Position(r, p, from));
@@ -587,7 +588,7 @@ class KafkaLog final : public CommitLog {
     while (out.empty() || bytes < max_bytes) {
       rd_kafka_message_t* m = rd_kafka_consumer_poll(r.rk, out.empty() ? RemainingMs(deadline) : 0);
       if (m == nullptr) {
-        if (out.empty() && Clock::now() < deadline) continue;
+        if (out.empty() && SteadyNow() < deadline) continue;
         break;
       }
       if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -686,9 +687,9 @@ class KafkaLog final : public CommitLog {
       return Status::Unavailable("watermarks of " + topic_ + "/" + std::to_string(p.value) + ": " +
                                  *recent);
     }
-    const Clock::time_point deadline =
-        Clock::now() + std::min<std::chrono::milliseconds>(options_.admin_timeout,
-                                                           std::chrono::milliseconds(2000));
+    const SteadyClock::time_point deadline =
+        SteadyNow() + std::min<std::chrono::milliseconds>(options_.admin_timeout,
+                                                          std::chrono::milliseconds(2000));
     while (true) {
       int64_t low = 0, high = 0;
       rd_kafka_resp_err_t err = ListOffset(p, RD_KAFKA_OFFSET_BEGINNING, deadline, &low);
@@ -715,7 +716,7 @@ class KafkaLog final : public CommitLog {
         return NoteFailure(
             KafkaStatus(err, "watermarks of " + topic_ + "/" + std::to_string(p.value)));
       }
-      if (Clock::now() + std::chrono::milliseconds(100) >= deadline) {
+      if (SteadyNow() + std::chrono::milliseconds(100) >= deadline) {
         // A leader change the handle has not learnt about is this partition's problem, not a
         // sign that the brokers are down: it must not make other partitions' queries fail fast.
         return Status::Unavailable("watermarks of " + topic_ + "/" + std::to_string(p.value) +
@@ -733,7 +734,7 @@ class KafkaLog final : public CommitLog {
   // deadline: librdkafka 2.0.2's rd_kafka_query_watermark_offsets waits forever for a leader that
   // died (its timeout is not applied once the requests are sent; fixed upstream in 2.3.0), which
   // hung a node's start on a broker kill.
-  rd_kafka_resp_err_t ListOffset(PartitionId p, int64_t which, Clock::time_point deadline,
+  rd_kafka_resp_err_t ListOffset(PartitionId p, int64_t which, SteadyClock::time_point deadline,
                                  int64_t* out) {
     rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(list, topic_.c_str(), p.value)->offset = which;
@@ -760,7 +761,7 @@ class KafkaLog final : public CommitLog {
   // `from` was out of the partition's range: NotFound below the start; otherwise it is past the
   // end, which is not an error (the record does not exist yet): empty after waiting.
   Result<std::vector<LogRecord>> OutOfRange(PartitionId p, Offset from,
-                                            Clock::time_point deadline) {
+                                            SteadyClock::time_point deadline) {
     ASSIGN_OR_RETURN(auto wm, Watermarks(p));
     if (from.value < wm.first) {
       return Status::NotFound("offset " + std::to_string(from.value) + " of " + topic_ + "/" +
@@ -895,25 +896,25 @@ class KafkaLog final : public CommitLog {
 
   // Serves delivery reports and replaces the producer after a fatal idempotence error. Only this
   // thread (and the destructor, after joining it) replaces producer_.
-  void PollLoop() {
-    while (!stop_.load()) {
-      rd_kafka_poll(producer_->rk, 100);
-      if (!producer_->fatal.load()) continue;
-      auto fresh = NewProducer();
-      if (!fresh.ok()) {
-        health_.Error("cannot recreate kafka producer: " + fresh.status().message());
-        std::this_thread::sleep_for(std::chrono::seconds(1));
-        continue;
-      }
-      std::unique_ptr<Producer> old;
-      {
-        std::unique_lock lk(producer_mu_);
-        old = std::move(producer_);
-        producer_ = std::move(fresh).value();
-      }
-      spdlog::warn("kafka {}: producer recreated after a fatal error", topic_);
-      RetireProducer(std::move(old), std::chrono::milliseconds(0));
+  // The poll thread's pass: serves the producer's delivery reports (waiting up to 100 ms), and
+  // recreates the producer after a fatal error (again 1 s later when that failed).
+  BackgroundLoop::Duration PollPass() {
+    rd_kafka_poll(producer_->rk, 100);
+    if (!producer_->fatal.load()) return BackgroundLoop::Duration::zero();
+    auto fresh = NewProducer();
+    if (!fresh.ok()) {
+      health_.Error("cannot recreate kafka producer: " + fresh.status().message());
+      return std::chrono::seconds(1);
     }
+    std::unique_ptr<Producer> old;
+    {
+      std::unique_lock lk(producer_mu_);
+      old = std::move(producer_);
+      producer_ = std::move(fresh).value();
+    }
+    spdlog::warn("kafka {}: producer recreated after a fatal error", topic_);
+    RetireProducer(std::move(old), std::chrono::milliseconds(0));
+    return BackgroundLoop::Duration::zero();
   }
 
   const KafkaOptions options_;
@@ -925,8 +926,11 @@ class KafkaLog final : public CommitLog {
   std::shared_mutex producer_mu_;  // shared: producing; exclusive: replacing producer_
   std::unique_ptr<Producer> producer_;
   std::vector<std::unique_ptr<PartitionReader>> readers_;
-  std::atomic<bool> stop_{false};
-  std::thread poller_;
+  // Started by Start(), stopped by the destructor before the producer is retired. Last member.
+  BackgroundLoop poller_{"kafka-poll",
+                         {.first_pass = BackgroundLoop::FirstPass::kAtStart},
+                         BackgroundLoop::DelayFromPass{},
+                         [this] { return PollPass(); }};
 };
 
 std::string Trim(std::string_view s) {
@@ -980,13 +984,13 @@ Result<int32_t> EnsureTopics(const KafkaOptions& o) {
     RETURN_IF_ERROR(CreateTopics(admin.get(), missing, o));
     // Wait until every topic is visible with leaders; then check them as existing topics (another
     // node may have created one concurrently with other settings).
-    const Clock::time_point deadline = Clock::now() + o.admin_timeout;
+    const SteadyClock::time_point deadline = SteadyNow() + o.admin_timeout;
     while (true) {
       ASSIGN_OR_RETURN(md, FetchMetadata(admin.get(), o));
       bool ready = true;
       for (const auto& s : specs) ready = ready && TopicReady(FindTopic(md.get(), s.name));
       if (ready) break;
-      if (Clock::now() >= deadline) {
+      if (SteadyNow() >= deadline) {
         return Status::Unavailable("created topics did not get partition leaders within " +
                                    std::to_string(o.admin_timeout.count()) + " ms");
       }
@@ -999,7 +1003,7 @@ Result<int32_t> EnsureTopics(const KafkaOptions& o) {
   const int32_t ingest_partitions = FindTopic(md.get(), specs[0].name)->partition_cnt;
   // Right after creation a broker may not know the topic yet (metadata propagates
   // asynchronously); DescribeConfigs then answers UNKNOWN_TOPIC_OR_PART for a while.
-  const Clock::time_point describe_deadline = Clock::now() + o.admin_timeout;
+  const SteadyClock::time_point describe_deadline = SteadyNow() + o.admin_timeout;
   while (true) {
     std::vector<FiniteRetention> finite;
     Status st = CheckTopicConfigs(admin.get(), specs, o, &finite);
@@ -1007,7 +1011,7 @@ Result<int32_t> EnsureTopics(const KafkaOptions& o) {
       RETURN_IF_ERROR(CheckRetention(finite, o));
       return ingest_partitions;
     }
-    if (st.code() != StatusCode::kNotFound || Clock::now() >= describe_deadline) return st;
+    if (st.code() != StatusCode::kNotFound || SteadyNow() >= describe_deadline) return st;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
 }

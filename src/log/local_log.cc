@@ -13,7 +13,9 @@
 #include <thread>
 
 #include "common/checksum.h"
+#include "common/clock.h"
 #include "common/coding.h"
+#include "common/mutex.h"
 
 namespace sediment {
 namespace {
@@ -286,17 +288,17 @@ struct Partition {
   int32_t id = 0;
   std::string dir;
 
-  std::mutex mu;
-  std::condition_variable data_cv;   // signalled when `end` grows or the log closes
-  std::map<int64_t, LogFile> files;  // guarded by mu; by base offset; the last one is active
-  int64_t start = 0;                 // guarded by mu
-  int64_t end = 0;                   // guarded by mu; every record below is durable
-  bool closed = false;               // guarded by mu
-  std::string last_error;            // guarded by mu; cleared by the next durable batch
-  std::string open_note;             // guarded by mu; data loss found at open
-  std::vector<LogDamage> damage;     // guarded by mu; damaged ranges not yet deleted
+  Mutex mu ACQUIRED_AFTER(delete_mu);
+  CondVar data_cv;                                  // signalled when `end` grows or the log closes
+  std::map<int64_t, LogFile> files GUARDED_BY(mu);  // by base offset; the last one is active
+  int64_t start GUARDED_BY(mu) = 0;
+  int64_t end GUARDED_BY(mu) = 0;  // every record below is durable
+  bool closed GUARDED_BY(mu) = false;
+  std::string last_error GUARDED_BY(mu);         // cleared by the next durable batch
+  std::string open_note GUARDED_BY(mu);          // data loss found at open
+  std::vector<LogDamage> damage GUARDED_BY(mu);  // damaged ranges not yet deleted
 
-  std::mutex delete_mu;  // serializes DeleteBefore
+  Mutex delete_mu;  // serializes DeleteBefore
 
   // Guarded by the owning Worker's mu.
   std::deque<PendingAppend> pending;
@@ -311,9 +313,9 @@ struct Partition {
 };
 
 struct Worker {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool stop = false;
+  Mutex mu;
+  CondVar cv;
+  bool stop GUARDED_BY(mu) = false;
   std::vector<Partition*> parts;
   std::thread thread;
 };
@@ -338,19 +340,19 @@ class LocalLog final : public CommitLog {
 
   ~LocalLog() override {
     for (auto& w : workers_) {
-      std::lock_guard lock(w->mu);
+      MutexLock lock(&w->mu);
       w->stop = true;
-      w->cv.notify_all();
+      w->cv.NotifyAll();
     }
     for (auto& w : workers_) {
       if (w->thread.joinable()) w->thread.join();
     }
     for (auto& part : parts_) {
       {
-        std::lock_guard lock(part->mu);
+        MutexLock lock(&part->mu);
         part->closed = true;
       }
-      part->data_cv.notify_all();
+      part->data_cv.NotifyAll();
       if (part->active) {
         Status s = part->active->Close();
         if (!s.ok()) spdlog::warn("local log: closing partition {}: {}", part->id, s.ToString());
@@ -358,9 +360,11 @@ class LocalLog final : public CommitLog {
     }
   }
 
-  // Opening: recovers partition p from disk; then StartWriters. Not thread-safe.
+  // Opening: recovers partition p from disk; then StartWriters. Not thread-safe: runs before any
+  // other thread can see the partition, so it touches the fields guarded by part.mu without it
+  // (exempt from the analysis).
   Partition& partition(int32_t p) { return *parts_[p]; }
-  Status OpenPartition(Partition& part);
+  Status OpenPartition(Partition& part) NO_THREAD_SAFETY_ANALYSIS;
   void StartWriters() {
     for (auto& w : workers_) w->thread = std::thread([this, w = w.get()] { WriterLoop(*w); });
   }
@@ -400,7 +404,7 @@ class LocalLog final : public CommitLog {
   void RecordDamage(Partition& part, const std::string& path, uint64_t pos, uint64_t bytes,
                     int64_t first, int64_t next, const std::string& what);
   void RecordDamageLocked(Partition& part, const std::string& path, uint64_t pos, uint64_t bytes,
-                          int64_t first, int64_t next, const std::string& what);
+                          int64_t first, int64_t next, const std::string& what) REQUIRES(part.mu);
   // A damaged record found by a read: remembered as a hole of the file (readers skip it) and
   // reported once.
   void NoteReadDamage(Partition& part, int64_t file_base, const Hole& hole);
@@ -551,14 +555,14 @@ std::future<Result<Offset>> LocalLog::Append(PartitionId p, std::string record) 
   }
   Partition& part = *parts_[p.value];
   Worker& w = WorkerOf(p.value);
-  std::lock_guard lock(w.mu);
+  MutexLock lock(&w.mu);
   if (w.stop) {
     promise.set_value(Status::Unavailable("local log is closing"));
   } else if (!part.failed.ok()) {
     promise.set_value(part.failed);
   } else {
     part.pending.push_back({std::move(record), std::move(promise)});
-    w.cv.notify_one();
+    w.cv.NotifyOne();
   }
   return future;
 }
@@ -575,12 +579,14 @@ void LocalLog::WriterLoop(Worker& w) {
     }
     return false;
   };
-  std::unique_lock lock(w.mu);
+  MutexLock lock(&w.mu);
   while (true) {
-    w.cv.wait(lock, [&] { return w.stop || any_pending(); });
+    while (!w.stop && !any_pending()) w.cv.Wait(w.mu);
     if (w.stop) break;
     if (options_.max_commit_delay.count() > 0) {
-      w.cv.wait_for(lock, options_.max_commit_delay, [&] { return w.stop; });
+      const auto deadline = SteadyNow() + options_.max_commit_delay;
+      while (!w.stop && w.cv.WaitUntil(w.mu, deadline)) {
+      }
       if (w.stop) break;
     }
     for (size_t i = 0; i < n; ++i) {
@@ -596,7 +602,7 @@ void LocalLog::WriterLoop(Worker& w) {
         batches[i].clear();
       }
     }
-    lock.unlock();
+    lock.Unlock();
 
     // Write every partition's batch, then sync them: the disk sees all writes before the first
     // fsync, and each fsync covers a whole batch.
@@ -619,7 +625,7 @@ void LocalLog::WriterLoop(Worker& w) {
       }
       batches[i].clear();
     }
-    lock.lock();
+    lock.Lock();
   }
   for (Partition* part : w.parts) {
     for (auto& a : part->pending) a.promise.set_value(Status::Unavailable("local log closed"));
@@ -647,7 +653,7 @@ Status LocalLog::Roll(Partition& part, bool* fatal) {
   f.base = base;
   f.path = path;
   f.end = base;
-  std::lock_guard lock(part.mu);
+  MutexLock lock(&part.mu);
   part.files.emplace(base, std::move(f));
   return Status::OK();
 }
@@ -675,7 +681,7 @@ Status LocalLog::WriteBatch(Partition& part, std::vector<PendingAppend>& batch, 
 
 void LocalLog::Publish(Partition& part, std::vector<PendingAppend>& batch, int64_t first) {
   {
-    std::lock_guard lock(part.mu);
+    MutexLock lock(&part.mu);
     LogFile& f = part.files.rbegin()->second;
     uint64_t pos = f.durable_bytes;
     int64_t off = first;
@@ -689,7 +695,7 @@ void LocalLog::Publish(Partition& part, std::vector<PendingAppend>& batch, int64
     part.active_size = pos;
     part.last_error.clear();
   }
-  part.data_cv.notify_all();
+  part.data_cv.NotifyAll();
   int64_t off = first;
   for (auto& a : batch) a.promise.set_value(Offset(off++));
 }
@@ -721,14 +727,14 @@ void LocalLog::Fail(Worker& w, Partition& part, std::vector<PendingAppend>& batc
     failed = r;
   }
   {
-    std::lock_guard lock(part.mu);
+    MutexLock lock(&part.mu);
     part.last_error = s.ToString();
   }
   if (!failed.ok()) {
     Status st(s.code(), "partition " + std::to_string(part.id) +
                             " stopped until the log is reopened: " + failed.message());
     spdlog::error("local log: {}", st.ToString());
-    std::lock_guard lock(w.mu);
+    MutexLock lock(&w.mu);
     part.failed = st;
     for (auto& a : part.pending) a.promise.set_value(st);
     part.pending.clear();
@@ -756,12 +762,12 @@ void LocalLog::RecordDamageLocked(Partition& part, const std::string& path, uint
 
 void LocalLog::RecordDamage(Partition& part, const std::string& path, uint64_t pos, uint64_t bytes,
                             int64_t first, int64_t next, const std::string& what) {
-  std::lock_guard lock(part.mu);
+  MutexLock lock(&part.mu);
   RecordDamageLocked(part, path, pos, bytes, first, next, what);
 }
 
 void LocalLog::NoteReadDamage(Partition& part, int64_t file_base, const Hole& hole) {
-  std::lock_guard lock(part.mu);
+  MutexLock lock(&part.mu);
   auto it = part.files.find(file_base);
   if (it == part.files.end()) return;  // deleted meanwhile
   std::vector<Hole>& holes = it->second.holes;
@@ -777,7 +783,7 @@ Result<std::vector<LogRecord>> LocalLog::Read(PartitionId p, Offset from, size_t
                                               std::chrono::milliseconds max_wait) {
   RETURN_IF_ERROR(CheckPartition(p));
   Partition& part = *parts_[p.value];
-  const auto deadline = std::chrono::steady_clock::now() + max_wait;
+  const auto deadline = SteadyNow() + max_wait;
   bool timed_out = false;
   // The first offset wanted: `from`, moved past lost records (holes, gaps between files).
   int64_t want = from.value;
@@ -791,7 +797,7 @@ Result<std::vector<LogRecord>> LocalLog::Read(PartitionId p, Offset from, size_t
     std::string path;
     std::vector<Hole> holes;
     {
-      std::unique_lock lock(part.mu);
+      MutexLock lock(&part.mu);
       std::map<int64_t, LogFile>::iterator it;
       while (true) {
         if (part.closed) return Status::Unavailable("local log closed");
@@ -816,7 +822,7 @@ Result<std::vector<LogRecord>> LocalLog::Read(PartitionId p, Offset from, size_t
           break;
         }
         if (timed_out) return out;
-        timed_out = part.data_cv.wait_until(lock, deadline) == std::cv_status::timeout;
+        timed_out = !part.data_cv.WaitUntil(part.mu, deadline);
       }
       LogFile& f = std::prev(it)->second;
       if (!f.reader) {
@@ -927,10 +933,10 @@ Result<std::vector<LogRecord>> LocalLog::Read(PartitionId p, Offset from, size_t
 Status LocalLog::DeleteBefore(PartitionId p, Offset offset) {
   RETURN_IF_ERROR(CheckPartition(p));
   Partition& part = *parts_[p.value];
-  std::lock_guard delete_lock(part.delete_mu);
+  MutexLock delete_lock(&part.delete_mu);
   int64_t target;
   {
-    std::lock_guard lock(part.mu);
+    MutexLock lock(&part.mu);
     if (part.closed) return Status::Unavailable("local log closed");
     target = std::min(offset.value, part.end);
     if (target <= part.start) return Status::OK();
@@ -938,7 +944,7 @@ Status LocalLog::DeleteBefore(PartitionId p, Offset offset) {
   RETURN_IF_ERROR(env_->WriteFileAtomic(JoinPath(part.dir, kStartName), EncodeStart(target)));
   std::vector<std::string> doomed;
   {
-    std::lock_guard lock(part.mu);
+    MutexLock lock(&part.mu);
     part.start = target;
     std::erase_if(part.damage, [target](const LogDamage& d) { return d.end.value <= target; });
     while (part.files.size() >= 2 && std::next(part.files.begin())->first <= target) {
@@ -958,14 +964,14 @@ Status LocalLog::DeleteBefore(PartitionId p, Offset offset) {
 Result<Offset> LocalLog::StartOffset(PartitionId p) {
   RETURN_IF_ERROR(CheckPartition(p));
   Partition& part = *parts_[p.value];
-  std::lock_guard lock(part.mu);
+  MutexLock lock(&part.mu);
   return Offset(part.start);
 }
 
 Result<Offset> LocalLog::EndOffset(PartitionId p) {
   RETURN_IF_ERROR(CheckPartition(p));
   Partition& part = *parts_[p.value];
-  std::lock_guard lock(part.mu);
+  MutexLock lock(&part.mu);
   return Offset(part.end);
 }
 
@@ -978,10 +984,10 @@ std::string LocalLog::Health() {
   for (auto& part : parts_) {
     Status failed;
     {
-      std::lock_guard lock(WorkerOf(part->id).mu);
+      MutexLock lock(&WorkerOf(part->id).mu);
       failed = part->failed;
     }
-    std::lock_guard lock(part->mu);
+    MutexLock lock(&part->mu);
     std::string prefix = "partition " + std::to_string(part->id) + ": ";
     if (!failed.ok()) {
       add(failed.ToString());
@@ -1003,7 +1009,7 @@ std::string LocalLog::Health() {
 std::vector<LogDamage> LocalLog::Damage() {
   std::vector<LogDamage> out;
   for (auto& part : parts_) {
-    std::lock_guard lock(part->mu);
+    MutexLock lock(&part->mu);
     out.insert(out.end(), part->damage.begin(), part->damage.end());
   }
   return out;
@@ -1014,7 +1020,7 @@ Status LocalLog::RefuseBelow(PartitionId p, Offset floor) {
   Partition& part = *parts_[p.value];
   int64_t end;
   {
-    std::lock_guard lock(part.mu);
+    MutexLock lock(&part.mu);
     end = part.end;
   }
   if (end >= floor.value) return Status::OK();
@@ -1027,7 +1033,7 @@ Status LocalLog::RefuseBelow(PartitionId p, Offset floor) {
       "partition refuses appends until the missing log files are restored");
   spdlog::error("local log: {}", refused.message());
   Worker& w = WorkerOf(p.value);
-  std::lock_guard lock(w.mu);
+  MutexLock lock(&w.mu);
   if (part.failed.ok()) part.failed = refused;
   return refused;
 }

@@ -52,7 +52,10 @@ Merger::Merger(Env* env, Clock* clock, Global* global, SegmentStore* store, Segm
       owned_partitions_(std::move(owned_partitions)),
       options_(std::move(options)),
       self_(peers->Self()),
-      rng_state_(std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32)) {
+      rng_state_(std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32)),
+      loop_("merge", {.interval = options_.interval}, [this] {
+        (void)RunOnce();  // failures are logged and kept in stats
+      }) {
   options_.min_inputs = std::max<size_t>(options_.min_inputs, 2);
   options_.max_inputs = std::max(options_.max_inputs, options_.min_inputs);
 }
@@ -61,31 +64,11 @@ Merger::~Merger() { Stop(); }
 
 Status Merger::Start() {
   RETURN_IF_ERROR(env_->CreateDirs(store_->dir()));
-  std::lock_guard lock(loop_mu_);
-  if (thread_.joinable() || stop_) return Status::InvalidArgument("merger already started");
-  thread_ = std::thread([this] { Loop(); });
+  if (!loop_.Start()) return Status::InvalidArgument("merger already started");
   return Status::OK();
 }
 
-void Merger::Stop() {
-  {
-    std::lock_guard lock(loop_mu_);
-    stop_ = true;
-    stopping_ = true;
-  }
-  loop_cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-void Merger::Loop() {
-  while (true) {
-    {
-      std::unique_lock lock(loop_mu_);
-      if (loop_cv_.wait_for(lock, options_.interval, [this] { return stop_; })) return;
-    }
-    (void)RunOnce();  // failures are logged and kept in stats
-  }
-}
+void Merger::Stop() { loop_.Stop(); }
 
 Merger::Stats Merger::stats() const {
   std::lock_guard lock(stats_mu_);
@@ -116,7 +99,7 @@ Status Merger::RunOnce() {
   SweepUnknown();
   note(ResolveStaged());
   for (const Plan& plan : MakePlans()) {
-    if (stopping_) break;
+    if (loop_.stopping()) break;
     note(Execute(plan));
   }
   return first;
@@ -179,7 +162,7 @@ Status Merger::ResolveStaged() {
 
   Status first;
   for (const Staged& st : mine) {
-    if (stopping_) break;
+    if (loop_.stopping()) break;
     const SegmentRecord& seg = st.seg;
     if (!st.gone.empty()) {
       Status s = Abort(seg, st.gone);
@@ -231,7 +214,7 @@ Status Merger::ResolveStaged() {
   }
 
   for (const Staged& st : abandoned) {
-    if (stopping_) break;
+    if (loop_.stopping()) break;
     if (peers_->IsPresent(st.seg.node, options_.grace)) continue;
     Status s = Abort(
         st.seg, "its writer, node " + std::to_string(st.seg.node.value) + ", is gone (abandoned)");

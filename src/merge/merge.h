@@ -14,18 +14,16 @@
 // are serialized.
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "common/background_loop.h"
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/status.h"
@@ -125,7 +123,6 @@ class Merger {
   void SweepUnknown();
   void Fail(const Status& st);
   uint32_t RandomU32();  // the random part of output file names
-  void Loop();
 
   Env* env_;
   Clock* clock_;
@@ -146,11 +143,7 @@ class Merger {
   mutable std::mutex stats_mu_;
   Stats stats_;
 
-  std::mutex loop_mu_;
-  std::condition_variable loop_cv_;
-  bool stop_ = false;
-  std::atomic<bool> stopping_{false};
-  std::thread thread_;
+  BackgroundLoop loop_;  // runs RunOnce every options_.interval; last: stopped first
 };
 
 }  // namespace sediment

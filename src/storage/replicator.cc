@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <optional>
 #include <tuple>
 
 #include "bucket/bucket.h"
@@ -82,47 +81,32 @@ Replicator::Replicator(Env* env, Clock* clock, Global* global, SegmentStore* sto
       limiter_(clock, options_.max_bytes_per_second,
                options_.sleep ? options_.sleep
                               : RateLimiter::SleepFn(
-                                    [this](std::chrono::microseconds d) { return Sleep(d); })) {
+                                    [this](std::chrono::microseconds d) { return Sleep(d); })),
+      loop_("replicator",
+            {.interval = options_.interval, .first_pass = BackgroundLoop::FirstPass::kAtStart},
+            [this] { LoopPass(); }) {
   progress_.max_bytes_per_second = options_.max_bytes_per_second;
   progress_.cache_max_bytes = options_.cache_max_bytes;
 }
 
 Replicator::~Replicator() { Stop(); }
 
-bool Replicator::Sleep(std::chrono::microseconds d) {
-  std::unique_lock lock(stop_mu_);
-  return !stop_cv_.wait_for(lock, d, [this] { return stop_.load(); });
-}
+bool Replicator::Sleep(std::chrono::microseconds d) { return loop_.SleepFor(d); }
 
-void Replicator::Start() {
-  std::lock_guard lock(stop_mu_);
-  if (thread_.joinable() || stop_) return;
-  thread_ = std::thread([this] { Loop(); });
-}
+void Replicator::Start() { (void)loop_.Start(); }
 
-void Replicator::Stop() {
-  {
-    std::lock_guard lock(stop_mu_);
-    stop_ = true;
-  }
-  stop_cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-void Replicator::Loop() {
-  int64_t last_scrub_us = clock_->MonotonicMicros();
-  while (!stopping()) {
-    (void)RunOnce();  // failures are logged and kept in progress()
-    const auto scrub_us =
-        std::chrono::duration_cast<std::chrono::microseconds>(options_.scrub_every).count();
-    if (scrub_us > 0 && !stopping() && clock_->MonotonicMicros() - last_scrub_us >= scrub_us) {
-      (void)ScrubOnce();
-      last_scrub_us = clock_->MonotonicMicros();
-    }
-    std::unique_lock lock(stop_mu_);
-    stop_cv_.wait_for(lock, options_.interval, [this] { return stop_.load(); });
+void Replicator::LoopPass() {
+  if (!last_scrub_us_) last_scrub_us_ = clock_->MonotonicMicros();  // the first pass
+  (void)RunOnce();  // failures are logged and kept in progress()
+  const auto scrub_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(options_.scrub_every).count();
+  if (scrub_us > 0 && !stopping() && clock_->MonotonicMicros() - *last_scrub_us_ >= scrub_us) {
+    (void)ScrubOnce();
+    last_scrub_us_ = clock_->MonotonicMicros();
   }
 }
+
+void Replicator::Stop() { loop_.Stop(); }
 
 Replicator::Progress Replicator::progress() const {
   std::lock_guard lock(mu_);

@@ -15,11 +15,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "common/background_loop.h"
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/status.h"
@@ -135,8 +136,10 @@ class Replicator {
   struct Plan;
   class FileLock;
 
-  bool stopping() const { return stop_.load(); }
+  bool stopping() const { return loop_.stopping(); }
   bool Sleep(std::chrono::microseconds d);
+  // The loop's pass: RunOnce, then ScrubOnce when scrub_every passed since the last one.
+  void LoopPass();
   void Loop();
   Status RunOnceLocked();
   Status ScrubOnceLocked();
@@ -175,11 +178,6 @@ class Replicator {
   const NodeId self_;
   RateLimiter limiter_;
 
-  std::atomic<bool> stop_{false};
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  std::thread thread_;
-
   std::mutex pass_mu_;  // one pass at a time
 
   // Files with an operation in progress (pull, delete, verify); see FileLock.
@@ -195,6 +193,9 @@ class Replicator {
   std::map<std::string, int64_t> unlisted_since_;
   // key -> (last warning logged, number of the pass that last repeated it)
   std::map<std::string, std::pair<std::string, uint64_t>> warned_;
+
+  std::optional<int64_t> last_scrub_us_;  // loop thread only: monotonic time of the last scrub
+  BackgroundLoop loop_;  // LoopPass, then interval of waiting, and so on; last: stopped first
 };
 
 }  // namespace sediment

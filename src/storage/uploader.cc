@@ -25,32 +25,18 @@ Uploader::Uploader(Env* env, Clock* clock, Global* global, SegmentStore* store,
       store_(store),
       bucket_(bucket),
       peers_(peers),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      loop_("uploader",
+            {.interval = options_.interval, .first_pass = BackgroundLoop::FirstPass::kAtStart},
+            [this] {
+              (void)RunOnce();  // failures are logged and kept in progress()
+            }) {}
 
 Uploader::~Uploader() { Stop(); }
 
-void Uploader::Start() {
-  std::lock_guard lock(stop_mu_);
-  if (thread_.joinable() || stop_) return;
-  thread_ = std::thread([this] { Loop(); });
-}
+void Uploader::Start() { (void)loop_.Start(); }
 
-void Uploader::Stop() {
-  {
-    std::lock_guard lock(stop_mu_);
-    stop_ = true;
-  }
-  stop_cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-void Uploader::Loop() {
-  while (!stopping()) {
-    (void)RunOnce();  // failures are logged and kept in progress()
-    std::unique_lock lock(stop_mu_);
-    stop_cv_.wait_for(lock, options_.interval, [this] { return stop_.load(); });
-  }
-}
+void Uploader::Stop() { loop_.Stop(); }
 
 Uploader::Progress Uploader::progress() const {
   std::lock_guard lock(mu_);

@@ -3,16 +3,14 @@
 // segment is uploaded by one node: the lowest-id present holder. Contract: storage/README.md.
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
 
+#include "common/background_loop.h"
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/status.h"
@@ -88,7 +86,7 @@ class Uploader {
   Progress progress() const;
 
  private:
-  bool stopping() const { return stop_.load(); }
+  bool stopping() const { return loop_.stopping(); }
   void Loop();
   Status RunOnceLocked();
   // Reads, verifies, puts and records one segment. *bucket_error is set when the bucket failed.
@@ -104,11 +102,6 @@ class Uploader {
   PeerView* peers_;
   const UploaderOptions options_;
 
-  std::atomic<bool> stop_{false};
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  std::thread thread_;
-
   std::mutex pass_mu_;  // one pass at a time
 
   mutable std::mutex mu_;  // guards everything below
@@ -118,6 +111,8 @@ class Uploader {
   std::string last_warned_;               // last warning logged (repeats are not logged)
   // Local copies found corrupt (file name -> content hash), skipped while listed here.
   std::map<std::string, uint64_t> corrupt_;
+
+  BackgroundLoop loop_;  // RunOnce, then interval of waiting, and so on; last: stopped first
 };
 
 }  // namespace sediment

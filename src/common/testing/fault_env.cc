@@ -15,7 +15,7 @@ class FaultWritableFile final : public WritableFile {
         generation_(generation) {}
 
   Status Append(std::string_view data) override {
-    std::shared_lock crash(env_->crash_mu_);
+    ReaderMutexLock crash(&env_->crash_mu_);
     RETURN_IF_ERROR(CheckAlive());
     env_->append_count_++;
     Status fault = env_->NextAppendFault();
@@ -29,13 +29,13 @@ class FaultWritableFile final : public WritableFile {
   }
 
   Status Sync() override {
-    std::shared_lock crash(env_->crash_mu_);
+    ReaderMutexLock crash(&env_->crash_mu_);
     RETURN_IF_ERROR(CheckAlive());
     if (env_->sync_fails_.load())
       return Status::IOError("FaultEnv: injected sync failure " + path_);
     RETURN_IF_ERROR(base_->Sync());
     {
-      std::lock_guard lock(env_->mu_);
+      MutexLock lock(&env_->mu_);
       state_->synced = std::max(state_->synced, base_->Size());
     }
     env_->sync_count_++;
@@ -80,7 +80,7 @@ Status FaultEnv::CheckNotCrashed() const {
 }
 
 Status FaultEnv::NextAppendFault() {
-  std::lock_guard lock(fault_mu_);
+  MutexLock lock(&fault_mu_);
   if (writes_left_ < 0) return Status::OK();
   if (writes_left_ == 0) return Status::IOError("FaultEnv: injected write failure");
   --writes_left_;
@@ -88,8 +88,8 @@ Status FaultEnv::NextAppendFault() {
 }
 
 Status FaultEnv::DropUnsyncedData() {
-  std::unique_lock crash(crash_mu_);
-  std::lock_guard lock(mu_);
+  WriterMutexLock crash(&crash_mu_);
+  MutexLock lock(&mu_);
   generation_++;
   Status first_error;
   auto note = [&first_error](Status s) {
@@ -151,8 +151,8 @@ void FaultEnv::Restart() { crashed_ = false; }
 void FaultEnv::SetStrictDirSync(bool strict) { strict_dir_sync_ = strict; }
 
 Status FaultEnv::TearTail(const std::string& path, uint64_t n) {
-  std::shared_lock crash(crash_mu_);
-  std::lock_guard lock(mu_);
+  ReaderMutexLock crash(&crash_mu_);
+  MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(uint64_t size, base_->FileSize(path));
   uint64_t new_size = n >= size ? 0 : size - n;
   RETURN_IF_ERROR(base_->TruncateFile(path, new_size));
@@ -163,8 +163,8 @@ Status FaultEnv::TearTail(const std::string& path, uint64_t n) {
 }
 
 Status FaultEnv::FlipByte(const std::string& path, uint64_t pos) {
-  std::shared_lock crash(crash_mu_);
-  std::lock_guard lock(mu_);
+  ReaderMutexLock crash(&crash_mu_);
+  MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(std::string data, base_->ReadFile(path));
   if (pos >= data.size()) return Status::InvalidArgument("FlipByte: position past end of " + path);
   data[pos] = static_cast<char>(~static_cast<unsigned char>(data[pos]));
@@ -175,14 +175,14 @@ Status FaultEnv::FlipByte(const std::string& path, uint64_t pos) {
 }
 
 void FaultEnv::FailWritesAfter(int64_t n) {
-  std::lock_guard lock(fault_mu_);
+  MutexLock lock(&fault_mu_);
   writes_left_ = n < 0 ? -1 : n;
 }
 void FaultEnv::SetSyncFails(bool fail) { sync_fails_ = fail; }
 void FaultEnv::SetPartialWriteOnFailure(bool partial) { partial_writes_ = partial; }
 
 std::optional<uint64_t> FaultEnv::SyncedSize(const std::string& path) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = files_.find(path);
   if (it == files_.end()) return std::nullopt;
   return it->second->synced;
@@ -190,14 +190,14 @@ std::optional<uint64_t> FaultEnv::SyncedSize(const std::string& path) {
 
 Result<std::unique_ptr<WritableFile>> FaultEnv::OpenWritable(const std::string& path,
                                                              bool truncate) {
-  std::shared_lock crash(crash_mu_);
+  ReaderMutexLock crash(&crash_mu_);
   RETURN_IF_ERROR(CheckNotCrashed());
   bool existed = base_->FileExists(path);
   auto base = truncate ? base_->NewWritableFile(path) : base_->NewAppendableFile(path);
   if (!base.ok()) return base.status();
   std::shared_ptr<FileState> state;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto& slot = files_[path];
     if (!slot) {
       slot = std::make_shared<FileState>();
@@ -237,24 +237,24 @@ Result<std::vector<std::string>> FaultEnv::ListDir(const std::string& dir) {
 }
 
 Status FaultEnv::CreateDirs(const std::string& dir) {
-  std::shared_lock crash(crash_mu_);
+  ReaderMutexLock crash(&crash_mu_);
   RETURN_IF_ERROR(CheckNotCrashed());
   return base_->CreateDirs(dir);
 }
 
 Status FaultEnv::RemoveFile(const std::string& path) {
-  std::shared_lock crash(crash_mu_);
+  ReaderMutexLock crash(&crash_mu_);
   RETURN_IF_ERROR(CheckNotCrashed());
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   RETURN_IF_ERROR(base_->RemoveFile(path));
   files_.erase(path);
   return Status::OK();
 }
 
 Status FaultEnv::RemoveAll(const std::string& path) {
-  std::shared_lock crash(crash_mu_);
+  ReaderMutexLock crash(&crash_mu_);
   RETURN_IF_ERROR(CheckNotCrashed());
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   RETURN_IF_ERROR(base_->RemoveAll(path));
   for (auto it = files_.begin(); it != files_.end();) {
     it = IsUnder(it->first, path) ? files_.erase(it) : std::next(it);
@@ -264,9 +264,9 @@ Status FaultEnv::RemoveAll(const std::string& path) {
 }
 
 Status FaultEnv::RenameFile(const std::string& from, const std::string& to) {
-  std::shared_lock crash(crash_mu_);
+  ReaderMutexLock crash(&crash_mu_);
   RETURN_IF_ERROR(CheckNotCrashed());
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   PendingRename r{from, to, nullptr, {}};
   if (base_->FileExists(to)) {
     ASSIGN_OR_RETURN(r.old_to_contents, base_->ReadFile(to));
@@ -294,9 +294,9 @@ Status FaultEnv::RenameFile(const std::string& from, const std::string& to) {
 }
 
 Status FaultEnv::TruncateFile(const std::string& path, uint64_t size) {
-  std::shared_lock crash(crash_mu_);
+  ReaderMutexLock crash(&crash_mu_);
   RETURN_IF_ERROR(CheckNotCrashed());
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   RETURN_IF_ERROR(base_->TruncateFile(path, size));
   if (auto it = files_.find(path); it != files_.end()) {
     it->second->synced = std::min(it->second->synced, size);
@@ -305,11 +305,11 @@ Status FaultEnv::TruncateFile(const std::string& path, uint64_t size) {
 }
 
 Status FaultEnv::SyncDir(const std::string& dir) {
-  std::shared_lock crash(crash_mu_);
+  ReaderMutexLock crash(&crash_mu_);
   RETURN_IF_ERROR(CheckNotCrashed());
   if (sync_fails_.load()) return Status::IOError("FaultEnv: injected sync failure on dir " + dir);
   RETURN_IF_ERROR(base_->SyncDir(dir));
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   std::string d = dir.empty() ? "." : dir;
   std::erase_if(renames_, [&](const PendingRename& r) { return DirName(r.to) == d; });
   for (auto& [path, state] : files_) {

@@ -21,13 +21,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <vector>
 
 #include "common/env.h"
+#include "common/mutex.h"
 
 namespace sediment {
 
@@ -114,17 +113,17 @@ class FaultEnv final : public Env {
 
   Env* const base_;
   // Shared by every I/O call, exclusive for a crash: makes the crash atomic.
-  std::shared_mutex crash_mu_;
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<FileState>> files_;  // guarded by mu_
-  std::vector<PendingRename> renames_;                       // guarded by mu_
+  SharedMutex crash_mu_ ACQUIRED_BEFORE(mu_);
+  Mutex mu_;
+  std::map<std::string, std::shared_ptr<FileState>> files_ GUARDED_BY(mu_);
+  std::vector<PendingRename> renames_ GUARDED_BY(mu_);
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> crashed_{false};
   std::atomic<bool> strict_dir_sync_{false};
   std::atomic<bool> sync_fails_{false};
   std::atomic<bool> partial_writes_{false};
-  std::mutex fault_mu_;
-  int64_t writes_left_ = -1;  // guarded by fault_mu_
+  Mutex fault_mu_;
+  int64_t writes_left_ GUARDED_BY(fault_mu_) = -1;
   std::atomic<uint64_t> append_count_{0};
   std::atomic<uint64_t> sync_count_{0};
 };
