@@ -128,6 +128,7 @@ int Query(const std::string& dir, const std::string& text, const std::string& re
   std::vector<std::string> names = std::move(names_or).value();
   std::sort(names.begin(), names.end());
   q::ScanInput input;
+  const sediment::DirectorySegmentOpener opener(env, dir);
   std::vector<std::unique_ptr<sediment::SegmentReader>> readers;
   uint64_t raw_bytes = 0, events = 0, blocks = 0;
   int64_t min_ts = INT64_MAX, max_ts = INT64_MIN;
@@ -138,9 +139,9 @@ int Query(const std::string& dir, const std::string& text, const std::string& re
     if (!reader_or.ok()) return Fail(reader_or.status());
     const sediment::SegmentInfo& info = reader_or.value()->info();
     if (!repo.empty() && info.datasource.repo != repo) continue;
-    input.segments.push_back(q::SegmentSource{path, sediment::SegmentId(input.segments.size() + 1),
-                                              info.datasource, info.partition, info.min_ts,
-                                              info.max_ts});
+    input.segments.push_back(
+        q::SegmentSource{&opener, name, sediment::SegmentId(input.segments.size() + 1),
+                         info.datasource, info.partition, info.min_ts, info.max_ts});
     raw_bytes += info.raw_bytes;
     events += info.event_count;
     blocks += reader_or.value()->blocks().size();

@@ -397,7 +397,7 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const TimeRange& 
   RETURN_IF_ERROR(ParallelFor(threads, plans.size(), [&](size_t worker, size_t i) {
     SegmentPlan& p = plans[i];
     ScanWorker& w = workers[worker];
-    Result<std::unique_ptr<SegmentReader>> r = SegmentReader::Open(env, p.src->path);
+    Result<std::unique_ptr<SegmentReader>> r = p.src->opener->Open(p.src->file_name);
     if (!r.ok()) {
       w.warnings.push_back({i, 0,
                             "segment " + std::to_string(p.src->id.value) + " (" +

@@ -18,6 +18,7 @@
 #include "common/status.h"
 #include "common/types.h"
 #include "model/event.h"
+#include "segment/segment.h"
 
 namespace sediment::query {
 
@@ -40,7 +41,10 @@ class CompiledQuery;
 Result<std::shared_ptr<const CompiledQuery>> Compile(std::string_view text);
 
 struct SegmentSource {
-  std::string path;
+  // How the file is opened: the node's SegmentStore, or a DirectorySegmentOpener in tools and
+  // tests. Not owned; must outlive the query.
+  const SegmentOpener* opener = nullptr;
+  std::string file_name;
   SegmentId id;
   Datasource datasource;
   PartitionId partition;

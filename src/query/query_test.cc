@@ -393,6 +393,7 @@ class SegmentExecTest : public ::testing::Test {
     char tmpl[] = "/tmp/query_test_XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
+    opener_ = std::make_unique<DirectorySegmentOpener>(Env::Default(), dir_);
   }
   void TearDown() override { (void)Env::Default()->RemoveAll(dir_); }
 
@@ -408,13 +409,14 @@ class SegmentExecTest : public ::testing::Test {
     }
     Datasource ds{"logs", {{"#type", "app"}}};
     SegmentSource s;
-    s.path = dir_ + "/seg" + std::to_string(id);
+    s.opener = opener_.get();
+    s.file_name = "seg" + std::to_string(id);
     s.id = SegmentId(id);
     s.datasource = ds;
     s.partition = PartitionId(static_cast<int32_t>(id));
     SegmentWriterOptions o;
     o.block_raw_bytes = 4096;
-    auto info = WriteSegment(Env::Default(), s.path, ds, s.partition, events, o);
+    auto info = WriteSegment(Env::Default(), dir_ + "/" + s.file_name, ds, s.partition, events, o);
     EXPECT_TRUE(info.ok()) << info.status().ToString();
     s.min_ts = info->min_ts;
     s.max_ts = info->max_ts;
@@ -422,6 +424,7 @@ class SegmentExecTest : public ::testing::Test {
   }
 
   std::string dir_;
+  std::unique_ptr<DirectorySegmentOpener> opener_;
 };
 
 TEST_F(SegmentExecTest, RareTermPrunesBlocksAndMatchesUnprunedResult) {
@@ -506,19 +509,20 @@ TEST_F(SegmentExecTest, CorruptAndMissingSegmentsBecomeWarnings) {
   in.segments.push_back(MakeSegment(4, 40000, 1000, -1));
   // Segment 2: flip bytes inside its first block's payload.
   {
-    auto data = Env::Default()->ReadFile(in.segments[1].path);
+    auto data = Env::Default()->ReadFile((dir_ + "/" + in.segments[1].file_name));
     ASSERT_TRUE(data.ok());
-    auto reader = SegmentReader::Open(Env::Default(), in.segments[1].path);
+    auto reader = SegmentReader::Open(Env::Default(), (dir_ + "/" + in.segments[1].file_name));
     ASSERT_TRUE(reader.ok());
     const BlockInfo& b0 = (*reader)->blocks()[0];
     std::string bytes = *data;
     for (uint32_t k = 0; k < 16; ++k) bytes[b0.file_offset + b0.stored_size / 2 + k] ^= 0x5a;
-    ASSERT_TRUE(Env::Default()->WriteFileAtomic(in.segments[1].path, bytes).ok());
+    ASSERT_TRUE(
+        Env::Default()->WriteFileAtomic((dir_ + "/" + in.segments[1].file_name), bytes).ok());
   }
   // Segment 3: truncated (footer gone).
-  ASSERT_TRUE(Env::Default()->TruncateFile(in.segments[2].path, 100).ok());
+  ASSERT_TRUE(Env::Default()->TruncateFile((dir_ + "/" + in.segments[2].file_name), 100).ok());
   // Segment 4: missing.
-  ASSERT_TRUE(Env::Default()->RemoveFile(in.segments[3].path).ok());
+  ASSERT_TRUE(Env::Default()->RemoveFile((dir_ + "/" + in.segments[3].file_name)).ok());
 
   for (int threads : {1, 3}) {
     ExecOptions o;

@@ -108,6 +108,7 @@ class CollectTest : public ::testing::Test {
     char tmpl[] = "/tmp/query_wire_test_XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
+    opener_ = std::make_unique<DirectorySegmentOpener>(Env::Default(), dir_);
   }
   void TearDown() override { (void)Env::Default()->RemoveAll(dir_); }
 
@@ -124,13 +125,14 @@ class CollectTest : public ::testing::Test {
                           {{"user", "u" + std::to_string(i % 13)}, {"n", std::to_string(i)}}));
     }
     SegmentSource s;
-    s.path = dir_ + "/seg" + std::to_string(id);
+    s.opener = opener_.get();
+    s.file_name = "seg" + std::to_string(id);
     s.id = SegmentId(id);
     s.datasource = ds;
     s.partition = PartitionId(partition);
     SegmentWriterOptions o;
     o.block_raw_bytes = 4096;
-    auto info = WriteSegment(Env::Default(), s.path, ds, s.partition, events, o);
+    auto info = WriteSegment(Env::Default(), dir_ + "/" + s.file_name, ds, s.partition, events, o);
     EXPECT_TRUE(info.ok()) << info.status().ToString();
     s.min_ts = info->min_ts;
     s.max_ts = info->max_ts;
@@ -166,6 +168,7 @@ class CollectTest : public ::testing::Test {
   }
 
   std::string dir_;
+  std::unique_ptr<DirectorySegmentOpener> opener_;
 };
 
 const TimeRange kAll{0, 100000};
@@ -323,17 +326,18 @@ TEST_F(CollectTest, CorruptAndMissingSegmentsBecomeWarnings) {
   in.segments.push_back(MakeSegment(3, kApp, 3, 30000, 1000, -1, 0));
   in.segments.push_back(MakeSegment(4, kApp, 4, 40000, 1000, -1, 0));
   {
-    auto data = Env::Default()->ReadFile(in.segments[1].path);
+    auto data = Env::Default()->ReadFile((dir_ + "/" + in.segments[1].file_name));
     ASSERT_TRUE(data.ok());
-    auto reader = SegmentReader::Open(Env::Default(), in.segments[1].path);
+    auto reader = SegmentReader::Open(Env::Default(), (dir_ + "/" + in.segments[1].file_name));
     ASSERT_TRUE(reader.ok());
     const BlockInfo& b0 = (*reader)->blocks()[0];
     std::string bytes = *data;
     for (uint32_t k = 0; k < 16; ++k) bytes[b0.file_offset + b0.stored_size / 2 + k] ^= 0x5a;
-    ASSERT_TRUE(Env::Default()->WriteFileAtomic(in.segments[1].path, bytes).ok());
+    ASSERT_TRUE(
+        Env::Default()->WriteFileAtomic((dir_ + "/" + in.segments[1].file_name), bytes).ok());
   }
-  ASSERT_TRUE(Env::Default()->TruncateFile(in.segments[2].path, 100).ok());
-  ASSERT_TRUE(Env::Default()->RemoveFile(in.segments[3].path).ok());
+  ASSERT_TRUE(Env::Default()->TruncateFile((dir_ + "/" + in.segments[2].file_name), 100).ok());
+  ASSERT_TRUE(Env::Default()->RemoveFile((dir_ + "/" + in.segments[3].file_name)).ok());
 
   for (int threads : {1, 3}) {
     ExecOptions o;

@@ -111,4 +111,18 @@ class SegmentOpener {
   virtual Result<std::unique_ptr<SegmentReader>> Open(const std::string& file_name) const = 0;
 };
 
+// A SegmentOpener over a plain directory, for tools and tests that read segment files without a
+// node (a node's segment directory is its SegmentStore's alone). Thread-safe.
+class DirectorySegmentOpener final : public SegmentOpener {
+ public:
+  DirectorySegmentOpener(Env* env, std::string dir) : env_(env), dir_(std::move(dir)) {}
+  Result<std::unique_ptr<SegmentReader>> Open(const std::string& file_name) const override {
+    return SegmentReader::Open(env_, JoinPath(dir_, file_name));
+  }
+
+ private:
+  Env* const env_;
+  const std::string dir_;
+};
+
 }  // namespace sediment

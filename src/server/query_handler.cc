@@ -31,7 +31,8 @@ using coordinator::JoinIds;
 
 query::SegmentSource SegmentSourceOf(const SegmentRecord& seg, const SegmentStore& store) {
   query::SegmentSource src;
-  src.path = store.PathOf(seg.file_name);
+  src.opener = &store;
+  src.file_name = seg.file_name;
   src.id = seg.id;
   src.datasource = seg.datasource;
   src.partition = seg.partition;
@@ -97,7 +98,8 @@ class LocalQueryNode final : public coordinator::LocalNode {
     if (!reader.ok()) return std::nullopt;
     const SegmentInfo& info = (*reader)->info();
     query::SegmentSource src;
-    src.path = store_->PathOf(file);
+    src.opener = store_;
+    src.file_name = file;
     src.id = id;
     src.datasource = info.datasource;
     src.partition = info.partition;
