@@ -8,6 +8,7 @@
 
 #include "api/node.h"
 #include "api/query_common.h"
+#include "common/clock.h"
 #include "common/json_writer.h"
 #include "coordinator/query_jobs.h"
 
@@ -18,7 +19,6 @@ namespace {
 using coordinator::JobView;
 using coordinator::QueryControl;
 using coordinator::QueryJobs;
-using SteadyClock = std::chrono::steady_clock;
 
 constexpr int64_t kPollAfterRunningMs = 250;
 
@@ -211,11 +211,10 @@ http::Response StreamLiveQuery(const Node& n, const http::Request& req, const st
   };
 
   std::vector<std::string> warnings;
-  const auto t0 = SteadyClock::now();
+  const auto t0 = SteadyNow();
   auto first = run_once(&warnings);
   if (!first.ok()) return QueryErrorResponse(first.status(), n.LimitsFromNow());
-  const auto first_took =
-      std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - t0);
+  const auto first_took = std::chrono::duration_cast<std::chrono::microseconds>(SteadyNow() - t0);
   http::Response r;
   r.content_type = live->ndjson ? "application/x-ndjson" : "application/json";
   for (const auto& warning : warnings) r.headers.emplace_back("X-Sediment-Warning", warning);
@@ -226,9 +225,9 @@ http::Response StreamLiveQuery(const Node& n, const http::Request& req, const st
     auto took = first_took;
     auto stop = [&] { return live->slot->cancel()->load() || !w.Connected(); };
     while (coordinator::SleepUnless(coordinator::NextLiveRun(took), stop)) {
-      const auto t = SteadyClock::now();
+      const auto t = SteadyNow();
       auto next = run_once(nullptr);
-      took = std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - t);
+      took = std::chrono::duration_cast<std::chrono::microseconds>(SteadyNow() - t);
       if (!next.ok()) {
         if (live->slot->cancel()->load()) break;  // the server is stopping
         spdlog::warn("live query '{}' on {} ends: {}", live->query_string, live->repo,

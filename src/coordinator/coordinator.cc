@@ -32,6 +32,7 @@
 #include <random>
 #include <set>
 
+#include "common/clock.h"
 #include "common/time_parse.h"
 #include "coordinator/planner.h"
 #include "query/wire.h"
@@ -42,14 +43,12 @@ QueryControl QueryLimitsFromNow(int64_t timeout_ms, uint64_t max_memory_bytes) {
   QueryControl c;
   c.timeout_ms = timeout_ms;
   if (timeout_ms > 0) {
-    c.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    c.deadline = SteadyNow() + std::chrono::milliseconds(timeout_ms);
   }
   c.max_memory_bytes = static_cast<size_t>(max_memory_bytes);
   return c;
 }
 namespace {
-
-using SteadyClock = std::chrono::steady_clock;
 
 // Peer calls of a query without a time limit.
 constexpr auto kUnlimitedPeerTimeout = std::chrono::seconds(600);
@@ -74,7 +73,7 @@ std::string RandomQueryId() {
 int64_t RemainingMs(const QueryControl& control) {
   if (!control.deadline) return 0;
   auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(*control.deadline - SteadyClock::now());
+      std::chrono::duration_cast<std::chrono::milliseconds>(*control.deadline - SteadyNow());
   return std::max<int64_t>(1, left.count());
 }
 
@@ -148,7 +147,7 @@ Status WaitForCalls(PeerWaiter& waiter, const std::vector<Call*>& calls,
     if (control.cancel && control.cancel->load()) {
       return Status::Cancelled("the query was cancelled");
     }
-    if (control.deadline && SteadyClock::now() >= *control.deadline) {
+    if (control.deadline && SteadyNow() >= *control.deadline) {
       return Status::DeadlineExceeded("waiting for the other nodes' answers");
     }
     waiter.cv.wait_for(lock, std::chrono::milliseconds(50));

@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/json_writer.h"
 #include "http/status_code.h"
 #include "query/wire.h"
@@ -23,7 +24,7 @@ query::ExecOptions ExecOptionsFor(const InternalQuery& q, int threads,
   exec.cancel = cancel;
   exec.max_memory_bytes = static_cast<size_t>(q.max_memory_bytes);
   if (q.timeout_ms > 0) {
-    exec.deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(q.timeout_ms);
+    exec.deadline = SteadyNow() + std::chrono::milliseconds(q.timeout_ms);
   }
   return exec;
 }

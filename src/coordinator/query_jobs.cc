@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/clock.h"
 #include "common/random_hex.h"
 
 namespace sediment::coordinator {
@@ -31,11 +32,11 @@ std::chrono::milliseconds NextLiveRun(std::chrono::microseconds took) {
 
 bool SleepUnless(std::chrono::milliseconds d, const std::function<bool()>& stop) {
   using Steady = std::chrono::steady_clock;
-  const auto until = Steady::now() + d;
-  while (Steady::now() < until) {
+  const auto until = SteadyNow() + d;
+  while (SteadyNow() < until) {
     if (stop()) return false;
     std::this_thread::sleep_for(
-        std::min<Steady::duration>(std::chrono::milliseconds(50), until - Steady::now()));
+        std::min<Steady::duration>(std::chrono::milliseconds(50), until - SteadyNow()));
   }
   return !stop();
 }

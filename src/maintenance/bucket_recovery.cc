@@ -6,6 +6,7 @@
 #include <set>
 #include <vector>
 
+#include "common/clock.h"
 #include "global/global.h"
 #include "global/segment_record.h"
 #include "segment/file_name.h"
@@ -94,7 +95,7 @@ Result<bool> RecoverFromBucket(Env* env, CommitLog* global_log, bucket::Bucket* 
     return Status::InvalidArgument("--recover-from-bucket needs an empty data dir, but " +
                                    snapshot_dir + " holds Global snapshots");
   }
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = SteadyNow();
   spdlog::info("recovery: reading {}", bucket->Describe());
   ASSIGN_OR_RETURN(auto newest, NewestUsableSnapshot(bucket));
   const auto& [base, base_key] = newest;
@@ -119,8 +120,7 @@ Result<bool> RecoverFromBucket(Env* env, CommitLog* global_log, bucket::Bucket* 
   recovered.applied_through = *appended;
   auto installed = InstallGlobalSnapshot(env, snapshot_dir, EncodeGlobalState(recovered));
   if (!installed.ok()) return installed.status().WithContext("recovery: writing the snapshot");
-  LogRecovery(recovered.recovery,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  LogRecovery(recovered.recovery, std::chrono::duration<double>(SteadyNow() - t0).count());
   return true;
 }
 

@@ -99,11 +99,10 @@ Status Server::Impl::OpenLogs() {
 
 Status Server::Impl::RetryUnavailableAtStart(const std::string& what,
                                              const std::function<Status()>& step) {
-  const auto deadline = std::chrono::steady_clock::now() + kStartDependencyWait;
+  const auto deadline = SteadyNow() + kStartDependencyWait;
   for (int attempt = 1;; ++attempt) {
     Status st = step();
-    if (st.ok() || st.code() != StatusCode::kUnavailable ||
-        std::chrono::steady_clock::now() >= deadline) {
+    if (st.ok() || st.code() != StatusCode::kUnavailable || SteadyNow() >= deadline) {
       if (!st.ok() && st.code() == StatusCode::kUnavailable && attempt > 1) {
         return st.WithContext("still unreachable after " +
                               std::to_string(kStartDependencyWait.count() / 1000) + " s");
@@ -175,10 +174,9 @@ Status Server::Impl::OpenGlobal() {
     return st.subcode() == StatusSubcode::kLogTruncatedPastState ||
            st.subcode() == StatusSubcode::kLogBeginsWithRecovery;
   };
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  const auto deadline = SteadyNow() + std::chrono::seconds(120);
   bool warned = false;
-  while (!g.ok() && kafka() && needs_peer(g.status()) &&
-         std::chrono::steady_clock::now() < deadline) {
+  while (!g.ok() && kafka() && needs_peer(g.status()) && SteadyNow() < deadline) {
     if (!warned) {
       spdlog::warn("global: {}; starting from a peer's snapshot instead", g.status().ToString());
       warned = true;
