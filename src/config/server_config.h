@@ -37,12 +37,12 @@ struct ServerConfig {
   // Embedded log only: a partition's active file is sealed and a new one started at this size.
   uint64_t log_file_bytes = 64ull << 20;
   int query_threads = 2;
-  // Query limits (query_handler.cc): a query fails with 408 after this long (0 = no limit) and
+  // Query limits (api/, coordinator/): a query fails with 408 after this long (0 = no limit) and
   // with 413 when its partial states (groups, kept rows) need more than this many bytes on one
   // node (0 = no bound). Peers get the remaining time and the same bound.
   int64_t query_timeout_ms = 300000;
   uint64_t query_memory_bytes = uint64_t{1} << 30;
-  // Query jobs and live queries (query_jobs.cc): at most this many run at once (429 beyond); a
+  // Query jobs and live queries (coordinator/query_jobs.h): at most this many run at once (429 beyond); a
   // job not polled for query_job_expiry_ms is cancelled and forgotten.
   int max_query_jobs = 16;
   int64_t query_job_expiry_ms = 90000;

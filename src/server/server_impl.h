@@ -1,8 +1,8 @@
-// Internal to the server library: the state of one node and the helpers its request handlers
-// share. server.cc starts/stops the node and serves ingest and status; query_handler.cc
-// coordinates queries across nodes and serves the query endpoint and the internal query
-// endpoints; query_jobs.cc serves the query-job API and live queries; cluster_handler.cc serves
-// the cluster view, the snapshot endpoint and partition-group callbacks.
+// Internal to the server library: the parts of one node, owned here, and the steps that build,
+// start and stop them. server.cc: start/stop, logs, Global, bootstrap, the api::Node the routes
+// get; query_handler.cc: this node as the coordinator and the leaf see it; cluster_handler.cc:
+// membership and peer snapshots; storage_handler.cc: storage and the maintenance thread;
+// bucket_handler.cc: the bucket. The HTTP routes are src/api.
 #pragma once
 
 #include <atomic>
