@@ -42,8 +42,8 @@ struct ServerConfig {
   // node (0 = no bound). Peers get the remaining time and the same bound.
   int64_t query_timeout_ms = 300000;
   uint64_t query_memory_bytes = uint64_t{1} << 30;
-  // Query jobs and live queries (coordinator/query_jobs.h): at most this many run at once (429 beyond); a
-  // job not polled for query_job_expiry_ms is cancelled and forgotten.
+  // Query jobs and live queries (coordinator/query_jobs.h): at most this many run at once (429
+  // beyond); a job not polled for query_job_expiry_ms is cancelled and forgotten.
   int max_query_jobs = 16;
   int64_t query_job_expiry_ms = 90000;
   // Cluster (DESIGN sections 6, 9, 11). The address peers and clients use to reach this node;
