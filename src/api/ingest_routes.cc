@@ -8,6 +8,7 @@
 #include "api/node.h"
 #include "api/routes.h"
 #include "common/json_writer.h"
+#include "http/status_code.h"
 #include "ingest/ingest.h"
 
 namespace sediment::api {
@@ -54,7 +55,7 @@ http::Response IngestRoutes::HandleIngest(const http::Request& req, ingest::Form
   if (!parsed.ok()) {
     const std::string& m = parsed.status().message();
     const int code = parsed.status().subcode() == StatusSubcode::kEventFieldRequired ? 12 : 6;
-    return fail(HttpStatusFor(parsed.status()), m, code);
+    return fail(http::StatusCodeFor(parsed.status()), m, code);
   }
   // P1 with a bound: a commit log that cannot acknowledge gets the client a 503 in time.
   const auto ack_timeout = std::chrono::milliseconds(

@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/json_writer.h"
 #include "coordinator/query_jobs.h"
+#include "http/status_code.h"
 
 namespace sediment::api {
 
@@ -26,10 +27,6 @@ std::string RowJson(const query::Row& row) {
   JsonWriter w;
   WriteRowJson(w, row);
   return w.Take();
-}
-
-http::Response ErrorResponse(const Status& st) {
-  return http::JsonError(HttpStatusFor(st), st.message());
 }
 
 // A poll's answer in LogScale's shape: {done, cancelled, events, metaData}.
@@ -96,7 +93,7 @@ http::Response CreateJob(QueryJobs& jobs, const std::string& repo, const QueryRe
         400, "a live query runs up to now: omit 'end' (or give \"now\"), got '" + body.end + "'");
   }
   auto id = jobs.Create(repo, body.query_string, *compiled, *range, body.live);
-  if (!id.ok()) return ErrorResponse(id.status());
+  if (!id.ok()) return http::JsonErrorFor(id.status());
   JsonWriter w;
   w.BeginObject().Key("id").String(*id);
   w.Key("hashedQueryOnView")
@@ -121,7 +118,7 @@ http::Response HandleQueryJobs(const Node& n, const http::Request& req, const st
   }
   if (req.method == "GET") {
     auto view = n.query_jobs->Poll(repo, id);
-    if (!view.ok()) return ErrorResponse(view.status());
+    if (!view.ok()) return http::JsonErrorFor(view.status());
     if (view->error) {
       http::Response r = QueryErrorResponse(*view->error, view->error_control);
       r.headers.emplace_back("X-Sediment-Query-Job", id);
@@ -132,7 +129,7 @@ http::Response HandleQueryJobs(const Node& n, const http::Request& req, const st
     return r;
   }
   if (req.method == "DELETE") {
-    if (Status st = n.query_jobs->Delete(repo, id); !st.ok()) return ErrorResponse(st);
+    if (Status st = n.query_jobs->Delete(repo, id); !st.ok()) return http::JsonErrorFor(st);
     http::Response r;
     r.status = 204;
     return r;
@@ -151,7 +148,7 @@ http::Response StreamLiveQuery(const Node& n, const http::Request& req, const st
   if (!range.ok()) return http::JsonError(400, range.status().message());
   if (!n.query_jobs) return http::JsonError(503, "live queries are not available yet");
   auto slot = n.query_jobs->TryAcquire();
-  if (!slot.ok()) return ErrorResponse(slot.status());
+  if (!slot.ok()) return http::JsonErrorFor(slot.status());
   struct Live {
     std::shared_ptr<QueryJobs::Slot> slot;
     std::shared_ptr<const query::CompiledQuery> compiled;

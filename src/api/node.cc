@@ -5,7 +5,6 @@
 #include <chrono>
 
 #include "common/json_writer.h"
-#include "http/status_code.h"
 
 namespace sediment::api {
 namespace {
@@ -18,8 +17,6 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
 }
 
 }  // namespace
-
-int HttpStatusFor(const Status& st) { return http::StatusCodeFor(st); }
 
 // Token from "Authorization: Bearer T" (or "Splunk T" when allow_splunk).
 std::string TokenFrom(const http::Request& req, bool allow_splunk) {

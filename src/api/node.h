@@ -90,7 +90,6 @@ struct Node {
 std::string ClusterSecretOf(const std::string& configured, const Global* global);
 // Token from "Authorization: Bearer T" (or "Splunk T" when allow_splunk).
 std::string TokenFrom(const http::Request& req, bool allow_splunk);
-int HttpStatusFor(const Status& st);
 void WriteRowJson(JsonWriter& w, const query::Row& row);
 
 }  // namespace sediment::api

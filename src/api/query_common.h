@@ -20,7 +20,7 @@ struct QueryRequestBody {
 std::optional<http::Response> ParseQueryRequest(const std::string& body, QueryRequestBody* out);
 
 // The error response of a query that failed: 408 for its time limit, 413 for its memory bound
-// (naming the flag), else HttpStatusFor's status.
+// (naming the flag), else http::JsonErrorFor's answer.
 http::Response QueryErrorResponse(const Status& st, const coordinator::QueryControl& control);
 
 // POST {repo}/queryjobs, GET|DELETE {repo}/queryjobs/{id} (`id` empty for the first).

@@ -12,6 +12,7 @@
 #include "api/routes.h"
 #include "common/json_writer.h"
 #include "coordinator/internal_query.h"
+#include "http/status_code.h"
 
 namespace sediment::api {
 namespace {
@@ -181,7 +182,7 @@ http::Response QueryErrorResponse(const Status& st, const coordinator::QueryCont
     case StatusCode::kCancelled:
       return http::JsonError(503, "query cancelled: " + st.message());
     default:
-      return http::JsonError(HttpStatusFor(st), st.message());
+      return http::JsonErrorFor(st);
   }
 }
 

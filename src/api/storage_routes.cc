@@ -7,6 +7,7 @@
 #include "api/node.h"
 #include "api/routes.h"
 #include "common/json_writer.h"
+#include "http/status_code.h"
 #include "segment/file_name.h"
 
 namespace sediment::api {
@@ -38,7 +39,7 @@ http::Response StorageRoutes::HandleSegmentFile(const http::Request& req) const 
   }
   if (!store->Has(it->second)) return http::JsonError(404, "no segment file " + it->second);
   auto data = store->Read(it->second);
-  if (!data.ok()) return http::JsonError(HttpStatusFor(data.status()), data.status().message());
+  if (!data.ok()) return http::JsonErrorFor(data.status());
   http::Response r;
   r.content_type = "application/octet-stream";
   r.body = std::move(*data);
@@ -119,7 +120,7 @@ http::Response StorageRoutes::HandleRetention(const http::Request& req,
       return http::JsonError(400, "retentionMs and retentionBytes must be non-negative integers");
     }
     auto r = global->Submit(SetRetention{repo, ms, static_cast<uint64_t>(bytes)});
-    if (!r.ok()) return http::JsonError(HttpStatusFor(r.status()), r.status().message());
+    if (!r.ok()) return http::JsonErrorFor(r.status());
     info->retention_ms = ms;
     info->retention_bytes = static_cast<uint64_t>(bytes);
     spdlog::info("retention of repository '{}': {} ms, {} bytes (0 = no limit)", repo, ms, bytes);

@@ -123,39 +123,6 @@ class FakePeers final : public PeerClient {
   std::mutex mu_;
 };
 
-// The coordinating node: node 1, with buffers of its own and no segment files.
-class FakeLocal final : public LocalNode {
- public:
-  NodeId id() const override { return NodeId(1); }
-  std::vector<query::BufferedSource> Buffers(const std::map<int32_t, Epoch>& want,
-                                             std::vector<int64_t>* not_served) override {
-    std::vector<query::BufferedSource> out;
-    for (const auto& [p, e] : want) {
-      auto it = buffers.find(p);
-      if (it == buffers.end() || it->second.first != e) {
-        not_served->push_back(p);
-        continue;
-      }
-      out.push_back(Source(it->second.second));
-    }
-    return out;
-  }
-  bool HoldsFile(const std::string&) const override { return false; }
-  query::SegmentSource SourceOf(const SegmentRecord&) const override { return {}; }
-  std::optional<query::SegmentSource> SourceOfFile(const std::string&, SegmentId) const override {
-    return std::nullopt;
-  }
-  std::shared_ptr<void> Pin(const std::vector<std::string>&) override { return nullptr; }
-  bool HasBucket() const override { return false; }
-  Result<Fetched> FetchFromBucket(const SegmentRecord&) override {
-    return Status::Unavailable("no bucket");
-  }
-  void ReportUnreadable(SegmentId id) override { unreadable.push_back(id); }
-
-  std::map<int32_t, std::pair<Epoch, std::vector<PositionedEvent>>> buffers;
-  std::vector<SegmentId> unreadable;
-};
-
 class CoordinatorTest : public ::testing::Test {
  protected:
   CoordinatorTest() {

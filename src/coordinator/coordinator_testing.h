@@ -1,15 +1,17 @@
 // Test helpers of the coordinator library: a datasource with numbered events, segment records
-// over them, and a Global whose state the test sets. For tests only.
+// over them, a Global whose state the test sets and a fake local node. For tests only.
 #pragma once
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "coordinator/coordinator.h"
 #include "global/global.h"
 #include "query/query.h"
 
@@ -93,6 +95,55 @@ class FakeGlobal final : public Global {
 
  private:
   mutable std::mutex mu_;
+};
+
+// A node's view for the coordinator and the leaf: node `self`, with the buffers a test sets and
+// no segment files (every source it gives points nowhere). It records the files it was asked to
+// find and pin and the segments reported unreadable; `on_buffers` runs at the start of each
+// Buffers call (e.g. to hold a request open).
+class FakeLocal final : public LocalNode {
+ public:
+  explicit FakeLocal(NodeId self = NodeId(1)) : self_(self) {}
+  NodeId id() const override { return self_; }
+  std::vector<query::BufferedSource> Buffers(const std::map<int32_t, Epoch>& want,
+                                             std::vector<int64_t>* not_served) override {
+    if (on_buffers) on_buffers();
+    std::vector<query::BufferedSource> out;
+    for (const auto& [p, e] : want) {
+      auto it = buffers.find(p);
+      if (it == buffers.end() || it->second.first != e) {
+        not_served->push_back(p);
+        continue;
+      }
+      out.push_back(Source(it->second.second));
+    }
+    return out;
+  }
+  bool HoldsFile(const std::string&) const override { return false; }
+  query::SegmentSource SourceOf(const SegmentRecord&) const override { return {}; }
+  std::optional<query::SegmentSource> SourceOfFile(const std::string& file,
+                                                   SegmentId) const override {
+    asked_files.push_back(file);
+    return std::nullopt;
+  }
+  std::shared_ptr<void> Pin(const std::vector<std::string>& files) override {
+    pinned = files;
+    return nullptr;
+  }
+  bool HasBucket() const override { return false; }
+  Result<Fetched> FetchFromBucket(const SegmentRecord&) override {
+    return Status::Unavailable("no bucket");
+  }
+  void ReportUnreadable(SegmentId id) override { unreadable.push_back(id); }
+
+  std::map<int32_t, std::pair<Epoch, std::vector<PositionedEvent>>> buffers;
+  std::function<void()> on_buffers;
+  std::vector<SegmentId> unreadable;
+  std::vector<std::string> pinned;
+  mutable std::vector<std::string> asked_files;
+
+ private:
+  const NodeId self_;
 };
 
 }  // namespace sediment::coordinator::coordinator_testing

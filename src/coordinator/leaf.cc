@@ -12,10 +12,6 @@
 namespace sediment::coordinator {
 namespace {
 
-http::Response ErrorResponse(const Status& st) {
-  return http::JsonError(http::StatusCodeFor(st), st.message());
-}
-
 // ExecOptions of a query that runs for a coordinator: the time it has left and the memory bound.
 query::ExecOptions ExecOptionsFor(const InternalQuery& q, int threads,
                                   const std::atomic<bool>* cancel) {
@@ -157,7 +153,7 @@ http::Response Leaf::Buffers(const http::Request& req) {
   const Offset applied = global_->Applied();
   auto set = query::CollectMatches(env_, *compiled, q.range, input,
                                    ExecOptionsFor(q, query_threads_, running.flag()));
-  if (!set.ok()) return ErrorResponse(set.status());
+  if (!set.ok()) return http::JsonErrorFor(set.status());
   http::Response r = Binary(query::EncodeMatchSet(*set));
   r.headers.emplace_back(std::string(kGlobalAppliedHeader), std::to_string(applied.value));
   if (!missing.empty()) {
@@ -174,7 +170,7 @@ http::Response Leaf::Segments(const http::Request& req) {
   Held held = HoldSegments(q);
   auto set = query::CollectMatches(env_, *compiled, q.range, held.input,
                                    ExecOptionsFor(q, query_threads_, running.flag()), q.max_events);
-  if (!set.ok()) return ErrorResponse(set.status());
+  if (!set.ok()) return http::JsonErrorFor(set.status());
   if (!held.not_here.empty()) set->warnings.push_back(NotHeldWarning(held.not_here, local_->id()));
   http::Response r = Binary(query::EncodeMatchSet(*set));
   NameUnreadable(set->unreadable_segments, local_, &r);
@@ -190,7 +186,7 @@ http::Response Leaf::Partial(const http::Request& req) {
   Held held = HoldSegments(q);
   auto partial = query::ExecutePartial(env_, *compiled, q.range, held.input,
                                        ExecOptionsFor(q, query_threads_, running.flag()));
-  if (!partial.ok()) return ErrorResponse(partial.status());
+  if (!partial.ok()) return http::JsonErrorFor(partial.status());
   if (!held.not_here.empty()) {
     partial->warnings.push_back(NotHeldWarning(held.not_here, local_->id()));
   }

@@ -15,55 +15,17 @@ namespace {
 
 using namespace coordinator_testing;
 
-// Node 2: buffers the test sets; segments it "holds" are those whose record lists it (their
-// sources point nowhere: the tests ask only for segments it does not hold). Buffers can be made
-// to wait until released, to hold a request open.
-class LeafNode final : public LocalNode {
- public:
-  NodeId id() const override { return NodeId(2); }
-  std::vector<query::BufferedSource> Buffers(const std::map<int32_t, Epoch>& want,
-                                             std::vector<int64_t>* not_served) override {
-    {
-      std::unique_lock lock(mu);
-      entered = true;
-      cv.notify_all();
-      cv.wait(lock, [&] { return !hold; });
-    }
-    std::vector<query::BufferedSource> out;
-    for (const auto& [p, e] : want) {
-      auto it = buffers.find(p);
-      if (it == buffers.end() || it->second.first != e) {
-        not_served->push_back(p);
-        continue;
-      }
-      out.push_back(Source(it->second.second));
-    }
-    return out;
-  }
-  bool HoldsFile(const std::string&) const override { return false; }
-  query::SegmentSource SourceOf(const SegmentRecord&) const override { return {}; }
-  std::optional<query::SegmentSource> SourceOfFile(const std::string& file,
-                                                   SegmentId) const override {
-    asked_files.push_back(file);
-    return std::nullopt;
-  }
-  std::shared_ptr<void> Pin(const std::vector<std::string>& files) override {
-    pinned = files;
-    return nullptr;
-  }
-  bool HasBucket() const override { return false; }
-  Result<Fetched> FetchFromBucket(const SegmentRecord&) override {
-    return Status::Unavailable("no bucket");
-  }
-  void ReportUnreadable(SegmentId id) override { unreadable.push_back(id); }
-
-  std::map<int32_t, std::pair<Epoch, std::vector<PositionedEvent>>> buffers;
-  std::vector<SegmentId> unreadable;
-  std::vector<std::string> pinned;
-  mutable std::vector<std::string> asked_files;
+// Node 2's requests can be held open in Buffers until the test releases them.
+struct Hold {
   std::mutex mu;
   std::condition_variable cv;
   bool hold = false, entered = false;
+  void Enter() {
+    std::unique_lock lock(mu);
+    entered = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return !hold; });
+  }
 };
 
 std::string Header(const http::Response& r, std::string_view name) {
@@ -77,6 +39,7 @@ class LeafTest : public ::testing::Test {
  protected:
   LeafTest() : leaf_(Env::Default(), &global_, &node_, 1) {
     global_.state.applied_through = Offset(42);
+    node_.on_buffers = [this] { hold_.Enter(); };
   }
   static http::Request Request(const InternalQuery& q) {
     http::Request req;
@@ -94,7 +57,8 @@ class LeafTest : public ::testing::Test {
   }
 
   FakeGlobal global_;
-  LeafNode node_;
+  FakeLocal node_{NodeId(2)};
+  Hold hold_;
   Leaf leaf_;
 };
 
@@ -163,22 +127,22 @@ TEST_F(LeafTest, CancelReachesTheRequestsOfThatQueryWhileTheyRun) {
   cancel.body = EncodeCancel("q1");
   EXPECT_EQ(leaf_.Cancel(cancel).body, R"({"cancelled":0})");
 
-  node_.hold = true;
+  hold_.hold = true;
   InternalQuery q = Query();
   q.partitions = {{PartitionId(0), Epoch(3)}};
   std::thread running([&] { (void)leaf_.Buffers(Request(q)); });
   {
-    std::unique_lock lock(node_.mu);
-    node_.cv.wait(lock, [&] { return node_.entered; });
+    std::unique_lock lock(hold_.mu);
+    hold_.cv.wait(lock, [&] { return hold_.entered; });
   }
   EXPECT_EQ(leaf_.Cancel(cancel).body, R"({"cancelled":1})");
   http::Request other;
   other.body = EncodeCancel("q2");
   EXPECT_EQ(leaf_.Cancel(other).body, R"({"cancelled":0})");
   {
-    std::lock_guard lock(node_.mu);
-    node_.hold = false;
-    node_.cv.notify_all();
+    std::lock_guard lock(hold_.mu);
+    hold_.hold = false;
+    hold_.cv.notify_all();
   }
   running.join();
   EXPECT_EQ(leaf_.Cancel(cancel).body, R"({"cancelled":0})");  // ended: unregistered

@@ -152,17 +152,10 @@ Digest::Digest(Clock* clock, CommitLog* log, Global* global, SegmentStore* store
                    BackgroundLoop::DelayFromPass{}, [this] { return MaintenancePass(); }) {}
 
 Digest::Digest(Env* env, Clock* clock, CommitLog* log, Global* global, DigestOptions options)
-    : owned_store_(std::make_unique<SegmentStore>(env, options.segment_dir)),
-      store_(owned_store_.get()),
-      clock_(clock),
-      log_(log),
-      global_(global),
-      options_(std::move(options)),
-      maintenance_("digest-maint",
-                   {.interval = options_.truncate
-                                    ? std::min(TruncateEvery(options_), RebuildCheckEvery(options_))
-                                    : RebuildCheckEvery(options_)},
-                   BackgroundLoop::DelayFromPass{}, [this] { return MaintenancePass(); }) {}
+    : Digest(clock, log, global, nullptr, std::move(options)) {
+  owned_store_ = std::make_unique<SegmentStore>(env, options_.segment_dir);
+  store_ = owned_store_.get();
+}
 
 Digest::~Digest() { Stop(); }
 

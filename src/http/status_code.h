@@ -2,6 +2,7 @@
 #pragma once
 
 #include "common/status.h"
+#include "http/http_server.h"
 
 namespace sediment::http {
 
@@ -29,6 +30,11 @@ inline int StatusCodeFor(const Status& st) {
     default:
       return 500;
   }
+}
+
+// The JSON error answer of a failed Status: StatusCodeFor's code and the status's message.
+inline Response JsonErrorFor(const Status& st) {
+  return JsonError(StatusCodeFor(st), st.message());
 }
 
 }  // namespace sediment::http
