@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "common/testing/temp_dir.h"
 #include "http/http_client.h"
 
@@ -51,8 +54,14 @@ TEST_F(ServerWiringTest, EveryModulesRoutesAreServedAndTheRestIs404) {
   // Ingest, then the same event through the query route and a query job.
   auto ingest = Call("POST", "/api/v1/ingest/raw", "ingest-token", "hello wiring");
   EXPECT_EQ(ingest.status, 200) << ingest.body;
-  auto query = Call("POST", "/api/v1/repositories/web/query", "api-token",
-                    R"J({"queryString": "wiring | count()", "start": "1h"})J");
+  // Acknowledged means in the commit log; the digest makes it searchable a moment later.
+  http::ClientResponse query;
+  for (int i = 0; i < 200; ++i) {
+    query = Call("POST", "/api/v1/repositories/web/query", "api-token",
+                 R"J({"queryString": "wiring | count()", "start": "1h"})J");
+    if (query.status != 200 || query.body.find("\"_count\":\"1\"") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   EXPECT_EQ(query.status, 200) << query.body;
   EXPECT_NE(query.body.find("\"_count\":\"1\""), std::string::npos) << query.body;
   auto job = Call("POST", "/api/v1/repositories/web/queryjobs", "api-token",
