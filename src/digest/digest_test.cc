@@ -997,11 +997,17 @@ TEST_F(DigestTest, SegmentsWithEveryCopyOnDeadNodesAreRebuilt) {
   auto seen = Visible();
   EXPECT_EQ(seen.size(), 60u);
   for (const auto& [raw, n] : seen) EXPECT_EQ(n, 1) << raw;
+  // The counters move just after Global applied the replacement (CI once read them between the
+  // two), so they are awaited, not read once.
   uint64_t rebuilt = 0, lost = 0;
-  for (const auto& s : digest_->PartitionStatuses()) {
-    rebuilt += s.segments_rebuilt;
-    lost += s.segments_lost;
-  }
+  EXPECT_TRUE(WaitFor([&] {
+    rebuilt = lost = 0;
+    for (const auto& s : digest_->PartitionStatuses()) {
+      rebuilt += s.segments_rebuilt;
+      lost += s.segments_lost;
+    }
+    return rebuilt == old.size();
+  }));
   EXPECT_EQ(rebuilt, old.size());
   EXPECT_EQ(lost, 0u);
   // The rebuilt files are this node's now: a restart keeps them.
