@@ -142,6 +142,56 @@ void NodeFlags(std::vector<ServerFlag>& f) {
   f.push_back(Value(S::kNode, "--max-event-bytes", "SEDIMENT_MAX_EVENT_BYTES", "N",
                     &ServerConfig::max_event_bytes, size_t{1} << 20,
                     "largest accepted event (larger events get 413)"));
+  f.push_back(Value(S::kNode, "--max-json-depth", "SEDIMENT_MAX_JSON_DEPTH", "N",
+                    &ServerConfig::max_json_depth, 64,
+                    "deepest nesting of objects and arrays in an ingested JSON event (413 beyond)",
+                    Bounds(1, 10000)));
+  f.push_back(Value(S::kNode, "--max-fields-per-event", "SEDIMENT_MAX_FIELDS_PER_EVENT", "N",
+                    &ServerConfig::max_fields_per_event, 1000,
+                    "most fields one ingested event may have once flattened (413 beyond)",
+                    Bounds(1, 1000000)));
+}
+
+void HttpFlags(std::vector<ServerFlag>& f) {
+  f.push_back(
+      Value(S::kHttp, "--http-threads", "SEDIMENT_HTTP_THREADS", "N", &ServerConfig::http_threads,
+            2, "I/O threads serving every connection (reads, writes, deadlines)", Bounds(1, 256)));
+  f.push_back(Value(S::kHttp, "--http-handler-threads", "SEDIMENT_HTTP_HANDLER_THREADS", "N",
+                    &ServerConfig::http_handler_threads, 256,
+                    "most requests handled at once (ingest waiting for the commit log, queries); "
+                    "further complete requests wait their turn",
+                    Bounds(1, 100000)));
+  f.push_back(Value(S::kHttp, "--max-connections", "SEDIMENT_MAX_CONNECTIONS", "N",
+                    &ServerConfig::max_connections, 10000,
+                    "open client connections (503 with Retry-After beyond)", Bounds(1, 1000000)));
+  f.push_back(Value(S::kHttp, "--max-connections-per-address",
+                    "SEDIMENT_MAX_CONNECTIONS_PER_ADDRESS", "N",
+                    &ServerConfig::max_connections_per_address, 1000,
+                    "open connections from one client address (503 with Retry-After beyond)",
+                    Bounds(1, 1000000)));
+  f.push_back(Value(S::kHttp, "--http-header-timeout-ms", "SEDIMENT_HTTP_HEADER_TIMEOUT_MS", "N",
+                    &ServerConfig::http_header_timeout_ms, 10000,
+                    "a request whose whole header has not arrived this long after its first byte "
+                    "is dropped (408)",
+                    Bounds(int64_t{100}, int64_t{3600000})));
+  f.push_back(Value(S::kHttp, "--http-body-min-bytes-per-second",
+                    "SEDIMENT_HTTP_BODY_MIN_BYTES_PER_SECOND", "N",
+                    &ServerConfig::http_body_min_bytes_per_second, uint64_t{1024},
+                    "a request body arriving slower than this on average (after the first "
+                    "header timeout's worth of grace) is dropped (408)"));
+  f.push_back(Value(S::kHttp, "--http-idle-timeout-ms", "SEDIMENT_HTTP_IDLE_TIMEOUT_MS", "N",
+                    &ServerConfig::http_idle_timeout_ms, 60000,
+                    "an idle keep-alive connection is closed after this long; also how long a "
+                    "client may read nothing of an answer",
+                    Bounds(int64_t{100}, int64_t{86400000})));
+  f.push_back(Value(S::kHttp, "--tls-cert", "SEDIMENT_TLS_CERT", "FILE",
+                    &ServerConfig::tls_cert_file, "",
+                    "PEM certificate chain: the listener speaks HTTPS only (with --tls-key)"));
+  f.push_back(Value(S::kHttp, "--tls-key", "SEDIMENT_TLS_KEY", "FILE", &ServerConfig::tls_key_file,
+                    "", "PEM private key of --tls-cert"));
+  f.push_back(Value(S::kHttp, "--tls-ca", "SEDIMENT_TLS_CA", "FILE", &ServerConfig::tls_ca_file, "",
+                    "PEM CA bundle that node-to-node calls verify peers against (peers are "
+                    "called over HTTPS when the listener is TLS)"));
 }
 
 void CommitLogFlags(std::vector<ServerFlag>& f) {
@@ -210,6 +260,10 @@ void QueryFlags(std::vector<ServerFlag>& f) {
   f.push_back(Value(S::kQueries, "--max-query-jobs", "SEDIMENT_MAX_QUERY_JOBS", "N",
                     &ServerConfig::max_query_jobs, 16,
                     "query jobs and live queries running at once (429 beyond)", Bounds(1, 10000)));
+  f.push_back(Value(S::kQueries, "--max-concurrent-queries", "SEDIMENT_MAX_CONCURRENT_QUERIES", "N",
+                    &ServerConfig::max_concurrent_queries, 32,
+                    "plain /query requests running at once on this node (429 beyond)",
+                    Bounds(1, 10000)));
   f.push_back(Value(S::kQueries, "--query-job-expiry-ms", "SEDIMENT_QUERY_JOB_EXPIRY_MS", "N",
                     &ServerConfig::query_job_expiry_ms, 90000,
                     "a query job not polled for this long is cancelled and forgotten (0: never)",
@@ -360,6 +414,7 @@ void BucketMaintenanceFlags(std::vector<ServerFlag>& f) {
 std::vector<ServerFlag> BuildFlags() {
   std::vector<ServerFlag> f;
   NodeFlags(f);
+  HttpFlags(f);
   CommitLogFlags(f);
   KafkaFlags(f);
   QueryFlags(f);
@@ -440,7 +495,9 @@ std::string BoundsCell(const ServerFlag& f) {
 std::string_view SectionTitle(FlagSection section) {
   switch (section) {
     case S::kNode:
-      return "Node and HTTP";
+      return "Node and ingest limits";
+    case S::kHttp:
+      return "HTTP front door and TLS";
     case S::kCommitLog:
       return "Commit log and digest";
     case S::kKafka:

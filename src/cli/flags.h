@@ -18,7 +18,7 @@ class Option;
 namespace sediment::cli {
 
 // Sections of the flag table, in the order --help and the README list them.
-enum class FlagSection { kNode, kCommitLog, kKafka, kQueries, kCluster, kStorage, kBucket };
+enum class FlagSection { kNode, kHttp, kCommitLog, kKafka, kQueries, kCluster, kStorage, kBucket };
 
 std::string_view SectionTitle(FlagSection section);
 

@@ -32,6 +32,23 @@ struct ServerConfig {
   bool allow_kafka_retention = false;
   size_t max_body_bytes = 32u << 20;
   size_t max_event_bytes = 1u << 20;
+  // Bounds of one ingested JSON event (ingest/): nesting depth and fields once flattened.
+  int max_json_depth = 64;
+  int max_fields_per_event = 1000;
+  // The HTTP front door (http/README.md): I/O threads, handler threads, connection caps, and
+  // deadlines for the header, the body's rate and idle keep-alive connections.
+  int http_threads = 2;
+  int http_handler_threads = 256;
+  int max_connections = 10000;
+  int max_connections_per_address = 1000;
+  int64_t http_header_timeout_ms = 10000;
+  uint64_t http_body_min_bytes_per_second = 1024;
+  int64_t http_idle_timeout_ms = 60000;
+  // TLS (PEM files): the listener speaks HTTPS when cert and key are set; peers are then called
+  // over HTTPS and verified against tls_ca_file (the system's CAs when empty).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_ca_file;
   int64_t flush_age_ms = 2000;
   size_t flush_bytes = 32u << 20;
   // Embedded log only: a partition's active file is sealed and a new one started at this size.
@@ -45,6 +62,8 @@ struct ServerConfig {
   // Query jobs and live queries (coordinator/query_jobs.h): at most this many run at once (429
   // beyond); a job not polled for query_job_expiry_ms is cancelled and forgotten.
   int max_query_jobs = 16;
+  // Plain /query requests running at once on this node (429 beyond).
+  int max_concurrent_queries = 32;
   int64_t query_job_expiry_ms = 90000;
   // Cluster (DESIGN sections 6, 9, 11). The address peers and clients use to reach this node;
   // empty = the listen address (which then must not be a wildcard).

@@ -382,6 +382,34 @@ void Server::Impl::AcceptLoop() {
   }
 }
 
+// The request's method, path, query and headers (no body).
+Request RequestFromHeader(const bhttp::request<bhttp::string_body>& msg,
+                          const std::string& remote) {
+  Request req;
+  req.method = std::string(msg.method_string());
+  std::string_view target(msg.target().data(), msg.target().size());
+  auto q = target.find('?');
+  req.path = UrlDecode(target.substr(0, q), false);
+  if (q != std::string_view::npos) {
+    std::string_view qs = target.substr(q + 1);
+    while (!qs.empty()) {
+      auto amp = qs.find('&');
+      std::string_view kv = qs.substr(0, amp);
+      auto eq = kv.find('=');
+      std::string k = UrlDecode(kv.substr(0, eq), true);
+      std::string v = eq == std::string_view::npos ? "" : UrlDecode(kv.substr(eq + 1), true);
+      if (!k.empty()) req.query[k] = v;
+      if (amp == std::string_view::npos) break;
+      qs.remove_prefix(amp + 1);
+    }
+  }
+  for (const auto& h : msg) {
+    req.headers.emplace_back(std::string(h.name_string()), std::string(h.value()));
+  }
+  req.remote = remote;
+  return req;
+}
+
 void Server::Impl::Serve(std::shared_ptr<tcp::socket> sock) {
   beast::error_code ec;
   beast::flat_buffer buffer;
@@ -400,10 +428,14 @@ void Server::Impl::Serve(std::shared_ptr<tcp::socket> sock) {
     parser.body_limit(options.max_body_bytes);
     parser.header_limit(64 * 1024);
     bhttp::read_header(*sock, buffer, parser, ec);
+    std::optional<Response> refused;
     if (!ec) {
       auto len = parser.content_length();
       if (len && *len > options.max_body_bytes) {
         ec = bhttp::error::body_limit;
+      } else if (options.admit &&
+                 (refused = options.admit(RequestFromHeader(parser.get(), remote)))) {
+        // Answered from the header alone: the body stays unread.
       } else {
         bhttp::read(*sock, buffer, parser, ec);
       }
@@ -415,7 +447,11 @@ void Server::Impl::Serve(std::shared_ptr<tcp::socket> sock) {
     Response resp;
     bool keep_alive = true;
     unsigned version = 11;
-    if (ec == bhttp::error::body_limit) {
+    if (refused) {
+      resp = std::move(*refused);
+      version = parser.get().version();
+      keep_alive = false;  // the body is unread
+    } else if (ec == bhttp::error::body_limit) {
       resp = JsonError(413, "request body is larger than the limit of " +
                                 std::to_string(options.max_body_bytes) + " bytes");
       keep_alive = false;  // the rest of the body is unread
@@ -434,29 +470,8 @@ void Server::Impl::Serve(std::shared_ptr<tcp::socket> sock) {
       auto& msg = parser.get();
       version = msg.version();
       keep_alive = msg.keep_alive();
-      Request req;
-      req.method = std::string(msg.method_string());
-      std::string_view target(msg.target().data(), msg.target().size());
-      auto q = target.find('?');
-      req.path = UrlDecode(target.substr(0, q), false);
-      if (q != std::string_view::npos) {
-        std::string_view qs = target.substr(q + 1);
-        while (!qs.empty()) {
-          auto amp = qs.find('&');
-          std::string_view kv = qs.substr(0, amp);
-          auto eq = kv.find('=');
-          std::string k = UrlDecode(kv.substr(0, eq), true);
-          std::string v = eq == std::string_view::npos ? "" : UrlDecode(kv.substr(eq + 1), true);
-          if (!k.empty()) req.query[k] = v;
-          if (amp == std::string_view::npos) break;
-          qs.remove_prefix(amp + 1);
-        }
-      }
-      for (const auto& h : msg) {
-        req.headers.emplace_back(std::string(h.name_string()), std::string(h.value()));
-      }
+      Request req = RequestFromHeader(msg, remote);
       req.body = std::move(msg.body());
-      req.remote = remote;
       std::string encoding(req.Header("Content-Encoding"));
       for (auto& c : encoding) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       int decode_status = 0;

@@ -75,6 +75,11 @@ struct Response {
 Response JsonError(int status, std::string_view message);
 
 using Handler = std::function<Response(const Request&)>;
+// Called with a request whose header is complete and whose body has not been read (`body` is
+// empty): a response refuses the request without reading its body (the connection is closed
+// after the answer), nullopt lets the server read the body and call the Handler. How a server
+// checks credentials before accepting up to max_body_bytes from a stranger. Called concurrently.
+using Admit = std::function<std::optional<Response>(const Request&)>;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -82,6 +87,7 @@ struct ServerOptions {
   size_t max_body_bytes = 32u << 20;
   int max_connections = 512;
   int idle_timeout_seconds = 120;
+  Admit admit;  // empty: every request is read whole
 };
 
 class Server {

@@ -154,6 +154,11 @@ class HttpServerTest : public ::testing::Test {
     ServerOptions o;
     o.port = 0;
     o.max_body_bytes = 1000;
+    o.admit = [](const Request& r) -> std::optional<Response> {
+      if (r.path != "/guarded" || !r.Header("authorization").empty()) return std::nullopt;
+      if (!r.body.empty()) return JsonError(500, "admit saw a body");
+      return JsonError(401, "no token");
+    };
     server_ = std::make_unique<Server>(o, [](const Request& r) {
       if (r.path == "/throw") throw std::runtime_error("boom");
       if (r.path.rfind("/stream", 0) == 0 || r.path == "/multi") return StreamingHandler(r);
@@ -194,6 +199,31 @@ TEST_F(HttpServerTest, BodyOverLimitIs413) {
                                                    std::to_string(body.size()) + "\r\n\r\n" + body);
   EXPECT_NE(out.find("HTTP/1.1 413"), std::string::npos) << out;
   EXPECT_NE(out.find("larger than the limit"), std::string::npos) << out;
+}
+
+// The admit callback answers from the header: the body is never read (here it never even
+// arrives: the client sends 10 of the 900 announced bytes and waits).
+TEST_F(HttpServerTest, AdmitRefusesFromTheHeaderWithoutReadingTheBody) {
+  int fd = ConnectLoopback(server_->port());
+  std::string raw = "POST /guarded HTTP/1.1\r\nHost: h\r\nContent-Length: 900\r\n\r\n0123456789";
+  ASSERT_EQ(::send(fd, raw.data(), raw.size(), MSG_NOSIGNAL), static_cast<ssize_t>(raw.size()));
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string out;
+  char buf[4096];
+  while (out.find("no token") == std::string::npos) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  EXPECT_EQ(out.rfind("HTTP/1.1 401", 0), 0u) << out;
+  EXPECT_NE(out.find("no token"), std::string::npos) << out;
+  // Admitted: the handler gets the body.
+  std::string ok = RoundTrip(server_->port(),
+                             "POST /guarded HTTP/1.1\r\nHost: h\r\nAuthorization: t\r\n"
+                             "Content-Length: 3\r\nConnection: close\r\n\r\nabc");
+  EXPECT_NE(ok.find("body=abc"), std::string::npos) << ok;
 }
 
 TEST_F(HttpServerTest, MalformedRequestIs400AndServerSurvives) {
