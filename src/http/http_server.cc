@@ -301,6 +301,9 @@ Server::Server(ServerOptions options, Handler handler) : impl_(std::make_unique<
 Server::~Server() { Stop(); }
 
 Status Server::Start() {
+  if (!impl_->options.tls_cert_file.empty() || !impl_->options.tls_key_file.empty()) {
+    return Status::InvalidArgument("TLS is not available in this build of the HTTP server");
+  }
   beast::error_code ec;
   auto addr = net::ip::make_address(impl_->options.host, ec);
   if (ec) return Status::InvalidArgument("bad listen address '" + impl_->options.host + "'");

@@ -88,6 +88,10 @@ struct ServerOptions {
   int max_connections = 512;
   int idle_timeout_seconds = 120;
   Admit admit;  // empty: every request is read whole
+  // PEM files: when both are set the listener speaks only HTTPS (TLS 1.2 and newer); Start()
+  // fails naming the file when one cannot be loaded. Not implemented yet: Start() refuses them.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 class Server {
