@@ -50,6 +50,8 @@ http::Response IngestRoutes::HandleIngest(const http::Request& req, ingest::Form
   options.repo = repo;
   options.now_ms = clock->NowMillis();
   options.max_event_bytes = config.max_event_bytes;
+  options.max_json_depth = config.max_json_depth;
+  options.max_fields_per_event = static_cast<size_t>(config.max_fields_per_event);
   options.params = req.query;
   auto parsed = ingest::ParseRequest(format, req.body, options);
   if (!parsed.ok()) {

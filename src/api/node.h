@@ -13,6 +13,7 @@
 #include "config/server_config.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/leaf.h"
+#include "coordinator/query_admission.h"
 #include "coordinator/query_jobs.h"
 #include "digest/digest.h"
 #include "global/global.h"
@@ -69,6 +70,7 @@ struct Node {
   coordinator::Coordinator* coordinator = nullptr;
   coordinator::Leaf* leaf = nullptr;
   coordinator::QueryJobs* query_jobs = nullptr;
+  coordinator::QueryAdmission* query_admission = nullptr;  // null: no bound
 
   bool kafka() const { return !config.kafka_brokers.empty(); }
   // The secret node-to-node requests carry: --cluster-secret, else the one Global holds.

@@ -69,6 +69,16 @@ http::Response QueryRoutes::HandleQuery(const http::Request& req, const std::str
   if (body.live) return api::StreamLiveQuery(*this, req, repo, body, *compiled);
   auto range = query::ParseTimeRange(body.start, body.end, clock->NowMillis());
   if (!range.ok()) return http::JsonError(400, range.status().message());
+  std::unique_ptr<coordinator::QueryAdmission::Ticket> ticket;  // held until the answer is built
+  if (query_admission != nullptr) {
+    auto admitted = query_admission->TryAdmit();
+    if (!admitted.ok()) {
+      http::Response busy = http::JsonErrorFor(admitted.status());
+      busy.headers.emplace_back("Retry-After", "1");
+      return busy;
+    }
+    ticket = std::move(*admitted);
+  }
 
   // A client that disconnects cancels its query here and on the peers.
   std::atomic<bool> client_gone{false};

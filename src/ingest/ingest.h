@@ -29,6 +29,10 @@ struct ParseOptions {
   std::string repo;    // repository the token resolved to
   int64_t now_ms = 0;  // ingest time: @ingesttimestamp, and @timestamp when none is given
   size_t max_event_bytes = 1 << 20;
+  // Bounds of JSON flattening (TooLarge beyond): nesting depth of a field below the object that
+  // holds the event's fields, and fields per event.
+  int max_json_depth = 64;
+  size_t max_fields_per_event = 1000;
   // Messages are split so that each encodes at most about this many raw bytes.
   size_t max_message_bytes = 900 * 1024;
   // URL query parameters (HEC raw: host, source, sourcetype; raw: none yet).

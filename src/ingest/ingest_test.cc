@@ -417,6 +417,93 @@ TEST(Ingest, TooLargeNamesTheEvent) {
   EXPECT_TRUE(ParseRequest(Format::kRaw, exact, o).ok());
 }
 
+// A small body that expands when flattened: every key is repeated in the name of every field
+// below it, so depth D under keys of K bytes makes names of D*K bytes. Before the flattener kept
+// a running count, a 411 KB body of this shape built a 200 MB event before the size check.
+std::string NestedBody(int depth, size_t key_bytes, int leaves_per_level) {
+  const std::string key(key_bytes, 'k');
+  std::string open, close;
+  for (int d = 0; d < depth; ++d) {
+    open += "{";
+    for (int l = 0; l < leaves_per_level; ++l) open += "\"l" + std::to_string(l) + "\":1,";
+    open += "\"" + key + "\":";
+    close += "}";
+  }
+  return R"([{"events":[{"attributes":)" + open + "1" + close + "}]}]";
+}
+
+TEST(Ingest, FlatteningStopsAtTheDepthBound) {
+  ParseOptions o = Opts();
+  o.max_json_depth = 5;
+  auto r = ParseRequest(Format::kHumioStructured, NestedBody(6, 1, 0), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kTooLarge);
+  EXPECT_NE(r.status().message().find("event 0 of batch 0: fields nested deeper than the limit "
+                                      "of 5 levels (--max-json-depth)"),
+            std::string::npos)
+      << r.status().message();
+  // attributes {k:{k:{k:{k:{k:1}}}}}: the field k.k.k.k.k is 5 levels deep, which is allowed.
+  ParseResult ok = MustParse(Format::kHumioStructured, NestedBody(5, 1, 0), o);
+  EXPECT_EQ(ok.messages[0].events[0].fields[0].name, "k.k.k.k.k");
+  // Arrays count as levels too.
+  auto arrays = ParseRequest(Format::kHumioStructured,
+                             R"([{"events":[{"attributes":{"a":[[[[[[1]]]]]]}}]}])", o);
+  EXPECT_EQ(arrays.status().code(), StatusCode::kTooLarge);
+}
+
+TEST(Ingest, FlatteningStopsAtTheByteBoundBeforeBuildingTheEvent) {
+  ParseOptions o = Opts();
+  o.max_json_depth = 100000;
+  o.max_event_bytes = 1 << 20;
+  // 300 levels under 1000-byte keys with 20 leaves per level: 300 KB of body, ~900 MB of names.
+  const std::string body = NestedBody(300, 1000, 20);
+  ASSERT_LT(body.size(), 400000u);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = ParseRequest(Format::kHumioStructured, body, o);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kTooLarge);
+  EXPECT_NE(r.status().message().find("exceed the event limit of 1048576 bytes once flattened "
+                                      "(--max-event-bytes)"),
+            std::string::npos)
+      << r.status().message();
+  // Printed, not asserted: the work stops at the bound (a few ms), not after ~900 MB.
+  std::printf(
+      "nested body of %zu bytes refused after %lld ms\n", body.size(),
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+}
+
+TEST(Ingest, FlatteningStopsAtTheFieldBound) {
+  ParseOptions o = Opts();
+  o.max_fields_per_event = 10;
+  auto attrs = [](int n) {
+    std::string a;
+    for (int i = 0; i < n; ++i) a += (i ? "," : "") + ("\"k" + std::to_string(i) + "\":1");
+    return "{" + a + "}";
+  };
+  EXPECT_TRUE(ParseRequest(Format::kHumioStructured,
+                           R"([{"events":[{"attributes":)" + attrs(10) + "}]}]", o)
+                  .ok());
+  auto r = ParseRequest(Format::kHumioStructured,
+                        R"([{"events":[{"attributes":)" + attrs(11) + "}]}]", o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kTooLarge);
+  EXPECT_NE(r.status().message().find("more fields than the limit of 10 per event "
+                                      "(--max-fields-per-event)"),
+            std::string::npos)
+      << r.status().message();
+  // HEC: the event object and the envelope's 'fields' share one event's bounds (6 + 5 > 10).
+  auto hec = ParseRequest(Format::kHecEvent,
+                          R"({"event":)" + attrs(6) + R"(,"fields":)" + attrs(5) + "}", o);
+  EXPECT_EQ(hec.status().code(), StatusCode::kTooLarge) << hec.status().ToString();
+  EXPECT_NE(hec.status().message().find("event 0 'fields': more fields"), std::string::npos)
+      << hec.status().message();
+  // humio-unstructured: a batch's 'fields'.
+  auto un = ParseRequest(Format::kHumioUnstructured,
+                         R"([{"fields":)" + attrs(11) + R"(,"messages":["m"]}])", o);
+  EXPECT_EQ(un.status().code(), StatusCode::kTooLarge) << un.status().ToString();
+}
+
 TEST(Ingest, SplitsMessagesBySize) {
   ParseOptions o = Opts();
   o.max_message_bytes = 1000;

@@ -90,58 +90,114 @@ void ScalarText(dom::element e, std::string* out) {
   }
 }
 
-void Flatten(dom::element e, std::string* path, std::vector<Field>* out);
+// Flattens JSON objects into fields (nested objects as a.b, arrays as a[0]; strings as they are,
+// other scalars as JSON text, empty containers as "{}" / "[]") within the event's bounds: the
+// fields it adds to `out` may hold at most options.max_event_bytes of names and values together,
+// `out` at most options.max_fields_per_event fields, and no field may be nested deeper than
+// options.max_json_depth. It stops at the first bound crossed, so a small body that would expand
+// to a huge event (deep nesting under long keys repeats every key in every name below it) costs
+// no more than the bound. One per event: the bounds count every Members call on it.
+class Flattener {
+ public:
+  Flattener(const ParseOptions& options, std::vector<Field>* out) : options_(options), out_(out) {}
 
-void FlattenChild(std::string_view suffix_key, bool array_index, size_t index, dom::element child,
-                  std::string* path, std::vector<Field>* out) {
-  const size_t n = path->size();
-  if (array_index) {
-    char buf[24];
-    path->push_back('[');
-    path->append(buf, std::to_chars(buf, buf + sizeof(buf), index).ptr);
-    path->push_back(']');
-  } else {
-    path->push_back('.');
-    path->append(suffix_key);
-  }
-  Flatten(child, path, out);
-  path->resize(n);
-}
-
-// Adds `e` under the name *path: scalars as one field, objects as path.key, arrays as path[i];
-// empty containers as their JSON text ("{}", "[]").
-void Flatten(dom::element e, std::string* path, std::vector<Field>* out) {
-  if (e.type() == dom::element_type::OBJECT) {
-    dom::object obj;
-    std::ignore = e.get_object().get(obj);
-    if (obj.size() == 0) {
-      out->push_back(Field{*path, "{}"});
-      return;
+  // TooLarge naming `where` and the bound crossed; `out` then holds a part of the fields.
+  Status Members(dom::object obj, const std::string& where) {
+    std::string path;
+    for (auto [key, value] : obj) {
+      path.assign(key);
+      if (!Flatten(value, &path, 1)) return Crossed(where);
     }
-    for (auto [key, value] : obj) FlattenChild(key, false, 0, value, path, out);
-  } else if (e.type() == dom::element_type::ARRAY) {
-    dom::array arr;
-    std::ignore = e.get_array().get(arr);
-    if (arr.size() == 0) {
-      out->push_back(Field{*path, "[]"});
-      return;
-    }
-    size_t i = 0;
-    for (dom::element child : arr) FlattenChild({}, true, i++, child, path, out);
-  } else {
-    Field& f = out->emplace_back();
-    f.name = *path;
-    ScalarText(e, &f.value);
+    return Status::OK();
   }
-}
 
-void FlattenMembers(dom::object obj, std::vector<Field>* out) {
-  std::string path;
-  for (auto [key, value] : obj) {
-    path.assign(key);
-    Flatten(value, &path, out);
+ private:
+  enum class Bound { kNone, kBytes, kFields, kDepth };
+
+  bool Flatten(dom::element e, std::string* path, int depth) {
+    if (depth > options_.max_json_depth) return Cross(Bound::kDepth);
+    if (e.type() == dom::element_type::OBJECT) {
+      dom::object obj;
+      std::ignore = e.get_object().get(obj);
+      if (obj.size() == 0) return Add(*path, "{}");
+      for (auto [key, value] : obj) {
+        if (!Child(key, false, 0, value, path, depth)) return false;
+      }
+      return true;
+    }
+    if (e.type() == dom::element_type::ARRAY) {
+      dom::array arr;
+      std::ignore = e.get_array().get(arr);
+      if (arr.size() == 0) return Add(*path, "[]");
+      size_t i = 0;
+      for (dom::element child : arr) {
+        if (!Child({}, true, i++, child, path, depth)) return false;
+      }
+      return true;
+    }
+    std::string value;
+    ScalarText(e, &value);
+    return Add(*path, std::move(value));
   }
-}
+
+  bool Child(std::string_view key, bool array_index, size_t index, dom::element child,
+             std::string* path, int depth) {
+    const size_t n = path->size();
+    if (array_index) {
+      char buf[24];
+      path->push_back('[');
+      path->append(buf, std::to_chars(buf, buf + sizeof(buf), index).ptr);
+      path->push_back(']');
+    } else {
+      path->push_back('.');
+      path->append(key);
+    }
+    // The name alone may cross the byte bound before any value is seen.
+    if (bytes_ + path->size() > options_.max_event_bytes) return Cross(Bound::kBytes);
+    bool ok = Flatten(child, path, depth + 1);
+    path->resize(n);
+    return ok;
+  }
+
+  bool Add(const std::string& name, std::string value) {
+    if (bytes_ + name.size() + value.size() > options_.max_event_bytes) {
+      return Cross(Bound::kBytes);
+    }
+    if (out_->size() >= options_.max_fields_per_event) return Cross(Bound::kFields);
+    bytes_ += name.size() + value.size();
+    out_->push_back(Field{name, std::move(value)});
+    return true;
+  }
+
+  bool Cross(Bound bound) {
+    crossed_ = bound;
+    return false;
+  }
+
+  Status Crossed(const std::string& where) const {
+    switch (crossed_) {
+      case Bound::kDepth:
+        return Status::TooLarge(where + ": fields nested deeper than the limit of " +
+                                std::to_string(options_.max_json_depth) +
+                                " levels (--max-json-depth)");
+      case Bound::kFields:
+        return Status::TooLarge(where + ": more fields than the limit of " +
+                                std::to_string(options_.max_fields_per_event) +
+                                " per event (--max-fields-per-event)");
+      case Bound::kBytes:
+      case Bound::kNone:
+        break;
+    }
+    return Status::TooLarge(where + ": the event's fields exceed the event limit of " +
+                            std::to_string(options_.max_event_bytes) +
+                            " bytes once flattened (--max-event-bytes)");
+  }
+
+  const ParseOptions& options_;
+  std::vector<Field>* out_;
+  size_t bytes_ = 0;
+  Bound crossed_ = Bound::kNone;
+};
 
 Status ParseTags(dom::element tags, const ParseOptions& options, const std::string& where,
                  Tags* out) {
@@ -279,7 +335,7 @@ Status StructuredEvent(dom::element ev, size_t index, size_t batch, const ParseO
   if (attributes) {
     dom::object attrs;
     std::ignore = attributes->get_object().get(attrs);
-    FlattenMembers(attrs, &e->fields);
+    RETURN_IF_ERROR(Flattener(options, &e->fields).Members(attrs, where()));
   }
   if (timezone) e->fields.push_back(Field{"@timezone", std::string(*timezone)});
   if (rawstring) {
@@ -360,7 +416,7 @@ Result<ParseResult> ParseHumioUnstructured(std::string_view body, const ParseOpt
           return Status::InvalidArgument(where + ": 'fields' must be an object, got " +
                                          TypeName(value));
         }
-        FlattenMembers(f, &fields);
+        RETURN_IF_ERROR(Flattener(options, &fields).Members(f, where + " 'fields'"));
       } else if (key == "type") {
         std::string_view sv;
         if (value.get_string().get(sv)) {
@@ -503,6 +559,7 @@ Status HecEvent(dom::element doc, size_t index, const ParseOptions& options,
     return Status::InvalidArgument(where() + ": Event field is required")
         .WithSubcode(StatusSubcode::kEventFieldRequired);
   }
+  Flattener flattener(options, &e->fields);  // the event object and 'fields' share the bounds
   switch (event->type()) {
     case dom::element_type::NULL_VALUE:
       return Status::InvalidArgument(where() + ": Event field cannot be blank");
@@ -517,7 +574,7 @@ Status HecEvent(dom::element doc, size_t index, const ParseOptions& options,
     case dom::element_type::OBJECT: {
       dom::object members;
       std::ignore = event->get_object().get(members);
-      FlattenMembers(members, &e->fields);
+      RETURN_IF_ERROR(flattener.Members(members, where()));
       e->raw = simdjson::minify(*event);
       break;
     }
@@ -528,7 +585,7 @@ Status HecEvent(dom::element doc, size_t index, const ParseOptions& options,
   if (fields) {
     dom::object members;
     std::ignore = fields->get_object().get(members);
-    FlattenMembers(members, &e->fields);
+    RETURN_IF_ERROR(flattener.Members(members, where() + " 'fields'"));
   }
   auto add = [&](const char* name, const std::optional<std::string>& v,
                  const std::optional<std::string>& fallback) {

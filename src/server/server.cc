@@ -309,6 +309,8 @@ Status Server::Start() {
     jobs_env.expiry_ms = s.config.query_job_expiry_ms;
     s.query_jobs = coordinator::QueryJobs::Start(std::move(jobs_env));
   }
+  s.query_admission =
+      std::make_unique<coordinator::QueryAdmission>(s.config.max_concurrent_queries);
   api::AddRoutes(s.router, s.ApiNode());
   s.ready = true;
   spdlog::info("node {} ready at http://{} (data in {})", s.node.value, s.advertise,
@@ -488,6 +490,7 @@ api::Node Server::Impl::ApiNode() const {
   n.coordinator = coordinator.get();
   n.leaf = leaf.get();
   n.query_jobs = query_jobs.get();
+  n.query_admission = query_admission.get();
   return n;
 }
 

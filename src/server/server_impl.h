@@ -30,6 +30,7 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/leaf.h"
 #include "coordinator/peer_client.h"
+#include "coordinator/query_admission.h"
 #include "coordinator/query_jobs.h"
 #include "digest/digest.h"
 #include "global/global.h"
@@ -141,6 +142,7 @@ struct Server::Impl : public PartitionGroupListener {
   void StartCoordinator();
   // Created in Start, cancelled before HTTP stops and joined after.
   std::shared_ptr<coordinator::QueryJobs> query_jobs;
+  std::unique_ptr<coordinator::QueryAdmission> query_admission;  // plain /query requests
 };
 
 }  // namespace sediment
