@@ -203,6 +203,8 @@ using TlsStream = net::ssl::stream<tcp::socket>;
 constexpr milliseconds kDrainTime{2000};
 constexpr milliseconds kRejectDrainTime{500};
 constexpr size_t kDrainBytes = 64u << 20;
+// Most bytes handed to one write: a deadline bounds each piece, not the whole answer.
+constexpr size_t kWritePiece = 256u << 10;
 // How long an interim answer (102 Processing) may take to be sent.
 constexpr milliseconds kInterimSendTimeout{1000};
 // A handler thread with nothing to do for this long ends.
@@ -522,13 +524,10 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     const auto expect = parser_->get()[bhttp::field::expect];
     if (version >= 11 && beast::iequals(expect, "100-continue")) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-      ArmDeadline(Clock::now() + o.idle_timeout);
-      net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
-                       [self = this->shared_from_this()](beast::error_code ec, size_t) {
-                         self->CancelDeadline();
-                         if (ec || self->timed_out_) return self->Close();
-                         self->ReadBody();
-                       });
+      WriteAll(kContinue, 0, o.idle_timeout, [self = this->shared_from_this()](bool ok) {
+        if (!ok) return self->Close();
+        self->ReadBody();
+      });
       return;
     }
     ReadBody();
@@ -645,6 +644,24 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     return !failed_;
   }
 
+  // Writes `data` (kept alive by the caller until `done`) from `offset` on, a piece at a time;
+  // each piece must go out within `timeout` (a client that reads slowly but steadily is served,
+  // one that stopped reading is not). `done(false)` when it could not. On the strand.
+  void WriteAll(std::string_view data, size_t offset, milliseconds timeout,
+                std::function<void(bool)> done) {
+    ArmDeadline(Clock::now() + timeout);
+    stream_.async_write_some(net::buffer(data.data() + offset, data.size() - offset),
+                             [self = this->shared_from_this(), data, offset, timeout,
+                              done = std::move(done)](beast::error_code ec, size_t n) mutable {
+                               self->CancelDeadline();
+                               if (ec || self->timed_out_) return done(false);
+                               if (offset + n < data.size()) {
+                                 return self->WriteAll(data, offset + n, timeout, std::move(done));
+                               }
+                               done(true);
+                             });
+  }
+
   // Writes `data` from a handler thread (through the strand), at most `timeout` for it. False
   // (and every later call false) when it could not be sent whole.
   bool SyncWrite(std::string data, milliseconds timeout) {
@@ -662,16 +679,12 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     auto st = std::make_shared<State>();
     st->data = std::move(data);
     net::post(stream_.get_executor(), [self = this->shared_from_this(), st, timeout] {
-      self->ArmDeadline(Clock::now() + timeout);
-      net::async_write(self->stream_, net::buffer(st->data),
-                       [self, st](beast::error_code ec, size_t) {
-                         self->CancelDeadline();
-                         const bool ok = !ec && !self->timed_out_;
-                         MutexLock lock(&st->mu);
-                         st->done = true;
-                         st->ok = ok;
-                         st->cv.NotifyAll();
-                       });
+      self->WriteAll(st->data, 0, timeout, [st](bool ok) {
+        MutexLock lock(&st->mu);
+        st->done = true;
+        st->ok = ok;
+        st->cv.NotifyAll();
+      });
     });
     bool ok = false;
     {
@@ -743,29 +756,49 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   // --- answering and closing (on the strand) ---
   void SendResponse(Response resp, unsigned version, bool keep_alive, milliseconds drain) {
     if (failed_) return Close();
-    auto res = std::make_shared<bhttp::response<bhttp::string_body>>(
-        static_cast<bhttp::status>(resp.status), version);
-    res->set(bhttp::field::server, "sediment");
+    auto out = std::make_shared<Outgoing>();
+    auto& res = out->res;
+    res.result(static_cast<bhttp::status>(resp.status));
+    res.version(version);
+    res.set(bhttp::field::server, "sediment");
     // 1xx, 204 and 304 answers have no body and no Content-Length / Content-Type (RFC 9110).
     const bool bodiless = resp.status < 200 || resp.status == 204 || resp.status == 304;
-    if (!bodiless) res->set(bhttp::field::content_type, OneLine(resp.content_type));
+    if (!bodiless) res.set(bhttp::field::content_type, OneLine(resp.content_type));
     // insert, not set: a header may repeat (one X-Sediment-Warning per warning).
-    for (const auto& [k, v] : resp.headers) res->insert(k, OneLine(v));
+    for (const auto& [k, v] : resp.headers) res.insert(k, OneLine(v));
     if (server_->stopping) keep_alive = false;
-    res->keep_alive(keep_alive);
+    res.keep_alive(keep_alive);
     if (!bodiless) {
-      res->body() = std::move(resp.body);
-      res->prepare_payload();
+      res.body() = std::move(resp.body);
+      res.prepare_payload();
     }
+    out->serializer.emplace(res);
+    out->serializer->limit(kWritePiece);
+    WriteResponse(std::move(out), keep_alive, drain);
+  }
+
+  // An answer being written: the message and its serializer (which refers to it).
+  struct Outgoing {
+    bhttp::response<bhttp::string_body> res;
+    std::optional<bhttp::response_serializer<bhttp::string_body>> serializer;
+  };
+
+  // Writes `out` a piece at a time, each within idle_timeout (a slow but steady reader is
+  // served whatever the answer's size), then reads the next request or drains and closes.
+  void WriteResponse(std::shared_ptr<Outgoing> out, bool keep_alive, milliseconds drain) {
     ArmDeadline(Clock::now() + server_->options.idle_timeout);
-    bhttp::async_write(
-        stream_, *res,
-        [self = this->shared_from_this(), res, keep_alive, drain](beast::error_code ec, size_t) {
-          self->CancelDeadline();
-          if (ec || self->timed_out_) return self->Close();
-          if (keep_alive) return self->ReadRequest();
-          self->Drain(drain);
-        });
+    auto& serializer = *out->serializer;
+    bhttp::async_write_some(stream_, serializer,
+                            [self = this->shared_from_this(), out = std::move(out), keep_alive,
+                             drain](beast::error_code ec, size_t) mutable {
+                              self->CancelDeadline();
+                              if (ec || self->timed_out_) return self->Close();
+                              if (!out->serializer->is_done()) {
+                                return self->WriteResponse(std::move(out), keep_alive, drain);
+                              }
+                              if (keep_alive) return self->ReadRequest();
+                              self->Drain(drain);
+                            });
   }
 
   // Closes the sending side, then reads and drops what the client still sends for at most

@@ -239,6 +239,48 @@ TEST(HttpServerLimitsTest, AnIdleKeepAliveConnectionIsClosedAfterTheIdleTimeout)
   ::close(fd);
 }
 
+// A client that reads a large answer slowly but steadily gets all of it, though that takes
+// several idle timeouts; one that reads nothing for the idle timeout is dropped.
+TEST(HttpServerLimitsTest, ASteadyReaderGetsALargeAnswerAStalledOneIsDropped) {
+  constexpr size_t kSize = 24u << 20;
+  ServerOptions o;
+  o.idle_timeout = milliseconds(700);
+  auto server = StartServer(o, [](const Request&) {
+    Response r;
+    r.content_type = "text/plain";
+    r.body = std::string(kSize, 'x');
+    return r;
+  });
+  const std::string get = "GET /big HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
+  int steady = Connect(server->port());
+  ASSERT_TRUE(SendAll(steady, get));
+  const auto t0 = Clock::now();
+  size_t got = 0;
+  std::vector<char> buf(1 << 20);
+  while (true) {
+    // 1 MiB every 60 ms: 24 MiB take about 1.5 s, two idle timeouts (kernel buffers take some).
+    size_t step = 0;
+    ssize_t n = 0;
+    while (step < buf.size() && (n = ::recv(steady, buf.data(), buf.size() - step, 0)) > 0) {
+      step += static_cast<size_t>(n);
+    }
+    got += step;
+    if (n <= 0) break;
+    std::this_thread::sleep_for(milliseconds(60));
+  }
+  EXPECT_GT(got, kSize);  // the header and the whole body
+  EXPECT_GT(Clock::now() - t0, o.idle_timeout);
+  ::close(steady);
+  int stalled = Connect(server->port());
+  ASSERT_TRUE(SendAll(stalled, get));
+  std::this_thread::sleep_for(milliseconds(1500));
+  bool closed = false;
+  std::string out = ReadFor(stalled, milliseconds(5000), "", &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_LT(out.size(), kSize);
+  ::close(stalled);
+}
+
 // 1000 idle connections cost no thread: requests on other connections are answered at once, and
 // the process's thread count stays far below one per connection.
 TEST(HttpServerLimitsTest, AThousandIdleConnectionsOnAFewThreads) {
