@@ -20,12 +20,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <zlib.h>
 
+#include "common/env.h"
 #include "common/json_writer.h"
 #include "common/mutex.h"
 #include "http/http_client.h"
@@ -308,6 +310,15 @@ void RaiseFileLimit(int max_connections) {
         "needs: connections beyond it fail to be accepted",
         rl.rlim_cur, rl.rlim_max, needed, max_connections);
   }
+}
+
+// The text of a TLS error: OpenSSL's reason ("no such file", "no start line") when it has one.
+std::string TlsErrorText(const beast::error_code& ec) {
+  if (ec.category() == net::error::get_ssl_category()) {
+    const char* reason = ERR_reason_error_string(static_cast<unsigned long>(ec.value()));
+    if (reason != nullptr) return reason;
+  }
+  return ec.message();
 }
 
 bool IsClosedByPeer(const beast::error_code& ec) {
@@ -956,16 +967,27 @@ Status Server::Start() {
                      net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
                      net::ssl::context::no_tlsv1_1 | net::ssl::context::single_dh_use);
     SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+    // Read through Env (its errors name the path and the cause), parsed by OpenSSL.
+    auto cert = Env::Default()->ReadFile(o.tls_cert_file);
+    if (!cert.ok()) {
+      return Status::InvalidArgument("cannot read the TLS certificate file '" + o.tls_cert_file +
+                                     "': " + cert.status().ToString());
+    }
+    auto key = Env::Default()->ReadFile(o.tls_key_file);
+    if (!key.ok()) {
+      return Status::InvalidArgument("cannot read the TLS key file '" + o.tls_key_file +
+                                     "': " + key.status().ToString());
+    }
     beast::error_code ec;
-    ctx->use_certificate_chain_file(o.tls_cert_file, ec);
+    ctx->use_certificate_chain(net::buffer(*cert), ec);
     if (ec) {
       return Status::InvalidArgument("cannot load the TLS certificate file '" + o.tls_cert_file +
-                                     "': " + ec.message());
+                                     "': " + TlsErrorText(ec));
     }
-    ctx->use_private_key_file(o.tls_key_file, net::ssl::context::pem, ec);
+    ctx->use_private_key(net::buffer(*key), net::ssl::context::pem, ec);
     if (ec) {
       return Status::InvalidArgument("cannot load the TLS key file '" + o.tls_key_file +
-                                     "': " + ec.message());
+                                     "': " + TlsErrorText(ec));
     }
     impl_->tls = std::move(ctx);
   }
