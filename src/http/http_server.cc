@@ -411,6 +411,8 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   void Start() {
     registry_it_ = server_->Register(this->weak_from_this());
     net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
+      // Accepted while Stop() began: it may have listed the connections before this one.
+      if (self->server_->stopping) return self->Close();
       if constexpr (kTls) {
         self->ArmDeadline(Clock::now() + self->server_->options.header_timeout);
         self->stream_.async_handshake(net::ssl::stream_base::server, [self](beast::error_code ec) {
