@@ -315,6 +315,16 @@ std::string PeerTls::Url(std::string_view address, std::string_view path) const 
   return url;
 }
 
+Status PeerTls::Check() const {
+  if (!https) return Status::OK();
+  try {
+    auto ctx = ClientContext(Options());
+    return ctx.ok() ? Status::OK() : ctx.status();
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("TLS: ") + e.what());
+  }
+}
+
 FetchOptions PeerTls::Options(FetchOptions base) const {
   base.ca_file = ca_file;
   base.verify_host = true;

@@ -83,6 +83,9 @@ struct PeerTls {
   // `base` with the CA to verify peers against and host verification on (the peer's
   // certificate must name the address it is called at).
   FetchOptions Options(FetchOptions base = {}) const;
+  // OK when peers are called over plain HTTP or the CA bundle loads; InvalidArgument naming the
+  // file otherwise (so a node can refuse to start rather than fail every peer call).
+  Status Check() const;
 };
 
 }  // namespace sediment::http
