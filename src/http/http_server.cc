@@ -1,25 +1,33 @@
 #include "http/http_server.h"
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/version.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
-#include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <list>
-#include <mutex>
 #include <thread>
+#include <type_traits>
+#include <unordered_map>
 
 #include <spdlog/spdlog.h>
 
+#include <openssl/ssl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <zlib.h>
 
 #include "common/json_writer.h"
+#include "common/mutex.h"
 #include "http/http_client.h"
 
 namespace sediment::http {
@@ -139,24 +147,6 @@ std::string OneLine(std::string_view v) {
   return out;
 }
 
-// Sends all of `data` on the blocking socket `fd`. False on an error, when the peer closed, or
-// when not a byte could be sent for `timeout_ms` (a client that stopped reading).
-bool SendAll(int fd, std::string_view data, int timeout_ms) {
-  while (!data.empty()) {
-    pollfd p{fd, POLLOUT, 0};
-    int r = ::poll(&p, 1, timeout_ms);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0 || (p.revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) return false;
-    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-      return false;
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
 // Whether the peer of `fd` is still connected (see BodyWriter::Connected).
 bool PeerConnected(int fd) {
   pollfd p{fd, static_cast<short>(POLLIN | POLLRDHUP), 0};
@@ -171,218 +161,6 @@ bool PeerConnected(int fd) {
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
   }
   return true;
-}
-
-// While a handler runs for a client that sent kProgressIntervalHeader (HTTP/1.1 only): sends
-// "102 Processing" interim answers on the connection every that many milliseconds (at least 50),
-// so the client can tell a server that works on its answer from one that froze. Only this thread
-// writes to the socket until the destructor returned (it stops and joins the thread); a send that
-// fails ends the ticking (the final answer's write then fails too).
-class ProgressTicker {
- public:
-  ProgressTicker(int fd, std::string_view interval_ms, unsigned version,
-                 const std::atomic<bool>* stopping) {
-    if (version < 11 || interval_ms.empty()) return;
-    int64_t ms = 0;
-    for (char c : interval_ms) {
-      if (c < '0' || c > '9' || ms > 3600000) return;
-      ms = ms * 10 + (c - '0');
-    }
-    const auto every = std::chrono::milliseconds(std::max<int64_t>(ms, 50));
-    loop_.emplace("http-progress", BackgroundLoop::Options{.interval = every},
-                  [this, fd, stopping] {
-                    static constexpr std::string_view kInterim = "HTTP/1.1 102 Processing\r\n\r\n";
-                    if (stopping->load() || !SendAll(fd, kInterim, 1000)) loop_->Stop();
-                  });
-    (void)loop_->Start();
-  }
-  ProgressTicker(const ProgressTicker&) = delete;
-  ProgressTicker& operator=(const ProgressTicker&) = delete;
-
- private:
-  std::optional<BackgroundLoop> loop_;  // ticking; its destructor stops and joins it
-};
-
-class SocketBodyWriter : public BodyWriter {
- public:
-  SocketBodyWriter(int fd, bool chunked, int timeout_ms, const std::atomic<bool>* stopping)
-      : fd_(fd), chunked_(chunked), timeout_ms_(timeout_ms), stopping_(stopping) {}
-
-  bool Write(std::string_view data) override {
-    if (failed_ || stopping_->load()) {
-      failed_ = true;
-      return false;
-    }
-    if (data.empty()) return true;
-    bool ok;
-    if (chunked_) {
-      char size[24];
-      int n = std::snprintf(size, sizeof size, "%zx\r\n", data.size());
-      std::string frame;
-      frame.reserve(static_cast<size_t>(n) + data.size() + 2);
-      frame.append(size, static_cast<size_t>(n));
-      frame.append(data);
-      frame.append("\r\n");
-      ok = SendAll(fd_, frame, timeout_ms_);
-    } else {
-      ok = SendAll(fd_, data, timeout_ms_);
-    }
-    if (!ok) failed_ = true;
-    return ok;
-  }
-
-  bool Connected() override {
-    if (failed_ || stopping_->load() || !PeerConnected(fd_)) failed_ = true;
-    return !failed_;
-  }
-
-  bool failed() const { return failed_; }
-
- private:
-  int fd_;
-  bool chunked_;
-  int timeout_ms_;
-  const std::atomic<bool>* stopping_;
-  bool failed_ = false;
-};
-
-struct Server::Impl {
-  ServerOptions options;
-  Handler handler;
-  net::io_context ioc{1};
-  std::unique_ptr<tcp::acceptor> acceptor;
-  std::thread accept_thread;
-  std::mutex mu;
-  std::condition_variable cv;
-  std::list<std::shared_ptr<tcp::socket>> sockets;  // open connections, for Stop()
-  int active = 0;
-  std::atomic<bool> stopping{false};
-
-  void AcceptLoop();
-  void Serve(std::shared_ptr<tcp::socket> sock);
-  // Sends the status line and headers of `resp`, then runs its stream callback. False when the
-  // connection must close (the client is gone, the producer aborted, or no keep-alive).
-  bool WriteStreamed(tcp::socket& sock, Response& resp, unsigned version, bool keep_alive);
-};
-
-bool Server::Impl::WriteStreamed(tcp::socket& sock, Response& resp, unsigned version,
-                                 bool keep_alive) {
-  const bool chunked = version >= 11;
-  if (!chunked) keep_alive = false;
-  const auto status = static_cast<bhttp::status>(resp.status);
-  std::string head = std::string(version >= 11 ? "HTTP/1.1 " : "HTTP/1.0 ") +
-                     std::to_string(resp.status) + " " +
-                     std::string(bhttp::obsolete_reason(status)) + "\r\n";
-  head += "Server: sediment\r\nContent-Type: " + OneLine(resp.content_type) + "\r\n";
-  for (const auto& [k, v] : resp.headers) head += OneLine(k) + ": " + OneLine(v) + "\r\n";
-  if (chunked) head += "Transfer-Encoding: chunked\r\n";
-  head += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
-  head += "\r\n";
-  const int fd = sock.native_handle();
-  const int timeout_ms = options.idle_timeout_seconds * 1000;
-  if (!SendAll(fd, head, timeout_ms)) return false;
-  SocketBodyWriter writer(fd, chunked, timeout_ms, &stopping);
-  bool completed = false;
-  try {
-    completed = resp.stream(writer);
-  } catch (const std::exception& e) {
-    spdlog::error("http stream producer threw: {}", e.what());
-  }
-  if (!completed || writer.failed()) return false;
-  if (chunked && !SendAll(fd, "0\r\n\r\n", timeout_ms)) return false;
-  return keep_alive;
-}
-
-Server::Server(ServerOptions options, Handler handler) : impl_(std::make_unique<Impl>()) {
-  impl_->options = std::move(options);
-  impl_->handler = std::move(handler);
-}
-
-Server::~Server() { Stop(); }
-
-Status Server::Start() {
-  if (!impl_->options.tls_cert_file.empty() || !impl_->options.tls_key_file.empty()) {
-    return Status::InvalidArgument("TLS is not available in this build of the HTTP server");
-  }
-  beast::error_code ec;
-  auto addr = net::ip::make_address(impl_->options.host, ec);
-  if (ec) return Status::InvalidArgument("bad listen address '" + impl_->options.host + "'");
-  tcp::endpoint ep(addr, impl_->options.port);
-  impl_->acceptor = std::make_unique<tcp::acceptor>(impl_->ioc);
-  impl_->acceptor->open(ep.protocol(), ec);
-  if (!ec) impl_->acceptor->set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) impl_->acceptor->bind(ep, ec);
-  if (!ec) impl_->acceptor->listen(net::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return Status::IOError("cannot listen on " + impl_->options.host + ":" +
-                           std::to_string(impl_->options.port) + ": " + ec.message());
-  }
-  port_ = impl_->acceptor->local_endpoint().port();
-  impl_->accept_thread = std::thread([this] { impl_->AcceptLoop(); });
-  return Status::OK();
-}
-
-void Server::Stop() {
-  if (!impl_ || !impl_->acceptor) return;
-  if (impl_->stopping.exchange(true)) return;
-  beast::error_code ec;
-  // Wake the accept thread with a connection to ourselves; the acceptor object is only touched by
-  // that thread until it has exited (asio objects are not thread-safe).
-  {
-    std::string host = impl_->options.host;
-    if (host == "0.0.0.0") host = "127.0.0.1";
-    if (host == "::") host = "::1";
-    net::io_context ioc;
-    tcp::socket s(ioc);
-    auto addr = net::ip::make_address(host, ec);
-    if (!ec) s.connect(tcp::endpoint(addr, port_), ec);
-  }
-  if (impl_->accept_thread.joinable()) impl_->accept_thread.join();
-  impl_->acceptor->close(ec);
-  std::unique_lock lock(impl_->mu);
-  // Unblock connection threads at the OS level; each thread still owns its socket object.
-  for (auto& s : impl_->sockets) ::shutdown(s->native_handle(), SHUT_RDWR);
-  impl_->cv.wait_for(lock, std::chrono::seconds(10), [this] { return impl_->active == 0; });
-}
-
-void Server::Impl::AcceptLoop() {
-  while (!stopping) {
-    auto sock = std::make_shared<tcp::socket>(ioc);
-    beast::error_code ec;
-    acceptor->accept(*sock, ec);
-    if (stopping) break;
-    if (ec) {
-      spdlog::warn("http accept: {}", ec.message());
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      continue;
-    }
-    std::unique_lock lock(mu);
-    if (active >= options.max_connections) {
-      lock.unlock();
-      Response r = JsonError(503, "too many connections");
-      bhttp::response<bhttp::string_body> res{bhttp::status::service_unavailable, 11};
-      res.set(bhttp::field::content_type, r.content_type);
-      res.set(bhttp::field::retry_after, "1");
-      res.body() = r.body;
-      res.prepare_payload();
-      bhttp::write(*sock, res, ec);
-      sock->shutdown(tcp::socket::shutdown_both, ec);
-      continue;
-    }
-    ++active;
-    sockets.push_back(sock);
-    auto it = std::prev(sockets.end());
-    lock.unlock();
-    std::thread([this, sock, it] {
-      Serve(sock);
-      std::lock_guard g(mu);
-      beast::error_code ec;
-      sock->close(ec);
-      sockets.erase(it);
-      --active;
-      cv.notify_all();
-    }).detach();
-  }
 }
 
 // The request's method, path, query and headers (no body).
@@ -413,133 +191,809 @@ Request RequestFromHeader(const bhttp::request<bhttp::string_body>& msg,
   return req;
 }
 
-void Server::Impl::Serve(std::shared_ptr<tcp::socket> sock) {
-  beast::error_code ec;
-  beast::flat_buffer buffer;
-  // Idle connections are closed after the timeout (SO_RCVTIMEO on the blocking socket).
-  struct timeval tv {
-    options.idle_timeout_seconds, 0
-  };
-  ::setsockopt(sock->native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  std::string remote;
-  {
-    auto ep = sock->remote_endpoint(ec);
-    if (!ec) remote = ep.address().to_string() + ":" + std::to_string(ep.port());
-  }
-  while (!stopping) {
-    bhttp::request_parser<bhttp::string_body> parser;
-    parser.body_limit(options.max_body_bytes);
-    parser.header_limit(64 * 1024);
-    bhttp::read_header(*sock, buffer, parser, ec);
-    std::optional<Response> refused;
-    if (!ec) {
-      auto len = parser.content_length();
-      if (len && *len > options.max_body_bytes) {
-        ec = bhttp::error::body_limit;
-      } else if (options.admit &&
-                 (refused = options.admit(RequestFromHeader(parser.get(), remote)))) {
-        // Answered from the header alone: the body stays unread.
-      } else {
-        bhttp::read(*sock, buffer, parser, ec);
-      }
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using PlainStream = tcp::socket;
+using TlsStream = net::ssl::stream<tcp::socket>;
+
+// How long a connection that is closed after its answer is drained of what the client still
+// sends (so it reads the answer instead of a reset), and at most how much.
+constexpr milliseconds kDrainTime{2000};
+constexpr milliseconds kRejectDrainTime{500};
+constexpr size_t kDrainBytes = 64u << 20;
+// How long an interim answer (102 Processing) may take to be sent.
+constexpr milliseconds kInterimSendTimeout{1000};
+// A handler thread with nothing to do for this long ends.
+constexpr milliseconds kHandlerIdle{30000};
+
+// Runs tasks on at most `max_threads` threads, started on demand (one per queued task no idle
+// thread can take) and ended after kHandlerIdle without work. Thread-safe.
+class HandlerPool {
+ public:
+  explicit HandlerPool(int max_threads) : max_threads_(std::max(1, max_threads)) {}
+  HandlerPool(const HandlerPool&) = delete;
+  HandlerPool& operator=(const HandlerPool&) = delete;
+  ~HandlerPool() { WaitEnded(std::nullopt); }
+
+  void Submit(std::function<void()> task) {
+    MutexLock lock(&mu_);
+    queue_.push_back(std::move(task));
+    if (static_cast<int>(queue_.size()) > idle_ && threads_ < max_threads_) {
+      ++threads_;
+      std::thread([this] { Run(); }).detach();
+    } else {
+      cv_.NotifyOne();
     }
-    if (ec == bhttp::error::end_of_stream || ec == net::error::eof ||
-        ec == net::error::connection_reset) {
-      break;
+  }
+  // No task is taken after the queue ran empty: idle threads end at once.
+  void Close() {
+    MutexLock lock(&mu_);
+    closed_ = true;
+    cv_.NotifyAll();
+  }
+  // Waits until every thread ended (after Close()), at most `timeout` when given; true when
+  // they all did.
+  bool WaitEnded(std::optional<milliseconds> timeout) {
+    const auto until = Clock::now() + timeout.value_or(milliseconds(0));
+    MutexLock lock(&mu_);
+    while (threads_ > 0) {
+      if (timeout && !ended_.WaitUntil(mu_, until) && Clock::now() >= until) break;
+      if (!timeout) ended_.Wait(mu_);
+    }
+    return threads_ == 0;
+  }
+  int threads() {
+    MutexLock lock(&mu_);
+    return threads_;
+  }
+
+ private:
+  void Run() {
+    MutexLock lock(&mu_);
+    while (true) {
+      bool timed_out = false;
+      while (queue_.empty() && !closed_ && !timed_out) {
+        ++idle_;
+        timed_out = !cv_.WaitFor(mu_, kHandlerIdle);
+        --idle_;
+      }
+      if (queue_.empty()) break;  // idle for kHandlerIdle, or closed
+      std::function<void()> task = std::move(queue_.front());
+      queue_.pop_front();
+      lock.Unlock();
+      task();
+      task = nullptr;  // drops what the task holds (a connection) outside the lock
+      lock.Lock();
+    }
+    --threads_;
+    ended_.NotifyAll();  // under mu_: the pool outlives this notification
+  }
+
+  const int max_threads_;
+  Mutex mu_;
+  CondVar cv_;     // a task was queued, or Close()
+  CondVar ended_;  // a thread ended
+  std::deque<std::function<void()>> queue_ GUARDED_BY(mu_);
+  int threads_ GUARDED_BY(mu_) = 0;
+  int idle_ GUARDED_BY(mu_) = 0;
+  bool closed_ GUARDED_BY(mu_) = false;
+};
+
+// The part of a connection Server::Stop() and the registry see.
+class SessionBase {
+ public:
+  virtual ~SessionBase() = default;
+  // Shuts the connection down (from any thread): every pending and later operation fails.
+  virtual void PostStop() = 0;
+};
+
+// Raises RLIMIT_NOFILE to its hard limit; logs when that is below what `max_connections` needs.
+void RaiseFileLimit(int max_connections) {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rlimit raised = rl;
+    raised.rlim_cur = rl.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
+  }
+  // Besides the connections: data files, peers, the listener.
+  const rlim_t needed = static_cast<rlim_t>(max_connections) + 256;
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < needed) {
+    spdlog::warn(
+        "http: open file limit is {} (hard limit {}), below the {} that --max-connections {} "
+        "needs: connections beyond it fail to be accepted",
+        rl.rlim_cur, rl.rlim_max, needed, max_connections);
+  }
+}
+
+bool IsClosedByPeer(const beast::error_code& ec) {
+  return ec == bhttp::error::end_of_stream || ec == net::error::eof ||
+         ec == net::error::connection_reset || ec == net::error::broken_pipe ||
+         ec == net::ssl::error::stream_truncated;
+}
+
+class ServerState {
+ public:
+  ServerOptions options;
+  Handler handler;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> io_stopped{false};  // the I/O threads ended: nothing posted runs any more
+  bool started = false;
+  std::unique_ptr<net::ssl::context> tls;  // set when the listener speaks TLS
+
+  Mutex mu;
+  CondVar sessions_changed;
+  int open GUARDED_BY(mu) = 0;  // admitted connections
+  std::unordered_map<std::string, int> per_address GUARDED_BY(mu);
+  std::list<std::weak_ptr<SessionBase>> sessions GUARDED_BY(mu);  // every live connection
+
+  HandlerPool pool;
+  std::vector<std::thread> io_threads;
+  // Destroyed before the members above (its pending operations hold connections, whose
+  // destructors use the registry and the TLS context).
+  net::io_context ioc;
+  // Keeps the I/O threads running while connections wait for their handlers (no operation
+  // pending) until Stop() is done waiting for them.
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::optional<tcp::acceptor> acceptor;          // on its own strand
+  std::optional<net::steady_timer> accept_retry;  // after a failed accept (out of files)
+
+  ServerState(ServerOptions o, Handler h)
+      : options(std::move(o)), handler(std::move(h)), pool(options.handler_threads) {}
+  ~ServerState() {
+    pool.Close();
+    pool.WaitEnded(std::nullopt);
+  }
+
+  void Accept();
+  void OnAccept(beast::error_code ec, tcp::socket socket);
+  // Registers a connection; returns its registry position.
+  std::list<std::weak_ptr<SessionBase>>::iterator Register(std::weak_ptr<SessionBase> s) {
+    MutexLock lock(&mu);
+    sessions.push_back(std::move(s));
+    return std::prev(sessions.end());
+  }
+  // Forgets a connection (its destructor); `address` is set when it was admitted.
+  void Unregister(std::list<std::weak_ptr<SessionBase>>::iterator it,
+                  const std::optional<std::string>& address) {
+    MutexLock lock(&mu);
+    sessions.erase(it);
+    if (address) {
+      --open;
+      auto a = per_address.find(*address);
+      if (a != per_address.end() && --a->second <= 0) per_address.erase(a);
+    }
+    sessions_changed.NotifyAll();
+  }
+};
+
+// One connection: a chain of asynchronous operations on the connection's strand (an I/O
+// thread at a time), the handler on a handler thread. Stream is PlainStream or TlsStream.
+//
+// The chain: [TLS handshake] → wait for a request's first byte (idle_timeout) → header
+// (header_timeout) → admit / 413 / 100-continue → body (rate deadline) → handler thread →
+// answer → next request or drain and close. One deadline timer at a time: when it fires it
+// cancels the socket's operations (never closes the socket: a handler thread may be polling its
+// descriptor) and the failed operation answers 408 or closes.
+template <class Stream>
+class Session : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
+ public:
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
+  template <class... Args>
+  Session(ServerState* server, std::string address, std::string remote, bool admitted,
+          Args&&... args)
+      : server_(server),
+        stream_(std::forward<Args>(args)...),
+        timer_(stream_.get_executor()),
+        remote_(std::move(remote)),
+        fd_(Socket().native_handle()) {
+    if (admitted) address_ = std::move(address);
+  }
+  ~Session() override { server_->Unregister(registry_it_, address_); }
+
+  // Registers the connection and starts its chain; `admitted` false: answers 503 and closes.
+  void Start() {
+    registry_it_ = server_->Register(this->weak_from_this());
+    net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
+      if constexpr (kTls) {
+        self->ArmDeadline(Clock::now() + self->server_->options.header_timeout);
+        self->stream_.async_handshake(net::ssl::stream_base::server, [self](beast::error_code ec) {
+          self->CancelDeadline();
+          if (ec || self->timed_out_) return self->Close();
+          self->Begin();
+        });
+      } else {
+        self->Begin();
+      }
+    });
+  }
+
+  void PostStop() override {
+    net::post(stream_.get_executor(), [self = this->shared_from_this()] {
+      beast::error_code ec;
+      self->Socket().cancel(ec);
+      self->Socket().shutdown(tcp::socket::shutdown_both, ec);
+    });
+  }
+
+ private:
+  using Parser = bhttp::request_parser<bhttp::string_body>;
+
+  tcp::socket& Socket() { return beast::get_lowest_layer(stream_); }
+
+  void Begin() {
+    if (!address_) {
+      Response r = JsonError(503, "too many connections");
+      r.headers.emplace_back("Retry-After", "1");
+      return SendResponse(std::move(r), 11, false, kRejectDrainTime);
+    }
+    ReadRequest();
+  }
+
+  // --- deadlines (on the strand) ---
+  void ArmDeadline(Clock::time_point at) {
+    timed_out_ = false;
+    const uint64_t gen = ++deadline_gen_;
+    timer_.expires_at(at);
+    timer_.async_wait([self = this->shared_from_this(), gen](beast::error_code ec) {
+      if (ec || gen != self->deadline_gen_) return;
+      self->timed_out_ = true;
+      beast::error_code ignored;
+      self->Socket().cancel(ignored);
+    });
+  }
+  void CancelDeadline() {
+    ++deadline_gen_;
+    timer_.cancel();
+  }
+
+  // --- reading a request (on the strand) ---
+  void ReadRequest() {
+    if (server_->stopping) return Close();
+    parser_.emplace();
+    parser_->header_limit(64 * 1024);
+    parser_->body_limit(server_->options.max_body_bytes);
+    if (buffer_.size() > 0) return ReadHeader();  // pipelined: the next request began
+    // Idle: no buffer while waiting (an idle connection costs its socket and this object).
+    buffer_.shrink_to_fit();
+    ArmDeadline(Clock::now() + server_->options.idle_timeout);
+    auto on_first = [self = this->shared_from_this()](beast::error_code ec) {
+      self->CancelDeadline();
+      if (ec || self->server_->stopping) return self->Close();
+      self->ReadHeader();
+    };
+    if constexpr (kTls) {
+      // TLS has to decrypt to tell whether a byte of the request came.
+      stream_.async_read_some(buffer_.prepare(1024), [self = this->shared_from_this(), on_first](
+                                                         beast::error_code ec, size_t n) {
+        self->buffer_.commit(n);
+        if (!ec && n == 0) ec = net::error::eof;
+        on_first(ec);
+      });
+    } else {
+      Socket().async_wait(tcp::socket::wait_read, on_first);
+    }
+  }
+
+  void ReadHeader() {
+    ArmDeadline(Clock::now() + server_->options.header_timeout);
+    bhttp::async_read_header(stream_, buffer_, *parser_,
+                             [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                               self->CancelDeadline();
+                               self->OnHeader(ec);
+                             });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    const auto& o = server_->options;
+    if (timed_out_) {
+      return SendResponse(JsonError(408, "the request header did not arrive within " +
+                                             std::to_string(o.header_timeout.count()) + " ms"),
+                          11, false, kDrainTime);
+    }
+    if (ec == bhttp::error::body_limit) return SendResponse(TooLarge(), 11, false, kDrainTime);
+    if (ec) {
+      if (IsClosedByPeer(ec) && buffer_.size() == 0 && !parser_->got_some()) return Close();
+      if (server_->stopping) return Close();
+      return SendResponse(JsonError(400, "malformed HTTP request: " + ec.message()), 11, false,
+                          kDrainTime);
+    }
+    const unsigned version = parser_->get().version();
+    if (auto len = parser_->content_length(); len && *len > o.max_body_bytes) {
+      return SendResponse(TooLarge(), version, false, kDrainTime);
+    }
+    if (o.admit) {
+      std::optional<Response> refused;
+      try {
+        refused = o.admit(RequestFromHeader(parser_->get(), remote_));
+      } catch (const std::exception& e) {
+        spdlog::error("http admit threw: {}", e.what());
+        refused = JsonError(500, std::string("internal error: ") + e.what());
+      }
+      // Answered from the header alone: the body stays unread, the connection closes.
+      if (refused) return SendResponse(std::move(*refused), version, false, kDrainTime);
+    }
+    if (parser_->is_done()) return Dispatch();
+    body_start_ = Clock::now();
+    body_bytes_ = 0;
+    const auto expect = parser_->get()[bhttp::field::expect];
+    if (version >= 11 && beast::iequals(expect, "100-continue")) {
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      ArmDeadline(Clock::now() + o.idle_timeout);
+      net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
+                       [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                         self->CancelDeadline();
+                         if (ec || self->timed_out_) return self->Close();
+                         self->ReadBody();
+                       });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    const auto& o = server_->options;
+    if (o.body_min_bytes_per_second == 0) {
+      ArmDeadline(Clock::now() + o.idle_timeout);
+    } else {
+      // Having `body_bytes_`, the next byte is due by the time the minimum rate allows for them
+      // after the grace.
+      const auto allowed = std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(static_cast<double>(body_bytes_ + 1) /
+                                        static_cast<double>(o.body_min_bytes_per_second)));
+      ArmDeadline(body_start_ + o.header_timeout + allowed);
+    }
+    bhttp::async_read_some(stream_, buffer_, *parser_,
+                           [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+                             self->CancelDeadline();
+                             self->OnBody(ec, n);
+                           });
+  }
+
+  void OnBody(beast::error_code ec, size_t n) {
+    const unsigned version = parser_->get().version();
+    body_bytes_ += n;
+    if (timed_out_) {
+      return SendResponse(
+          JsonError(408, "the request body arrived slower than " +
+                             std::to_string(server_->options.body_min_bytes_per_second) +
+                             " bytes per second"),
+          version, false, kDrainTime);
+    }
+    if (ec == bhttp::error::body_limit) {
+      return SendResponse(TooLarge(), version, false, kDrainTime);
+    }
+    if (ec) {
+      if (IsClosedByPeer(ec) || server_->stopping) return Close();
+      return SendResponse(JsonError(400, "malformed HTTP request body: " + ec.message()), version,
+                          false, kDrainTime);
+    }
+    if (!parser_->is_done()) return ReadBody();
+    Dispatch();
+  }
+
+  Response TooLarge() const {
+    return JsonError(413, "request body is larger than the limit of " +
+                              std::to_string(server_->options.max_body_bytes) + " bytes");
+  }
+
+  // --- the handler (on a handler thread) ---
+  void Dispatch() {
+    auto msg = std::make_shared<bhttp::request<bhttp::string_body>>(parser_->release());
+    parser_.reset();
+    server_->pool.Submit([self = this->shared_from_this(), msg] { self->RunHandler(*msg); });
+  }
+
+  void RunHandler(bhttp::request<bhttp::string_body>& msg) {
+    const unsigned version = msg.version();
+    const bool keep_alive = msg.keep_alive();
+    Request req = RequestFromHeader(msg, remote_);
+    req.body = std::move(msg.body());
+    std::string encoding(req.Header("Content-Encoding"));
+    for (auto& c : encoding) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    int decode_status = 0;
+    std::string decode_error;
+    if (encoding == "gzip" || encoding == "x-gzip" || encoding == "deflate") {
+      decode_status = InflateBody(&req.body, encoding != "deflate", server_->options.max_body_bytes,
+                                  &decode_error);
+    } else if (!encoding.empty() && encoding != "identity") {
+      decode_status = 415;
+      decode_error = "unsupported Content-Encoding '" + encoding + "' (use gzip, deflate or none)";
     }
     Response resp;
-    bool keep_alive = true;
-    unsigned version = 11;
-    if (refused) {
-      resp = std::move(*refused);
-      version = parser.get().version();
-      keep_alive = false;  // the body is unread
-    } else if (ec == bhttp::error::body_limit) {
-      resp = JsonError(413, "request body is larger than the limit of " +
-                                std::to_string(options.max_body_bytes) + " bytes");
-      keep_alive = false;  // the rest of the body is unread
-    } else if (ec) {
-      if (ec == net::error::would_block || ec == net::error::timed_out ||
-          ec == net::error::try_again)
-        break;
-      if (!parser.is_header_done()) {
-        // Garbage or a half-sent request: answer if we can, then close.
-        resp = JsonError(400, "malformed HTTP request: " + ec.message());
-      } else {
-        resp = JsonError(400, "malformed HTTP request body: " + ec.message());
-      }
-      keep_alive = false;
+    if (decode_status != 0) {
+      resp = JsonError(decode_status, decode_error);
     } else {
-      auto& msg = parser.get();
-      version = msg.version();
-      keep_alive = msg.keep_alive();
-      Request req = RequestFromHeader(msg, remote);
-      req.body = std::move(msg.body());
-      std::string encoding(req.Header("Content-Encoding"));
-      for (auto& c : encoding) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      int decode_status = 0;
-      std::string decode_error;
-      if (encoding == "gzip" || encoding == "x-gzip" || encoding == "deflate") {
-        decode_status =
-            InflateBody(&req.body, encoding != "deflate", options.max_body_bytes, &decode_error);
-      } else if (!encoding.empty() && encoding != "identity") {
-        decode_status = 415;
-        decode_error =
-            "unsupported Content-Encoding '" + encoding + "' (use gzip, deflate or none)";
-      }
-      if (decode_status != 0) {
-        resp = JsonError(decode_status, decode_error);
-      } else {
-        req.client_connected = [fd = sock->native_handle(), stopping = &stopping] {
-          return !stopping->load() && PeerConnected(fd);
-        };
-        try {
-          ProgressTicker ticker(sock->native_handle(), req.Header(kProgressIntervalHeader), version,
-                                &stopping);
-          resp = handler(req);
-        } catch (const std::exception& e) {
-          spdlog::error("http handler for {} {} threw: {}", req.method, req.path, e.what());
-          resp = JsonError(500, std::string("internal error: ") + e.what());
-        }
+      req.client_connected = [weak = this->weak_from_this()] {
+        auto self = weak.lock();
+        return self && self->Connected();
+      };
+      try {
+        ProgressTicker ticker(this, req.Header(kProgressIntervalHeader), version);
+        resp = server_->handler(req);
+      } catch (const std::exception& e) {
+        spdlog::error("http handler for {} {} threw: {}", req.method, req.path, e.what());
+        resp = JsonError(500, std::string("internal error: ") + e.what());
       }
     }
+    auto self = this->shared_from_this();
     if (resp.stream) {
-      if (!WriteStreamed(*sock, resp, version, keep_alive)) break;
-      continue;
+      const bool keep = WriteStreamed(resp, version, keep_alive);
+      net::post(stream_.get_executor(), [self, keep] {
+        if (keep) return self->ReadRequest();
+        self->Close();
+      });
+      return;
     }
-    bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(resp.status), version};
-    res.set(bhttp::field::server, "sediment");
+    net::post(stream_.get_executor(),
+              [self, resp = std::move(resp), version, keep_alive]() mutable {
+                self->SendResponse(std::move(resp), version, keep_alive, kDrainTime);
+              });
+  }
+
+  // Sends the status line and headers of `resp`, then runs its stream callback (on the handler
+  // thread). False when the connection must close (the client is gone, the producer aborted, or
+  // no keep-alive).
+  bool WriteStreamed(Response& resp, unsigned version, bool keep_alive);
+
+  // Whether the client is still there (BodyWriter::Connected); any thread.
+  bool Connected() {
+    if (failed_ || closed_ || server_->stopping || !PeerConnected(fd_)) failed_ = true;
+    return !failed_;
+  }
+
+  // Writes `data` from a handler thread (through the strand), at most `timeout` for it. False
+  // (and every later call false) when it could not be sent whole.
+  bool SyncWrite(std::string data, milliseconds timeout) {
+    if (failed_ || server_->stopping) {
+      failed_ = true;
+      return false;
+    }
+    struct State {
+      Mutex mu;
+      CondVar cv;
+      bool done GUARDED_BY(mu) = false;
+      bool ok GUARDED_BY(mu) = false;
+      std::string data;
+    };
+    auto st = std::make_shared<State>();
+    st->data = std::move(data);
+    net::post(stream_.get_executor(), [self = this->shared_from_this(), st, timeout] {
+      self->ArmDeadline(Clock::now() + timeout);
+      net::async_write(self->stream_, net::buffer(st->data),
+                       [self, st](beast::error_code ec, size_t) {
+                         self->CancelDeadline();
+                         const bool ok = !ec && !self->timed_out_;
+                         MutexLock lock(&st->mu);
+                         st->done = true;
+                         st->ok = ok;
+                         st->cv.NotifyAll();
+                       });
+    });
+    bool ok = false;
+    {
+      MutexLock lock(&st->mu);
+      while (!st->done) {
+        // The I/O threads ended (Stop() gave up waiting): the write never runs.
+        if (!st->cv.WaitFor(st->mu, milliseconds(100)) && server_->io_stopped) break;
+      }
+      ok = st->done && st->ok;
+    }
+    if (!ok) failed_ = true;
+    return ok;
+  }
+
+  // While a handler runs for a client that sent kProgressIntervalHeader (HTTP/1.1 only): sends
+  // "102 Processing" interim answers every that many milliseconds (at least 50) on a thread of
+  // its own, through SyncWrite; a send that fails ends the ticking (the final answer's write then
+  // fails too). The destructor stops and joins the thread: no interim answer follows it.
+  class ProgressTicker {
+   public:
+    ProgressTicker(Session* session, std::string_view interval_ms, unsigned version) {
+      if (version < 11 || interval_ms.empty()) return;
+      int64_t ms = 0;
+      for (char c : interval_ms) {
+        if (c < '0' || c > '9' || ms > 3600000) return;
+        ms = ms * 10 + (c - '0');
+      }
+      const auto every = milliseconds(std::max<int64_t>(ms, 50));
+      loop_.emplace("http-progress", BackgroundLoop::Options{.interval = every}, [this, session] {
+        static constexpr std::string_view kInterim = "HTTP/1.1 102 Processing\r\n\r\n";
+        if (!session->SyncWrite(std::string(kInterim), kInterimSendTimeout)) loop_->Stop();
+      });
+      (void)loop_->Start();
+    }
+    ProgressTicker(const ProgressTicker&) = delete;
+    ProgressTicker& operator=(const ProgressTicker&) = delete;
+
+   private:
+    std::optional<BackgroundLoop> loop_;  // ticking; its destructor stops and joins it
+  };
+
+  class Writer : public BodyWriter {
+   public:
+    Writer(Session* session, bool chunked) : session_(session), chunked_(chunked) {}
+    bool Write(std::string_view data) override {
+      if (session_->failed_ || session_->server_->stopping) {
+        session_->failed_ = true;
+        return false;
+      }
+      if (data.empty()) return true;
+      if (!chunked_) return session_->SyncWrite(std::string(data), Timeout());
+      char size[24];
+      int n = std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+      std::string frame;
+      frame.reserve(static_cast<size_t>(n) + data.size() + 2);
+      frame.append(size, static_cast<size_t>(n));
+      frame.append(data);
+      frame.append("\r\n");
+      return session_->SyncWrite(std::move(frame), Timeout());
+    }
+    bool Connected() override { return session_->Connected(); }
+
+   private:
+    milliseconds Timeout() const { return session_->server_->options.idle_timeout; }
+    Session* session_;
+    bool chunked_;
+  };
+
+  // --- answering and closing (on the strand) ---
+  void SendResponse(Response resp, unsigned version, bool keep_alive, milliseconds drain) {
+    if (failed_) return Close();
+    auto res = std::make_shared<bhttp::response<bhttp::string_body>>(
+        static_cast<bhttp::status>(resp.status), version);
+    res->set(bhttp::field::server, "sediment");
     // 1xx, 204 and 304 answers have no body and no Content-Length / Content-Type (RFC 9110).
     const bool bodiless = resp.status < 200 || resp.status == 204 || resp.status == 304;
-    if (!bodiless) res.set(bhttp::field::content_type, OneLine(resp.content_type));
+    if (!bodiless) res->set(bhttp::field::content_type, OneLine(resp.content_type));
     // insert, not set: a header may repeat (one X-Sediment-Warning per warning).
-    for (const auto& [k, v] : resp.headers) res.insert(k, OneLine(v));
-    res.keep_alive(keep_alive);
+    for (const auto& [k, v] : resp.headers) res->insert(k, OneLine(v));
+    if (server_->stopping) keep_alive = false;
+    res->keep_alive(keep_alive);
     if (!bodiless) {
-      res.body() = std::move(resp.body);
-      res.prepare_payload();
+      res->body() = std::move(resp.body);
+      res->prepare_payload();
     }
-    bhttp::write(*sock, res, ec);
-    if (ec) break;
-    if (!keep_alive) {
-      // Let the client finish sending (bounded) so it sees the response instead of a reset.
-      sock->shutdown(tcp::socket::shutdown_send, ec);
-      struct timeval drain {
-        2, 0
-      };
-      ::setsockopt(sock->native_handle(), SOL_SOCKET, SO_RCVTIMEO, &drain, sizeof drain);
-      char sink[65536];
-      size_t drained = 0;
-      while (drained < (256u << 20)) {
-        size_t n = sock->read_some(net::buffer(sink), ec);
-        if (ec || n == 0) break;
-        drained += n;
-      }
-      break;
+    ArmDeadline(Clock::now() + server_->options.idle_timeout);
+    bhttp::async_write(
+        stream_, *res,
+        [self = this->shared_from_this(), res, keep_alive, drain](beast::error_code ec, size_t) {
+          self->CancelDeadline();
+          if (ec || self->timed_out_) return self->Close();
+          if (keep_alive) return self->ReadRequest();
+          self->Drain(drain);
+        });
+  }
+
+  // Closes the sending side, then reads and drops what the client still sends for at most
+  // `bound` (so it sees the answer instead of a reset), then closes.
+  void Drain(milliseconds bound) {
+    beast::error_code ec;
+    Socket().shutdown(tcp::socket::shutdown_send, ec);
+    if (ec || server_->stopping) return Close();
+    drain_left_ = kDrainBytes;
+    drain_buf_ = std::make_unique<std::array<char, 4096>>();
+    ArmDeadline(Clock::now() + bound);
+    DrainSome();
+  }
+  void DrainSome() {
+    Socket().async_read_some(net::buffer(*drain_buf_),
+                             [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+                               if (ec || n == 0 || self->timed_out_ || n >= self->drain_left_) {
+                                 return self->Close();
+                               }
+                               self->drain_left_ -= n;
+                               self->DrainSome();
+                             });
+  }
+
+  void Close() {
+    CancelDeadline();
+    closed_ = true;
+    beast::error_code ec;
+    Socket().shutdown(tcp::socket::shutdown_both, ec);
+    Socket().close(ec);
+  }
+
+  ServerState* const server_;
+  Stream stream_;
+  net::steady_timer timer_;
+  const std::string remote_;
+  const int fd_;  // the socket's descriptor; closed only by Close(), after the handler returned
+  std::optional<std::string> address_;  // the client's address when admitted (counted)
+  std::list<std::weak_ptr<SessionBase>>::iterator registry_it_;
+  // On the strand:
+  beast::flat_buffer buffer_;
+  std::optional<Parser> parser_;
+  uint64_t deadline_gen_ = 0;
+  bool timed_out_ = false;  // the last armed deadline fired
+  Clock::time_point body_start_;
+  uint64_t body_bytes_ = 0;
+  size_t drain_left_ = 0;
+  std::unique_ptr<std::array<char, 4096>> drain_buf_;
+  // Any thread:
+  std::atomic<bool> failed_{false};  // a write failed or the client is gone: for good
+  std::atomic<bool> closed_{false};
+};
+
+template <class Stream>
+bool Session<Stream>::WriteStreamed(Response& resp, unsigned version, bool keep_alive) {
+  const bool chunked = version >= 11;
+  if (!chunked || server_->stopping) keep_alive = false;
+  const auto status = static_cast<bhttp::status>(resp.status);
+  std::string head = std::string(version >= 11 ? "HTTP/1.1 " : "HTTP/1.0 ") +
+                     std::to_string(resp.status) + " " +
+                     std::string(bhttp::obsolete_reason(status)) + "\r\n";
+  head += "Server: sediment\r\nContent-Type: " + OneLine(resp.content_type) + "\r\n";
+  for (const auto& [k, v] : resp.headers) head += OneLine(k) + ": " + OneLine(v) + "\r\n";
+  if (chunked) head += "Transfer-Encoding: chunked\r\n";
+  head += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
+  head += "\r\n";
+  if (!SyncWrite(std::move(head), server_->options.idle_timeout)) return false;
+  Writer writer(this, chunked);
+  bool completed = false;
+  try {
+    completed = resp.stream(writer);
+  } catch (const std::exception& e) {
+    spdlog::error("http stream producer threw: {}", e.what());
+  }
+  if (!completed || failed_) return false;
+  if (chunked && !SyncWrite("0\r\n\r\n", server_->options.idle_timeout)) return false;
+  return keep_alive;
+}
+
+void ServerState::Accept() {
+  acceptor->async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+    OnAccept(ec, std::move(socket));
+  });
+}
+
+void ServerState::OnAccept(beast::error_code ec, tcp::socket socket) {
+  if (stopping) return;
+  if (ec) {
+    // Out of descriptors (EMFILE) and the like: try again shortly rather than spin.
+    spdlog::warn("http accept: {}", ec.message());
+    accept_retry->expires_after(milliseconds(50));
+    accept_retry->async_wait([this](beast::error_code e) {
+      if (!e && !stopping) Accept();
+    });
+    return;
+  }
+  std::string address;
+  std::string remote;
+  {
+    beast::error_code e;
+    auto ep = socket.remote_endpoint(e);
+    if (!e) {
+      address = ep.address().to_string();
+      remote = address + ":" + std::to_string(ep.port());
     }
   }
-  sock->shutdown(tcp::socket::shutdown_both, ec);
-  // The socket is closed by the caller under `mu`, where Stop() reads its native handle.
+  bool admitted = false;
+  {
+    MutexLock lock(&mu);
+    int& from = per_address[address];
+    if (open < options.max_connections && from < options.max_connections_per_address) {
+      ++open;
+      ++from;
+      admitted = true;
+    } else if (from == 0) {
+      per_address.erase(address);
+    }
+  }
+  if (tls) {
+    auto s = std::make_shared<Session<TlsStream>>(this, std::move(address), std::move(remote),
+                                                  admitted, std::move(socket), *tls);
+    s->Start();
+  } else {
+    auto s = std::make_shared<Session<PlainStream>>(this, std::move(address), std::move(remote),
+                                                    admitted, std::move(socket));
+    s->Start();
+  }
+  Accept();
+}
+
+}  // namespace
+
+struct Server::Impl : ServerState {
+  using ServerState::ServerState;
+};
+
+Server::Server(ServerOptions options, Handler handler)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(handler))) {}
+
+Server::~Server() { Stop(); }
+
+int Server::open_connections() const {
+  MutexLock lock(&impl_->mu);
+  return impl_->open;
+}
+
+Status Server::Start() {
+  auto& o = impl_->options;
+  if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
+    return Status::InvalidArgument("TLS needs both a certificate file and a key file");
+  }
+  if (!o.tls_cert_file.empty()) {
+    auto ctx = std::make_unique<net::ssl::context>(net::ssl::context::tls_server);
+    ctx->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                     net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
+                     net::ssl::context::no_tlsv1_1 | net::ssl::context::single_dh_use);
+    SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+    beast::error_code ec;
+    ctx->use_certificate_chain_file(o.tls_cert_file, ec);
+    if (ec) {
+      return Status::InvalidArgument("cannot load the TLS certificate file '" + o.tls_cert_file +
+                                     "': " + ec.message());
+    }
+    ctx->use_private_key_file(o.tls_key_file, net::ssl::context::pem, ec);
+    if (ec) {
+      return Status::InvalidArgument("cannot load the TLS key file '" + o.tls_key_file +
+                                     "': " + ec.message());
+    }
+    impl_->tls = std::move(ctx);
+  }
+  RaiseFileLimit(o.max_connections);
+  beast::error_code ec;
+  auto addr = net::ip::make_address(o.host, ec);
+  if (ec) return Status::InvalidArgument("bad listen address '" + o.host + "'");
+  tcp::endpoint ep(addr, o.port);
+  impl_->acceptor.emplace(net::make_strand(impl_->ioc));
+  impl_->acceptor->open(ep.protocol(), ec);
+  if (!ec) impl_->acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) impl_->acceptor->bind(ep, ec);
+  if (!ec) impl_->acceptor->listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Status::IOError("cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " +
+                           ec.message());
+  }
+  port_ = impl_->acceptor->local_endpoint().port();
+  impl_->accept_retry.emplace(impl_->acceptor->get_executor());
+  impl_->started = true;
+  impl_->work.emplace(impl_->ioc.get_executor());
+  impl_->Accept();
+  for (int i = 0; i < std::max(1, o.io_threads); ++i) {
+    impl_->io_threads.emplace_back([this] { impl_->ioc.run(); });
+  }
+  return Status::OK();
+}
+
+void Server::Stop() {
+  if (!impl_ || !impl_->started) return;
+  if (impl_->stopping.exchange(true)) return;
+  net::post(impl_->acceptor->get_executor(), [impl = impl_.get()] {
+    beast::error_code ec;
+    impl->acceptor->close(ec);
+    impl->accept_retry->cancel();
+  });
+  std::vector<std::shared_ptr<SessionBase>> live;
+  {
+    MutexLock lock(&impl_->mu);
+    for (auto& w : impl_->sessions) {
+      if (auto s = w.lock()) live.push_back(std::move(s));
+    }
+  }
+  for (auto& s : live) s->PostStop();
+  live.clear();  // outside the lock: the last reference runs the destructor, which takes it
+  {
+    const auto until = Clock::now() + std::chrono::seconds(10);
+    MutexLock lock(&impl_->mu);
+    while (!impl_->sessions.empty() && Clock::now() < until) {
+      impl_->sessions_changed.WaitUntil(impl_->mu, until);
+    }
+    if (!impl_->sessions.empty()) {
+      spdlog::warn("http: {} connections still busy 10 s after stopping", impl_->sessions.size());
+    }
+  }
+  impl_->work.reset();
+  impl_->ioc.stop();
+  for (auto& t : impl_->io_threads) t.join();
+  impl_->io_threads.clear();
+  impl_->io_stopped = true;
+  impl_->pool.Close();
 }
 
 }  // namespace sediment::http

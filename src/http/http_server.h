@@ -1,7 +1,10 @@
-// A small HTTP/1.1 server on Boost.Beast: one thread per connection (bounded), keep-alive,
-// request bodies bounded by max_body_bytes (413 beyond), complete or streamed (chunked) response
-// bodies. Routing is the caller's: one Handler gets every request. Thread-safety: the handler is
-// called concurrently from connection threads.
+// A small asynchronous HTTP/1.1 server (HTTPS when given a certificate) on Boost.Asio/Beast: a
+// fixed pool of I/O threads serves every connection (reads, writes, deadlines; an idle keep-alive
+// connection costs no thread), complete requests are handled on a bounded pool of handler
+// threads, keep-alive, request bodies bounded by max_body_bytes (413 beyond), complete or
+// streamed (chunked) response bodies. Routing is the caller's: one Handler gets every request.
+// Thread-safety: the handler is called concurrently from handler threads (never from an I/O
+// thread, so it may block).
 #pragma once
 
 #include <atomic>
@@ -63,8 +66,8 @@ struct Response {
   std::string body;
   // Sent as given; a name may repeat (each pair is one header line).
   std::vector<std::pair<std::string, std::string>> headers;
-  // When set, `body` is ignored: after the status line and headers are sent, the connection
-  // thread calls `stream`, which writes the body in pieces. HTTP/1.1: chunked transfer encoding,
+  // When set, `body` is ignored: after the status line and headers are sent, the handler thread
+  // calls `stream`, which writes the body in pieces. HTTP/1.1: chunked transfer encoding,
   // keep-alive as requested; HTTP/1.0: the raw bytes, then the connection closes. `stream`
   // returns false to abort the body: the connection is closed without the terminating chunk, so
   // the client sees an incomplete response (for failures after the headers went out).
@@ -78,18 +81,36 @@ using Handler = std::function<Response(const Request&)>;
 // Called with a request whose header is complete and whose body has not been read (`body` is
 // empty): a response refuses the request without reading its body (the connection is closed
 // after the answer), nullopt lets the server read the body and call the Handler. How a server
-// checks credentials before accepting up to max_body_bytes from a stranger. Called concurrently.
+// checks credentials before accepting up to max_body_bytes from a stranger. Called concurrently,
+// on an I/O thread: it must not block (checking tokens in memory is fine; a lookup that waits on
+// disk or network would stall every connection of that thread).
 using Admit = std::function<std::optional<Response>(const Request&)>;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8080;  // 0: pick a free port (see Server::port())
   size_t max_body_bytes = 32u << 20;
-  int max_connections = 512;
-  int idle_timeout_seconds = 120;
+  // I/O threads: run every connection's reads, writes and deadlines (at least 1).
+  int io_threads = 2;
+  // Most handlers running at once; threads are started on demand and end after 30 s idle.
+  // Complete requests beyond it wait in a queue (their connections stay open).
+  int handler_threads = 256;
+  // Open connections in all, and from one client address: beyond either a new connection gets
+  // 503 with `Retry-After: 1` and a JSON error, then is closed (nothing of it is read).
+  int max_connections = 10000;
+  int max_connections_per_address = 1000;
+  // The whole header of a request must arrive within this, counted from its first byte (408 and
+  // close otherwise); on TLS it also bounds the handshake.
+  std::chrono::milliseconds header_timeout{10000};
+  // The body must arrive at this average rate, after a grace of one header_timeout from the end
+  // of the header (408 and close otherwise). 0: no rate, each read is bounded by idle_timeout.
+  uint64_t body_min_bytes_per_second = 1024;
+  // An idle keep-alive connection (no byte of a next request) is closed after this; also how
+  // long a client may read nothing of an answer before the write fails.
+  std::chrono::milliseconds idle_timeout{60000};
   Admit admit;  // empty: every request is read whole
   // PEM files: when both are set the listener speaks only HTTPS (TLS 1.2 and newer); Start()
-  // fails naming the file when one cannot be loaded. Not implemented yet: Start() refuses them.
+  // fails naming the file when one cannot be loaded, and when only one of them is set.
   std::string tls_cert_file;
   std::string tls_key_file;
 };
@@ -101,7 +122,10 @@ class Server {
   // Binds and starts accepting; error when the address cannot be bound.
   Status Start();
   uint16_t port() const { return port_; }
-  // Stops accepting, closes connections, joins threads. Idempotent.
+  // Connections open now (counted against max_connections; refused ones are not). Thread-safe.
+  int open_connections() const;
+  // Stops accepting, shuts connections down, waits (bounded, 10 s) for running handlers, joins
+  // the I/O threads. Idempotent. The destructor also waits for handler threads still running.
   void Stop();
 
  private:

@@ -233,6 +233,15 @@ Status Server::Start() {
   http_options.host = host;
   http_options.port = port;
   http_options.max_body_bytes = s.config.max_body_bytes;
+  http_options.io_threads = s.config.http_threads;
+  http_options.handler_threads = s.config.http_handler_threads;
+  http_options.max_connections = s.config.max_connections;
+  http_options.max_connections_per_address = s.config.max_connections_per_address;
+  http_options.header_timeout = std::chrono::milliseconds(s.config.http_header_timeout_ms);
+  http_options.body_min_bytes_per_second = s.config.http_body_min_bytes_per_second;
+  http_options.idle_timeout = std::chrono::milliseconds(s.config.http_idle_timeout_ms);
+  http_options.tls_cert_file = s.config.tls_cert_file;
+  http_options.tls_key_file = s.config.tls_key_file;
   s.http = std::make_unique<http::Server>(
       http_options, [this](const http::Request& r) { return impl_->Handle(r); });
   RETURN_IF_ERROR(s.http->Start());
