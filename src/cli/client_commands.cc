@@ -26,13 +26,21 @@ std::vector<std::pair<std::string, std::string>> AuthHeaders(const std::string& 
   return h;
 }
 
+// The options of every request: https:// servers are verified against `cacert` (PEM; empty = the
+// system's CAs) and must name the URL's host.
+sediment::http::FetchOptions Options(const std::string& cacert) {
+  sediment::http::FetchOptions o;
+  o.ca_file = cacert;
+  return o;
+}
+
 int Fail(const std::string& what) {
   std::fprintf(stderr, "error: %s\n", what.c_str());
   return 1;
 }
 
-int IngestLines(const std::string& url, const std::string& token, std::vector<std::string> files,
-                size_t batch_lines) {
+int IngestLines(const std::string& url, const std::string& cacert, const std::string& token,
+                std::vector<std::string> files, size_t batch_lines) {
   if (files.empty()) files.push_back("-");
   size_t total = 0;
   std::string batch;
@@ -40,7 +48,7 @@ int IngestLines(const std::string& url, const std::string& token, std::vector<st
   auto send = [&]() -> bool {
     if (lines == 0) return true;
     auto r = sediment::http::Fetch("POST", url + "/api/v1/ingest/raw",
-                                   AuthHeaders(token, "text/plain"), batch);
+                                   AuthHeaders(token, "text/plain"), batch, Options(cacert));
     if (!r.ok()) {
       Fail(r.status().ToString());
       return false;
@@ -75,9 +83,9 @@ int IngestLines(const std::string& url, const std::string& token, std::vector<st
   return 0;
 }
 
-int QueryAndPrint(const std::string& url, const std::string& token, const std::string& repo,
-                  const std::string& query, const std::string& start, const std::string& end,
-                  const std::string& format) {
+int QueryAndPrint(const std::string& url, const std::string& cacert, const std::string& token,
+                  const std::string& repo, const std::string& query, const std::string& start,
+                  const std::string& end, const std::string& format) {
   sediment::JsonWriter w;
   w.BeginObject().Key("queryString").String(query).Key("start").String(start);
   if (!end.empty()) w.Key("end").String(end);
@@ -85,7 +93,7 @@ int QueryAndPrint(const std::string& url, const std::string& token, const std::s
   auto headers = AuthHeaders(token, "application/json");
   if (format == "ndjson") headers.emplace_back("Accept", "application/x-ndjson");
   auto r = sediment::http::Fetch("POST", url + "/api/v1/repositories/" + repo + "/query", headers,
-                                 w.str());
+                                 w.str(), Options(cacert));
   if (!r.ok()) return Fail(r.status().ToString());
   for (const auto& [k, v] : r->headers) {
     if (strcasecmp(k.c_str(), "X-Sediment-Warning") == 0) {
@@ -245,9 +253,9 @@ int PrintCluster(const std::string& body) {
   return 0;
 }
 
-int ShowStatus(const std::string& url, bool cluster, bool json) {
-  auto r =
-      sediment::http::Fetch("GET", url + (cluster ? "/api/v1/cluster" : "/api/v1/status"), {}, "");
+int ShowStatus(const std::string& url, const std::string& cacert, bool cluster, bool json) {
+  auto r = sediment::http::Fetch("GET", url + (cluster ? "/api/v1/cluster" : "/api/v1/status"), {},
+                                 "", Options(cacert));
   if (!r.ok()) return Fail(r.status().ToString());
   if (r->status != 200)
     return Fail("server answered " + std::to_string(r->status) + ": " + r->body);
@@ -256,14 +264,23 @@ int ShowStatus(const std::string& url, bool cluster, bool json) {
   return 0;
 }
 
+void AddCacertOption(CLI::App& command, ClientArgs& args) {
+  command
+      .add_option("--cacert", args.cacert,
+                  "https: PEM CA bundle to verify the server's certificate against (default: the "
+                  "system's CAs)")
+      ->envname("SEDIMENT_CACERT");
+}
+
 }  // namespace
 
 CLI::App* AddIngestCommand(CLI::App& app, ClientArgs& args) {
   auto* ingest =
       app.add_subcommand("ingest", "send log lines (files or stdin) to /api/v1/ingest/raw");
-  ingest->add_option("--url", args.url, "server URL")
+  ingest->add_option("--url", args.url, "server URL (http:// or https://)")
       ->envname("SEDIMENT_URL")
       ->capture_default_str();
+  AddCacertOption(*ingest, args);
   ingest->add_option("--token", args.token, "ingest token")
       ->envname("SEDIMENT_INGEST_TOKEN")
       ->required();
@@ -274,9 +291,10 @@ CLI::App* AddIngestCommand(CLI::App& app, ClientArgs& args) {
 
 CLI::App* AddQueryCommand(CLI::App& app, ClientArgs& args) {
   auto* query = app.add_subcommand("query", "run a query and print the result");
-  query->add_option("--url", args.url, "server URL")
+  query->add_option("--url", args.url, "server URL (http:// or https://)")
       ->envname("SEDIMENT_URL")
       ->capture_default_str();
+  AddCacertOption(*query, args);
   query->add_option("--token", args.token, "API token")->envname("SEDIMENT_API_TOKEN")->required();
   query->add_option("--repo", args.repo, "repository")->capture_default_str();
   query->add_option("--start", args.start, "start: relative (15m, 24h, 7d), epoch ms or ISO-8601")
@@ -294,23 +312,26 @@ CLI::App* AddStatusCommand(CLI::App& app, ClientArgs& args) {
       app.add_subcommand("status",
                          "print the node's status (JSON), or with --cluster the cluster's nodes, "
                          "partitions and warnings");
-  status->add_option("--url", args.url, "server URL")
+  status->add_option("--url", args.url, "server URL (http:// or https://)")
       ->envname("SEDIMENT_URL")
       ->capture_default_str();
+  AddCacertOption(*status, args);
   status->add_flag("--cluster", args.cluster, "the cluster view (GET /api/v1/cluster) as tables");
   status->add_flag("--json", args.json, "with --cluster: the raw JSON");
   return status;
 }
 
 int RunIngest(const ClientArgs& args) {
-  return IngestLines(args.url, args.token, args.files, args.batch_lines);
+  return IngestLines(args.url, args.cacert, args.token, args.files, args.batch_lines);
 }
 
 int RunQuery(const ClientArgs& args) {
-  return QueryAndPrint(args.url, args.token, args.repo, args.query, args.start, args.end,
-                       args.format);
+  return QueryAndPrint(args.url, args.cacert, args.token, args.repo, args.query, args.start,
+                       args.end, args.format);
 }
 
-int RunStatus(const ClientArgs& args) { return ShowStatus(args.url, args.cluster, args.json); }
+int RunStatus(const ClientArgs& args) {
+  return ShowStatus(args.url, args.cacert, args.cluster, args.json);
+}
 
 }  // namespace sediment::cli

@@ -1,5 +1,6 @@
 // The client subcommands of the sediment binary: `ingest`, `query` and `status` talk to a running
-// node over HTTP. Each prints a one-line `error:` message and returns 1 on failure, 0 on success.
+// node over HTTP or HTTPS (`--cacert FILE` like curl's). Each prints a one-line `error:` message
+// and returns 1 on failure, 0 on success.
 #pragma once
 
 #include <cstddef>
@@ -12,9 +13,10 @@ class App;
 
 namespace sediment::cli {
 
-// The client subcommands' arguments (url and token are shared by them).
+// The client subcommands' arguments (url, token and cacert are shared by them).
 struct ClientArgs {
-  std::string url = "http://127.0.0.1:8080";
+  std::string url = "http://127.0.0.1:8080";  // http:// or https://
+  std::string cacert;  // https: PEM CA bundle to verify the server against; empty = system CAs
   std::string token;
   std::vector<std::string> files;  // ingest: files to send; none or "-": stdin
   size_t batch_lines = 1000;

@@ -13,8 +13,9 @@ namespace {
 
 class HttpPeerClient final : public PeerClient {
  public:
-  HttpPeerClient(std::function<std::string()> cluster_secret, CallPoolOptions pool)
-      : cluster_secret_(std::move(cluster_secret)), pool_(pool) {}
+  HttpPeerClient(std::function<std::string()> cluster_secret, http::PeerTls tls,
+                 CallPoolOptions pool)
+      : cluster_secret_(std::move(cluster_secret)), tls_(std::move(tls)), pool_(pool) {}
 
   // Abandons the calls in flight (each ends within 20 ms), refuses the queued ones, joins.
   ~HttpPeerClient() override {
@@ -29,7 +30,7 @@ class HttpPeerClient final : public PeerClient {
   void Start(PeerCallKind kind, NodeId node, const std::string& address, const InternalQuery& q,
              const PeerCallOptions& options, std::shared_ptr<PeerSlot> slot) override {
     (void)node;
-    http::FetchOptions fetch;
+    http::FetchOptions fetch = tls_.Options();
     fetch.timeout = options.timeout;
     fetch.progress_timeout = options.progress_timeout;
     if (options.progress_timeout.count() > 0) {
@@ -38,7 +39,7 @@ class HttpPeerClient final : public PeerClient {
     }
     const std::string_view path = kind == PeerCallKind::kBuffers ? kBuffersPath : kPartialPath;
     pool_.Submit(
-        [this, slot, url = "http://" + address + std::string(path), body = EncodeInternalQuery(q),
+        [this, slot, url = tls_.Url(address, path), body = EncodeInternalQuery(q),
          secret = cluster_secret_(), fetch]() mutable {
           {
             std::lock_guard lock(mu_);
@@ -60,9 +61,8 @@ class HttpPeerClient final : public PeerClient {
     const std::string secret = cluster_secret_();
     for (const auto& address : addresses) {
       pool_.Submit(
-          [this, url = "http://" + address + std::string(kCancelPath),
-           body = EncodeCancel(query_id), secret] {
-            http::FetchOptions fetch;
+          [this, url = tls_.Url(address, kCancelPath), body = EncodeCancel(query_id), secret] {
+            http::FetchOptions fetch = tls_.Options();
             fetch.timeout = std::chrono::seconds(5);
             fetch.cancel = &stopping_;
             (void)http::Fetch(
@@ -76,6 +76,7 @@ class HttpPeerClient final : public PeerClient {
 
  private:
   const std::function<std::string()> cluster_secret_;
+  const http::PeerTls tls_;
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
   std::set<std::shared_ptr<PeerSlot>> in_flight_;  // guarded by mu_
@@ -85,8 +86,8 @@ class HttpPeerClient final : public PeerClient {
 }  // namespace
 
 std::unique_ptr<PeerClient> NewHttpPeerClient(std::function<std::string()> cluster_secret,
-                                              CallPoolOptions pool) {
-  return std::make_unique<HttpPeerClient>(std::move(cluster_secret), pool);
+                                              http::PeerTls tls, CallPoolOptions pool) {
+  return std::make_unique<HttpPeerClient>(std::move(cluster_secret), std::move(tls), pool);
 }
 
 Status PeerFailure(const http::ClientResponse& r) {

@@ -87,12 +87,13 @@ class PeerClient {
 };
 
 // The PeerClient over HTTP: POSTs to the internal routes with the cluster secret (read at each
-// call) as bearer token, on the threads of a CallPool (`pool`: at most max_threads calls at once,
-// the rest queued; a call beyond the queue is answered Unavailable at once). An abandoned call
-// closes its connection within 20 ms. Destroying the client abandons the calls in flight and waits
-// for them; queued calls are answered Unavailable.
+// call) as bearer token, over HTTPS or HTTP as `tls` says (http::PeerTls), on the threads of a
+// CallPool (`pool`: at most max_threads calls at once, the rest queued; a call beyond the queue is
+// answered Unavailable at once). An abandoned call closes its connection within 20 ms. Destroying
+// the client abandons the calls in flight and waits for them; queued calls are answered
+// Unavailable.
 std::unique_ptr<PeerClient> NewHttpPeerClient(std::function<std::string()> cluster_secret,
-                                              CallPoolOptions pool = {});
+                                              http::PeerTls tls, CallPoolOptions pool = {});
 
 // A peer's failure from its HTTP answer: its limits keep their codes (DeadlineExceeded for 408,
 // ResourceExhausted for 413: the whole query fails), anything else is Unavailable (the data it

@@ -1,10 +1,12 @@
-// A blocking HTTP/1.1 client (Boost.Beast) for the CLI and node-to-node calls. One request per
-// call, its own connection. Thread-safe (no shared state).
+// A blocking HTTP/1.1 client (Boost.Beast) for the CLI and node-to-node calls, over plain TCP
+// (http://) or TLS (https://, OpenSSL). One request per call, its own connection. Thread-safe (no
+// shared state).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -39,12 +41,24 @@ struct FetchOptions {
   // Not owned; must outlive the call. Checked at least every 20 ms: once true, the exchange is
   // abandoned (the connection closed) and Fetch returns Cancelled.
   const std::atomic<bool>* cancel = nullptr;
+  // https:// only. PEM file of the CAs the server's certificate must chain to; empty = the
+  // system's default verify paths. A file that cannot be loaded makes Fetch InvalidArgument.
+  std::string ca_file;
+  // https:// only. When true the certificate must name the URL's host: a host name is checked
+  // against the DNS names (subjectAltName, else the CN), an IP literal against the IP addresses
+  // (subjectAltName). A host name is also sent as SNI (an IP literal never is).
+  bool verify_host = true;
 };
 
-// `url` is http://HOST:PORT/PATH?QUERY. Unavailable when the server cannot be reached, when the
-// connection fails, or when a bound of `options` passed first (the message says which); Cancelled
-// when `options.cancel` turned true first. Any complete final answer (also 4xx/5xx) is returned
-// as a ClientResponse.
+// `url` is http://HOST[:PORT]/PATH?QUERY or https://...; HOST may be a name, an IPv4 literal or a
+// bracketed IPv6 literal; the port defaults to 80 / 443. Unavailable when the server cannot be
+// reached, when the connection fails, when a bound of `options` passed first (the message says
+// which), when the TLS handshake fails (the message says why: "TLS: the certificate of H:P is not
+// trusted: <OpenSSL's reason>" for a certificate that does not chain to the CAs or does not name
+// the host, "TLS handshake with H:P failed: ..." otherwise, e.g. a plain HTTP server);
+// Cancelled when `options.cancel` turned true first; InvalidArgument for a malformed URL or a CA
+// file that cannot be loaded. Any complete final answer (also 4xx/5xx) is returned as a
+// ClientResponse.
 Result<ClientResponse> Fetch(const std::string& method, const std::string& url,
                              const std::vector<std::pair<std::string, std::string>>& headers,
                              const std::string& body, const FetchOptions& options);
@@ -54,5 +68,24 @@ Result<ClientResponse> Fetch(const std::string& method, const std::string& url,
                              const std::vector<std::pair<std::string, std::string>>& headers,
                              const std::string& body,
                              std::chrono::seconds timeout = std::chrono::seconds(300));
+
+// How a node calls its peers (node-to-node calls): over HTTPS verified against `ca_file` when the
+// node's own listener speaks TLS (every node of a cluster is configured alike), plain HTTP
+// otherwise. Built once from the node's configuration and handed to every part that calls peers,
+// so the choice is made in one place. A plain value: copyable, immutable once built.
+struct PeerTls {
+  bool https = false;
+  // PEM CA bundle the peers' certificates must chain to; empty = the system's default paths.
+  std::string ca_file;
+
+  // The URL of `path` (with its query) on the peer at `address` (HOST:PORT).
+  std::string Url(std::string_view address, std::string_view path) const;
+  // `base` with the CA to verify peers against and host verification on (the peer's
+  // certificate must name the address it is called at).
+  FetchOptions Options(FetchOptions base = {}) const;
+  // OK when peers are called over plain HTTP or the CA bundle loads; InvalidArgument naming the
+  // file otherwise (so a node can refuse to start rather than fail every peer call).
+  Status Check() const;
+};
 
 }  // namespace sediment::http

@@ -101,8 +101,10 @@ Result<std::pair<NodeId, Offset>> Server::Impl::PeerSnapshot(
     return a.last.global_applied > b.last.global_applied;
   });
   for (const auto& peer : peers) {
-    auto r = http::Fetch("GET", "http://" + peer.address + "/internal/v1/global/snapshot",
-                         {{"Authorization", "Bearer " + credential}}, "", std::chrono::seconds(30));
+    http::FetchOptions options = peer_tls.Options();
+    options.timeout = std::chrono::seconds(30);
+    auto r = http::Fetch("GET", peer_tls.Url(peer.address, "/internal/v1/global/snapshot"),
+                         {{"Authorization", "Bearer " + credential}}, "", options);
     if (!r.ok() || r->status != 200) {
       spdlog::warn("global: snapshot from peer node {} at {}: {}", peer.node.value, peer.address,
                    r.ok() ? "HTTP " + std::to_string(r->status) + " " + r->body.substr(0, 200)

@@ -136,7 +136,7 @@ void Server::Impl::StartCoordinator() {
                                                  bucket != nullptr);
   leaf = std::make_unique<coordinator::Leaf>(env, global.get(), query_local.get(),
                                              config.query_threads);
-  query_peers = coordinator::NewHttpPeerClient([this] { return ClusterSecret(); });
+  query_peers = coordinator::NewHttpPeerClient([this] { return ClusterSecret(); }, peer_tls);
   coordinator::CoordinatorOptions options;
   options.query_threads = config.query_threads;
   options.heartbeat_timeout_ms = config.heartbeat_timeout_ms;

@@ -31,6 +31,16 @@ namespace sediment {
 namespace {
 
 // HOST:PORT, [IPV6]:PORT or localhost:PORT (as 127.0.0.1); false when malformed.
+// The one place that decides how a node calls its peers: over HTTPS when its own listener speaks
+// TLS (every node of a cluster is configured alike), verified against --tls-ca (the system's CAs
+// when empty); plain HTTP otherwise.
+http::PeerTls PeerTlsOf(const ServerConfig& config) {
+  http::PeerTls tls;
+  tls.https = !config.tls_cert_file.empty();
+  tls.ca_file = config.tls_ca_file;
+  return tls;
+}
+
 bool ParseListen(const std::string& listen, std::string* host, uint16_t* port) {
   auto colon = listen.rfind(':');
   if (colon == std::string::npos) return false;
@@ -205,6 +215,12 @@ Status Server::Start() {
     return Status::InvalidArgument("--listen must be HOST:PORT, got '" + s.config.listen + "'");
   }
   s.started_ms = s.clock->NowMillis();
+  s.peer_tls = PeerTlsOf(s.config);
+  RETURN_IF_ERROR(s.peer_tls.Check().WithContext("--tls-ca"));
+  if (!s.peer_tls.https && !s.config.tls_ca_file.empty()) {
+    spdlog::warn("--tls-ca {} is unused: peers are called over HTTPS only when --tls-cert is set",
+                 s.config.tls_ca_file);
+  }
   RETURN_IF_ERROR(s.env->CreateDirs(s.config.data_dir));
   s.segment_dir = JoinPath(s.config.data_dir, "segments");
   auto node = LoadOrCreateNodeId(s.env, s.config.data_dir);
@@ -322,7 +338,7 @@ Status Server::Start() {
       std::make_unique<coordinator::QueryAdmission>(s.config.max_concurrent_queries);
   api::AddRoutes(s.router, s.ApiNode());
   s.ready = true;
-  spdlog::info("node {} ready at http://{} (data in {})", s.node.value, s.advertise,
+  spdlog::info("node {} ready at {} (data in {})", s.node.value, s.peer_tls.Url(s.advertise, ""),
                s.config.data_dir);
   return Status::OK();
 }
@@ -419,7 +435,7 @@ Status Server::Impl::Bootstrap() {
     std::string creds =
         "repository=sandbox\ningest_token=" + ingest_token + "\napi_token=" + api_token + "\n";
     RETURN_IF_ERROR(env->WriteFileAtomic(JoinPath(config.data_dir, "credentials.txt"), creds));
-    std::string url = "http://" + config.listen;
+    std::string url = peer_tls.Url(config.listen, "");
     fmt::print(
         "\nCreated repository 'sandbox' with new tokens (also saved in {}/credentials.txt):\n"
         "  ingest token: {}\n  API token:    {}\n\n"

@@ -34,6 +34,7 @@
 #include "coordinator/query_jobs.h"
 #include "digest/digest.h"
 #include "global/global.h"
+#include "http/http_client.h"
 #include "http/http_server.h"
 #include "http/router.h"
 #include "ingest/ingest.h"
@@ -64,6 +65,9 @@ struct Server::Impl : public PartitionGroupListener {
   Clock* clock = Clock::Real();
   NodeId node{0};
   std::string advertise;  // HOST:PORT peers and clients use to reach this node
+  // How this node calls its peers (scheme and CA), from PeerTlsOf(config); set at Start before
+  // any part that calls peers is built.
+  http::PeerTls peer_tls;
   int64_t started_ms = 0;
   std::string global_source;  // where Global started from, for the status page
   std::unique_ptr<CommitLog> ingest_log;

@@ -75,5 +75,26 @@ TEST_F(ServerWiringTest, StopIsIdempotent) {
   server_->Stop();
 }
 
+// A node whose listener speaks TLS calls its peers over HTTPS verified against --tls-ca: a CA
+// bundle it cannot load stops the start (naming the flag and the file) before anything is
+// created, rather than failing every peer call later.
+TEST(ServerTlsTest, UnreadablePeerCaStopsTheStart) {
+  TempDir tmp;
+  ServerConfig config;
+  config.data_dir = tmp.Sub("data");
+  config.listen = "127.0.0.1:0";
+  config.tls_cert_file = tmp.Sub("cert.pem");
+  config.tls_key_file = tmp.Sub("key.pem");
+  config.tls_ca_file = tmp.Sub("no-such-ca.pem");
+  Server server(config);
+  Status st = server.Start();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("--tls-ca"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("no-such-ca.pem"), std::string::npos) << st.ToString();
+  EXPECT_FALSE(Env::Default()->FileExists(config.data_dir));
+  server.Stop();
+}
+
 }  // namespace
 }  // namespace sediment

@@ -47,16 +47,19 @@ class MembershipPeers final : public PeerView {
 // Fetches a peer's file over GET /internal/v1/segment-file (cluster secret).
 class HttpSegmentFetcher final : public SegmentFetcher {
  public:
-  HttpSegmentFetcher(const Membership* membership, std::function<std::string()> secret)
-      : membership_(membership), secret_(std::move(secret)) {}
+  HttpSegmentFetcher(const Membership* membership, std::function<std::string()> secret,
+                     http::PeerTls tls)
+      : membership_(membership), secret_(std::move(secret)), tls_(std::move(tls)) {}
   Result<std::string> Fetch(NodeId holder, const SegmentRecord& seg) override {
     auto v = membership_->Find(holder);
     if (!v || v->address.empty()) {
       return Status::Unavailable("node " + std::to_string(holder.value) + " has no address");
     }
-    auto r = http::Fetch("GET",
-                         "http://" + v->address + "/internal/v1/segment-file?name=" + seg.file_name,
-                         {{"Authorization", "Bearer " + secret_()}}, "", kFetchTimeout);
+    http::FetchOptions options = tls_.Options();
+    options.timeout = kFetchTimeout;
+    auto r =
+        http::Fetch("GET", tls_.Url(v->address, "/internal/v1/segment-file?name=" + seg.file_name),
+                    {{"Authorization", "Bearer " + secret_()}}, "", options);
     if (!r.ok()) return r.status().WithContext("fetching " + seg.file_name);
     if (r->status != 200) {
       return Status::Unavailable("fetching " + seg.file_name + " from node " +
@@ -69,14 +72,15 @@ class HttpSegmentFetcher final : public SegmentFetcher {
  private:
   const Membership* membership_;
   std::function<std::string()> secret_;
+  const http::PeerTls tls_;
 };
 
 }  // namespace
 
 Status Server::Impl::StartStorage() {
   peers = std::make_unique<MembershipPeers>(membership.get(), clock, node);
-  fetcher =
-      std::make_unique<HttpSegmentFetcher>(membership.get(), [this] { return ClusterSecret(); });
+  fetcher = std::make_unique<HttpSegmentFetcher>(
+      membership.get(), [this] { return ClusterSecret(); }, peer_tls);
   ReplicatorOptions ro;
   ro.interval = std::chrono::milliseconds(config.replication_interval_ms);
   ro.grace = std::chrono::milliseconds(config.repair_grace_ms);

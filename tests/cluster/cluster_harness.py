@@ -5,7 +5,9 @@ does); it puts tests/e2e, tests/kafka and scripts/kafka on sys.path itself.
 
 Contract:
 - Nodes of one SedimentCluster share `--kafka-brokers`, `--kafka-topic-prefix` (fresh per cluster),
-  the ingest/API tokens and the cluster flags; each has its own data dir (`<root>/node-<i>/data`),
+  the ingest/API tokens, the cluster flags and, with `tls=` (harness.TlsFiles, e.g. the `tls_files`
+  fixture), one certificate for 127.0.0.1 and the test CA (`--tls-cert/--tls-key/--tls-ca`: every
+  listener and every node-to-node call is HTTPS); each has its own data dir (`<root>/node-<i>/data`),
   log dir (`<root>/node-<i>/logs`, one file per start) and a loopback port kept across restarts.
 - Processes are signalled only through the Popen objects this harness made (kill -9, SIGSTOP,
   SIGCONT, SIGTERM); `stop_all()` resumes paused nodes, SIGTERMs every node, SIGKILLs what is left.
@@ -49,7 +51,7 @@ for _p in (ROOT / "tests" / "e2e", ROOT / "tests" / "kafka", ROOT / "scripts" / 
 
 from cluster import KafkaCluster  # noqa: E402
 from faults import ClientPool, IngestClient, Sent, summarize  # noqa: E402,F401 - summarize re-exported
-from harness import API_TOKEN, SedimentServer, clean_env, free_port, marker, sediment_bin, wait_until  # noqa: E402,F401
+from harness import API_TOKEN, SedimentServer, TlsFiles, clean_env, free_port, marker, sediment_bin, wait_until  # noqa: E402,F401
 
 # Defaults of the scenarios (the server's own defaults are 6000 / 5000 / 2000).
 SESSION_TIMEOUT_MS = 6000
@@ -116,12 +118,12 @@ class ClusterNode(SedimentServer):
 
     def __init__(self, index: int, root: Path, *, kafka_brokers: str, topic_prefix: str, partitions: int,
                  flush_age_ms: int | None, cluster_args: Iterable[str], extra_args: Iterable[str] = (),
-                 extra_env: dict[str, str] | None = None):
+                 extra_env: dict[str, str] | None = None, tls: TlsFiles | None = None):
         self.index = index
         self.root = Path(root)
         super().__init__(self.root / "data", self.root / "logs", kafka_brokers=kafka_brokers,
                          kafka_topic_prefix=topic_prefix, partitions=partitions, flush_age_ms=flush_age_ms,
-                         extra_args=[*cluster_args, *extra_args], extra_env=extra_env)
+                         extra_args=[*cluster_args, *extra_args], extra_env=extra_env, tls=tls)
         self.state = "new"  # new | starting | up | paused | down
         self.node_id: int | None = None
         self.node_ids: list[int] = []  # every id this node had, oldest first
@@ -212,7 +214,8 @@ class SedimentCluster:
     def __init__(self, kafka: KafkaCluster, root: Path, n: int = 3, *, partitions: int = PARTITIONS,
                  flush_age_ms: int | None = FLUSH_AGE_MS, session_timeout_ms: int = SESSION_TIMEOUT_MS,
                  heartbeat_timeout_ms: int = HEARTBEAT_TIMEOUT_MS, topic_prefix: str | None = None,
-                 cluster_flags: bool = True, extra_args: Iterable[str] = (), extra_env: dict[str, str] | None = None):
+                 cluster_flags: bool = True, extra_args: Iterable[str] = (), extra_env: dict[str, str] | None = None,
+                 tls: TlsFiles | None = None):
         self.kafka = kafka
         self.root = Path(root)
         self.partitions = partitions
@@ -228,7 +231,8 @@ class SedimentCluster:
                             "--file-deletion-delay-ms", str(FILE_DELETION_DELAY_MS)]
         self.nodes = [ClusterNode(i, self.root / f"node-{i}", kafka_brokers=kafka.bootstrap(),
                                   topic_prefix=self.topic_prefix, partitions=partitions, flush_age_ms=flush_age_ms,
-                                  cluster_args=cluster_args, extra_args=extra_args, extra_env=extra_env)
+                                  cluster_args=cluster_args, extra_args=extra_args, extra_env=extra_env,
+                                  tls=tls)
                       for i in range(n)]
         self.api_token = API_TOKEN
         self.repo = self.nodes[0].repo

@@ -27,6 +27,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cluster_harness import FIGURES, KafkaCluster, SedimentCluster, cluster_support  # noqa: E402
+from harness import tls_files  # noqa: E402,F401 - the fixture (a test CA and a certificate for 127.0.0.1)
 
 TEST_TIMEOUT = float(os.environ.get("CLUSTER_TEST_TIMEOUT", "240"))
 BROKER_START_TIMEOUT = 180.0

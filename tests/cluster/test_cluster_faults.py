@@ -181,8 +181,28 @@ def test_kill_owner_takeover_rejoin_and_queries_never_duplicate(make_cluster):
     killed node, the only holder of its segments, is down); restarted, it rejoins under the same
     node id and the strict check passes on every node. A thread queries a surviving node all along:
     no answer may hold an event twice."""
+    kill_owner_scenario(make_cluster(3))
+
+
+def test_kill_owner_failover_over_tls(make_cluster, tls_files):
+    """The same failover on a cluster whose listeners speak TLS only (issue 15): one certificate
+    for 127.0.0.1 shared by the nodes, `--tls-ca` the test CA. Every client request is HTTPS, and
+    so is every node-to-node call (queries' partial results and cancels, heartbeat-routed peers):
+    a node calling a peer over plain HTTP, or refusing its certificate, would leave queries
+    through the survivor incomplete and fail the checks."""
+    c = make_cluster(3, tls=tls_files)
+    for n in c.nodes:
+        assert n.url.startswith("https://")
+        assert "ready at https://127.0.0.1:" in n.log_text(), n.describe()
+    kill_owner_scenario(c)
+    for n in c.nodes:
+        refused = log_lines(n, r"not trusted|TLS handshake with")
+        assert not refused, f"node {n.index} failed TLS with a peer:\n" + "\n".join(refused[:5])
+
+
+def kill_owner_scenario(c: SedimentCluster) -> None:
+    """The kill -9 failover on a started 3-node cluster `c` (see the test above)."""
     rng = random.Random(4101)
-    c = make_cluster(3)
     c.wait_quiet(timeout=60)
     run = marker("kill")
     wl = start_workload(c, run, seed=4101)

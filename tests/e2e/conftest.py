@@ -33,12 +33,14 @@ from harness import (  # noqa: F401 - re-exported for the test modules
     REPO,
     TEST_TIMEOUT,
     SedimentServer,
+    TlsFiles,
     clean_env,
     e2e_kafka_brokers,
     free_port,
     marker,
     new_kafka_topic_prefix,
     sediment_bin,
+    tls_files,
     wait_until,
 )
 

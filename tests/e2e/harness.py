@@ -16,6 +16,11 @@ Contract:
   `SEDIMENT_E2E_KAFKA` (bootstrap servers) is read by `e2e_kafka_brokers()`; the e2e fixtures use it
   as the default for every server they make.
 - Child processes never see the caller's SEDIMENT_* variables (`clean_env`).
+- TLS: `make_test_certs(dir)` makes a test CA and a server certificate for 127.0.0.1/localhost
+  with the `openssl` command; `SedimentServer(tls=files)` starts the server with `--tls-cert`,
+  `--tls-key` and `--tls-ca` and its `url` is `https://`. Python's `requests` verifies such a
+  server only when pointed at the CA: the `tls_files` fixtures (tests/e2e and tests/cluster
+  conftest) set `REQUESTS_CA_BUNDLE` for the test, which every session and bare call honours.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import socket
 import subprocess
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -99,6 +105,58 @@ def wait_until(pred: Callable[[], Any], timeout: float = 10.0, interval: float =
         time.sleep(interval)
 
 
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files of a test CA and of a server certificate it signed."""
+    ca: Path
+    cert: Path
+    key: Path
+
+
+def make_test_certs(dir: Path, names: Iterable[str] = ("127.0.0.1", "localhost")) -> TlsFiles:
+    """Makes in `dir` a test CA (ca.pem) and a server certificate (server.pem, server.key) whose
+    subjectAltName lists `names` (IP literals as IP, others as DNS), P-256 keys valid 2 days, with
+    the `openssl` command (a fraction of a second). Skips the test when openssl is missing."""
+    import shutil
+    if not shutil.which("openssl"):
+        pytest.skip("needs the openssl command")
+    dir = Path(dir)
+    dir.mkdir(parents=True, exist_ok=True)
+    san = ",".join(("IP:" if _is_ip(n) else "DNS:") + n for n in names)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    steps = [
+        ["openssl", "req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+         "-subj", "/CN=sediment test CA", "-addext", "basicConstraints=critical,CA:TRUE",
+         "-addext", "keyUsage=critical,keyCertSign"],
+        ["openssl", "req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=sediment test server"],
+        ["openssl", "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+         "-days", "2", "-extfile", "server.ext", "-out", "server.pem"],
+    ]
+    (dir / "server.ext").write_text(f"subjectAltName={san}\nbasicConstraints=CA:FALSE\n")
+    for cmd in steps:
+        r = subprocess.run(cmd, cwd=dir, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, f"{' '.join(cmd)}: {r.stderr}"
+    return TlsFiles(ca=dir / "ca.pem", cert=dir / "server.pem", key=dir / "server.key")
+
+
+@pytest.fixture
+def tls_files(tmp_path, monkeypatch) -> TlsFiles:
+    """A test CA and a certificate for 127.0.0.1/localhost (make_test_certs); for the test,
+    REQUESTS_CA_BUNDLE points `requests` at the CA, so https:// servers of the harness verify.
+    Imported by the e2e and cluster conftests."""
+    files = make_test_certs(tmp_path / "tls")
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(files.ca))
+    return files
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        socket.inet_pton(socket.AF_INET6 if ":" in name else socket.AF_INET, name)
+        return True
+    except OSError:
+        return False
+
+
 def marker(prefix: str = "mk") -> str:
     return f"{prefix}{uuid.uuid4().hex[:16]}"
 
@@ -125,8 +183,11 @@ class SedimentServer:
         kafka_produce_timeout_ms: int | None = None,
         extra_args: Iterable[str] = (),
         extra_env: dict[str, str] | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
         self.bin = sediment_bin()
+        # With TLS the listener speaks HTTPS only and peers are called over HTTPS (--tls-ca).
+        self.tls = tls
         # Added to the child's environment (after clean_env()), e.g. AWS_* credentials.
         self.extra_env = dict(extra_env or {})
         self.data_dir = Path(data_dir)
@@ -163,6 +224,8 @@ class SedimentServer:
         ):
             if value is not None:
                 args += [flag, str(value)]
+        if tls is not None:
+            args += ["--tls-cert", str(tls.cert), "--tls-key", str(tls.key), "--tls-ca", str(tls.ca)]
         args += list(extra_args)
         self.args = args
         self.proc: subprocess.Popen | None = None
@@ -174,7 +237,7 @@ class SedimentServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def uses_kafka(self) -> bool:
