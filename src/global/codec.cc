@@ -546,7 +546,8 @@ bool HashSecrets(Reader* r, GlobalState* s, uint8_t version) {
   for (auto& [name, repo] : s->repos) hash_all(&repo.ingest_token_hashes);
   hash_all(&s->api_token_hashes);
   std::map<std::string, std::string> ingest;
-  for (const auto& [token, repo] : s->ingest_token_hashes) ingest.emplace(LegacyTokenHash(token), repo);
+  for (const auto& [token, repo] : s->ingest_token_hashes)
+    ingest.emplace(LegacyTokenHash(token), repo);
   s->ingest_token_hashes = std::move(ingest);
   if (!s->cluster_secret_verifier.empty()) {
     s->legacy_cluster_secret = s->cluster_secret_verifier;

@@ -275,8 +275,7 @@ TEST(GlobalCodec, StructurallyBadEventsWithValidCrcAreCorruption) {
   PutVarsint64(&partition_range, 1ll << 33);
   PutVarsint64(&partition_range, 1);
   for (const std::string& b : {unknown_type, zero_type, version, version3, version0, magic,
-                               body + "zz",
-                               huge_count, huge_string, partition_range}) {
+                               body + "zz", huge_count, huge_string, partition_range}) {
     Result<GlobalEvent> dec = DecodeGlobalEvent(WithCrc(b));
     EXPECT_EQ(dec.status().code(), StatusCode::kCorruption) << dec.status().ToString();
   }
@@ -1579,9 +1578,8 @@ RecoveryCase MakeRecoveryCase() {
   for (const GlobalEvent& ev : std::vector<GlobalEvent>{
            SetClusterId{"c1"}, SetClusterSecret{HashToken("sec"), ""}, CreateRepo{"web"},
            AddIngestToken{"web", HashToken("t1"), ""}, AddApiToken{HashToken("a1"), ""},
-           SetRetention{"web", 1000, 2000},
-           SetReplicationFactor{2}, RegisterNode{NodeId(1)}, RegisterNode{NodeId(2)},
-           SetBucket{"s3://b/p at http://127.0.0.1:9000"}}) {
+           SetRetention{"web", 1000, 2000}, SetReplicationFactor{2}, RegisterNode{NodeId(1)},
+           RegisterNode{NodeId(2)}, SetBucket{"s3://b/p at http://127.0.0.1:9000"}}) {
     EXPECT_TRUE(ApplyGlobalEvent(&s, ev).ok()) << GlobalEventName(ev);
   }
   s.applied_through = Offset(500);
