@@ -1826,6 +1826,41 @@ std::vector<std::string> SnapshotFiles(const std::string& dir) {
   return out;
 }
 
+// Lookups through a running Global: positive answers are cached, misses are not (a token added
+// afterwards is found), and nothing persisted holds a token.
+TEST(Global, TokenLookupFindsTokensAddedAtAnyTime) {
+  MemLog log;
+  TempDir dir;
+  auto g = Global::Open(Env::Default(), &log, dir.path());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  TokenLookup lookup(g->get());
+  ASSERT_TRUE((*g)->Submit(CreateRepo{"web"}).ok());
+  EXPECT_EQ(lookup.IngestRepo("late-token"), std::nullopt);
+  EXPECT_FALSE(lookup.IsApiToken("late-api"));
+  ASSERT_TRUE((*g)->Submit(AddIngestToken{"web", HashToken("late-token"), ""}).ok());
+  ASSERT_TRUE((*g)->Submit(AddApiToken{HashToken("late-api"), ""}).ok());
+  for (int i = 0; i < 2; ++i) {  // the second time from the cache
+    EXPECT_EQ(lookup.IngestRepo("late-token"), "web");
+    EXPECT_TRUE(lookup.IsApiToken("late-api"));
+    EXPECT_FALSE(lookup.IsApiToken("late-token"));
+    EXPECT_EQ(lookup.IngestRepo("late-api"), std::nullopt);
+    EXPECT_EQ(lookup.IngestRepo(""), std::nullopt);
+  }
+  ASSERT_TRUE((*g)->WriteSnapshot().ok());
+  auto names = Env::Default()->ListDir(dir.path());
+  ASSERT_TRUE(names.ok());
+  ASSERT_FALSE(names->empty());
+  for (const std::string& name : names.value()) {
+    auto bytes = Env::Default()->ReadFile(dir.path() + "/" + name);
+    ASSERT_TRUE(bytes.ok());
+    EXPECT_EQ(bytes->find("late-"), std::string::npos) << name;
+  }
+  auto recs = log.Read(PartitionId(0), Offset(0), 1 << 20, std::chrono::milliseconds(0));
+  ASSERT_TRUE(recs.ok());
+  EXPECT_EQ(recs->size(), 3u);
+  for (const auto& rec : *recs) EXPECT_EQ(rec.data.find("late-"), std::string::npos);
+}
+
 TEST(Global, SubmitReturnsTheApplyOutcome) {
   MemLog log;
   TempDir dir;

@@ -70,4 +70,39 @@ bool IsClusterSecret(const GlobalState& state, std::string_view secret) {
   return !secret.empty() && TokenMatches(state.cluster_secret_verifier, secret);
 }
 
+std::optional<std::string> TokenLookup::IngestRepo(std::string_view token) const {
+  if (token.empty()) return std::nullopt;
+  const std::string key = Sha256(token);
+  {
+    MutexLock lock(&mu_);
+    auto it = ingest_.find(key);
+    if (it != ingest_.end()) return it->second;
+  }
+  std::optional<std::string> repo;
+  global_->Read([&](const GlobalState& st) { repo = IngestRepoForToken(st, token); });
+  if (repo) {
+    MutexLock lock(&mu_);
+    if (ingest_.size() >= kMaxEntries) ingest_.clear();
+    ingest_.emplace(key, *repo);
+  }
+  return repo;
+}
+
+bool TokenLookup::IsApiToken(std::string_view token) const {
+  if (token.empty()) return false;
+  const std::string key = Sha256(token);
+  {
+    MutexLock lock(&mu_);
+    if (api_.count(key) != 0) return true;
+  }
+  bool known = false;
+  global_->Read([&](const GlobalState& st) { known = sediment::IsApiToken(st, token); });
+  if (known) {
+    MutexLock lock(&mu_);
+    if (api_.size() >= kMaxEntries) api_.clear();
+    api_.insert(key);
+  }
+  return known;
+}
+
 }  // namespace sediment

@@ -6,13 +6,19 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+
+#include "common/mutex.h"
+#include "common/thread_annotations.h"
 
 namespace sediment {
 
 struct GlobalState;
+class Global;
 
 inline constexpr size_t kTokenSaltBytes = 16;
 inline constexpr size_t kTokenHashBytes = kTokenSaltBytes + 32;
@@ -43,5 +49,25 @@ std::optional<std::string> IngestRepoForToken(const GlobalState& state, std::str
 bool IsApiToken(const GlobalState& state, std::string_view token);
 // Whether `secret` matches the cluster's verifier (false when the cluster has none).
 bool IsClusterSecret(const GlobalState& state, std::string_view secret);
+
+// The lookups of a node's requests, over `global`'s current state, with the positive answers
+// cached in memory (keyed by the SHA-256 of the token, never the token; nothing here is
+// persisted) so that a known token costs one hash instead of one per stored token. Tokens are
+// never removed from Global, so a positive answer stays true. Misses are not cached (a token
+// added later must be found). Thread-safe; `global` is borrowed and must outlive it.
+class TokenLookup {
+ public:
+  explicit TokenLookup(const Global* global) : global_(global) {}
+  std::optional<std::string> IngestRepo(std::string_view token) const;
+  bool IsApiToken(std::string_view token) const;
+
+ private:
+  // Entries beyond this: the cache is emptied (a flood of distinct valid tokens only costs hashes).
+  static constexpr size_t kMaxEntries = 4096;
+  const Global* const global_;
+  mutable Mutex mu_;
+  mutable std::map<std::string, std::string> ingest_ GUARDED_BY(mu_);  // SHA-256(token) -> repo
+  mutable std::set<std::string> api_ GUARDED_BY(mu_);                  // SHA-256(token)
+};
 
 }  // namespace sediment
