@@ -245,9 +245,9 @@ int PrintCluster(const std::string& body) {
   return 0;
 }
 
-int ShowStatus(const std::string& url, bool cluster, bool json) {
-  auto r =
-      sediment::http::Fetch("GET", url + (cluster ? "/api/v1/cluster" : "/api/v1/status"), {}, "");
+int ShowStatus(const std::string& url, const std::string& token, bool cluster, bool json) {
+  auto r = sediment::http::Fetch("GET", url + (cluster ? "/api/v1/cluster" : "/api/v1/status"),
+                                 {{"Authorization", "Bearer " + token}}, "");
   if (!r.ok()) return Fail(r.status().ToString());
   if (r->status != 200)
     return Fail("server answered " + std::to_string(r->status) + ": " + r->body);
@@ -297,6 +297,7 @@ CLI::App* AddStatusCommand(CLI::App& app, ClientArgs& args) {
   status->add_option("--url", args.url, "server URL")
       ->envname("SEDIMENT_URL")
       ->capture_default_str();
+  status->add_option("--token", args.token, "API token")->envname("SEDIMENT_API_TOKEN")->required();
   status->add_flag("--cluster", args.cluster, "the cluster view (GET /api/v1/cluster) as tables");
   status->add_flag("--json", args.json, "with --cluster: the raw JSON");
   return status;
@@ -311,6 +312,8 @@ int RunQuery(const ClientArgs& args) {
                        args.format);
 }
 
-int RunStatus(const ClientArgs& args) { return ShowStatus(args.url, args.cluster, args.json); }
+int RunStatus(const ClientArgs& args) {
+  return ShowStatus(args.url, args.token, args.cluster, args.json);
+}
 
 }  // namespace sediment::cli

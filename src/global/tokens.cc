@@ -33,6 +33,22 @@ std::string HashToken(std::string_view secret) {
                            secret);
 }
 
+std::string NewSecret(size_t bytes) {
+  std::string raw(bytes, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(bytes)) != 1) {
+    std::abort();
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes * 2);
+  for (unsigned char c : raw) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  OPENSSL_cleanse(raw.data(), raw.size());
+  return out;
+}
+
 std::string LegacyTokenHash(std::string_view secret) {
   std::string seed = "sediment legacy token salt\n";
   seed.append(secret);

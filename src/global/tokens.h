@@ -23,6 +23,9 @@ class Global;
 inline constexpr size_t kTokenSaltBytes = 16;
 inline constexpr size_t kTokenHashBytes = kTokenSaltBytes + 32;
 
+// A new secret (generated tokens, the cluster secret): `bytes` bytes from the system's CSPRNG
+// (RAND_bytes) as 2 * `bytes` lower-case hex digits (aborts if the system has no entropy).
+std::string NewSecret(size_t bytes);
 // The hash to store for `secret`, with a fresh random salt (aborts if the system has no entropy).
 std::string HashToken(std::string_view secret);
 // The hash of `secret` with `salt` (kTokenSaltBytes bytes).

@@ -45,10 +45,17 @@ class ServerWiringTest : public ::testing::Test {
 
 TEST_F(ServerWiringTest, EveryModulesRoutesAreServedAndTheRestIs404) {
   EXPECT_EQ(Call("GET", "/api/v1/nothing").status, 404);
-  EXPECT_EQ(Call("GET", "/api/v1/status").status, 200);
-  EXPECT_EQ(Call("GET", "/api/v1/cluster").status, 200);
-  EXPECT_EQ(Call("GET", "/api/v1/cluster/segments", "api-token").status, 200);
+  for (const char* path : {"/api/v1/status", "/api/v1/cluster", "/api/v1/cluster/segments"}) {
+    EXPECT_EQ(Call("GET", path).status, 401) << path;
+    EXPECT_EQ(Call("GET", path, "ingest-token").status, 401) << path;
+    EXPECT_EQ(Call("GET", path, "api-token").status, 200) << path;
+  }
+  EXPECT_EQ(Call("GET", "/api/v1/health").status, 200);
+  EXPECT_EQ(Call("GET", "/services/collector/health").body,
+            R"({"text":"HEC is healthy","code":17})");
   EXPECT_EQ(Call("POST", "/internal/v1/query/cancel").status, 401);
+  EXPECT_EQ(Call("GET", "/internal/v1/global/snapshot", "api-token").status, 401);
+  EXPECT_EQ(Call("GET", "/internal/v1/global/snapshot", "secret").status, 200);
   EXPECT_EQ(Call("GET", "/").status, 200);
 
   // Ingest, then the same event through the query route and a query job.
@@ -68,6 +75,33 @@ TEST_F(ServerWiringTest, EveryModulesRoutesAreServedAndTheRestIs404) {
                   R"({"queryString": "wiring", "start": "1h"})");
   EXPECT_EQ(job.status, 200) << job.body;
   EXPECT_NE(job.body.find("\"id\""), std::string::npos) << job.body;
+}
+
+// Global keeps only a verifier of the cluster secret: a node given another secret, or none, on
+// this cluster refuses to start, naming the flag.
+TEST_F(ServerWiringTest, ANodeWithoutTheClusterSecretRefusesToStart) {
+  server_->Stop();
+  for (const std::string secret : {"other", ""}) {
+    ServerConfig config;
+    config.data_dir = tmp_.Sub("data");
+    config.listen = "127.0.0.1:0";
+    config.cluster_secret = secret;
+    config.partitions = 2;
+    Server again(config);
+    Status st = again.Start();
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+    EXPECT_NE(st.message().find("--cluster-secret"), std::string::npos) << st.ToString();
+    again.Stop();
+  }
+  ServerConfig config;
+  config.data_dir = tmp_.Sub("data");
+  config.listen = "127.0.0.1:0";
+  config.cluster_secret = "secret";
+  config.partitions = 2;
+  Server same(config);
+  Status st = same.Start();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  same.Stop();
 }
 
 TEST_F(ServerWiringTest, StopIsIdempotent) {
