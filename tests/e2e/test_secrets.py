@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import os
 import select
+import shutil
 import socket
 import stat
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 import requests
 
-from conftest import KAFKA_BROKERS
+from conftest import commit_log
 from harness import S3_ENV, bucket_args, new_bucket_name, running_moto, s3_get, s3_list, wait_until
 
 REPO_FLAG = "flagrepo"
@@ -74,6 +76,18 @@ def files_holding(root: Path, needles: dict[str, bytes], skip: set[str]) -> list
     return found
 
 
+def global_topic_bytes(s) -> bytes:
+    """Every record value of the server's Kafka global topic (kcat), concatenated."""
+    kcat = shutil.which("kcat")
+    assert kcat, "kcat is needed to read the global topic"
+    r = subprocess.run([kcat, "-C", "-b", s.kafka_brokers, "-t", f"{s.kafka_topic_prefix}global", "-o", "beginning",
+                        "-e", "-q", "-f", "%s\n"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    assert r.stdout, "the global topic is empty"
+    return r.stdout
+
+
+@commit_log("the global log carries the token hashes: on Kafka its topic is searched too")
 def test_tokens_and_the_cluster_secret_are_never_stored_in_clear(server_factory, s3):
     bucket = new_bucket_name()
     s = server_factory(name="secrets", tokens=False, cluster_secret=None, flush_age_ms=300,
@@ -115,6 +129,10 @@ def test_tokens_and_the_cluster_secret_are_never_stored_in_clear(server_factory,
     for key in keys:
         data = s3_get(s3.endpoint(), bucket, key)
         leaks += [f"bucket {key}: {name}" for name, n in as_bytes.items() if n in data]
+    if s.uses_kafka:
+        topic = global_topic_bytes(s)
+        leaks += [f"Kafka global topic: {name}" for name, n in as_bytes.items() if n in topic]
+        print(f"\nsecrets: the Kafka global topic ({len(topic)} bytes) searched too")
     print(f"\nsecrets: {len(list(s.data_dir.rglob('*')))} data-dir entries and {len(keys)} bucket objects "
           f"searched for {len(needles)} secrets: {len(leaks)} found")
     assert not leaks, f"secrets stored in clear: {leaks}"
@@ -215,7 +233,6 @@ def test_a_32_mib_body_with_a_wrong_token_is_refused_before_it_is_read(server, p
     assert server.ingest("/api/v1/ingest/raw", "after the refusal\n").status_code == 200
 
 
-@pytest.mark.skipif(bool(KAFKA_BROKERS), reason="log-independent")
 def test_a_data_dir_readable_by_others_is_tightened(server_factory, tmp_path):
     s = server_factory(name="loose", start=False)
     s.data_dir.mkdir(parents=True)
