@@ -7,8 +7,11 @@
 #include <chrono>
 #include <thread>
 
+#include "common/checksum.h"
+#include "common/coding.h"
 #include "common/testing/temp_dir.h"
 #include "http/http_client.h"
+#include "log/local_log.h"
 
 namespace sediment {
 namespace {
@@ -102,6 +105,68 @@ TEST_F(ServerWiringTest, ANodeWithoutTheClusterSecretRefusesToStart) {
   Status st = same.Start();
   EXPECT_TRUE(st.ok()) << st.ToString();
   same.Stop();
+}
+
+// A data dir of an earlier release: its global log holds the cluster secret and the tokens in
+// clear (event version 1). The node starts without --cluster-secret, moves the secret to its
+// cluster-secret file, and the old tokens still work (hashed when applied).
+TEST(ServerUpgrade, ClearSecretsOfAnEarlierReleaseAreHashedAndTheSecretMovesToItsFile) {
+  TempDir tmp;
+  const std::string data = tmp.Sub("data");
+  {
+    auto log = OpenLocalLog(Env::Default(), JoinPath(data, "log/global"),
+                            LocalLogOptions{.partitions = 1});
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    auto record = [](uint8_t type, std::vector<std::string> fields) {
+      std::string r("GE\x01", 3);
+      r.push_back(static_cast<char>(type));
+      for (const auto& f : fields) PutLengthPrefixed(&r, f);
+      PutFixed32(&r, Crc32c(r));
+      return r;
+    };
+    for (std::string r :
+         {record(1, {"old-cluster"}), record(10, {"old-cluster-secret"}), record(2, {"web"}),
+          record(3, {"web", "old-ingest"}), record(4, {"old-api"})}) {
+      ASSERT_TRUE((*log)->Append(PartitionId(0), std::move(r)).get().ok());
+    }
+  }
+  ServerConfig config;
+  config.data_dir = data;
+  config.listen = "127.0.0.1:0";
+  config.partitions = 2;
+  Server server(config);
+  Status st = server.Start();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto secret = Env::Default()->ReadFile(JoinPath(data, "cluster-secret"));
+  ASSERT_TRUE(secret.ok()) << secret.status().ToString();
+  EXPECT_EQ(*secret, "old-cluster-secret\n");
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port());
+  auto call = [&](const std::string& method, const std::string& path, const std::string& token) {
+    auto r = http::Fetch(method, url + path, {{"Authorization", "Bearer " + token}}, "upgraded",
+                         std::chrono::seconds(30));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r->status : 0;
+  };
+  EXPECT_EQ(call("POST", "/api/v1/ingest/raw", "old-ingest"), 200);
+  EXPECT_EQ(call("GET", "/api/v1/status", "old-api"), 200);
+  EXPECT_EQ(call("GET", "/internal/v1/global/snapshot", "old-cluster-secret"), 200);
+  EXPECT_EQ(call("GET", "/internal/v1/global/snapshot", "old-api"), 401);
+  server.Stop();
+  // Its new snapshot holds no secret in clear; a restart finds the secret in the file.
+  auto names = Env::Default()->ListDir(JoinPath(data, "global-snapshots"));
+  ASSERT_TRUE(names.ok());
+  ASSERT_FALSE(names->empty());
+  for (const std::string& name : names.value()) {
+    auto bytes = Env::Default()->ReadFile(JoinPath(JoinPath(data, "global-snapshots"), name));
+    ASSERT_TRUE(bytes.ok());
+    for (const char* clear : {"old-cluster-secret", "old-ingest", "old-api"}) {
+      EXPECT_EQ(bytes->find(clear), std::string::npos) << name << ": " << clear;
+    }
+  }
+  Server again(config);
+  st = again.Start();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  again.Stop();
 }
 
 TEST_F(ServerWiringTest, StopIsIdempotent) {
