@@ -122,7 +122,8 @@ class Server:
                 raise BenchError(f"server exited with {self.proc.returncode} before ready:\n"
                                  + self.log_tail())
             try:
-                status, _ = http_request(self.port, "GET", "/api/v1/status", None, {}, timeout=2)
+                status, _ = http_request(self.port, "GET", "/api/v1/status", None,
+                                         {"Authorization": f"Bearer {self.api_token}"}, timeout=2)
                 if status == 200:
                     log(f"server ready on {HOST}:{self.port} (pid {self.proc.pid})")
                     return

@@ -73,6 +73,74 @@ TEST_F(ApiRoutingTest, IngestAndQueryWithoutATokenAre401) {
   EXPECT_NE(r->body.find("\"code\":2"), std::string::npos) << r->body;  // Splunk's code
 }
 
+// Every /internal/ route accepts the cluster secret only: any other bearer (an API token) is
+// refused by the route's gate, from the header alone (Admit, before a body is read).
+TEST_F(ApiRoutingTest, EveryInternalRouteRefusesAnythingButTheClusterSecret) {
+  int internal = 0;
+  for (const std::string& route : router_.Describe()) {
+    const auto space = route.find(' ');
+    std::string path = route.substr(space + 1);
+    if (path.rfind("/internal/", 0) != 0) continue;
+    ++internal;
+    const std::string method = route.substr(0, route.find_first_of(" |"));
+    for (const std::string token : {"", "api-token", "s3cre", "s3cret2"}) {
+      http::Request req;
+      req.method = method;
+      req.path = path;
+      if (!token.empty()) req.headers.emplace_back("Authorization", "Bearer " + token);
+      auto refused = router_.Admit(req);
+      ASSERT_TRUE(refused.has_value()) << route << " " << token;
+      EXPECT_EQ(refused->status, 401) << route;
+      EXPECT_EQ(router_.Dispatch(req)->status, 401) << route;
+    }
+  }
+  EXPECT_EQ(internal, 6);  // 4 query, the snapshot, the segment file
+}
+
+TEST_F(ApiRoutingTest, StatusAndClusterNeedAnApiToken) {
+  for (const char* path : {"/api/v1/status", "/api/v1/cluster", "/api/v1/cluster/segments",
+                           "/api/v1/repositories/web/retention"}) {
+    auto r = Send("GET", path);
+    ASSERT_TRUE(r.has_value()) << path;
+    EXPECT_EQ(r->status, 401) << path;
+    EXPECT_NE(r->body.find("missing API token"), std::string::npos) << r->body;
+  }
+}
+
+TEST_F(ApiRoutingTest, IngestIsRefusedBeforeItsBody) {
+  http::Request req;
+  req.method = "POST";
+  req.path = "/api/v1/ingest/raw";
+  req.headers = {{"Content-Length", "33554432"}};
+  auto r = router_.Admit(req);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 401);
+  req.path = "/services/collector/raw";
+  req.headers.emplace_back("Authorization", "Splunk nope");
+  r = router_.Admit(req);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 403);
+  EXPECT_NE(r->body.find("\"code\":4"), std::string::npos) << r->body;
+}
+
+// Unauthenticated, up or down only (this node has no parts: down).
+TEST_F(ApiRoutingTest, HealthAnswersWithoutAToken) {
+  auto r = Send("GET", "/api/v1/health");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(r->body, R"({"status":"DOWN"})");
+  r = Send("GET", "/services/collector/health");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(r->body, R"({"text":"HEC is unhealthy","code":18})");
+  http::Request up;
+  up.path = "/services/collector/health";
+  EXPECT_EQ(HealthAnswer(up, true)->body, R"({"text":"HEC is healthy","code":17})");
+  up.path = "/api/v1/health";
+  EXPECT_EQ(HealthAnswer(up, true)->body, R"({"status":"OK"})");
+  EXPECT_EQ(HealthAnswer(up, true)->status, 200);
+}
+
 TEST_F(ApiRoutingTest, TheIndexListsThePublicRoutesOnly) {
   auto r = Send("GET", "/");
   ASSERT_TRUE(r.has_value());

@@ -25,25 +25,10 @@ http::Response IngestRoutes::HandleIngest(const http::Request& req, ingest::Form
   // hec_code: Splunk HEC's error code (2 token required, 4 invalid token, 6 invalid data
   // format, 12 event field required, 9 server busy).
   auto fail = [&](int status, const std::string& message, int hec_code) {
-    if (!hec) return http::JsonError(status, message);
-    JsonWriter w;
-    w.BeginObject().Key("text").String(message).Key("code").Int(hec_code);
-    w.Key("error").String(message).EndObject();
-    http::Response r;
-    r.status = status;
-    r.body = w.Take();
-    return r;
+    return hec ? HecError(status, message, hec_code) : http::JsonError(status, message);
   };
-  std::string token = TokenFrom(req, hec);
-  if (token.empty()) {
-    return fail(401, "missing ingest token (Authorization: Bearer <token>)", 2);
-  }
-  std::string repo;
-  global->Read([&](const GlobalState& st) {
-    auto t = st.ingest_tokens.find(token);
-    if (t != st.ingest_tokens.end()) repo = t->second;
-  });
-  // LogScale answers 401 for an unknown token, Splunk HEC 403 "Invalid token".
+  // The route's IngestGate admitted the token (a cached lookup here).
+  const std::string repo = IngestRepo(req, hec);
   if (repo.empty()) return fail(hec ? 403 : 401, "unknown ingest token", 4);
 
   ingest::ParseOptions options;
@@ -95,11 +80,13 @@ void AddIngestRoutes(http::Router& router, const Node& node) {
       {"/services/collector/raw/1.0", {ingest::Format::kHecRaw, true}},
   };
   for (const auto& [path, how] : kIngest) {
-    router.Add("POST", path,
-               [self, format = how.first, hec = how.second](const http::Request& req,
-                                                            const http::PathParams&) {
-                 return self->HandleIngest(req, format, hec);
-               });
+    router.Add(
+        "POST", path,
+        [self, format = how.first, hec = how.second](const http::Request& req,
+                                                     const http::PathParams&) {
+          return self->HandleIngest(req, format, hec);
+        },
+        node.IngestGate(how.second));
   }
 }
 

@@ -58,52 +58,99 @@ void WriteRowJson(JsonWriter& w, const query::Row& row) {
   w.EndObject();
 }
 
-std::string ClusterSecretOf(const std::string& configured, const Global* global) {
-  if (!configured.empty()) return configured;
-  std::string secret;
-  global->Read([&](const GlobalState& st) { secret = st.cluster_secret; });
-  return secret;
-}
-
-std::string Node::ClusterSecret() const { return ClusterSecretOf(config.cluster_secret, global); }
-
 bool Node::IsInternalCaller(const http::Request& req) const {
-  const std::string secret = ClusterSecret();
-  return !secret.empty() && ConstantTimeEquals(TokenFrom(req, false), secret);
+  const std::string& secret = config.cluster_secret;
+  const std::string presented = TokenFrom(req, false);
+  // Digests of equal length: the comparison's time depends on neither value nor length.
+  return !secret.empty() && !presented.empty() &&
+         ConstantTimeEquals(Sha256(presented), Sha256(secret));
 }
 
 bool Node::IsApiCaller(const http::Request& req) const {
-  const std::string token = TokenFrom(req, false);
-  if (token.empty()) return false;
-  bool ok = false;
-  global->Read([&](const GlobalState& st) { ok = st.api_tokens.count(token) > 0; });
-  return ok;
+  return tokens != nullptr && tokens->IsApiToken(TokenFrom(req, false));
 }
 
-http::RouteHandler Node::InternalOnly(http::RouteHandler handler) const {
-  return [this, handler = std::move(handler)](const http::Request& req,
-                                              const http::PathParams& params) {
-    if (!IsInternalCaller(req)) {
-      return http::JsonError(401, "internal endpoint: cluster secret required");
-    }
-    return handler(req, params);
+std::string Node::IngestRepo(const http::Request& req, bool hec) const {
+  if (tokens == nullptr) return "";
+  return tokens->IngestRepo(TokenFrom(req, hec)).value_or("");
+}
+
+http::RouteGate Node::InternalGate() const {
+  return [self = *this](const http::Request& req,
+                        const http::PathParams&) -> std::optional<http::Response> {
+    if (self.IsInternalCaller(req)) return std::nullopt;
+    return http::JsonError(401, "internal endpoint: the cluster secret is required");
   };
 }
 
-std::optional<http::Response> Node::CheckQueryAccess(const http::Request& req,
-                                                     const std::string& repo) const {
-  std::string token = TokenFrom(req, false);
-  if (token.empty())
-    return http::JsonError(401, "missing API token (Authorization: Bearer <token>)");
-  bool authorized = false;
-  bool repo_exists = false;
-  global->Read([&](const GlobalState& st) {
-    authorized = st.api_tokens.count(token) > 0;
-    repo_exists = st.repos.count(repo) > 0;
-  });
-  if (!authorized) return http::JsonError(401, "unknown API token");
-  if (!repo_exists) return http::JsonError(404, "no repository named '" + repo + "'");
-  return std::nullopt;
+http::RouteGate Node::ApiTokenGate() const {
+  return [self = *this](const http::Request& req,
+                        const http::PathParams&) -> std::optional<http::Response> {
+    if (TokenFrom(req, false).empty()) {
+      return http::JsonError(401, "missing API token (Authorization: Bearer <token>)");
+    }
+    if (!self.IsApiCaller(req)) return http::JsonError(401, "unknown API token");
+    return std::nullopt;
+  };
+}
+
+http::RouteGate Node::QueryGate() const {
+  return [self = *this, api = ApiTokenGate()](
+             const http::Request& req,
+             const http::PathParams& params) -> std::optional<http::Response> {
+    if (auto refused = api(req, params)) return refused;
+    auto repo = params.find("repo");
+    bool exists = false;
+    if (repo != params.end()) {
+      self.global->Read([&](const GlobalState& st) { exists = st.repos.count(repo->second) > 0; });
+    }
+    if (!exists) {
+      return http::JsonError(
+          404, "no repository named '" + (repo == params.end() ? "" : repo->second) + "'");
+    }
+    return std::nullopt;
+  };
+}
+
+http::RouteGate Node::IngestGate(bool hec) const {
+  return [self = *this, hec](const http::Request& req,
+                             const http::PathParams&) -> std::optional<http::Response> {
+    if (TokenFrom(req, hec).empty()) {
+      const char* m = "missing ingest token (Authorization: Bearer <token>)";
+      return hec ? HecError(401, m, 2) : http::JsonError(401, m);
+    }
+    if (!self.IngestRepo(req, hec).empty()) return std::nullopt;
+    // LogScale answers 401 for an unknown token, Splunk HEC 403 "Invalid token".
+    return hec ? HecError(403, "unknown ingest token", 4)
+               : http::JsonError(401, "unknown ingest token");
+  };
+}
+
+http::Response HecError(int status, const std::string& message, int hec_code) {
+  JsonWriter w;
+  w.BeginObject().Key("text").String(message).Key("code").Int(hec_code);
+  w.Key("error").String(message).EndObject();
+  http::Response r;
+  r.status = status;
+  r.body = w.Take();
+  return r;
+}
+
+std::optional<http::Response> HealthAnswer(const http::Request& req, bool up) {
+  http::Response r;
+  r.status = up ? 200 : 503;
+  if (req.path == "/api/v1/health") {
+    r.body = up ? R"({"status":"OK"})" : R"({"status":"DOWN"})";
+  } else if (req.path == "/services/collector/health" ||
+             req.path == "/services/collector/health/1.0") {
+    // Splunk HEC's codes: 17 healthy, 18 unhealthy.
+    r.body =
+        up ? R"({"text":"HEC is healthy","code":17})" : R"({"text":"HEC is unhealthy","code":18})";
+  } else {
+    return std::nullopt;
+  }
+  if (!up) r.headers.emplace_back("Retry-After", "1");
+  return r;
 }
 
 coordinator::QueryControl Node::LimitsFromNow() const {

@@ -43,6 +43,8 @@ inline constexpr const char* kVersion = "0.2.0";
 // destroys any). Null: a part that is off (bucket, uploader, merger, bucket_snapshots). Route
 // modules copy it; the parts' own thread-safety applies.
 struct Node {
+  // config.cluster_secret is the secret this node checked against the cluster's verifier at its
+  // start (--cluster-secret, or its data dir's cluster-secret file).
   ServerConfig config;
   Env* env = nullptr;
   Clock* clock = nullptr;
@@ -71,25 +73,36 @@ struct Node {
   coordinator::Leaf* leaf = nullptr;
   coordinator::QueryJobs* query_jobs = nullptr;
   coordinator::QueryAdmission* query_admission = nullptr;  // null: no bound
+  const TokenLookup* tokens = nullptr;  // the ingest and API token lookups (null: none known)
 
   bool kafka() const { return !config.kafka_brokers.empty(); }
-  // The secret node-to-node requests carry: --cluster-secret, else the one Global holds.
-  std::string ClusterSecret() const;
   // Whether `req` carries the cluster secret / a known API token (Authorization: Bearer).
   bool IsInternalCaller(const http::Request& req) const;
   bool IsApiCaller(const http::Request& req) const;
-  // `handler`, answered only for callers with the cluster secret (401 otherwise).
-  http::RouteHandler InternalOnly(http::RouteHandler handler) const;
-  // 401/404 when the request's API token or the repository is unknown.
-  std::optional<http::Response> CheckQueryAccess(const http::Request& req,
-                                                 const std::string& repo) const;
+  // The repository of the request's ingest token (Bearer, or Splunk when hec); empty: none.
+  std::string IngestRepo(const http::Request& req, bool hec) const;
+
+  // The routes' authentication (http::RouteGate: decided from the header, before the body is
+  // read; the handlers behind them do not check again). Each keeps a copy of this Node.
+  // The cluster secret only (401): every /internal/ route.
+  http::RouteGate InternalGate() const;
+  // A known API token (401).
+  http::RouteGate ApiTokenGate() const;
+  // A known API token (401) and the route's {repo} exists (404).
+  http::RouteGate QueryGate() const;
+  // A known ingest token: LogScale answers 401 without one or for an unknown one; Splunk HEC
+  // (hec) 401 with code 2 without one, 403 with code 4 for an unknown one.
+  http::RouteGate IngestGate(bool hec) const;
   // The configured query limits from now (--query-timeout-ms, --query-memory-bytes).
   coordinator::QueryControl LimitsFromNow() const;
 };
 
-// The secret node-to-node requests carry: `configured` (--cluster-secret), else the one `global`
-// holds (generated once by the cluster).
-std::string ClusterSecretOf(const std::string& configured, const Global* global);
+// An error answer in Splunk HEC's shape: {"text", "code", "error"}.
+http::Response HecError(int status, const std::string& message, int hec_code);
+// The unauthenticated health answers (GET /api/v1/health in LogScale's status shape
+// {"status": "OK"|"DOWN"}, GET /services/collector/health in Splunk HEC's {"text", "code"}):
+// 200 when `up`, else 503. nullopt for any other path.
+std::optional<http::Response> HealthAnswer(const http::Request& req, bool up);
 // Token from "Authorization: Bearer T" (or "Splunk T" when allow_splunk).
 std::string TokenFrom(const http::Request& req, bool allow_splunk);
 void WriteRowJson(JsonWriter& w, const query::Row& row);

@@ -61,7 +61,6 @@ Result<CoordinatedResult> QueryRoutes::RunQuery(const std::string& repo,
 }
 
 http::Response QueryRoutes::HandleQuery(const http::Request& req, const std::string& repo) const {
-  if (auto err = CheckQueryAccess(req, repo)) return *err;
   QueryRequestBody body;
   if (auto err = ParseQueryRequest(req.body, &body)) return *err;
   auto compiled = query::Compile(body.query_string);
@@ -201,19 +200,26 @@ void AddQueryRoutes(http::Router& router, const Node& node) {
   // "dataspaces" is the older name of the repository paths that humiolib still uses.
   for (const char* prefix : {"/api/v1/repositories/", "/api/v1/dataspaces/"}) {
     const std::string repo = std::string(prefix) + "{repo}";
-    router.Add("POST", repo + "/query",
-               [self](const http::Request& req, const http::PathParams& p) {
-                 return self->HandleQuery(req, p.find("repo")->second);
-               });
-    // The jobs handler checks access before the method, and names the methods it serves.
-    router.Add("*", repo + "/queryjobs",
-               [self](const http::Request& req, const http::PathParams& p) {
-                 return self->HandleQueryJobs(req, p.find("repo")->second, "");
-               });
-    router.Add("*", repo + "/queryjobs/{id}",
-               [self](const http::Request& req, const http::PathParams& p) {
-                 return self->HandleQueryJobs(req, p.find("repo")->second, p.find("id")->second);
-               });
+    router.Add(
+        "POST", repo + "/query",
+        [self](const http::Request& req, const http::PathParams& p) {
+          return self->HandleQuery(req, p.find("repo")->second);
+        },
+        node.QueryGate());
+    // Access is checked (the gate) before the method; the jobs handler names the methods it
+    // serves.
+    router.Add(
+        "*", repo + "/queryjobs",
+        [self](const http::Request& req, const http::PathParams& p) {
+          return self->HandleQueryJobs(req, p.find("repo")->second, "");
+        },
+        node.QueryGate());
+    router.Add(
+        "*", repo + "/queryjobs/{id}",
+        [self](const http::Request& req, const http::PathParams& p) {
+          return self->HandleQueryJobs(req, p.find("repo")->second, p.find("id")->second);
+        },
+        node.QueryGate());
   }
   using Internal = http::Response (coordinator::Leaf::*)(const http::Request&);
   const std::pair<std::string_view, Internal> kInternal[] = {
@@ -225,9 +231,10 @@ void AddQueryRoutes(http::Router& router, const Node& node) {
   for (const auto& [path, handler] : kInternal) {
     router.Add(
         "POST", path,
-        self->InternalOnly([self, handler](const http::Request& req, const http::PathParams&) {
+        [self, handler](const http::Request& req, const http::PathParams&) {
           return (self->leaf->*handler)(req);
-        }));
+        },
+        node.InternalGate());
   }
 }
 

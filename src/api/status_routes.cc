@@ -53,6 +53,11 @@ class StatusRoutes : public Node {
   http::Response HandleStatus() const;
   http::Response HandleCluster() const;
   http::Response HandleSnapshot(const http::Request& req) const;
+  // What the health routes say: the commit log reports ok and Global follows its log.
+  bool Up() const {
+    return ingest_log != nullptr && ingest_log->Health() == "ok" && global != nullptr &&
+           global->FollowError().empty();
+  }
 
  private:
   struct ClusterView;
@@ -501,11 +506,9 @@ http::Response StatusRoutes::HandleCluster() const {
   return r;
 }
 
+// Cluster members only (the route's InternalGate). The snapshot holds tokens and the cluster
+// secret only as salted hashes (global/tokens.h).
 http::Response StatusRoutes::HandleSnapshot(const http::Request& req) const {
-  // The snapshot holds every token: cluster members (secret) or API-token holders only.
-  if (!IsInternalCaller(req) && !IsApiCaller(req)) {
-    return http::JsonError(401, "the Global snapshot needs the cluster secret or an API token");
-  }
   auto [offset, bytes] = global->EncodedState();
   http::Response r;
   r.content_type = "application/octet-stream";
@@ -643,17 +646,27 @@ void StatusRoutes::WriteBucketStatus(JsonWriter& w) const {
 
 void AddStatusRoutes(http::Router& router, const Node& node) {
   auto self = std::make_shared<const StatusRoutes>(node);
-  router.Add("GET", "/api/v1/cluster", [self](const http::Request&, const http::PathParams&) {
-    return self->HandleCluster();
-  });
-  // Authenticated by HandleSnapshot itself (the cluster secret or an API token).
-  router.Add("GET", "/internal/v1/global/snapshot",
-             [self](const http::Request& req, const http::PathParams&) {
-               return self->HandleSnapshot(req);
-             });
-  router.Add("GET", "/api/v1/status", [self](const http::Request&, const http::PathParams&) {
-    return self->HandleStatus();
-  });
+  router.Add(
+      "GET", "/api/v1/cluster",
+      [self](const http::Request&, const http::PathParams&) { return self->HandleCluster(); },
+      node.ApiTokenGate());
+  router.Add(
+      "GET", "/internal/v1/global/snapshot",
+      [self](const http::Request& req, const http::PathParams&) {
+        return self->HandleSnapshot(req);
+      },
+      node.InternalGate());
+  router.Add(
+      "GET", "/api/v1/status",
+      [self](const http::Request&, const http::PathParams&) { return self->HandleStatus(); },
+      node.ApiTokenGate());
+  // Unauthenticated: up or down only (load balancers, shippers' health checks).
+  for (const char* path :
+       {"/api/v1/health", "/services/collector/health", "/services/collector/health/1.0"}) {
+    router.Add("GET", path, [self](const http::Request& req, const http::PathParams&) {
+      return *HealthAnswer(req, self->Up());
+    });
+  }
   router.Add("GET", "/", [&router](const http::Request&, const http::PathParams&) {
     http::Response r;
     r.content_type = "text/plain";

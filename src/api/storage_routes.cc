@@ -47,9 +47,6 @@ http::Response StorageRoutes::HandleSegmentFile(const http::Request& req) const 
 }
 
 http::Response StorageRoutes::HandleClusterSegments(const http::Request& req) const {
-  if (!IsApiCaller(req)) {
-    return http::JsonError(401, "missing or unknown API token (Authorization: Bearer <token>)");
-  }
   JsonWriter w;
   w.BeginObject();
   global->Read([&](const GlobalState& st) {
@@ -95,9 +92,6 @@ http::Response StorageRoutes::HandleClusterSegments(const http::Request& req) co
 
 http::Response StorageRoutes::HandleRetention(const http::Request& req,
                                               const std::string& repo) const {
-  if (!IsApiCaller(req)) {
-    return http::JsonError(401, "missing or unknown API token (Authorization: Bearer <token>)");
-  }
   std::optional<RepoInfo> info;
   global->Read([&](const GlobalState& st) {
     auto it = st.repos.find(repo);
@@ -139,19 +133,25 @@ http::Response StorageRoutes::HandleRetention(const http::Request& req,
 
 void AddStorageRoutes(http::Router& router, const Node& node) {
   auto self = std::make_shared<const StorageRoutes>(node);
-  router.Add("GET", "/api/v1/cluster/segments",
-             [self](const http::Request& req, const http::PathParams&) {
-               return self->HandleClusterSegments(req);
-             });
-  router.Add("GET", "/internal/v1/segment-file",
-             self->InternalOnly([self](const http::Request& req, const http::PathParams&) {
-               return self->HandleSegmentFile(req);
-             }));
+  router.Add(
+      "GET", "/api/v1/cluster/segments",
+      [self](const http::Request& req, const http::PathParams&) {
+        return self->HandleClusterSegments(req);
+      },
+      node.ApiTokenGate());
+  router.Add(
+      "GET", "/internal/v1/segment-file",
+      [self](const http::Request& req, const http::PathParams&) {
+        return self->HandleSegmentFile(req);
+      },
+      node.InternalGate());
   for (const char* prefix : {"/api/v1/repositories/", "/api/v1/dataspaces/"}) {
-    router.Add("PUT|GET", std::string(prefix) + "{repo}/retention",
-               [self](const http::Request& req, const http::PathParams& p) {
-                 return self->HandleRetention(req, p.find("repo")->second);
-               });
+    router.Add(
+        "PUT|GET", std::string(prefix) + "{repo}/retention",
+        [self](const http::Request& req, const http::PathParams& p) {
+          return self->HandleRetention(req, p.find("repo")->second);
+        },
+        node.ApiTokenGate());
   }
 }
 

@@ -253,9 +253,10 @@ int PrintCluster(const std::string& body) {
   return 0;
 }
 
-int ShowStatus(const std::string& url, const std::string& cacert, bool cluster, bool json) {
-  auto r = sediment::http::Fetch("GET", url + (cluster ? "/api/v1/cluster" : "/api/v1/status"), {},
-                                 "", Options(cacert));
+int ShowStatus(const std::string& url, const std::string& token, const std::string& cacert,
+               bool cluster, bool json) {
+  auto r = sediment::http::Fetch("GET", url + (cluster ? "/api/v1/cluster" : "/api/v1/status"),
+                                 {{"Authorization", "Bearer " + token}}, "", Options(cacert));
   if (!r.ok()) return Fail(r.status().ToString());
   if (r->status != 200)
     return Fail("server answered " + std::to_string(r->status) + ": " + r->body);
@@ -316,6 +317,7 @@ CLI::App* AddStatusCommand(CLI::App& app, ClientArgs& args) {
       ->envname("SEDIMENT_URL")
       ->capture_default_str();
   AddCacertOption(*status, args);
+  status->add_option("--token", args.token, "API token")->envname("SEDIMENT_API_TOKEN")->required();
   status->add_flag("--cluster", args.cluster, "the cluster view (GET /api/v1/cluster) as tables");
   status->add_flag("--json", args.json, "with --cluster: the raw JSON");
   return status;
@@ -331,7 +333,7 @@ int RunQuery(const ClientArgs& args) {
 }
 
 int RunStatus(const ClientArgs& args) {
-  return ShowStatus(args.url, args.cacert, args.cluster, args.json);
+  return ShowStatus(args.url, args.token, args.cacert, args.cluster, args.json);
 }
 
 }  // namespace sediment::cli

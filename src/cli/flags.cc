@@ -276,8 +276,9 @@ void ClusterFlags(std::vector<ServerFlag>& f) {
       "address other nodes and clients use to reach this node", Described("the listen address")));
   f.push_back(Value(S::kCluster, "--cluster-secret", "SEDIMENT_CLUSTER_SECRET", "S",
                     &ServerConfig::cluster_secret, "",
-                    "secret authenticating node-to-node requests",
-                    Described("one the cluster generates and keeps in its metadata")));
+                    "secret authenticating node-to-node requests; every node of a cluster needs "
+                    "it (Global keeps only a salted hash, a node with another refuses to start)",
+                    Described("DATA_DIR/cluster-secret, written by the node that generated it")));
   f.push_back(Value(S::kCluster, "--digest-session-timeout-ms",
                     "SEDIMENT_DIGEST_SESSION_TIMEOUT_MS", "N",
                     &ServerConfig::digest_session_timeout_ms, 6000,

@@ -1,13 +1,47 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "common/checksum.h"
 #include "common/coding.h"
+#include "common/env.h"
 #include "common/json_writer.h"
 #include "common/status.h"
+#include "common/testing/temp_dir.h"
 #include "common/time_parse.h"
 
 namespace sediment {
 namespace {
+
+mode_t ModeOf(const std::string& path) {
+  struct stat st;
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 07777;
+}
+
+// Segments, snapshots and credentials are written through Env: owner-only files, and a data dir
+// that is created, or tightened, to 0700.
+TEST(PosixEnv, FilesAreOwnerOnlyAndPrivateDirsAreTightened) {
+  TempDir tmp;
+  Env* env = Env::Default();
+  ASSERT_TRUE(env->WriteFileAtomic(tmp.Sub("atomic"), "x").ok());
+  EXPECT_EQ(ModeOf(tmp.Sub("atomic")) & 077, 0u);
+  {
+    auto f = env->NewAppendableFile(tmp.Sub("appended"));
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->Close().ok());
+  }
+  EXPECT_EQ(ModeOf(tmp.Sub("appended")) & 077, 0u);
+  bool tightened = true;
+  ASSERT_TRUE(env->CreatePrivateDir(tmp.Sub("new/data"), &tightened).ok());
+  EXPECT_FALSE(tightened);
+  EXPECT_EQ(ModeOf(tmp.Sub("new/data")), 0700u);
+  ASSERT_EQ(::chmod(tmp.Sub("new/data").c_str(), 0755), 0);
+  ASSERT_TRUE(env->CreatePrivateDir(tmp.Sub("new/data"), &tightened).ok());
+  EXPECT_TRUE(tightened);
+  EXPECT_EQ(ModeOf(tmp.Sub("new/data")), 0700u);
+  ASSERT_TRUE(env->CreatePrivateDir(tmp.Sub("new/data"), &tightened).ok());
+  EXPECT_FALSE(tightened);
+}
 
 TEST(Status, SubcodeSurvivesContextAndNeverMarksOk) {
   Status st = Status::Corruption("gone").WithSubcode(StatusSubcode::kLogTruncatedPastState);

@@ -93,12 +93,12 @@ class PosixRandomAccessFile final : public RandomAccessFile {
 class PosixEnv final : public Env {
  public:
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return ErrnoStatus("open", path, errno);
     return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd, 0));
   }
   Result<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) override {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd < 0) return ErrnoStatus("open", path, errno);
     struct stat st;
     if (::fstat(fd, &st) != 0) {
@@ -142,6 +142,19 @@ class PosixEnv final : public Env {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) return Status::IOError("mkdir " + dir + ": " + ec.message());
+    return Status::OK();
+  }
+  Status CreatePrivateDir(const std::string& dir, bool* tightened) override {
+    *tightened = false;
+    const bool existed = ::access(dir.c_str(), F_OK) == 0;
+    RETURN_IF_ERROR(CreateDirs(dir));
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0) return ErrnoStatus("stat", dir, errno);
+    if (existed && (st.st_mode & 077) == 0) return Status::OK();
+    if (::chmod(dir.c_str(), (st.st_mode & 07777 & ~077) | 0700) != 0) {
+      return ErrnoStatus("chmod", dir, errno);
+    }
+    *tightened = existed;
     return Status::OK();
   }
   Status RemoveFile(const std::string& path) override {

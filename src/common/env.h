@@ -33,6 +33,8 @@ class RandomAccessFile {
   virtual Result<uint64_t> Size() const = 0;
 };
 
+// Files created through Env::Default() are readable by their owner only (mode 0600 before the
+// umask): they hold segments, Global snapshots and credentials.
 class Env {
  public:
   virtual ~Env() = default;
@@ -53,6 +55,13 @@ class Env {
   // Names (not paths) of the entries of `dir`, sorted.
   virtual Result<std::vector<std::string>> ListDir(const std::string& dir) = 0;
   virtual Status CreateDirs(const std::string& dir) = 0;
+  // CreateDirs, and `dir` itself readable by its owner only (0700): set when it is created here,
+  // and when it already exists with any permission for group or others (then *tightened is set).
+  // The default (test Envs) is CreateDirs and leaves permissions alone.
+  virtual Status CreatePrivateDir(const std::string& dir, bool* tightened) {
+    *tightened = false;
+    return CreateDirs(dir);
+  }
   virtual Status RemoveFile(const std::string& path) = 0;
   virtual Status RemoveAll(const std::string& path) = 0;
   virtual Status RenameFile(const std::string& from, const std::string& to) = 0;

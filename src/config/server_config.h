@@ -68,7 +68,8 @@ struct ServerConfig {
   // Cluster (DESIGN sections 6, 9, 11). The address peers and clients use to reach this node;
   // empty = the listen address (which then must not be a wildcard).
   std::string advertise;
-  // Authenticates node-to-node requests; empty = the secret the cluster generated (in Global).
+  // Authenticates node-to-node requests; must match the cluster's (Global keeps its verifier).
+  // Empty = <data_dir>/cluster-secret, which the node that generated the secret wrote.
   std::string cluster_secret;
   // Kafka consumer-group session timeout: how long a silent owner keeps its partitions.
   int64_t digest_session_timeout_ms = 6000;

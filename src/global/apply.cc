@@ -30,9 +30,16 @@ class Applier {
   }
 
   Status operator()(const SetClusterSecret& e) {
-    if (e.secret.empty()) return Status::Rejected("SetClusterSecret: empty secret");
-    if (!s_->cluster_secret.empty()) return Status::Rejected("SetClusterSecret: already set");
-    s_->cluster_secret = e.secret;
+    const bool legacy = !e.legacy_secret.empty();
+    if (!legacy && e.verifier.empty()) return Status::Rejected("SetClusterSecret: empty secret");
+    if (!legacy && !IsTokenHash(e.verifier)) {
+      return Status::Rejected("SetClusterSecret: the verifier is not a secret hash");
+    }
+    if (!s_->cluster_secret_verifier.empty()) {
+      return Status::Rejected("SetClusterSecret: already set");
+    }
+    s_->cluster_secret_verifier = legacy ? LegacyTokenHash(e.legacy_secret) : e.verifier;
+    if (legacy) s_->legacy_cluster_secret = e.legacy_secret;
     return Status::OK();
   }
 
@@ -47,26 +54,46 @@ class Applier {
     return Status::OK();
   }
 
+  // The hash a token event stores: the writer's, or (a record from before hashing) the legacy
+  // hash of its clear token; empty when the event carries neither.
+  static std::string StoredHash(const std::string& token_hash, const std::string& legacy) {
+    return legacy.empty() ? token_hash : LegacyTokenHash(legacy);
+  }
+
   Status operator()(const AddIngestToken& e) {
-    if (e.token.empty()) return Status::Rejected("AddIngestToken: empty token");
+    if (e.token_hash.empty() && e.legacy_token.empty()) {
+      return Status::Rejected("AddIngestToken: empty token");
+    }
+    if (e.legacy_token.empty() && !IsTokenHash(e.token_hash)) {
+      return Status::Rejected("AddIngestToken: not a token hash");
+    }
     auto repo = s_->repos.find(e.repo);
     if (repo == s_->repos.end()) {
       return Status::Rejected("AddIngestToken: unknown repository '" + e.repo + "'");
     }
-    if (s_->ingest_tokens.count(e.token) != 0) {
+    const std::string hash = StoredHash(e.token_hash, e.legacy_token);
+    if (s_->ingest_token_hashes.count(hash) != 0 ||
+        (!e.legacy_token.empty() && IngestRepoForToken(*s_, e.legacy_token))) {
       return Status::Rejected("AddIngestToken: token already in use");
     }
-    repo->second.ingest_tokens.insert(e.token);
-    s_->ingest_tokens.emplace(e.token, e.repo);
+    repo->second.ingest_token_hashes.insert(hash);
+    s_->ingest_token_hashes.emplace(hash, e.repo);
     return Status::OK();
   }
 
   Status operator()(const AddApiToken& e) {
-    if (e.token.empty()) return Status::Rejected("AddApiToken: empty token");
-    if (s_->api_tokens.count(e.token) != 0) {
+    if (e.token_hash.empty() && e.legacy_token.empty()) {
+      return Status::Rejected("AddApiToken: empty token");
+    }
+    if (e.legacy_token.empty() && !IsTokenHash(e.token_hash)) {
+      return Status::Rejected("AddApiToken: not a token hash");
+    }
+    const std::string hash = StoredHash(e.token_hash, e.legacy_token);
+    if (s_->api_token_hashes.count(hash) != 0 ||
+        (!e.legacy_token.empty() && IsApiToken(*s_, e.legacy_token))) {
       return Status::Rejected("AddApiToken: token already exists");
     }
-    s_->api_tokens.insert(e.token);
+    s_->api_token_hashes.insert(hash);
     return Status::OK();
   }
 

@@ -12,15 +12,18 @@ namespace {
 constexpr char kEventMagic[2] = {'G', 'E'};
 constexpr char kStateMagic[4] = {'G', 'S', 'N', 'P'};
 // Event v2 adds the claim epoch to SetTruncationPoint; every other body is the same in v1 and v2.
+// v3 exists only for AddIngestToken, AddApiToken and SetClusterSecret: their string is a salted
+// hash (global/tokens.h) instead of the secret in clear (v1/v2, still read as legacy_* fields).
 // An event is written in the lowest version that expresses it (EventVersion), so that a v1
 // record decodes and encodes back to the same bytes, and a node of the previous release still
-// reads every event but a fenced SetTruncationPoint. v1 is still read.
-constexpr uint8_t kEventVersion = 2;
+// reads every event but a fenced SetTruncationPoint and the hashed secrets. v1 is still read.
+constexpr uint8_t kEventVersion = 3;
 constexpr uint8_t kEventVersionMin = 1;
 // Snapshot v2 appends the cluster secret; v3 replicas, staged merges, retention bytes, the
-// replication factor and the node set; v4 the bucket fields; v5 the bucket GC report. v1 to v4
-// are still read.
-constexpr uint8_t kStateVersion = 5;
+// replication factor and the node set; v4 the bucket fields; v5 the bucket GC report; v6 holds
+// tokens and the cluster secret only as salted hashes (same layout). v1 to v5 are still read:
+// their tokens are hashed with LegacyTokenHash and their secret becomes the verifier.
+constexpr uint8_t kStateVersion = 6;
 constexpr uint8_t kStateVersionMin = 1;
 constexpr size_t kEventHeader = 4;  // magic(2) version(1) type(1)
 constexpr size_t kStateHeader = 5;  // magic(4) version(1)
@@ -66,12 +69,17 @@ void PutStringSet(std::string* out, const std::set<std::string>& set) {
 
 void PutBody(std::string* out, const SetClusterId& e) { PutLengthPrefixed(out, e.cluster_id); }
 void PutBody(std::string* out, const CreateRepo& e) { PutLengthPrefixed(out, e.name); }
-void PutBody(std::string* out, const SetClusterSecret& e) { PutLengthPrefixed(out, e.secret); }
+// A legacy field is set only on a decoded v1/v2 record: it encodes back to its own bytes (v1).
+void PutBody(std::string* out, const SetClusterSecret& e) {
+  PutLengthPrefixed(out, e.legacy_secret.empty() ? e.verifier : e.legacy_secret);
+}
 void PutBody(std::string* out, const AddIngestToken& e) {
   PutLengthPrefixed(out, e.repo);
-  PutLengthPrefixed(out, e.token);
+  PutLengthPrefixed(out, e.legacy_token.empty() ? e.token_hash : e.legacy_token);
 }
-void PutBody(std::string* out, const AddApiToken& e) { PutLengthPrefixed(out, e.token); }
+void PutBody(std::string* out, const AddApiToken& e) {
+  PutLengthPrefixed(out, e.legacy_token.empty() ? e.token_hash : e.legacy_token);
+}
 void PutBody(std::string* out, const ClaimPartition& e) {
   PutI64(out, e.partition.value);
   PutI64(out, e.node.value);
@@ -244,6 +252,14 @@ class Reader {
     return Check(c.empty() || Last(c) < key, what, "keys out of order");
   }
 
+  // Records the first failure (what, detail); returns ok.
+  bool Check(bool ok, const char* what, const char* detail = nullptr) {
+    if (!ok && failed_ == nullptr) {
+      failed_ = what;
+      detail_ = detail;
+    }
+    return ok;
+  }
   bool done() const { return in_.empty(); }
   Status Error(const char* context) const {
     return Status::Corruption(std::string(context) + ": bad " + (failed_ ? failed_ : "?") +
@@ -259,13 +275,6 @@ class Reader {
       return *c.rbegin();
     }
   }
-  bool Check(bool ok, const char* what, const char* detail = nullptr) {
-    if (!ok && failed_ == nullptr) {
-      failed_ = what;
-      detail_ = detail;
-    }
-    return ok;
-  }
   std::string_view in_;
   const char* failed_ = nullptr;
   const char* detail_ = nullptr;
@@ -273,11 +282,22 @@ class Reader {
 
 bool GetBody(Reader* r, SetClusterId* e) { return r->Str(&e->cluster_id, "cluster_id"); }
 bool GetBody(Reader* r, CreateRepo* e) { return r->Str(&e->name, "repo name"); }
-bool GetBody(Reader* r, SetClusterSecret* e) { return r->Str(&e->secret, "cluster secret"); }
-bool GetBody(Reader* r, AddIngestToken* e) {
-  return r->Str(&e->repo, "repo") && r->Str(&e->token, "token");
+// v3: a salted hash (checked for its size); v1/v2: the secret in clear, kept as the legacy field.
+bool GetSecret(Reader* r, uint8_t version, std::string* hash, std::string* legacy,
+               const char* what) {
+  if (version < 3) return r->Str(legacy, what);
+  return r->Str(hash, what) && r->Check(IsTokenHash(*hash), what, "not a hash");
 }
-bool GetBody(Reader* r, AddApiToken* e) { return r->Str(&e->token, "token"); }
+bool GetBody(Reader* r, SetClusterSecret* e, uint8_t version) {
+  return GetSecret(r, version, &e->verifier, &e->legacy_secret, "cluster secret");
+}
+bool GetBody(Reader* r, AddIngestToken* e, uint8_t version) {
+  return r->Str(&e->repo, "repo") &&
+         GetSecret(r, version, &e->token_hash, &e->legacy_token, "token");
+}
+bool GetBody(Reader* r, AddApiToken* e, uint8_t version) {
+  return GetSecret(r, version, &e->token_hash, &e->legacy_token, "token");
+}
 bool GetBody(Reader* r, ClaimPartition* e) {
   return r->I32(&e->partition.value, "partition") && r->Strong64(&e->node, "node") &&
          r->Strong64(&e->expected_epoch, "expected_epoch");
@@ -289,7 +309,7 @@ bool GetBody(Reader* r, AdvanceReplayPoint* e) {
   return r->I32(&e->partition.value, "partition") && r->Strong64(&e->epoch, "epoch") &&
          r->Strong64(&e->replay_point, "replay_point");
 }
-bool GetBody(Reader* r, SetTruncationPoint* e, uint8_t version) {
+bool GetTruncationBody(Reader* r, SetTruncationPoint* e, uint8_t version) {
   if (!r->I32(&e->partition.value, "partition") || !r->Strong64(&e->offset, "offset")) {
     return false;
   }
@@ -340,9 +360,14 @@ bool GetBody(Reader* r, BucketObjectsCollected* e) {
 }
 
 // Every other body is the same in every event version.
+// v3 is only the hashed secrets' version: another type in v3 is not the canonical encoding.
 template <typename E>
-bool GetBody(Reader* r, E* e, uint8_t /*version*/) {
-  return GetBody(r, e);
+bool GetBody(Reader* r, E* e, uint8_t version) {
+  return r->Check(version < 3, "event version", "3 is only for hashed secrets") && GetBody(r, e);
+}
+bool GetBody(Reader* r, SetTruncationPoint* e, uint8_t version) {
+  return r->Check(version < 3, "event version", "3 is only for hashed secrets") &&
+         GetTruncationBody(r, e, version);
 }
 
 template <size_t I = 0>
@@ -380,10 +405,14 @@ Result<std::string_view> Unframe(std::string_view data, std::string_view magic, 
 
 void AppendCrc(std::string* out) { PutFixed32(out, Crc32c(*out)); }
 
-// The lowest event version that expresses `ev`: 2 only for a SetTruncationPoint with an epoch.
+// The lowest event version that expresses `ev`: 3 for a hashed secret, 2 for a SetTruncationPoint
+// with an epoch, else 1 (also a decoded legacy secret: back to its own bytes).
 uint8_t EventVersion(const GlobalEvent& ev) {
-  const auto* t = std::get_if<SetTruncationPoint>(&ev);
-  return t != nullptr && t->epoch.value != 0 ? 2 : 1;
+  if (const auto* t = std::get_if<SetTruncationPoint>(&ev)) return t->epoch.value != 0 ? 2 : 1;
+  if (const auto* c = std::get_if<SetClusterSecret>(&ev)) return c->legacy_secret.empty() ? 3 : 1;
+  if (const auto* i = std::get_if<AddIngestToken>(&ev)) return i->legacy_token.empty() ? 3 : 1;
+  if (const auto* a = std::get_if<AddApiToken>(&ev)) return a->legacy_token.empty() ? 3 : 1;
+  return 1;
 }
 
 }  // namespace
@@ -422,14 +451,14 @@ std::string EncodeGlobalState(const GlobalState& s) {
   for (const auto& [name, repo] : s.repos) {
     PutLengthPrefixed(&out, name);
     PutI64(&out, repo.retention_ms);
-    PutStringSet(&out, repo.ingest_tokens);
+    PutStringSet(&out, repo.ingest_token_hashes);
   }
-  PutVarint64(&out, s.ingest_tokens.size());
-  for (const auto& [token, repo] : s.ingest_tokens) {
-    PutLengthPrefixed(&out, token);
+  PutVarint64(&out, s.ingest_token_hashes.size());
+  for (const auto& [hash, repo] : s.ingest_token_hashes) {
+    PutLengthPrefixed(&out, hash);
     PutLengthPrefixed(&out, repo);
   }
-  PutStringSet(&out, s.api_tokens);
+  PutStringSet(&out, s.api_token_hashes);
   PutVarint64(&out, s.segments.size());
   for (const auto& [id, seg] : s.segments) PutSegment(&out, seg);  // the key is seg.id
   PutI64(&out, s.next_segment_id.value);
@@ -447,7 +476,7 @@ std::string EncodeGlobalState(const GlobalState& s) {
     PutI64(&out, ps.replay_point.value);
     PutI64(&out, ps.truncated_before.value);
   }
-  PutLengthPrefixed(&out, s.cluster_secret);
+  PutLengthPrefixed(&out, s.cluster_secret_verifier);
   // v3
   for (const auto& [id, seg] : s.segments) {
     PutVarint64(&out, seg.replicas.size());
@@ -497,6 +526,36 @@ std::string EncodeGlobalState(const GlobalState& s) {
 }
 
 namespace {
+// v6: every token string and the verifier must be a hash. v1-v5 hold them in clear: they are
+// replaced by their LegacyTokenHash (the secret is also kept, not encoded, for the upgrade).
+bool HashSecrets(Reader* r, GlobalState* s, uint8_t version) {
+  if (version >= 6) {
+    bool ok = s->cluster_secret_verifier.empty() || IsTokenHash(s->cluster_secret_verifier);
+    for (const auto& [hash, repo] : s->ingest_token_hashes) ok = ok && IsTokenHash(hash);
+    for (const auto& hash : s->api_token_hashes) ok = ok && IsTokenHash(hash);
+    for (const auto& [name, repo] : s->repos) {
+      for (const auto& hash : repo.ingest_token_hashes) ok = ok && IsTokenHash(hash);
+    }
+    return r->Check(ok, "token hash", "not a hash");
+  }
+  auto hash_all = [](std::set<std::string>* set) {
+    std::set<std::string> hashed;
+    for (const auto& token : *set) hashed.insert(LegacyTokenHash(token));
+    *set = std::move(hashed);
+  };
+  for (auto& [name, repo] : s->repos) hash_all(&repo.ingest_token_hashes);
+  hash_all(&s->api_token_hashes);
+  std::map<std::string, std::string> ingest;
+  for (const auto& [token, repo] : s->ingest_token_hashes)
+    ingest.emplace(LegacyTokenHash(token), repo);
+  s->ingest_token_hashes = std::move(ingest);
+  if (!s->cluster_secret_verifier.empty()) {
+    s->legacy_cluster_secret = s->cluster_secret_verifier;
+    s->cluster_secret_verifier = LegacyTokenHash(s->legacy_cluster_secret);
+  }
+  return true;
+}
+
 bool DecodeStateBody(Reader* r, GlobalState* s, uint8_t version) {
   uint64_t n;
   if (!r->Strong64(&s->applied_through, "applied_through") ||
@@ -507,7 +566,7 @@ bool DecodeStateBody(Reader* r, GlobalState* s, uint8_t version) {
     RepoInfo repo;
     if (!r->Str(&repo.name, "repo name") || !r->Increasing(s->repos, repo.name, "repo name") ||
         !r->I64(&repo.retention_ms, "repo retention") ||
-        !r->StringSet(&repo.ingest_tokens, "repo ingest tokens")) {
+        !r->StringSet(&repo.ingest_token_hashes, "repo ingest tokens")) {
       return false;
     }
     std::string name = repo.name;
@@ -517,13 +576,16 @@ bool DecodeStateBody(Reader* r, GlobalState* s, uint8_t version) {
   for (uint64_t i = 0; i < n; ++i) {
     std::string token, repo;
     if (!r->Str(&token, "ingest token") ||
-        !r->Increasing(s->ingest_tokens, token, "ingest token") ||
+        !r->Increasing(s->ingest_token_hashes, token, "ingest token") ||
         !r->Str(&repo, "ingest token repo")) {
       return false;
     }
-    s->ingest_tokens.emplace_hint(s->ingest_tokens.end(), std::move(token), std::move(repo));
+    s->ingest_token_hashes.emplace_hint(s->ingest_token_hashes.end(), std::move(token),
+                                        std::move(repo));
   }
-  if (!r->StringSet(&s->api_tokens, "api tokens") || !r->Count(&n, "segment count")) return false;
+  if (!r->StringSet(&s->api_token_hashes, "api tokens") || !r->Count(&n, "segment count")) {
+    return false;
+  }
   for (uint64_t i = 0; i < n; ++i) {
     SegmentRecord seg;
     if (!r->Segment(&seg) || !r->Increasing(s->segments, seg.id, "segment id")) return false;
@@ -557,7 +619,8 @@ bool DecodeStateBody(Reader* r, GlobalState* s, uint8_t version) {
     }
     s->partitions.emplace_hint(s->partitions.end(), p, ps);
   }
-  if (version >= 2 && !r->Str(&s->cluster_secret, "cluster secret")) return false;
+  if (version >= 2 && !r->Str(&s->cluster_secret_verifier, "cluster secret")) return false;
+  if (!HashSecrets(r, s, version)) return false;
   if (version < 3) {
     // Before replication every segment lived on its writer only.
     for (auto& [id, seg] : s->segments) seg.replicas = {seg.node};

@@ -19,6 +19,7 @@
 #include "common/env.h"
 #include "common/status.h"
 #include "common/types.h"
+#include "global/tokens.h"
 #include "log/commit_log.h"
 #include "model/event.h"
 
@@ -29,7 +30,7 @@ struct RepoInfo {
   int64_t retention_ms = 0;  // delete segments whose newest event is older; 0 = keep forever
   uint64_t retention_bytes =
       0;  // keep at most this many stored bytes (oldest go first); 0 = no bound
-  std::set<std::string> ingest_tokens;
+  std::set<std::string> ingest_token_hashes;  // of this repository's tokens (global/tokens.h)
 };
 
 struct SegmentRecord {
@@ -105,11 +106,20 @@ struct PartitionState {
 struct GlobalState {
   Offset applied_through{-1};  // log offset of the last applied event (-1: none)
   std::string cluster_id;
-  // Authenticates node-to-node requests (DESIGN section 11). Set once by the first node.
-  std::string cluster_secret;
+  // The salted hash (global/tokens.h) of the secret that authenticates node-to-node requests
+  // (DESIGN section 11); set once by the first node. The secret itself is never in Global: each
+  // node gets it from --cluster-secret or its data dir's cluster-secret file.
+  std::string cluster_secret_verifier;
+  // Not encoded: the secret in clear when this state was decoded from a snapshot of version 1 to
+  // 5, or applied a version-1 SetClusterSecret (written before it was hashed), so that a node
+  // upgrading from such a state can keep using it (the server writes it to its cluster-secret
+  // file). Empty otherwise.
+  std::string legacy_cluster_secret;
   std::map<std::string, RepoInfo> repos;
-  std::map<std::string, std::string> ingest_tokens;  // token -> repo
-  std::set<std::string> api_tokens;
+  // Tokens only as salted hashes (global/tokens.h; look them up with IngestRepoForToken and
+  // IsApiToken): hash -> repo, and the API token hashes.
+  std::map<std::string, std::string> ingest_token_hashes;
+  std::set<std::string> api_token_hashes;
   std::map<SegmentId, SegmentRecord> segments;
   SegmentId next_segment_id{1};
   // (datasource key, partition) -> last position that is in a registered segment.
@@ -159,12 +169,21 @@ struct SetClusterId {
 struct CreateRepo {
   std::string name;
 };  // rejected when it exists
+// Tokens travel as salted hashes (HashToken, global/tokens.h). `legacy_token` is set only by the
+// decoder of a version-1/2 record (written when tokens were stored in clear); the apply rule hashes
+// it (LegacyTokenHash). Writers set `token_hash` only.
+// Rejected: unknown repo, neither field a token (a hash of the wrong size), the same hash already
+// stored, or (legacy records, as they were then) a token already mapped to any repo. A new token's
+// clear value is unknown to the rule: the server checks that it is not in use before it submits.
 struct AddIngestToken {
   std::string repo;
-  std::string token;
-};  // rejected: unknown repo / token used
+  std::string token_hash;
+  std::string legacy_token;
+};
+// As AddIngestToken, for the API tokens.
 struct AddApiToken {
-  std::string token;
+  std::string token_hash;
+  std::string legacy_token;
 };
 // Accepted when expected_epoch equals the partition's current epoch; then epoch+1, owner = node.
 struct ClaimPartition {
@@ -201,9 +220,12 @@ struct SetTruncationPoint {
 struct RemoveSegments {
   std::vector<SegmentId> ids;
 };
-// Rejected when a secret is already set or the secret is empty.
+// The cluster secret's verifier (HashToken of the secret). `legacy_secret`: only from a version-1
+// record, the secret in clear, hashed by the apply rule (LegacyTokenHash) and kept in the state's
+// legacy_cluster_secret. Rejected when a verifier is already set or neither field is usable.
 struct SetClusterSecret {
-  std::string secret;
+  std::string verifier;
+  std::string legacy_secret;
 };
 // A node's first start in this cluster. Rejected when already known or node <= 0.
 struct RegisterNode {

@@ -134,15 +134,15 @@ std::vector<GlobalEvent> OneOfEach() {
   return {
       SetClusterId{"cluster-\x01\xff-id"},
       CreateRepo{"web"},
-      AddIngestToken{"web", "tok-123"},
-      AddApiToken{"api-secret"},
+      AddIngestToken{"web", HashToken("tok-123"), ""},
+      AddApiToken{HashToken("api-secret"), ""},
       ClaimPartition{PartitionId(3), NodeId(-5), Epoch(9)},
       RegisterSegment{Seg(Ds("web", "a"), 3, Pos(-1, 0), Pos(1ll << 40, 0xffffffffu), 4),
                       Offset(77)},
       AdvanceReplayPoint{PartitionId(2147483647), Epoch(1), Offset(123456789)},
       SetTruncationPoint{PartitionId(0), Epoch(3), Offset(-1)},
       RemoveSegments{{SegmentId(1), SegmentId(-3), SegmentId(1ll << 62)}},
-      SetClusterSecret{"s3cr\x00t"},
+      SetClusterSecret{HashToken(std::string("s3cr\x00t", 5)), ""},
       RegisterNode{NodeId(12)},
       AddSegmentReplica{SegmentId(4), NodeId(2)},
       RemoveSegmentReplica{SegmentId(4), NodeId(3), 2},
@@ -161,11 +161,13 @@ std::vector<GlobalEvent> OneOfEach() {
 GlobalState Populated() {
   GlobalState s;
   for (const GlobalEvent& ev : std::vector<GlobalEvent>{
-           SetClusterId{"c1"}, CreateRepo{"web"}, CreateRepo{"db"}, AddIngestToken{"web", "t1"},
-           AddIngestToken{"web", "t2"}, AddIngestToken{"db", "t3"}, AddApiToken{"a1"},
+           SetClusterId{"c1"}, CreateRepo{"web"}, CreateRepo{"db"},
+           AddIngestToken{"web", HashToken("t1"), ""}, AddIngestToken{"web", HashToken("t2"), ""},
+           AddIngestToken{"db", HashToken("t3"), ""}, AddApiToken{HashToken("a1"), ""},
            ClaimPartition{PartitionId(0), NodeId(1), Epoch(0)},
            ClaimPartition{PartitionId(5), NodeId(2), Epoch(0)},
-           ClaimPartition{PartitionId(5), NodeId(3), Epoch(1)}, SetClusterSecret{"sec"}}) {
+           ClaimPartition{PartitionId(5), NodeId(3), Epoch(1)},
+           SetClusterSecret{HashToken("sec"), ""}}) {
     EXPECT_TRUE(ApplyGlobalEvent(&s, ev).ok());
   }
   EXPECT_TRUE(ApplyGlobalEvent(
@@ -258,7 +260,9 @@ TEST(GlobalCodec, StructurallyBadEventsWithValidCrcAreCorruption) {
   std::string zero_type = body;
   zero_type[3] = 0;
   std::string version = body;
-  version[2] = 3;
+  version[2] = 4;
+  std::string version3 = body;
+  version3[2] = 3;  // only for the hashed secrets
   std::string version0 = body;
   version0[2] = 0;
   std::string magic = body;
@@ -270,8 +274,8 @@ TEST(GlobalCodec, StructurallyBadEventsWithValidCrcAreCorruption) {
   std::string partition_range = std::string("GE\x01\x08", 4);
   PutVarsint64(&partition_range, 1ll << 33);
   PutVarsint64(&partition_range, 1);
-  for (const std::string& b : {unknown_type, zero_type, version, version0, magic, body + "zz",
-                               huge_count, huge_string, partition_range}) {
+  for (const std::string& b : {unknown_type, zero_type, version, version3, version0, magic,
+                               body + "zz", huge_count, huge_string, partition_range}) {
     Result<GlobalEvent> dec = DecodeGlobalEvent(WithCrc(b));
     EXPECT_EQ(dec.status().code(), StatusCode::kCorruption) << dec.status().ToString();
   }
@@ -315,6 +319,12 @@ TEST(GlobalCodec, VersionOneTruncationPointIsStillReadAndApplied) {
   EXPECT_EQ(std::get<SetTruncationPoint>(*fenced).epoch, Epoch(2));
   for (const GlobalEvent& ev : OneOfEach()) {
     if (std::holds_alternative<SetTruncationPoint>(ev)) continue;
+    // The hashed secrets are version 3 (LegacyClearTokenRecordsAreHashedOnApply).
+    if (std::holds_alternative<AddIngestToken>(ev) || std::holds_alternative<AddApiToken>(ev) ||
+        std::holds_alternative<SetClusterSecret>(ev)) {
+      EXPECT_EQ(EncodeGlobalEvent(ev)[2], 3) << GlobalEventName(ev);
+      continue;
+    }
     EXPECT_EQ(EncodeGlobalEvent(ev)[2], 1) << GlobalEventName(ev);
     // Their bodies are the same in version 2.
     std::string as_v2 = EncodeGlobalEvent(ev);
@@ -347,9 +357,20 @@ TEST(GlobalCodec, PopulatedStateRoundTrips) {
   EXPECT_EQ(dec->cluster_id, "c1");
   EXPECT_EQ(dec->repos.size(), 2u);
   EXPECT_EQ(dec->repos.at("web").retention_ms, 86400000);
-  EXPECT_EQ(dec->repos.at("web").ingest_tokens, (std::set<std::string>{"t1", "t2"}));
-  EXPECT_EQ(dec->ingest_tokens, s.ingest_tokens);
-  EXPECT_EQ(dec->api_tokens, s.api_tokens);
+  EXPECT_EQ(dec->repos.at("web").ingest_token_hashes.size(), 2u);
+  EXPECT_EQ(dec->ingest_token_hashes, s.ingest_token_hashes);
+  EXPECT_EQ(dec->api_token_hashes, s.api_token_hashes);
+  EXPECT_EQ(IngestRepoForToken(*dec, "t1"), "web");
+  EXPECT_EQ(IngestRepoForToken(*dec, "t3"), "db");
+  EXPECT_EQ(IngestRepoForToken(*dec, "a1"), std::nullopt);
+  EXPECT_TRUE(IsApiToken(*dec, "a1"));
+  EXPECT_FALSE(IsApiToken(*dec, "t1"));
+  // No token and no secret is in the encoding in clear.
+  for (const std::string secret : {"t1", "t2", "t3", "a1", "sec"}) {
+    std::string as_str;
+    PutLengthPrefixed(&as_str, secret);
+    EXPECT_EQ(enc.find(as_str), std::string::npos) << secret;
+  }
   ASSERT_EQ(dec->segments.size(), 2u);
   EXPECT_EQ(dec->segments.at(SegmentId(2)).datasource, Ds("db", "b"));
   EXPECT_EQ(dec->segments.at(SegmentId(2)).id, SegmentId(2));
@@ -359,7 +380,9 @@ TEST(GlobalCodec, PopulatedStateRoundTrips) {
   EXPECT_EQ(dec->partitions.at(5).owner, NodeId(3));
   EXPECT_EQ(dec->partitions.at(0).replay_point, Offset(10));
   EXPECT_EQ(dec->partitions.at(0).truncated_before, Offset(4));
-  EXPECT_EQ(dec->cluster_secret, "sec");
+  EXPECT_TRUE(IsClusterSecret(*dec, "sec"));
+  EXPECT_FALSE(IsClusterSecret(*dec, "se"));
+  EXPECT_TRUE(dec->legacy_cluster_secret.empty());
 
   Result<GlobalState> empty = DecodeGlobalState(EncodeGlobalState(GlobalState{}));
   ASSERT_TRUE(empty.ok());
@@ -468,12 +491,36 @@ std::string V5Suffix(const GlobalState& s) {
   return out;
 }
 
+// Snapshots of versions 1 to 5 kept tokens (and, from 2, the cluster secret) in clear, in the
+// same places as version 6 keeps their hashes. `s` with its tokens replaced by clear ones, and the
+// state such a snapshot decodes to (the legacy hashes of the same tokens).
+GlobalState WithClearTokens(GlobalState s, const std::string& secret, GlobalState* hashed) {
+  s.repos.at("web").ingest_token_hashes = {"t1", "t2"};
+  s.repos.at("db").ingest_token_hashes = {"t3"};
+  s.ingest_token_hashes = {{"t1", "web"}, {"t2", "web"}, {"t3", "db"}};
+  s.api_token_hashes = {"a1"};
+  s.cluster_secret_verifier = secret;
+  *hashed = s;
+  hashed->repos.at("web").ingest_token_hashes = {LegacyTokenHash("t1"), LegacyTokenHash("t2")};
+  hashed->repos.at("db").ingest_token_hashes = {LegacyTokenHash("t3")};
+  hashed->ingest_token_hashes = {{LegacyTokenHash("t1"), "web"},
+                                 {LegacyTokenHash("t2"), "web"},
+                                 {LegacyTokenHash("t3"), "db"}};
+  hashed->api_token_hashes = {LegacyTokenHash("a1")};
+  hashed->cluster_secret_verifier = secret.empty() ? "" : LegacyTokenHash(secret);
+  return s;
+}
+
 TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
-  GlobalState s = Populated();
-  s.cluster_secret.clear();
-  const std::string v5 = EncodeGlobalState(s);
-  ASSERT_EQ(v5[4], 5);
-  const std::string body5 = v5.substr(0, v5.size() - 4);
+  GlobalState hashed;
+  GlobalState s = WithClearTokens(Populated(), "", &hashed);
+  const std::string v6 = EncodeGlobalState(hashed);
+  ASSERT_EQ(v6[4], 6);
+  // Version 5 is version 6's layout with the tokens in clear.
+  std::string body5 = EncodeGlobalState(s);
+  body5 = body5.substr(0, body5.size() - 4);
+  body5[4] = 5;
+  const std::string v5 = WithCrc(body5);
   // v4 = v5 without the v5 suffix (an empty GC report); v3 = v4 without the v4 suffix; v2 = v3
   // without the v3 suffix; v1 = v2 without the trailing (empty, one 0x00 byte) secret.
   const std::string suffix5 = V5Suffix(s);
@@ -493,10 +540,13 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   v2[4] = 2;
   std::string v1 = v2.substr(0, v2.size() - 1);
   v1[4] = 1;
-  for (const std::string& old : {WithCrc(v1), WithCrc(v2), WithCrc(v3), WithCrc(body)}) {
+  for (const std::string& old : {WithCrc(v1), WithCrc(v2), WithCrc(v3), WithCrc(body), v5}) {
     Result<GlobalState> dec = DecodeGlobalState(old);
     ASSERT_TRUE(dec.ok()) << "version " << int(old[4]) << ": " << dec.status().ToString();
-    EXPECT_EQ(EncodeGlobalState(*dec), v5) << "version " << int(old[4]);
+    EXPECT_EQ(EncodeGlobalState(*dec), v6) << "version " << int(old[4]);
+    EXPECT_EQ(IngestRepoForToken(*dec, "t2"), "web") << "version " << int(old[4]);
+    EXPECT_TRUE(IsApiToken(*dec, "a1"));
+    EXPECT_TRUE(dec->cluster_secret_verifier.empty());
     EXPECT_EQ(dec->bucket_gc.records, 0u);
     EXPECT_TRUE(dec->bucket_gc.last_files.empty());
     for (const auto& [id, seg] : dec->segments) {
@@ -511,8 +561,9 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
     EXPECT_TRUE(dec->recovery.lost.empty());
   }
   // An older version header on v5 bytes leaves trailing bytes; a v5 header on v4 bytes or a v4
-  // header on v3 bytes is truncated; versions 0 and 6 are refused.
-  for (char version : {0, 1, 2, 3, 4, 6}) {
+  // header on v3 bytes is truncated; a v6 header on clear tokens is no hash; versions 0 and 7 are
+  // refused.
+  for (char version : {0, 1, 2, 3, 4, 6, 7}) {
     std::string wrong = body5;
     wrong[4] = version;
     EXPECT_EQ(DecodeGlobalState(WithCrc(wrong)).status().code(), StatusCode::kCorruption)
@@ -525,6 +576,27 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   short4[4] = 4;
   EXPECT_EQ(DecodeGlobalState(WithCrc(short4)).status().code(), StatusCode::kCorruption);
   EXPECT_TRUE(DecodeGlobalState(WithCrc(body5)).ok());
+}
+
+// A snapshot of version 2 to 5 holds the cluster secret in clear: it decodes to its verifier, and
+// the secret is kept (not encoded) for the node's upgrade (server: the cluster-secret file).
+TEST(GlobalCodec, OldSnapshotSecretBecomesAVerifier) {
+  GlobalState hashed;
+  GlobalState s = WithClearTokens(Populated(), "old-secret", &hashed);
+  std::string body5 = EncodeGlobalState(s);
+  body5 = body5.substr(0, body5.size() - 4);
+  body5[4] = 5;
+  Result<GlobalState> dec = DecodeGlobalState(WithCrc(body5));
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_TRUE(IsClusterSecret(*dec, "old-secret"));
+  EXPECT_EQ(dec->legacy_cluster_secret, "old-secret");
+  const std::string v6 = EncodeGlobalState(*dec);
+  EXPECT_EQ(v6, EncodeGlobalState(hashed));
+  EXPECT_EQ(v6.find("old-secret"), std::string::npos);
+  Result<GlobalState> again = DecodeGlobalState(v6);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->legacy_cluster_secret.empty());
+  EXPECT_TRUE(IsClusterSecret(*again, "old-secret"));
 }
 
 TEST(GlobalCodec, ReplicationStateRoundTrips) {
@@ -853,10 +925,15 @@ TEST(GlobalApply, RetentionAndReplaceSegment) {
 
 TEST(GlobalApply, ClusterSecretIsSetOnce) {
   GlobalState s;
-  ExpectRejected(&s, SetClusterSecret{""});
-  ASSERT_TRUE(ApplyGlobalEvent(&s, SetClusterSecret{"one"}).ok());
-  ExpectRejected(&s, SetClusterSecret{"two"});
-  EXPECT_EQ(s.cluster_secret, "one");
+  ExpectRejected(&s, SetClusterSecret{"", ""});
+  ExpectRejected(&s, SetClusterSecret{"one", ""});  // not a hash
+  ASSERT_TRUE(ApplyGlobalEvent(&s, SetClusterSecret{HashToken("one"), ""}).ok());
+  ExpectRejected(&s, SetClusterSecret{HashToken("two"), ""});
+  ExpectRejected(&s, SetClusterSecret{"", "two"});
+  EXPECT_TRUE(IsClusterSecret(s, "one"));
+  EXPECT_FALSE(IsClusterSecret(s, "two"));
+  EXPECT_FALSE(IsClusterSecret(s, ""));
+  EXPECT_TRUE(s.legacy_cluster_secret.empty());
 }
 
 TEST(GlobalApply, ClusterIdIsSetOnce) {
@@ -870,22 +947,100 @@ TEST(GlobalApply, ClusterIdIsSetOnce) {
 
 TEST(GlobalApply, RepoAndTokenRules) {
   GlobalState s;
-  ExpectRejected(&s, AddIngestToken{"web", "t"});  // unknown repo
+  const std::string t = HashToken("t");
+  ExpectRejected(&s, AddIngestToken{"web", t, ""});  // unknown repo
   ASSERT_TRUE(ApplyGlobalEvent(&s, CreateRepo{"web"}).ok());
   ASSERT_TRUE(ApplyGlobalEvent(&s, CreateRepo{"db"}).ok());
   ExpectRejected(&s, CreateRepo{"web"});
   ExpectRejected(&s, CreateRepo{""});
-  ASSERT_TRUE(ApplyGlobalEvent(&s, AddIngestToken{"web", "t"}).ok());
-  ExpectRejected(&s, AddIngestToken{"web", "t"});
-  ExpectRejected(&s, AddIngestToken{"db", "t"});  // a token maps to one repo
-  ExpectRejected(&s, AddIngestToken{"db", ""});
-  EXPECT_EQ(s.ingest_tokens.at("t"), "web");
-  EXPECT_EQ(s.repos.at("web").ingest_tokens.count("t"), 1u);
-  EXPECT_TRUE(s.repos.at("db").ingest_tokens.empty());
-  ASSERT_TRUE(ApplyGlobalEvent(&s, AddApiToken{"a"}).ok());
-  ExpectRejected(&s, AddApiToken{"a"});
-  ExpectRejected(&s, AddApiToken{""});
-  EXPECT_EQ(s.api_tokens, std::set<std::string>{"a"});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, AddIngestToken{"web", t, ""}).ok());
+  ExpectRejected(&s, AddIngestToken{"web", t, ""});  // the same hash
+  ExpectRejected(&s, AddIngestToken{"db", t, ""});   // a hash maps to one repo
+  ExpectRejected(&s, AddIngestToken{"db", "", ""});
+  ExpectRejected(&s, AddIngestToken{"db", "t", ""});  // not a hash
+  EXPECT_EQ(s.ingest_token_hashes.at(t), "web");
+  EXPECT_EQ(s.repos.at("web").ingest_token_hashes.count(t), 1u);
+  EXPECT_TRUE(s.repos.at("db").ingest_token_hashes.empty());
+  EXPECT_EQ(IngestRepoForToken(s, "t"), "web");
+  EXPECT_EQ(IngestRepoForToken(s, "u"), std::nullopt);
+  EXPECT_EQ(IngestRepoForToken(s, ""), std::nullopt);
+  const std::string a = HashToken("a");
+  ASSERT_TRUE(ApplyGlobalEvent(&s, AddApiToken{a, ""}).ok());
+  ExpectRejected(&s, AddApiToken{a, ""});
+  ExpectRejected(&s, AddApiToken{"", ""});
+  ExpectRejected(&s, AddApiToken{"a", ""});
+  EXPECT_EQ(s.api_token_hashes, std::set<std::string>{a});
+  EXPECT_TRUE(IsApiToken(s, "a"));
+  EXPECT_FALSE(IsApiToken(s, "t"));
+  // The same token hashed again (another salt) is a different hash: the rule cannot tell, the
+  // server checks before it submits (Bootstrap). Lookups still find it.
+  ASSERT_TRUE(ApplyGlobalEvent(&s, AddApiToken{HashToken("a"), ""}).ok());
+  EXPECT_TRUE(IsApiToken(s, "a"));
+}
+
+// Records written when tokens were kept in clear (event versions 1 and 2) still decode, encode
+// back to their own bytes, and are hashed when applied, with the same rules as then.
+TEST(GlobalApply, LegacyClearTokenRecordsAreHashedOnApply) {
+  GlobalState s;
+  ASSERT_TRUE(ApplyGlobalEvent(&s, CreateRepo{"web"}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, CreateRepo{"db"}).ok());
+  // The bytes a node of the previous release wrote (FORMAT.md: types 3, 4 and 10, version 1).
+  std::string ingest("GE\x01\x03", 4);
+  PutLengthPrefixed(&ingest, "web");
+  PutLengthPrefixed(&ingest, "old-ingest");
+  ingest = WithCrc(ingest);
+  std::string api("GE\x01\x04", 4);
+  PutLengthPrefixed(&api, "old-api");
+  api = WithCrc(api);
+  std::string secret("GE\x01\x0a", 4);
+  PutLengthPrefixed(&secret, "old-secret");
+  secret = WithCrc(secret);
+  for (const std::string* rec : {&ingest, &api, &secret}) {
+    Result<GlobalEvent> dec = DecodeGlobalEvent(*rec);
+    ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+    EXPECT_EQ(EncodeGlobalEvent(*dec), *rec) << GlobalEventName(*dec);
+    ASSERT_TRUE(ApplyGlobalEvent(&s, *dec).ok()) << GlobalEventName(*dec);
+    // Applied once more (or the same clear token for another repository): rejected as then.
+    ExpectRejected(&s, *dec);
+  }
+  ExpectRejected(&s, AddIngestToken{"db", "", "old-ingest"});
+  EXPECT_EQ(IngestRepoForToken(s, "old-ingest"), "web");
+  EXPECT_TRUE(IsApiToken(s, "old-api"));
+  EXPECT_TRUE(IsClusterSecret(s, "old-secret"));
+  EXPECT_EQ(s.legacy_cluster_secret, "old-secret");
+  // Every node reaches the same state from the same records (the legacy salt is derived).
+  EXPECT_EQ(s.ingest_token_hashes.begin()->first, LegacyTokenHash("old-ingest"));
+  const std::string enc = EncodeGlobalState(s);
+  for (const char* clear : {"old-ingest", "old-api", "old-secret"}) {
+    EXPECT_EQ(enc.find(clear), std::string::npos) << clear;
+  }
+  // A version-3 record must carry a hash; another type is never version 3.
+  std::string short_hash("GE\x03\x04", 4);
+  PutLengthPrefixed(&short_hash, "old-api");
+  EXPECT_EQ(DecodeGlobalEvent(WithCrc(short_hash)).status().code(), StatusCode::kCorruption);
+  std::string repo_v3("GE\x03\x02", 4);
+  PutLengthPrefixed(&repo_v3, "web");
+  EXPECT_EQ(DecodeGlobalEvent(WithCrc(repo_v3)).status().code(), StatusCode::kCorruption);
+  const std::string hashed = EncodeGlobalEvent(AddApiToken{HashToken("new"), ""});
+  EXPECT_EQ(hashed[2], 3);
+  EXPECT_EQ(hashed.find("new"), std::string::npos);
+}
+
+TEST(GlobalTokens, HashesAreSaltedAndCompared) {
+  const std::string h1 = HashToken("secret");
+  const std::string h2 = HashToken("secret");
+  EXPECT_EQ(h1.size(), kTokenHashBytes);
+  EXPECT_NE(h1, h2);  // a fresh salt each time
+  EXPECT_TRUE(TokenMatches(h1, "secret"));
+  EXPECT_TRUE(TokenMatches(h2, "secret"));
+  EXPECT_FALSE(TokenMatches(h1, "secreT"));
+  EXPECT_FALSE(TokenMatches(h1, ""));
+  EXPECT_FALSE(TokenMatches(h1.substr(1), "secret"));
+  EXPECT_EQ(h1.find("secret"), std::string::npos);
+  EXPECT_EQ(HashTokenWithSalt(h1.substr(0, kTokenSaltBytes), "secret"), h1);
+  EXPECT_EQ(LegacyTokenHash("secret"), LegacyTokenHash("secret"));
+  EXPECT_NE(LegacyTokenHash("secret"), LegacyTokenHash("secret2"));
+  EXPECT_TRUE(TokenMatches(LegacyTokenHash("secret"), "secret"));
 }
 
 TEST(GlobalApply, ClaimPartitionIsACompareAndSetOnTheEpoch) {
@@ -1421,10 +1576,10 @@ RecoveryCase MakeRecoveryCase() {
   RecoveryCase c;
   GlobalState& s = c.snapshot;
   for (const GlobalEvent& ev : std::vector<GlobalEvent>{
-           SetClusterId{"c1"}, SetClusterSecret{"sec"}, CreateRepo{"web"},
-           AddIngestToken{"web", "t1"}, AddApiToken{"a1"}, SetRetention{"web", 1000, 2000},
-           SetReplicationFactor{2}, RegisterNode{NodeId(1)}, RegisterNode{NodeId(2)},
-           SetBucket{"s3://b/p at http://127.0.0.1:9000"}}) {
+           SetClusterId{"c1"}, SetClusterSecret{HashToken("sec"), ""}, CreateRepo{"web"},
+           AddIngestToken{"web", HashToken("t1"), ""}, AddApiToken{HashToken("a1"), ""},
+           SetRetention{"web", 1000, 2000}, SetReplicationFactor{2}, RegisterNode{NodeId(1)},
+           RegisterNode{NodeId(2)}, SetBucket{"s3://b/p at http://127.0.0.1:9000"}}) {
     EXPECT_TRUE(ApplyGlobalEvent(&s, ev).ok()) << GlobalEventName(ev);
   }
   s.applied_through = Offset(500);
@@ -1550,15 +1705,17 @@ TEST(RecoverState, KeepsWhatIsInTheBucketAndReportsTheRest) {
   EXPECT_TRUE(out.nodes.empty());
   // Kept as they were.
   EXPECT_EQ(out.cluster_id, "c1");
-  EXPECT_EQ(out.cluster_secret, "sec");
+  EXPECT_EQ(out.cluster_secret_verifier, in.cluster_secret_verifier);
+  EXPECT_TRUE(IsClusterSecret(out, "sec"));
   EXPECT_EQ(out.replication_factor, 2u);
   EXPECT_EQ(out.bucket, in.bucket);
-  EXPECT_EQ(out.api_tokens, in.api_tokens);
-  EXPECT_EQ(out.ingest_tokens, in.ingest_tokens);
+  EXPECT_EQ(out.api_token_hashes, in.api_token_hashes);
+  EXPECT_EQ(out.ingest_token_hashes, in.ingest_token_hashes);
   ASSERT_EQ(out.repos.size(), 1u);
   EXPECT_EQ(out.repos.at("web").retention_ms, 1000);
   EXPECT_EQ(out.repos.at("web").retention_bytes, 2000u);
-  EXPECT_EQ(out.repos.at("web").ingest_tokens, std::set<std::string>{"t1"});
+  EXPECT_EQ(out.repos.at("web").ingest_token_hashes, in.repos.at("web").ingest_token_hashes);
+  EXPECT_EQ(IngestRepoForToken(out, "t1"), "web");
 
   // A pure function of its inputs: the order of `found` does not matter.
   std::vector<SegmentRecord> reversed(c.found.rbegin(), c.found.rend());
@@ -1653,7 +1810,7 @@ std::vector<GlobalEvent> Workload(int n) {
   for (int i = 0; i < n; ++i) {
     evs.push_back(RegisterSegment{
         Seg(Ds("web", "h" + std::to_string(i % 3)), 0, Pos(i, 0), Pos(i, 5), 1), Offset(i)});
-    if (i % 4 == 0) evs.push_back(AddIngestToken{"web", "tok" + std::to_string(i)});
+    if (i % 4 == 0) evs.push_back(AddIngestToken{"web", HashToken("tok" + std::to_string(i)), ""});
   }
   evs.push_back(CreateRepo{"web"});  // rejected, still recorded as applied
   return evs;
@@ -1667,6 +1824,41 @@ std::vector<std::string> SnapshotFiles(const std::string& dir) {
     if (n.starts_with("snapshot-") && n.ends_with(".bin")) out.push_back(n);
   }
   return out;
+}
+
+// Lookups through a running Global: positive answers are cached, misses are not (a token added
+// afterwards is found), and nothing persisted holds a token.
+TEST(Global, TokenLookupFindsTokensAddedAtAnyTime) {
+  MemLog log;
+  TempDir dir;
+  auto g = Global::Open(Env::Default(), &log, dir.path());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  TokenLookup lookup(g->get());
+  ASSERT_TRUE((*g)->Submit(CreateRepo{"web"}).ok());
+  EXPECT_EQ(lookup.IngestRepo("late-token"), std::nullopt);
+  EXPECT_FALSE(lookup.IsApiToken("late-api"));
+  ASSERT_TRUE((*g)->Submit(AddIngestToken{"web", HashToken("late-token"), ""}).ok());
+  ASSERT_TRUE((*g)->Submit(AddApiToken{HashToken("late-api"), ""}).ok());
+  for (int i = 0; i < 2; ++i) {  // the second time from the cache
+    EXPECT_EQ(lookup.IngestRepo("late-token"), "web");
+    EXPECT_TRUE(lookup.IsApiToken("late-api"));
+    EXPECT_FALSE(lookup.IsApiToken("late-token"));
+    EXPECT_EQ(lookup.IngestRepo("late-api"), std::nullopt);
+    EXPECT_EQ(lookup.IngestRepo(""), std::nullopt);
+  }
+  ASSERT_TRUE((*g)->WriteSnapshot().ok());
+  auto names = Env::Default()->ListDir(dir.path());
+  ASSERT_TRUE(names.ok());
+  ASSERT_FALSE(names->empty());
+  for (const std::string& name : names.value()) {
+    auto bytes = Env::Default()->ReadFile(dir.path() + "/" + name);
+    ASSERT_TRUE(bytes.ok());
+    EXPECT_EQ(bytes->find("late-"), std::string::npos) << name;
+  }
+  auto recs = log.Read(PartitionId(0), Offset(0), 1 << 20, std::chrono::milliseconds(0));
+  ASSERT_TRUE(recs.ok());
+  EXPECT_EQ(recs->size(), 3u);
+  for (const auto& rec : *recs) EXPECT_EQ(rec.data.find("late-"), std::string::npos);
 }
 
 TEST(Global, SubmitReturnsTheApplyOutcome) {
@@ -2101,7 +2293,7 @@ TEST(Global, TwoInstancesOnOneLogReachIdenticalStates) {
   for (auto& t : threads) t.join();
   // A corrupt record is skipped identically by both.
   ASSERT_TRUE(log.Append(PartitionId(0), "not a global event").get().ok());
-  ASSERT_TRUE((*a)->Submit(AddApiToken{"final"}).ok());
+  ASSERT_TRUE((*a)->Submit(AddApiToken{HashToken("final"), ""}).ok());
   const int64_t last = log.EndOffset(PartitionId(0))->value - 1;
   ASSERT_TRUE(WaitApplied(**a, last));
   ASSERT_TRUE(WaitApplied(**b, last));
@@ -2113,7 +2305,7 @@ TEST(Global, TwoInstancesOnOneLogReachIdenticalStates) {
   EXPECT_EQ(Encoded(**c), sa);
   (*a)->Read([](const GlobalState& s) {
     EXPECT_GT(s.segments.size(), 0u);
-    EXPECT_EQ(s.api_tokens.count("final"), 1u);
+    EXPECT_TRUE(IsApiToken(s, "final"));
   });
 }
 

@@ -22,7 +22,8 @@ bool IsParam(std::string_view segment) {
 
 }  // namespace
 
-void Router::Add(std::string_view methods, std::string_view pattern, RouteHandler handler) {
+void Router::Add(std::string_view methods, std::string_view pattern, RouteHandler handler,
+                 RouteGate gate) {
   Route r;
   if (methods != "*") {
     for (std::string_view m : Split(methods, '|')) r.methods.emplace_back(m);
@@ -31,6 +32,7 @@ void Router::Add(std::string_view methods, std::string_view pattern, RouteHandle
   r.pattern = std::string(pattern);
   for (std::string_view s : Split(pattern, '/')) r.segments.emplace_back(s);
   r.handler = std::move(handler);
+  r.gate = std::move(gate);
   routes_.push_back(std::move(r));
 }
 
@@ -50,19 +52,38 @@ bool Router::Match(const Route& route, const std::vector<std::string_view>& path
   return true;
 }
 
-std::optional<Response> Router::Dispatch(const Request& req) const {
+const Router::Route* Router::Find(const Request& req, PathParams* params,
+                                  std::vector<std::string>* allowed) const {
   const std::vector<std::string_view> path = Split(req.path, '/');
-  PathParams params;
-  std::vector<std::string> allowed;
   for (const Route& route : routes_) {
-    if (!Match(route, path, &params)) continue;
+    if (!Match(route, path, params)) continue;
     if (route.methods.empty() ||
         std::find(route.methods.begin(), route.methods.end(), req.method) != route.methods.end()) {
-      return route.handler(req, params);
+      return &route;
     }
     for (const auto& m : route.methods) {
-      if (std::find(allowed.begin(), allowed.end(), m) == allowed.end()) allowed.push_back(m);
+      if (std::find(allowed->begin(), allowed->end(), m) == allowed->end()) allowed->push_back(m);
     }
+  }
+  return nullptr;
+}
+
+std::optional<Response> Router::Admit(const Request& req) const {
+  PathParams params;
+  std::vector<std::string> allowed;
+  const Route* route = Find(req, &params, &allowed);
+  if (route == nullptr || !route->gate) return std::nullopt;
+  return route->gate(req, params);
+}
+
+std::optional<Response> Router::Dispatch(const Request& req) const {
+  PathParams params;
+  std::vector<std::string> allowed;
+  if (const Route* route = Find(req, &params, &allowed)) {
+    if (route->gate) {
+      if (auto refused = route->gate(req, params)) return refused;
+    }
+    return route->handler(req, params);
   }
   if (allowed.empty()) return std::nullopt;
   std::string use, allow;

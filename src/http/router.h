@@ -16,19 +16,30 @@ namespace sediment::http {
 // Values of a matched route's "{name}" segments.
 using PathParams = std::map<std::string, std::string, std::less<>>;
 using RouteHandler = std::function<Response(const Request&, const PathParams&)>;
+// A route's authentication, decided from the request's header alone (its `body` may be empty:
+// the server asks before it reads the body, ServerOptions::admit): nullopt admits, a response
+// (401, 403, 404, ...) refuses. Must not read `body`. Called concurrently.
+using RouteGate = std::function<std::optional<Response>(const Request&, const PathParams&)>;
 
-// Not thread-safe while routes are added; Dispatch may then be called from any thread.
+// Not thread-safe while routes are added; Admit and Dispatch may then be called from any thread.
 class Router {
  public:
   // `methods`: "GET", "POST|GET", ..., or "*" (every method: the handler answers the ones it does
   // not serve). `pattern`: "/"-separated segments; "{name}" matches one non-empty segment (any
   // characters but "/"), every other segment itself. A route added earlier wins over a later one
-  // that matches the same request.
-  void Add(std::string_view methods, std::string_view pattern, RouteHandler handler);
+  // that matches the same request. `gate` (empty: every caller is admitted) runs before the
+  // handler: the handler only sees requests it admitted.
+  void Add(std::string_view methods, std::string_view pattern, RouteHandler handler,
+           RouteGate gate = nullptr);
 
-  // The answer of the first route that matches the path and the method. When routes match the
-  // path under other methods only: 405 with a JSON error "use M1 or M2 for PATH" and an Allow
-  // header. nullopt when no route matches the path.
+  // For a request whose body is not read yet: the refusal of the gate of the route that would
+  // answer it (the first that matches the path and the method); nullopt when the gate admits it,
+  // the route has no gate, or no route matches the path and method (Dispatch answers those).
+  std::optional<Response> Admit(const Request& req) const;
+
+  // The answer of the first route that matches the path and the method: its gate's refusal, else
+  // its handler's answer. When routes match the path under other methods only: 405 with a JSON
+  // error "use M1 or M2 for PATH" and an Allow header. nullopt when no route matches the path.
   std::optional<Response> Dispatch(const Request& req) const;
 
   // "METHODS PATTERN" of every route, in the order added.
@@ -41,7 +52,12 @@ class Router {
     std::string pattern;
     std::vector<std::string> segments;
     RouteHandler handler;
+    RouteGate gate;
   };
+  // The route answering `req` (matching path and method) with its parameters in *params, or
+  // null; *allowed gets the methods of routes matching the path only.
+  const Route* Find(const Request& req, PathParams* params,
+                    std::vector<std::string>* allowed) const;
   static bool Match(const Route& route, const std::vector<std::string_view>& path,
                     PathParams* params);
   std::vector<Route> routes_;

@@ -85,5 +85,64 @@ TEST_F(RouterTest, DescribeListsRoutesInOrder) {
   EXPECT_EQ(d[4], "PUT|GET /api/v1/repositories/{repo}/retention");
 }
 
+// Admits requests whose "Authorization" header is "Bearer <repo>" (the route's {repo}); counts
+// its calls in *calls.
+RouteGate RepoGate(int* calls) {
+  return [calls](const Request& req, const PathParams& params) -> std::optional<Response> {
+    ++*calls;
+    auto repo = params.find("repo");
+    if (repo == params.end() || req.Header("Authorization") != "Bearer " + repo->second) {
+      return JsonError(401, "not for you");
+    }
+    return std::nullopt;
+  };
+}
+
+TEST(RouterGate, AdmitRunsTheGateOfTheRouteThatWouldAnswer) {
+  Router router;
+  int calls = 0;
+  int handled = 0;
+  router.Add(
+      "POST", "/r/{repo}/ingest",
+      [&handled](const Request& req, const PathParams&) {
+        ++handled;
+        Response r;
+        r.body = req.body;
+        return r;
+      },
+      RepoGate(&calls));
+  router.Add("GET", "/open", Named("open"));
+  Request req = Req("POST", "/r/web/ingest");
+  // Without the credential: refused from the header, before any body (and by Dispatch too,
+  // for a caller that did not ask Admit first); the handler never runs.
+  auto refused = router.Admit(req);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->status, 401);
+  EXPECT_EQ(calls, 1);
+  req.body = "payload";
+  auto dispatched = router.Dispatch(req);
+  ASSERT_TRUE(dispatched.has_value());
+  EXPECT_EQ(dispatched->status, 401);
+  EXPECT_EQ(handled, 0);
+  // The gate sees the path parameters: another repository's credential is refused.
+  req.headers = {{"Authorization", "Bearer db"}};
+  EXPECT_TRUE(router.Admit(req).has_value());
+  req.headers = {{"Authorization", "Bearer web"}};
+  EXPECT_FALSE(router.Admit(req).has_value());
+  dispatched = router.Dispatch(req);
+  ASSERT_TRUE(dispatched.has_value());
+  EXPECT_EQ(dispatched->status, 200);
+  EXPECT_EQ(dispatched->body, "payload");
+  EXPECT_EQ(handled, 1);
+  // No gate, no route, or a method no route serves: nothing to refuse here (Dispatch answers
+  // 200, nullopt and 405).
+  calls = 0;
+  EXPECT_FALSE(router.Admit(Req("GET", "/open")).has_value());
+  EXPECT_FALSE(router.Admit(Req("GET", "/nowhere")).has_value());
+  EXPECT_FALSE(router.Admit(Req("GET", "/r/web/ingest")).has_value());
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(router.Dispatch(Req("GET", "/r/web/ingest"))->status, 405);
+}
+
 }  // namespace
 }  // namespace sediment::http

@@ -88,13 +88,12 @@ Result<std::pair<NodeId, Offset>> Server::Impl::PeerSnapshot(
     *why_not = "no peer alive";
     return Status::Unavailable("global: no peer alive to take a snapshot from");
   }
-  std::string credential = config.cluster_secret;
-  if (credential.empty() && !config.api_tokens.empty()) credential = config.api_tokens.front();
+  // Peers serve their snapshot to cluster members only (the cluster secret).
+  const std::string credential = config.cluster_secret;
   if (credential.empty()) {
-    spdlog::warn(
-        "global: no --cluster-secret or --api-token to authenticate to peers for their snapshot");
-    *why_not = "no credential for peers";
-    return Status::FailedPrecondition("global: no credential to ask peers for their snapshot");
+    spdlog::warn("global: no --cluster-secret to authenticate to peers for their snapshot");
+    *why_not = "no cluster secret for peers";
+    return Status::FailedPrecondition("global: no cluster secret to ask peers for their snapshot");
   }
   // Most advanced peer first.
   std::sort(peers.begin(), peers.end(), [](const NodeView& a, const NodeView& b) {
@@ -123,10 +122,6 @@ Result<std::pair<NodeId, Offset>> Server::Impl::PeerSnapshot(
   }
   *why_not = "no peer served a usable snapshot";
   return Status::Unavailable("global: no peer served a usable snapshot");
-}
-
-std::string Server::Impl::ClusterSecret() const {
-  return api::ClusterSecretOf(config.cluster_secret, global.get());
 }
 
 void Server::Impl::OnAssigned(const std::vector<PartitionId>& partitions) {

@@ -221,7 +221,14 @@ Status Server::Start() {
     spdlog::warn("--tls-ca {} is unused: peers are called over HTTPS only when --tls-cert is set",
                  s.config.tls_ca_file);
   }
-  RETURN_IF_ERROR(s.env->CreateDirs(s.config.data_dir));
+  // The data dir holds the credentials file and the cluster secret: owner only.
+  bool tightened = false;
+  RETURN_IF_ERROR(s.env->CreatePrivateDir(s.config.data_dir, &tightened));
+  if (tightened) {
+    spdlog::warn("data dir {} was readable by other users: its permissions are now 0700",
+                 s.config.data_dir);
+  }
+  RETURN_IF_ERROR(s.LoadClusterSecretFile());
   s.segment_dir = JoinPath(s.config.data_dir, "segments");
   auto node = LoadOrCreateNodeId(s.env, s.config.data_dir);
   if (!node.ok()) return node.status();
@@ -242,6 +249,9 @@ Status Server::Start() {
   http_options.idle_timeout = std::chrono::milliseconds(s.config.http_idle_timeout_ms);
   http_options.tls_cert_file = s.config.tls_cert_file;
   http_options.tls_key_file = s.config.tls_key_file;
+  // Credentials are checked from the header: a request a route's gate refuses is answered before
+  // its body is read.
+  http_options.admit = [this](const http::Request& r) { return impl_->Admit(r); };
   s.http = std::make_unique<http::Server>(
       http_options, [this](const http::Request& r) { return impl_->Handle(r); });
   RETURN_IF_ERROR(s.http->Start());
@@ -264,6 +274,7 @@ Status Server::Start() {
   RETURN_IF_ERROR(
       s.RetryUnavailableAtStart("starting the heartbeat", [&] { return s.StartMembership(); }));
   RETURN_IF_ERROR(s.RetryUnavailableAtStart("loading Global", [&] { return s.OpenGlobal(); }));
+  s.tokens = std::make_unique<TokenLookup>(s.global.get());
   RETURN_IF_ERROR(s.Bootstrap());
   // Never reuse an offset Global recorded as handed out: a log that lost its tail refuses the
   // partition (CommitLog::RefuseBelow) instead of giving those offsets to new events.
@@ -364,6 +375,71 @@ void Server::Stop() {
   }
 }
 
+Status Server::Impl::WritePrivateFile(const std::string& path, const std::string& text) {
+  // A stale temp file would keep its own mode through the rewrite: start without one.
+  if (env->FileExists(path + ".tmp")) RETURN_IF_ERROR(env->RemoveFile(path + ".tmp"));
+  return env->WriteFileAtomic(path, text);
+}
+
+Status Server::Impl::LoadClusterSecretFile() {
+  if (!config.cluster_secret.empty()) return Status::OK();  // the flag wins
+  const std::string path = JoinPath(config.data_dir, kClusterSecretFile);
+  if (!env->FileExists(path)) return Status::OK();
+  ASSIGN_OR_RETURN(std::string text, env->ReadFile(path));
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) {
+    text.pop_back();
+  }
+  if (text.empty()) return Status::InvalidArgument(path + " is empty");
+  config.cluster_secret = std::move(text);
+  return Status::OK();
+}
+
+Status Server::Impl::EnsureClusterSecret() {
+  const std::string path = JoinPath(config.data_dir, kClusterSecretFile);
+  std::string verifier, legacy;
+  global->Read([&](const GlobalState& st) {
+    verifier = st.cluster_secret_verifier;
+    legacy = st.legacy_cluster_secret;
+  });
+  if (verifier.empty()) {
+    // The first node: the cluster's secret is the one given, else a new one kept in the data dir
+    // (written before Global records its verifier, so that it cannot be lost).
+    if (config.cluster_secret.empty()) {
+      config.cluster_secret = NewSecret(32);
+      RETURN_IF_ERROR(WritePrivateFile(path, config.cluster_secret + "\n"));
+      spdlog::info(
+          "generated the cluster secret, saved in {}: start every other node of this cluster "
+          "with --cluster-secret set to it",
+          path);
+    }
+    auto r = global->Submit(SetClusterSecret{HashToken(config.cluster_secret), ""});
+    if (!r.ok() && r.status().code() != StatusCode::kRejected) return r.status();
+    global->Read([&](const GlobalState& st) { verifier = st.cluster_secret_verifier; });
+  }
+  if (config.cluster_secret.empty() && !legacy.empty() && TokenMatches(verifier, legacy)) {
+    // Upgraded from a release that kept the secret in Global: it moves to the data dir.
+    config.cluster_secret = legacy;
+    RETURN_IF_ERROR(WritePrivateFile(path, legacy + "\n"));
+    spdlog::warn(
+        "the cluster secret is no longer kept in Global: saved in {} (pass it to new "
+        "nodes with --cluster-secret)",
+        path);
+  }
+  if (config.cluster_secret.empty()) {
+    return Status::InvalidArgument(
+        "this cluster has a cluster secret and this node was given none: start it with "
+        "--cluster-secret (SEDIMENT_CLUSTER_SECRET) set to the cluster's secret (the node that "
+        "generated it saved it in its data dir's " +
+        std::string(kClusterSecretFile) + " file)");
+  }
+  if (!TokenMatches(verifier, config.cluster_secret)) {
+    return Status::InvalidArgument(
+        "the cluster secret this node was given (--cluster-secret or " + path +
+        ") is not this cluster's: start it with --cluster-secret set to the cluster's secret");
+  }
+  return Status::OK();
+}
+
 Status Server::Impl::Bootstrap() {
   bool has_cluster = false;
   bool has_repos = false;
@@ -375,12 +451,7 @@ Status Server::Impl::Bootstrap() {
     auto r = global->Submit(SetClusterId{RandomHex(16)});
     if (!r.ok() && r.status().code() != StatusCode::kRejected) return r.status();
   }
-  bool has_secret = false;
-  global->Read([&](const GlobalState& st) { has_secret = !st.cluster_secret.empty(); });
-  if (!has_secret) {
-    auto r = global->Submit(SetClusterSecret{RandomHex(32)});
-    if (!r.ok() && r.status().code() != StatusCode::kRejected) return r.status();
-  }
+  RETURN_IF_ERROR(EnsureClusterSecret());
   auto ensure_repo = [&](const std::string& repo) -> Status {
     bool exists = false;
     global->Read([&](const GlobalState& st) { exists = st.repos.count(repo) > 0; });
@@ -394,15 +465,14 @@ Status Server::Impl::Bootstrap() {
     RETURN_IF_ERROR(ensure_repo(repo));
     auto owner_of = [&] {
       std::string owner;
-      global->Read([&](const GlobalState& st) {
-        auto it = st.ingest_tokens.find(token);
-        if (it != st.ingest_tokens.end()) owner = it->second;
-      });
+      global->Read(
+          [&](const GlobalState& st) { owner = IngestRepoForToken(st, token).value_or(""); });
       return owner;
     };
     std::string owner = owner_of();
     if (owner.empty()) {
-      auto r = global->Submit(AddIngestToken{repo, token});
+      // Only a salted hash of the token goes into Global (global/tokens.h).
+      auto r = global->Submit(AddIngestToken{repo, HashToken(token), ""});
       if (r.ok()) return Status::OK();
       if (r.status().code() != StatusCode::kRejected) return r.status();
       owner = owner_of();  // another node added it first (nodes of a cluster start together)
@@ -412,9 +482,9 @@ Status Server::Impl::Bootstrap() {
   };
   auto ensure_api_token = [&](const std::string& token) -> Status {
     bool exists = false;
-    global->Read([&](const GlobalState& st) { exists = st.api_tokens.count(token) > 0; });
+    global->Read([&](const GlobalState& st) { exists = IsApiToken(st, token); });
     if (exists) return Status::OK();
-    auto r = global->Submit(AddApiToken{token});
+    auto r = global->Submit(AddApiToken{HashToken(token), ""});
     return r.ok() || r.status().code() == StatusCode::kRejected ? Status::OK() : r.status();
   };
 
@@ -428,13 +498,15 @@ Status Server::Impl::Bootstrap() {
   for (const auto& token : config.api_tokens) RETURN_IF_ERROR(ensure_api_token(token));
 
   if (!has_repos && config.ingest_tokens.empty() && config.api_tokens.empty()) {
-    std::string ingest_token = RandomHex(16);
-    std::string api_token = RandomHex(16);
-    RETURN_IF_ERROR(ensure_ingest_token("sandbox", ingest_token));
-    RETURN_IF_ERROR(ensure_api_token(api_token));
+    std::string ingest_token = NewSecret(16);
+    std::string api_token = NewSecret(16);
+    // Saved (owner-only, in the owner-only data dir) before Global records their hashes: a
+    // token whose hash is recorded is never lost.
     std::string creds =
         "repository=sandbox\ningest_token=" + ingest_token + "\napi_token=" + api_token + "\n";
-    RETURN_IF_ERROR(env->WriteFileAtomic(JoinPath(config.data_dir, "credentials.txt"), creds));
+    RETURN_IF_ERROR(WritePrivateFile(JoinPath(config.data_dir, kCredentialsFile), creds));
+    RETURN_IF_ERROR(ensure_ingest_token("sandbox", ingest_token));
+    RETURN_IF_ERROR(ensure_api_token(api_token));
     std::string url = peer_tls.Url(config.listen, "");
     fmt::print(
         "\nCreated repository 'sandbox' with new tokens (also saved in {}/credentials.txt):\n"
@@ -516,15 +588,25 @@ api::Node Server::Impl::ApiNode() const {
   n.leaf = leaf.get();
   n.query_jobs = query_jobs.get();
   n.query_admission = query_admission.get();
+  n.tokens = tokens.get();
   return n;
 }
 
+http::Response Server::Impl::NotReady(const http::Request& req) const {
+  if (auto health = api::HealthAnswer(req, false)) return *health;
+  http::Response r = http::JsonError(503, "node " + std::to_string(node.value) + " is starting");
+  r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
+std::optional<http::Response> Server::Impl::Admit(const http::Request& req) const {
+  // The routes are added before `ready` is set and never after.
+  if (!ready) return NotReady(req);
+  return router.Admit(req);
+}
+
 http::Response Server::Impl::Handle(const http::Request& req) {
-  if (!ready) {
-    http::Response r = http::JsonError(503, "node " + std::to_string(node.value) + " is starting");
-    r.headers.emplace_back("Retry-After", "1");
-    return r;
-  }
+  if (!ready) return NotReady(req);
   if (auto r = router.Dispatch(req)) return std::move(*r);
   return http::JsonError(404, "no such endpoint: " + req.method + " " + req.path);
 }

@@ -58,6 +58,10 @@ namespace sediment {
 // How long a start waits for an unreachable bucket endpoint or Kafka, and between attempts.
 inline constexpr std::chrono::milliseconds kStartDependencyWait{120000};
 inline constexpr std::chrono::milliseconds kStartRetryDelay{2000};
+// Files in the data dir (owner-only): the first start's generated tokens, and the cluster secret
+// this node generated (or moved out of an older release's Global).
+inline constexpr const char* kCredentialsFile = "credentials.txt";
+inline constexpr const char* kClusterSecretFile = "cluster-secret";
 
 struct Server::Impl : public PartitionGroupListener {
   ServerConfig config;
@@ -124,8 +128,21 @@ struct Server::Impl : public PartitionGroupListener {
   Result<std::pair<NodeId, Offset>> PeerSnapshot(
       const std::function<Result<Offset>(const std::string&)>& use, std::string* why_not);
 
-  // The secret node-to-node requests carry (config, else Global's).
-  std::string ClusterSecret() const;
+  // The secret node-to-node requests carry: config.cluster_secret, which EnsureClusterSecret
+  // checked against the cluster's verifier.
+  std::string ClusterSecret() const { return config.cluster_secret; }
+  // Before Global opens: without --cluster-secret, the data dir's cluster-secret file (if any)
+  // provides it (peers' snapshots are fetched with it).
+  Status LoadClusterSecretFile();
+  // After Global opened: the first node records the verifier of its secret (given, or generated
+  // and saved to the cluster-secret file); every node's secret must match it (InvalidArgument
+  // naming --cluster-secret otherwise). A secret Global held in clear (an older release) moves to
+  // the file.
+  Status EnsureClusterSecret();
+  // Writes `text` to `path` through Env (owner-only, atomically).
+  Status WritePrivateFile(const std::string& path, const std::string& text);
+  // The token lookups the routes use (after Global opens).
+  std::unique_ptr<TokenLookup> tokens;
 
   // PartitionGroupListener: the Kafka consumer group's decisions go to the digest.
   void OnAssigned(const std::vector<PartitionId>& partitions) override;
@@ -136,6 +153,10 @@ struct Server::Impl : public PartitionGroupListener {
   http::Router router;
   api::Node ApiNode() const;
   http::Response Handle(const http::Request& req);
+  // ServerOptions::admit: the gate of the route a request goes to, from its header alone.
+  std::optional<http::Response> Admit(const http::Request& req) const;
+  // The answer while the node starts: 503, or a health route's "down".
+  http::Response NotReady(const http::Request& req) const;
 
   // Queries (query_handler.cc).
   // Coordinates this node's queries (created in Start, after the parts it borrows).

@@ -7,8 +7,11 @@
 #include <chrono>
 #include <thread>
 
+#include "common/checksum.h"
+#include "common/coding.h"
 #include "common/testing/temp_dir.h"
 #include "http/http_client.h"
+#include "log/local_log.h"
 
 namespace sediment {
 namespace {
@@ -45,10 +48,17 @@ class ServerWiringTest : public ::testing::Test {
 
 TEST_F(ServerWiringTest, EveryModulesRoutesAreServedAndTheRestIs404) {
   EXPECT_EQ(Call("GET", "/api/v1/nothing").status, 404);
-  EXPECT_EQ(Call("GET", "/api/v1/status").status, 200);
-  EXPECT_EQ(Call("GET", "/api/v1/cluster").status, 200);
-  EXPECT_EQ(Call("GET", "/api/v1/cluster/segments", "api-token").status, 200);
+  for (const char* path : {"/api/v1/status", "/api/v1/cluster", "/api/v1/cluster/segments"}) {
+    EXPECT_EQ(Call("GET", path).status, 401) << path;
+    EXPECT_EQ(Call("GET", path, "ingest-token").status, 401) << path;
+    EXPECT_EQ(Call("GET", path, "api-token").status, 200) << path;
+  }
+  EXPECT_EQ(Call("GET", "/api/v1/health").status, 200);
+  EXPECT_EQ(Call("GET", "/services/collector/health").body,
+            R"({"text":"HEC is healthy","code":17})");
   EXPECT_EQ(Call("POST", "/internal/v1/query/cancel").status, 401);
+  EXPECT_EQ(Call("GET", "/internal/v1/global/snapshot", "api-token").status, 401);
+  EXPECT_EQ(Call("GET", "/internal/v1/global/snapshot", "secret").status, 200);
   EXPECT_EQ(Call("GET", "/").status, 200);
 
   // Ingest, then the same event through the query route and a query job.
@@ -68,6 +78,95 @@ TEST_F(ServerWiringTest, EveryModulesRoutesAreServedAndTheRestIs404) {
                   R"({"queryString": "wiring", "start": "1h"})");
   EXPECT_EQ(job.status, 200) << job.body;
   EXPECT_NE(job.body.find("\"id\""), std::string::npos) << job.body;
+}
+
+// Global keeps only a verifier of the cluster secret: a node given another secret, or none, on
+// this cluster refuses to start, naming the flag.
+TEST_F(ServerWiringTest, ANodeWithoutTheClusterSecretRefusesToStart) {
+  server_->Stop();
+  for (const std::string secret : {"other", ""}) {
+    ServerConfig config;
+    config.data_dir = tmp_.Sub("data");
+    config.listen = "127.0.0.1:0";
+    config.cluster_secret = secret;
+    config.partitions = 2;
+    Server again(config);
+    Status st = again.Start();
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+    EXPECT_NE(st.message().find("--cluster-secret"), std::string::npos) << st.ToString();
+    again.Stop();
+  }
+  ServerConfig config;
+  config.data_dir = tmp_.Sub("data");
+  config.listen = "127.0.0.1:0";
+  config.cluster_secret = "secret";
+  config.partitions = 2;
+  Server same(config);
+  Status st = same.Start();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  same.Stop();
+}
+
+// A data dir of an earlier release: its global log holds the cluster secret and the tokens in
+// clear (event version 1). The node starts without --cluster-secret, moves the secret to its
+// cluster-secret file, and the old tokens still work (hashed when applied).
+TEST(ServerUpgrade, ClearSecretsOfAnEarlierReleaseAreHashedAndTheSecretMovesToItsFile) {
+  TempDir tmp;
+  const std::string data = tmp.Sub("data");
+  {
+    auto log = OpenLocalLog(Env::Default(), JoinPath(data, "log/global"),
+                            LocalLogOptions{.partitions = 1});
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    auto record = [](uint8_t type, std::vector<std::string> fields) {
+      std::string r("GE\x01", 3);
+      r.push_back(static_cast<char>(type));
+      for (const auto& f : fields) PutLengthPrefixed(&r, f);
+      PutFixed32(&r, Crc32c(r));
+      return r;
+    };
+    for (std::string r :
+         {record(1, {"old-cluster"}), record(10, {"old-cluster-secret"}), record(2, {"web"}),
+          record(3, {"web", "old-ingest"}), record(4, {"old-api"})}) {
+      ASSERT_TRUE((*log)->Append(PartitionId(0), std::move(r)).get().ok());
+    }
+  }
+  ServerConfig config;
+  config.data_dir = data;
+  config.listen = "127.0.0.1:0";
+  config.partitions = 2;
+  Server server(config);
+  Status st = server.Start();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto secret = Env::Default()->ReadFile(JoinPath(data, "cluster-secret"));
+  ASSERT_TRUE(secret.ok()) << secret.status().ToString();
+  EXPECT_EQ(*secret, "old-cluster-secret\n");
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port());
+  auto call = [&](const std::string& method, const std::string& path, const std::string& token) {
+    auto r = http::Fetch(method, url + path, {{"Authorization", "Bearer " + token}}, "upgraded",
+                         std::chrono::seconds(30));
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r->status : 0;
+  };
+  EXPECT_EQ(call("POST", "/api/v1/ingest/raw", "old-ingest"), 200);
+  EXPECT_EQ(call("GET", "/api/v1/status", "old-api"), 200);
+  EXPECT_EQ(call("GET", "/internal/v1/global/snapshot", "old-cluster-secret"), 200);
+  EXPECT_EQ(call("GET", "/internal/v1/global/snapshot", "old-api"), 401);
+  server.Stop();
+  // Its new snapshot holds no secret in clear; a restart finds the secret in the file.
+  auto names = Env::Default()->ListDir(JoinPath(data, "global-snapshots"));
+  ASSERT_TRUE(names.ok());
+  ASSERT_FALSE(names->empty());
+  for (const std::string& name : names.value()) {
+    auto bytes = Env::Default()->ReadFile(JoinPath(JoinPath(data, "global-snapshots"), name));
+    ASSERT_TRUE(bytes.ok());
+    for (const char* clear : {"old-cluster-secret", "old-ingest", "old-api"}) {
+      EXPECT_EQ(bytes->find(clear), std::string::npos) << name << ": " << clear;
+    }
+  }
+  Server again(config);
+  st = again.Start();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  again.Stop();
 }
 
 TEST_F(ServerWiringTest, StopIsIdempotent) {

@@ -177,7 +177,7 @@ class ClusterNode(SedimentServer):
     def read_node_id(self) -> int | None:
         """The node id from /api/v1/status ("node"), else from <data-dir>/node-id."""
         try:
-            st = requests.get(self.url + "/api/v1/status", timeout=5).json()
+            st = requests.get(self.url + "/api/v1/status", headers=self.api_headers(), timeout=5).json()
             if isinstance(st.get("node"), int) and st["node"] > 0:
                 return st["node"]
         except (requests.RequestException, ValueError):
@@ -430,8 +430,8 @@ class SedimentCluster:
     # ---- views ----
 
     def cluster_view(self, i: int, timeout: float = 10.0) -> dict:
-        """GET /api/v1/cluster of node i (no auth)."""
-        r = requests.get(self.nodes[i].url + "/api/v1/cluster", timeout=timeout)
+        """GET /api/v1/cluster of node i (API token)."""
+        r = requests.get(self.nodes[i].url + "/api/v1/cluster", headers=self.nodes[i].api_headers(), timeout=timeout)
         assert r.status_code == 200, f"node {i}: /api/v1/cluster answered {r.status_code} {r.text[:300]}"
         return r.json()
 

@@ -579,13 +579,13 @@ def test_paused_node_follows_again_after_global_topic_truncated_past_it(repl_clu
     wl = start_workload(c, run, seed=5607)
     try:
         time.sleep(3.0)
-        applied = requests.get(f"http://{c.node(1).address}/api/v1/status", timeout=10).json()["globalApplied"]
+        applied = c.node(1).status()["globalApplied"]
         c.pause(1)
         wait_global_truncated_past(c, 0, applied + 1, timeout=90)
         c.resume(1)
 
         def followed():
-            st = requests.get(f"http://{c.node(1).address}/api/v1/status", timeout=10).json()
+            st = c.node(1).status()
             g = st["globalLog"]
             return st if g["stateReloads"] >= 1 and g["followError"] == "" else None
 

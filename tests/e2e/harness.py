@@ -44,6 +44,7 @@ DEFAULT_BIN = "/work/main/build/src/cli/sediment"
 REPO = "e2e"
 INGEST_TOKEN = "e2e-ingest-token-0123456789"
 API_TOKEN = "e2e-api-token-abcdef"
+CLUSTER_SECRET = "e2e-cluster-secret-fedcba9876543210"
 HTTP_TIMEOUT = 15.0
 TEST_TIMEOUT = float(os.environ.get("E2E_TEST_TIMEOUT", "180"))
 # Ingest partitions of a Kafka-backed server when the test does not choose (fewer = faster start).
@@ -184,6 +185,7 @@ class SedimentServer:
         extra_args: Iterable[str] = (),
         extra_env: dict[str, str] | None = None,
         tls: TlsFiles | None = None,
+        cluster_secret: str | None = CLUSTER_SECRET,
     ) -> None:
         self.bin = sediment_bin()
         # With TLS the listener speaks HTTPS only and peers are called over HTTPS (--tls-ca).
@@ -196,7 +198,11 @@ class SedimentServer:
         self.port = free_port()
         self.ingest_token = INGEST_TOKEN
         self.api_token = API_TOKEN
+        if api_tokens:
+            self.api_token = list(api_tokens)[0]
         self.repo = REPO
+        # Without token flags the server generates tokens on its first start (credentials.txt).
+        self.generated_tokens = not tokens
         args = ["server", "--data-dir", str(self.data_dir), "--listen", f"127.0.0.1:{self.port}"]
         if tokens:
             for spec in ingest_tokens if ingest_tokens is not None else [f"{REPO}:{INGEST_TOKEN}"]:
@@ -226,7 +232,18 @@ class SedimentServer:
                 args += [flag, str(value)]
         if tls is not None:
             args += ["--tls-cert", str(tls.cert), "--tls-key", str(tls.key), "--tls-ca", str(tls.ca)]
-        args += list(extra_args)
+        extra_args = list(extra_args)
+        # Every harness server gets the same cluster secret (the nodes of a cluster, a node
+        # recovering another's bucket must share it) unless the test passes its own, or None (and
+        # no token flags): then the server generates one into <data-dir>/cluster-secret.
+        self.cluster_secret = cluster_secret
+        if "--cluster-secret" in extra_args:
+            self.cluster_secret = extra_args[extra_args.index("--cluster-secret") + 1]
+        elif cluster_secret is not None and tokens:
+            args += ["--cluster-secret", cluster_secret]
+        else:
+            self.cluster_secret = None
+        args += extra_args
         self.args = args
         self.proc: subprocess.Popen | None = None
         self.starts = 0
@@ -263,10 +280,25 @@ class SedimentServer:
             )
         self.session = requests.Session()
 
+    def api_headers(self) -> dict[str, str]:
+        """The Authorization header of an API-token holder (status, cluster pages): the harness's
+        token, or the one the server generated into credentials.txt (until then none)."""
+        token = self.api_token
+        if self.generated_tokens:
+            token = ""
+            try:
+                for line in (self.data_dir / "credentials.txt").read_text().splitlines():
+                    if line.startswith("api_token="):
+                        token = line.split("=", 1)[1].strip()
+            except OSError:
+                pass
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
     def serving(self) -> bool:
         """Whether the server answers /api/v1/status with 200 now (2 s bound)."""
         try:
-            return requests.get(self.url + "/api/v1/status", timeout=2).status_code == 200
+            return requests.get(self.url + "/api/v1/status", headers=self.api_headers(),
+                                timeout=2).status_code == 200
         except requests.RequestException:
             return False
 
@@ -358,13 +390,14 @@ class SedimentServer:
         return self.get_json("/api/v1/status")
 
     def get_json(self, path: str) -> dict:
-        r = self.session.get(self.url + path, timeout=HTTP_TIMEOUT)
+        """GET `path` as an API-token holder; asserts 200."""
+        r = self.session.get(self.url + path, headers=self.api_headers(), timeout=HTTP_TIMEOUT)
         assert r.status_code == 200, f"{path}: {r.status_code} {r.text}"
         return r.json()
 
     def commit_log(self, timeout: float = HTTP_TIMEOUT) -> dict:
         """The status page's commitLog object: {type, brokers (Kafka only), health}."""
-        r = self.session.get(self.url + "/api/v1/status", timeout=timeout)
+        r = self.session.get(self.url + "/api/v1/status", headers=self.api_headers(), timeout=timeout)
         assert r.status_code == 200, f"status: {r.status_code} {r.text}"
         return r.json()["commitLog"]
 

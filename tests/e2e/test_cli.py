@@ -82,7 +82,9 @@ def test_first_start_bootstraps_sandbox_and_cli_roundtrip(server_factory, tmp_pa
     r = cli("ingest", "--url", s.url, "--token", "wrong", stdin="x\n")
     assert r.returncode != 0 and "401" in r.stderr, r.stderr
 
-    r = cli("status", "--url", s.url)
+    r = cli("status", "--url", s.url, "--token", "wrong")
+    assert r.returncode != 0 and "401" in r.stderr, r.stderr
+    r = cli("status", "--url", s.url, "--token", api_token)
     assert r.returncode == 0, r.stderr
     status = json.loads(r.stdout)
     assert isinstance(status.get("partitions"), list) and status["partitions"], status
@@ -91,7 +93,7 @@ def test_first_start_bootstraps_sandbox_and_cli_roundtrip(server_factory, tmp_pa
     assert status["node"] > 0 and status["address"], status
 
     # The cluster view of a single node: itself alive, owning every partition, no warnings.
-    r = cli("status", "--url", s.url, "--cluster", "--json")
+    r = cli("status", "--url", s.url, "--token", api_token, "--cluster", "--json")
     assert r.returncode == 0, r.stderr
     view = json.loads(r.stdout)
     assert [n["id"] for n in view["nodes"]] == [status["node"]], view
@@ -101,7 +103,7 @@ def test_first_start_bootstraps_sandbox_and_cli_roundtrip(server_factory, tmp_pa
     assert view["replication"]["factor"] == 1, view["replication"]  # one node: one copy
     assert all(p["safeOffset"] <= p["replayPoint"] for p in view["partitions"]), view
     wait_until(lambda: all(p["lag"] == 0 for p in s.get_json("/api/v1/cluster")["partitions"]), timeout=15)
-    r = cli("status", "--url", s.url, "--cluster")
+    r = cli("status", "--url", s.url, "--token", api_token, "--cluster")
     assert r.returncode == 0, r.stderr
     assert "1 of 1 nodes alive" in r.stdout and "PARTITION" in r.stdout, r.stdout
     assert "replication factor 1" in r.stdout and "SAFE" in r.stdout, r.stdout
@@ -116,7 +118,7 @@ def test_first_start_bootstraps_sandbox_and_cli_roundtrip(server_factory, tmp_pa
 def test_status_against_no_server_fails_cleanly(tmp_path):
     from conftest import free_port
 
-    r = cli("status", "--url", f"http://127.0.0.1:{free_port()}", timeout=30)
+    r = cli("status", "--url", f"http://127.0.0.1:{free_port()}", "--token", "t", timeout=30)
     assert r.returncode != 0
     assert r.stderr.strip(), "an error message is printed"
 

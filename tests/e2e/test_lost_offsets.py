@@ -67,7 +67,7 @@ def test_records_deleted_before_they_were_digested_are_reported_lost(server_fact
     assert [(x["first"], x["end"], x["offsets"], x["reportedBy"]) for x in cp["lostRanges"]] == [
         (0, 3, 3, [st["node"]])], cp
     assert any("partition 0" in w and "lost" in w for w in cluster["warnings"]), cluster["warnings"]
-    r = subprocess.run([s.bin, "status", "--url", s.url, "--cluster"], capture_output=True, text=True,
+    r = subprocess.run([s.bin, "status", "--url", s.url, "--token", s.api_token, "--cluster"], capture_output=True, text=True,
                        timeout=30, env=clean_env())
     assert r.returncode == 0 and "HEALTH DEGRADED: 3 commit-log offsets" in r.stdout, (r.stdout, r.stderr)
 
