@@ -1,8 +1,10 @@
 // Fuzz target: what nodes decode from each other besides the query wire: the coordinator's
 // internal query requests (coordinator/INTERNAL_API.md: DecodeInternalQuery, DecodeCancel, the
 // id lists of the answer headers, SplitIds) and the cluster heartbeats (cluster/FORMAT.md:
-// DecodeHeartbeat) and node identity file (DecodeNodeIdFile).
-// Input: byte 0 picks the decoder ((value & 0x7f) % 5), the rest is the body; with bit 7 set the
+// DecodeHeartbeat) and node identity file (DecodeNodeIdFile); also the start/end bounds of every
+// query request (query::ParseTimeRange; public API and internal requests alike).
+// Input: byte 0 picks the decoder ((value & 0x7f) % 6), the rest is the body (time bounds: start,
+// a newline, end); with bit 7 set the
 // target appends the correct CRC32C to a heartbeat, so that mutations reach its decoder.
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include "cluster/node_identity.h"
 #include "coordinator/internal_query.h"
 #include "fuzz/fuzz_util.h"
+#include "query/query.h"
 
 using namespace sediment;
 
@@ -22,7 +25,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const std::string_view in = fuzz::Bytes(data + 1, size - 1);
-  switch ((data[0] & 0x7f) % 5) {
+  switch ((data[0] & 0x7f) % 6) {
     case 0: {
       auto q = coordinator::DecodeInternalQuery(in);
       if (q.ok()) {
@@ -46,6 +49,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 4:
       (void)DecodeNodeIdFile(in);
       break;
+    case 5: {
+      const size_t nl = in.find('\n');
+      const std::string_view start = in.substr(0, nl);
+      const std::string_view end = nl == std::string_view::npos ? "" : in.substr(nl + 1);
+      (void)query::ParseTimeRange(start, end, 1700000000000);
+      break;
+    }
   }
   return 0;
 }

@@ -317,6 +317,9 @@ void InternalSeeds() {
   Write("internal_fuzz", "heartbeat-fixcrc", Byte(3 | 0x80),
         std::string_view(enc).substr(0, enc.size() - 4));
   Write("internal_fuzz", "node-id", Byte(4), EncodeNodeIdFile(NodeId(17)));
+  Write("internal_fuzz", "time-relative", Byte(5), "15m ago\nnow");
+  Write("internal_fuzz", "time-iso", Byte(5), "2024-01-02T03:04:05.678+02:00\n1700000000000");
+  Write("internal_fuzz", "time-words", Byte(5), "2 hours\n1 w");
 }
 
 }  // namespace
