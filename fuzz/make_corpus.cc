@@ -322,6 +322,22 @@ void InternalSeeds() {
   Write("internal_fuzz", "time-words", Byte(5), "2 hours\n1 w");
 }
 
+// event_fuzz: byte 0 picks one of its 20 queries; each raw text is given to a few of them.
+void EventSeeds() {
+  const char* raws[] = {
+      R"q({"a":[1,{"b":"x"},[true,null]],"c":{"d":-1.5e3},"e":"","f":"u\u00e9\n"})q",
+      R"q(user=bob v=12 k="quoted value" a=b=c ;x='y' empty= =novalue)q",
+      "2024-01-02T03:04:05.678Z 1700000000123 -42 3.25 1e400 nan 0x10",
+      "GET /index.html?q=a%20b HTTP/1.1\t404 \xc3\xa9\xff ERROR x+y",
+  };
+  for (int r = 0; r < 4; ++r) {
+    for (int q = r; q < 20; q += 4) {
+      Write("event_fuzz", "raw" + std::to_string(r) + "-query" + std::to_string(q), Byte(q),
+            raws[r]);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -339,5 +355,6 @@ int main(int argc, char** argv) {
   GlobalSeeds();
   QueryWireSeeds();
   InternalSeeds();
+  EventSeeds();
   return 0;
 }

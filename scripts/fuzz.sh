@@ -37,8 +37,8 @@ while (($# > 0)); do
       ;;
   esac
 done
-ALL=(ingest_fuzz query_fuzz segment_fuzz commit_log_fuzz ingest_message_fuzz global_codec_fuzz
-  query_wire_fuzz internal_fuzz)
+ALL=(ingest_fuzz query_fuzz event_fuzz segment_fuzz commit_log_fuzz ingest_message_fuzz
+  global_codec_fuzz query_wire_fuzz internal_fuzz)
 ((${#targets[@]} > 0)) || targets=("${ALL[@]}")
 
 dir="${FUZZ_BUILD_DIR:-build-fuzz}"
