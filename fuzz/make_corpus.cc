@@ -139,6 +139,11 @@ void SegmentSeeds() {
     if (ZSTD_isError(got) || got != raw.size()) std::exit(1);
     Write("segment_fuzz", "block-columns-" + std::to_string(i), Byte(1), raw);
   }
+  // Mode 2: events as lines (byte 1: block size).
+  Write("segment_fuzz", "roundtrip-kv", Byte(2) + Byte(4),
+        "GET /a status=200 user=bob ms=17\nERROR disk full dev=sda1\n\nuser=bob user=eve "
+        "x=\nPOST /b?q=1 status=500 ms=1200 agent=Mozilla/5.0\n\xc3\xa9t\xc3\xa9 k=\xff");
+  Write("segment_fuzz", "roundtrip-one", Byte(2) + Byte(0), "a=b");
 }
 
 IngestMessage SampleMessage() {

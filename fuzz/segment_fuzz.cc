@@ -1,6 +1,6 @@
 // Fuzz target: the segment reader (SegmentReader::Open, ReadBlock, BlockMayContainAll,
 // VerifyAll), reading a file from a memory Env.
-// Input: byte 0 picks the mode (bit 0), the rest is
+// Input: byte 0 picks the mode (byte 0 & 3 == 2: mode 2, else bit 0), the rest is
 //   mode 0: a whole segment file. The target writes the footer CRC and the content hash into the
 //           trailer (when the trailer's footer location is in range) so that mutations of the
 //           footer reach its parser; block CRCs are left as they are (libFuzzer's comparison
@@ -8,10 +8,16 @@
 //   mode 1: the decompressed bytes of one block (its columns). The target compresses them and
 //           wraps them in a segment file with a consistent footer (event count = the block's
 //           first varint), so that mutations reach the column decoder.
+//   mode 2: events (one per line; `k=v` words become fields, so that values are substrings of
+//           @rawstring; byte 1 sets the block size). The target writes them with WriteSegment,
+//           reads them back, and checks that every event comes back equal and that no block
+//           filter rejects a term (a 3+ byte piece of a word, lower-cased) its events contain.
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -104,6 +110,95 @@ std::string WrapBlock(std::string_view columns) {
   return file;
 }
 
+// Mode 2: lines as events.
+std::vector<PositionedEvent> LinesAsEvents(std::string_view in) {
+  std::vector<PositionedEvent> out;
+  while (!in.empty() && out.size() < 200) {
+    const size_t nl = in.find('\n');
+    const std::string_view line = in.substr(0, nl);
+    in = nl == std::string_view::npos ? std::string_view() : in.substr(nl + 1);
+    const size_t i = out.size();
+    Event e;
+    e.timestamp_ms = 1700000000000 + static_cast<int64_t>((i * 7919) % 13) * 1000 -
+                     static_cast<int64_t>(line.size());
+    e.ingest_ms = e.timestamp_ms + static_cast<int64_t>(i);
+    e.raw = std::string(line);
+    std::set<std::string> names;
+    for (size_t at = 0; at < line.size();) {
+      const size_t sp = std::min(line.find(' ', at), line.size());
+      const std::string_view word = line.substr(at, sp - at);
+      const size_t eq = word.find('=');
+      if (eq != std::string_view::npos && names.insert(std::string(word.substr(0, eq))).second) {
+        e.fields.push_back(
+            Field{std::string(word.substr(0, eq)), std::string(word.substr(eq + 1))});
+      }
+      at = sp + 1;
+    }
+    if (i % 3 == 0) e.fields.push_back(Field{"#n", std::to_string(i)});
+    out.push_back(PositionedEvent{
+        Position{Offset(100 + static_cast<int64_t>(i / 3)), static_cast<uint32_t>(i % 3)},
+        std::move(e)});
+  }
+  return out;
+}
+
+// The folded 3+ byte pieces of `s`'s words: terms a query may look for.
+std::vector<std::string> Terms(std::string_view s) {
+  std::vector<std::string> terms;
+  for (size_t at = 0; at < s.size() && terms.size() < 8;) {
+    const size_t sp = std::min(s.find(' ', at), s.size());
+    if (sp - at >= 3) {
+      std::string t(s.substr(at, std::min<size_t>(sp - at, 6)));
+      for (char& c : t) {
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+      }
+      terms.push_back(std::move(t));
+    }
+    at = sp + 1;
+  }
+  return terms;
+}
+
+void RoundTrip(uint8_t block_choice, std::string_view in) {
+  const std::vector<PositionedEvent> events = LinesAsEvents(in);
+  if (events.empty()) return;
+  fuzz::MemEnv env;
+  SegmentWriterOptions options;
+  options.block_raw_bytes = 32 + static_cast<size_t>(block_choice) * 8;
+  const Datasource ds{"fuzz", {{"#host", "h"}}};
+  auto info = WriteSegment(&env, "/seg", ds, PartitionId(1), events, options);
+  if (!info.ok()) __builtin_trap();  // the arguments are valid
+  auto reader = SegmentReader::Open(&env, "/seg");
+  if (!reader.ok() || !(*reader)->VerifyAll().ok()) __builtin_trap();
+  const SegmentReader& r = **reader;
+  if (r.info().event_count != events.size()) __builtin_trap();
+  size_t next = 0;
+  DecodedBlock block;
+  for (size_t b = 0; b < r.blocks().size(); ++b) {
+    if (!r.ReadBlock(b, &block).ok()) __builtin_trap();
+    for (size_t i = 0; i < block.size(); ++i, ++next) {
+      if (next >= events.size()) __builtin_trap();
+      const PositionedEvent& want = events[next];
+      if (block.positions[i] != want.pos || block.timestamps[i] != want.event.timestamp_ms ||
+          block.ingest_ts[i] != want.event.ingest_ms || block.raw[i] != want.event.raw) {
+        __builtin_trap();
+      }
+      const size_t nf = block.field_begin[i + 1] - block.field_begin[i];
+      if (nf != want.event.fields.size()) __builtin_trap();
+      for (size_t k = 0; k < nf; ++k) {
+        const FieldView& got = block.fields[block.field_begin[i] + k];
+        if (got.name != want.event.fields[k].name || got.value != want.event.fields[k].value) {
+          __builtin_trap();
+        }
+      }
+      for (const std::string& t : Terms(want.event.raw)) {
+        if (!r.BlockMayContainAll(b, {t})) __builtin_trap();  // a false negative loses events
+      }
+    }
+  }
+  if (next != events.size()) __builtin_trap();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -113,6 +208,10 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
+  if ((data[0] & 3) == 2) {
+    if (size >= 2) RoundTrip(data[1], fuzz::Bytes(data + 2, size - 2));
+    return 0;
+  }
   const std::string_view in = fuzz::Bytes(data + 1, size - 1);
   const std::string file = (data[0] & 1) ? WrapBlock(in) : RepairTrailer(in);
   fuzz::MemEnv env;
