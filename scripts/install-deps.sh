@@ -13,7 +13,8 @@ if [[ "${1:-}" == "--test" ]]; then
   # gdb: the fault harness prints the thread stacks of a node that hangs during its start.
   # clang-16: the thread-safety analysis (scripts/thread_safety.sh; the default clang, 14, cannot
   # compile the tree's lambdas that capture structured bindings).
-  PACKAGES+=(openjdk-17-jre-headless maven gdb clang-16)
+  # libclang-rt-16-dev: clang-16's runtime libraries, libFuzzer among them (scripts/fuzz.sh).
+  PACKAGES+=(openjdk-17-jre-headless maven gdb clang-16 libclang-rt-16-dev)
 fi
 
 missing=()

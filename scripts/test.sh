@@ -4,13 +4,14 @@
 # the end-to-end tests against the real binary on the embedded log and their commit-log tests on a
 # real Kafka broker (pytest), the query corpus, the S3 client and bucket storage against a real
 # S3-compatible test server (moto), the broker fault tests, the cluster fault harness, the
-# benchmark drivers' smoke runs, and the unit tests under ASan+UBSan and TSan. Set
-# SEDIMENT_SKIP_SANITIZERS=1 to skip the sanitizer builds.
+# benchmark drivers' smoke runs, the unit tests under ASan+UBSan and TSan, and each libFuzzer
+# target for 10 s (scripts/fuzz.sh). Set SEDIMENT_SKIP_SANITIZERS=1 to skip the sanitizer and fuzz
+# builds.
 #
 # Time budget: 25 minutes on 2 cores. Most of the process tests wait (on brokers, timers, fsync)
 # rather than compute, so the suite runs three things at once after the unit tests:
 #   - the sanitizer builds (started before the main build, at the lowest CPU priority) and their
-#     test runs, in the background;
+#     test runs, then the fuzz build and the fuzz targets' short runs, in the background;
 #   - lane A in the background: the cluster fault harness, then the broker fault tests (the two
 #     timing-sensitive process suites, one after the other);
 #   - lane B in the foreground: S3, e2e (embedded), query corpus, Kafka unit tests + e2e commit-log
@@ -142,7 +143,13 @@ if [[ "${SEDIMENT_SKIP_SANITIZERS:-0}" != "1" ]]; then
     nice -n 19 scripts/sanitize.sh tsan build
     normal
     echo "== [$(stamp)] concurrency tests under TSan"
-    scripts/sanitize.sh tsan test'
+    scripts/sanitize.sh tsan test
+    low
+    echo "== [$(stamp)] fuzz build: libFuzzer targets (clang++-16, ASan+UBSan)"
+    nice -n 19 scripts/fuzz.sh --build-only
+    normal
+    echo "== [$(stamp)] fuzz targets, 10 s each"
+    scripts/fuzz.sh --seconds 10'
 fi
 
 echo "== [$(stamp)] build"

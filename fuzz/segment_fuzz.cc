@@ -1,0 +1,239 @@
+// Fuzz target: the segment reader (SegmentReader::Open, ReadBlock, BlockMayContainAll,
+// VerifyAll), reading a file from a memory Env.
+// Input: byte 0 picks the mode (byte 0 & 3 == 2: mode 2, else bit 0), the rest is
+//   mode 0: a whole segment file. The target writes the footer CRC and the content hash into the
+//           trailer (when the trailer's footer location is in range) so that mutations of the
+//           footer reach its parser; block CRCs are left as they are (libFuzzer's comparison
+//           tracing finds them).
+//   mode 1: the decompressed bytes of one block (its columns). The target compresses them and
+//           wraps them in a segment file with a consistent footer (event count = the block's
+//           first varint), so that mutations reach the column decoder.
+//   mode 2: events (one per line; `k=v` words become fields, so that values are substrings of
+//           @rawstring; byte 1 sets the block size). The target writes them with WriteSegment,
+//           reads them back, and checks that every event comes back equal and that no block
+//           filter rejects a term (a 3+ byte piece of a word, lower-cased) its events contain.
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <xxhash.h>
+
+#include "common/coding.h"
+#include "fuzz/fuzz_util.h"
+#include "fuzz/mem_env.h"
+#include "segment/segment.h"
+
+using namespace sediment;
+
+namespace {
+
+constexpr size_t kHeaderSize = 16, kTrailerSize = 40;
+
+void PutTrailer(std::string* file, uint64_t footer_offset, uint64_t footer_length) {
+  PutFixed64(file, footer_offset);
+  PutFixed64(file, footer_length);
+  PutFixed32(file, Crc32c(std::string_view(*file).substr(footer_offset, footer_length)));
+  PutFixed32(file, 1);
+  file->append("SEDIMEND", 8);
+  PutFixed64(file, XXH64(file->data(), file->size(), 0));
+}
+
+// Mode 0: repairs the footer CRC and the content hash of a whole file.
+std::string RepairTrailer(std::string_view in) {
+  std::string file(in);
+  if (file.size() < kHeaderSize + kTrailerSize) return file;
+  const size_t t = file.size() - kTrailerSize;
+  const uint64_t footer_offset = DecodeFixed64(file.data() + t);
+  const uint64_t footer_length = DecodeFixed64(file.data() + t + 8);
+  if (footer_offset <= t && footer_length <= t - footer_offset) {
+    std::string crc;
+    PutFixed32(&crc, Crc32c(std::string_view(file).substr(footer_offset, footer_length)));
+    file.replace(t + 16, 4, crc);
+  }
+  std::string hash;
+  PutFixed64(&hash, XXH64(file.data(), file.size() - 8, 0));
+  file.replace(file.size() - 8, 8, hash);
+  return file;
+}
+
+// Mode 1: a one-block segment file around `columns`.
+std::string WrapBlock(std::string_view columns) {
+  std::string file("SEDIMSEG", 8);
+  PutFixed32(&file, 1);
+  PutFixed32(&file, 0);
+  std::string stored(ZSTD_compressBound(columns.size()), '\0');
+  const size_t n = ZSTD_compress(stored.data(), stored.size(), columns.data(), columns.size(), 1);
+  if (ZSTD_isError(n)) return {};
+  stored.resize(n);
+  file += stored;
+  std::string_view c = columns;
+  uint64_t events = 1;
+  if (!GetVarint64(&c, &events) || events == 0 || events > columns.size()) events = 1;
+  std::string footer;
+  PutLengthPrefixed(&footer, "fuzz");
+  PutVarint64(&footer, 1);
+  PutLengthPrefixed(&footer, "#host");
+  PutLengthPrefixed(&footer, "h");
+  PutVarsint64(&footer, 0);  // partition
+  PutVarsint64(&footer, 0);
+  PutVarint64(&footer, 0);  // min_pos
+  PutVarsint64(&footer, 9);
+  PutVarint64(&footer, 0);  // max_pos
+  PutVarsint64(&footer, 0);
+  PutVarsint64(&footer, 1000);
+  PutVarint64(&footer, events);
+  PutVarint64(&footer, columns.size());
+  PutVarint64(&footer, 1);  // block count
+  PutVarint64(&footer, kHeaderSize);
+  PutVarint64(&footer, stored.size());
+  PutVarint64(&footer, columns.size());
+  PutVarint64(&footer, events);
+  PutVarsint64(&footer, 0);
+  PutVarsint64(&footer, 1000);
+  PutVarsint64(&footer, 0);
+  PutVarint64(&footer, 0);
+  PutVarsint64(&footer, 9);
+  PutVarint64(&footer, 0);
+  PutFixed32(&footer, Crc32c(stored));
+  PutVarint64(&footer, 0);  // filter offset
+  PutVarint64(&footer, 0);  // filter size
+  footer.push_back(0);      // no filter
+  PutVarint64(&footer, 0);  // filter area
+  const uint64_t footer_offset = file.size();
+  file += footer;
+  PutTrailer(&file, footer_offset, footer.size());
+  return file;
+}
+
+// Mode 2: lines as events.
+std::vector<PositionedEvent> LinesAsEvents(std::string_view in) {
+  std::vector<PositionedEvent> out;
+  while (!in.empty() && out.size() < 200) {
+    const size_t nl = in.find('\n');
+    const std::string_view line = in.substr(0, nl);
+    in = nl == std::string_view::npos ? std::string_view() : in.substr(nl + 1);
+    const size_t i = out.size();
+    Event e;
+    e.timestamp_ms = 1700000000000 + static_cast<int64_t>((i * 7919) % 13) * 1000 -
+                     static_cast<int64_t>(line.size());
+    e.ingest_ms = e.timestamp_ms + static_cast<int64_t>(i);
+    e.raw = std::string(line);
+    std::set<std::string> names;
+    for (size_t at = 0; at < line.size();) {
+      const size_t sp = std::min(line.find(' ', at), line.size());
+      const std::string_view word = line.substr(at, sp - at);
+      const size_t eq = word.find('=');
+      if (eq != std::string_view::npos && names.insert(std::string(word.substr(0, eq))).second) {
+        e.fields.push_back(
+            Field{std::string(word.substr(0, eq)), std::string(word.substr(eq + 1))});
+      }
+      at = sp + 1;
+    }
+    if (i % 3 == 0) e.fields.push_back(Field{"#n", std::to_string(i)});
+    out.push_back(PositionedEvent{
+        Position{Offset(100 + static_cast<int64_t>(i / 3)), static_cast<uint32_t>(i % 3)},
+        std::move(e)});
+  }
+  return out;
+}
+
+// The folded 3+ byte pieces of `s`'s words: terms a query may look for.
+std::vector<std::string> Terms(std::string_view s) {
+  std::vector<std::string> terms;
+  for (size_t at = 0; at < s.size() && terms.size() < 8;) {
+    const size_t sp = std::min(s.find(' ', at), s.size());
+    if (sp - at >= 3) {
+      std::string t(s.substr(at, std::min<size_t>(sp - at, 6)));
+      for (char& c : t) {
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+      }
+      terms.push_back(std::move(t));
+    }
+    at = sp + 1;
+  }
+  return terms;
+}
+
+void RoundTrip(uint8_t block_choice, std::string_view in) {
+  const std::vector<PositionedEvent> events = LinesAsEvents(in);
+  if (events.empty()) return;
+  fuzz::MemEnv env;
+  SegmentWriterOptions options;
+  options.block_raw_bytes = 32 + static_cast<size_t>(block_choice) * 8;
+  const Datasource ds{"fuzz", {{"#host", "h"}}};
+  auto info = WriteSegment(&env, "/seg", ds, PartitionId(1), events, options);
+  if (!info.ok()) __builtin_trap();  // the arguments are valid
+  auto reader = SegmentReader::Open(&env, "/seg");
+  if (!reader.ok() || !(*reader)->VerifyAll().ok()) __builtin_trap();
+  const SegmentReader& r = **reader;
+  if (r.info().event_count != events.size()) __builtin_trap();
+  size_t next = 0;
+  DecodedBlock block;
+  for (size_t b = 0; b < r.blocks().size(); ++b) {
+    if (!r.ReadBlock(b, &block).ok()) __builtin_trap();
+    for (size_t i = 0; i < block.size(); ++i, ++next) {
+      if (next >= events.size()) __builtin_trap();
+      const PositionedEvent& want = events[next];
+      if (block.positions[i] != want.pos || block.timestamps[i] != want.event.timestamp_ms ||
+          block.ingest_ts[i] != want.event.ingest_ms || block.raw[i] != want.event.raw) {
+        __builtin_trap();
+      }
+      const size_t nf = block.field_begin[i + 1] - block.field_begin[i];
+      if (nf != want.event.fields.size()) __builtin_trap();
+      for (size_t k = 0; k < nf; ++k) {
+        const FieldView& got = block.fields[block.field_begin[i] + k];
+        if (got.name != want.event.fields[k].name || got.value != want.event.fields[k].value) {
+          __builtin_trap();
+        }
+      }
+      for (const std::string& t : Terms(want.event.raw)) {
+        if (!r.BlockMayContainAll(b, {t})) __builtin_trap();  // a false negative loses events
+      }
+    }
+  }
+  if (next != events.size()) __builtin_trap();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  fuzz::QuietLogs();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  if ((data[0] & 3) == 2) {
+    if (size >= 2) RoundTrip(data[1], fuzz::Bytes(data + 2, size - 2));
+    return 0;
+  }
+  const std::string_view in = fuzz::Bytes(data + 1, size - 1);
+  const std::string file = (data[0] & 1) ? WrapBlock(in) : RepairTrailer(in);
+  fuzz::MemEnv env;
+  env.Put("/seg", file);
+  auto reader = SegmentReader::Open(&env, "/seg");
+  if (!reader.ok()) return 0;
+  const SegmentReader& r = **reader;
+  DecodedBlock block;
+  for (size_t i = 0; i < r.blocks().size(); ++i) {
+    (void)r.BlockMayContainAll(i, {"err", "disk full", "x"});
+    if (!r.ReadBlock(i, &block).ok()) continue;
+    // Every view must lie inside the block's buffer (ASan checks the reads).
+    auto touch = [](std::string_view s) {
+      if (!s.empty()) {
+        volatile char first = s.front(), last = s.back();
+        (void)first, (void)last;
+      }
+    };
+    for (std::string_view s : block.raw) touch(s);
+    for (const FieldView& f : block.fields) touch(f.name), touch(f.value);
+    if (block.field_begin.size() != block.size() + 1) __builtin_trap();
+  }
+  (void)r.VerifyAll();
+  return 0;
+}
