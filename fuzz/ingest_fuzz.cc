@@ -26,7 +26,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ingest::ParseOptions options;
   options.repo = "fuzz";
   options.now_ms = 1700000000000;
-  options.max_event_bytes = 1u << 20;  // ServerConfig::max_event_bytes's default
+  // ServerConfig's defaults (--max-event-bytes, --max-json-depth, --max-fields-per-event).
+  options.max_event_bytes = 1u << 20;
+  options.max_json_depth = 64;
+  options.max_fields_per_event = 1000;
   if (data[0] & 0x80) {
     options.params = {{"host", "h1"}, {"source", "s"}, {"sourcetype", "st"}, {"index", "main"}};
   }
@@ -42,6 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (e.raw.size() > options.max_event_bytes || e.ByteSize() > options.max_event_bytes) {
         __builtin_trap();  // should have been TooLarge
       }
+      if (e.fields.size() > options.max_fields_per_event) __builtin_trap();  // TooLarge
       std::set<std::string_view> names;
       for (const Field& f : e.fields) {
         if (!names.insert(f.name).second) __builtin_trap();  // field names are unique
