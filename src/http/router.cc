@@ -72,8 +72,16 @@ std::optional<Response> Router::Admit(const Request& req) const {
   PathParams params;
   std::vector<std::string> allowed;
   const Route* route = Find(req, &params, &allowed);
-  if (route == nullptr || !route->gate) return std::nullopt;
+  if (route == nullptr) {
+    if (allowed.empty()) return NoSuchEndpoint(req);
+    return Dispatch(req);  // the 405: no handler runs
+  }
+  if (!route->gate) return std::nullopt;
   return route->gate(req, params);
+}
+
+Response Router::NoSuchEndpoint(const Request& req) {
+  return JsonError(404, "no such endpoint: " + req.method + " " + req.path);
 }
 
 std::optional<Response> Router::Dispatch(const Request& req) const {

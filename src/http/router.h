@@ -33,9 +33,14 @@ class Router {
            RouteGate gate = nullptr);
 
   // For a request whose body is not read yet: the refusal of the gate of the route that would
-  // answer it (the first that matches the path and the method); nullopt when the gate admits it,
-  // the route has no gate, or no route matches the path and method (Dispatch answers those).
+  // answer it (the first that matches the path and the method); nullopt when the gate admits it
+  // or the route has no gate. A request no route serves is answered here too, so its body is
+  // never read: 405 as Dispatch answers it when routes match the path under other methods only,
+  // else NoSuchEndpoint's 404.
   std::optional<Response> Admit(const Request& req) const;
+
+  // The 404 for a request no route matches: {"error": "no such endpoint: METHOD PATH"}.
+  static Response NoSuchEndpoint(const Request& req);
 
   // The answer of the first route that matches the path and the method: its gate's refusal, else
   // its handler's answer. When routes match the path under other methods only: 405 with a JSON

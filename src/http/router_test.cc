@@ -134,13 +134,19 @@ TEST(RouterGate, AdmitRunsTheGateOfTheRouteThatWouldAnswer) {
   EXPECT_EQ(dispatched->status, 200);
   EXPECT_EQ(dispatched->body, "payload");
   EXPECT_EQ(handled, 1);
-  // No gate, no route, or a method no route serves: nothing to refuse here (Dispatch answers
-  // 200, nullopt and 405).
+  // No gate: admitted. No route, or a method no route serves: answered from the header (404, and
+  // the 405 Dispatch gives), so the body of a request nobody serves is never read either.
   calls = 0;
   EXPECT_FALSE(router.Admit(Req("GET", "/open")).has_value());
-  EXPECT_FALSE(router.Admit(Req("GET", "/nowhere")).has_value());
-  EXPECT_FALSE(router.Admit(Req("GET", "/r/web/ingest")).has_value());
+  auto nowhere = router.Admit(Req("POST", "/nowhere"));
+  ASSERT_TRUE(nowhere.has_value());
+  EXPECT_EQ(nowhere->status, 404);
+  EXPECT_NE(nowhere->body.find("no such endpoint: POST /nowhere"), std::string::npos);
+  auto wrong_method = router.Admit(Req("GET", "/r/web/ingest"));
+  ASSERT_TRUE(wrong_method.has_value());
+  EXPECT_EQ(wrong_method->status, 405);
   EXPECT_EQ(calls, 0);
+  EXPECT_EQ(handled, 1);
   EXPECT_EQ(router.Dispatch(Req("GET", "/r/web/ingest"))->status, 405);
 }
 

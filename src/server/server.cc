@@ -608,7 +608,7 @@ std::optional<http::Response> Server::Impl::Admit(const http::Request& req) cons
 http::Response Server::Impl::Handle(const http::Request& req) {
   if (!ready) return NotReady(req);
   if (auto r = router.Dispatch(req)) return std::move(*r);
-  return http::JsonError(404, "no such endpoint: " + req.method + " " + req.path);
+  return http::Router::NoSuchEndpoint(req);
 }
 
 }  // namespace sediment
