@@ -406,12 +406,15 @@ Result<std::string_view> Unframe(std::string_view data, std::string_view magic, 
 void AppendCrc(std::string* out) { PutFixed32(out, Crc32c(*out)); }
 
 // The lowest event version that expresses `ev`: 3 for a hashed secret, 2 for a SetTruncationPoint
-// with an epoch, else 1 (also a decoded legacy secret: back to its own bytes).
+// with an epoch, else 1. A secret event without a hash is a decoded legacy one (v1/v2, the secret
+// in clear, possibly empty: apply refuses that) and goes back to its own bytes; judging by the
+// legacy field instead re-encoded a legacy empty secret as a v3 event with no hash, which does not
+// decode (found by global_codec_fuzz).
 uint8_t EventVersion(const GlobalEvent& ev) {
   if (const auto* t = std::get_if<SetTruncationPoint>(&ev)) return t->epoch.value != 0 ? 2 : 1;
-  if (const auto* c = std::get_if<SetClusterSecret>(&ev)) return c->legacy_secret.empty() ? 3 : 1;
-  if (const auto* i = std::get_if<AddIngestToken>(&ev)) return i->legacy_token.empty() ? 3 : 1;
-  if (const auto* a = std::get_if<AddApiToken>(&ev)) return a->legacy_token.empty() ? 3 : 1;
+  if (const auto* c = std::get_if<SetClusterSecret>(&ev)) return c->verifier.empty() ? 1 : 3;
+  if (const auto* i = std::get_if<AddIngestToken>(&ev)) return i->token_hash.empty() ? 1 : 3;
+  if (const auto* a = std::get_if<AddApiToken>(&ev)) return a->token_hash.empty() ? 1 : 3;
   return 1;
 }
 

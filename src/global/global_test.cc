@@ -282,6 +282,40 @@ TEST(GlobalCodec, StructurallyBadEventsWithValidCrcAreCorruption) {
   EXPECT_TRUE(DecodeGlobalEvent(WithCrc(body)).ok());
 }
 
+// A record of an earlier release with an empty secret in clear (v1: apply refuses it) decodes and
+// encodes back to its own bytes. The encoder chose the version by the legacy field, so it wrote
+// such an event as v3 with no hash, which does not decode (global_codec_fuzz found it).
+TEST(GlobalCodec, LegacyEmptySecretsEncodeBackToTheirOwnBytes) {
+  auto v1 = [](uint8_t type, const std::vector<std::string>& strings) {
+    std::string b("GE\x01", 3);
+    b.push_back(static_cast<char>(type));
+    for (const auto& s : strings) PutLengthPrefixed(&b, s);
+    return WithCrc(b);
+  };
+  const std::string cases[] = {
+      v1(3, {"web", ""}),  // AddIngestToken
+      v1(4, {""}),         // AddApiToken
+      v1(10, {""}),        // SetClusterSecret
+      v1(3, {"web", "t"}),
+  };
+  for (const std::string& bytes : cases) {
+    auto dec = DecodeGlobalEvent(bytes);
+    ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+    const std::string again = EncodeGlobalEvent(*dec);
+    EXPECT_EQ(again, bytes) << GlobalEventName(*dec);
+    auto back = DecodeGlobalEvent(again);
+    ASSERT_TRUE(back.ok()) << GlobalEventName(*dec) << ": " << back.status().ToString();
+    GlobalState s;
+    ASSERT_TRUE(ApplyGlobalEvent(&s, CreateRepo{"web"}).ok());
+    auto applied = ApplyGlobalEvent(&s, *back);
+    if (bytes == cases[3]) {
+      EXPECT_TRUE(applied.ok()) << applied.ToString();
+    } else {
+      EXPECT_FALSE(applied.ok()) << GlobalEventName(*dec);  // an empty secret is refused
+    }
+  }
+}
+
 // SetTruncationPoint gained the claim epoch in event version 2. Records written before (version
 // 1, no epoch) still decode, with epoch 0, and are applied as they were then; they encode back to
 // the same bytes. Every other event is still written as version 1.
