@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "http/frozen_listener_testing.h"
 #include "http/http_server.h"
 
 namespace sediment::http {
@@ -22,32 +23,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A listening socket on 127.0.0.1 that never accepts: connections complete in the kernel's
-// backlog and requests are never read or answered, as with a SIGSTOPped server.
-class FrozenListener {
- public:
-  FrozenListener() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(::listen(fd_, 16), 0);
-    socklen_t len = sizeof addr;
-    EXPECT_EQ(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-    port_ = ntohs(addr.sin_port);
-  }
-  ~FrozenListener() { ::close(fd_); }
-  FrozenListener(const FrozenListener&) = delete;
-  FrozenListener& operator=(const FrozenListener&) = delete;
-  std::string url(const std::string& path) const {
-    return "http://127.0.0.1:" + std::to_string(port_) + path;
-  }
-
- private:
-  int fd_ = -1;
-  uint16_t port_ = 0;
-};
+using testing::FrozenListener;
 
 double SecondsSince(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "common/testing/temp_dir.h"
+#include "http/frozen_listener_testing.h"
 #include "http/http_client.h"
 #include "http/http_server.h"
 
@@ -145,31 +146,6 @@ class TlsServer {
   std::thread thread_;
 };
 
-// A listening socket on 127.0.0.1 that never accepts: the TCP connection completes in the
-// kernel's backlog and the TLS handshake is never answered (a SIGSTOPped server).
-class NeverAnswers {
- public:
-  NeverAnswers() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(::listen(fd_, 16), 0);
-    socklen_t len = sizeof addr;
-    EXPECT_EQ(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-    port_ = ntohs(addr.sin_port);
-  }
-  ~NeverAnswers() { ::close(fd_); }
-  NeverAnswers(const NeverAnswers&) = delete;
-  NeverAnswers& operator=(const NeverAnswers&) = delete;
-  std::string url() const { return "https://127.0.0.1:" + std::to_string(port_) + "/"; }
-
- private:
-  int fd_ = -1;
-  uint16_t port_ = 0;
-};
-
 class HttpClientTlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -284,12 +260,12 @@ TEST_F(HttpClientTlsTest, UnreadableCaFileIsInvalidArgument) {
 }
 
 TEST_F(HttpClientTlsTest, FrozenHandshakeIsGivenUpAfterTheProgressTimeout) {
-  NeverAnswers frozen;
+  testing::FrozenListener frozen;  // the TLS handshake is never answered
   FetchOptions o = Trusting("ca.pem");
   o.timeout = std::chrono::seconds(20);
   o.progress_timeout = std::chrono::milliseconds(300);
   auto t0 = Clock::now();
-  auto r = Fetch("GET", frozen.url(), {}, "", o);
+  auto r = Fetch("GET", frozen.url("/", "https"), {}, "", o);
   const double took = SecondsSince(t0);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
@@ -299,11 +275,11 @@ TEST_F(HttpClientTlsTest, FrozenHandshakeIsGivenUpAfterTheProgressTimeout) {
 }
 
 TEST_F(HttpClientTlsTest, FrozenHandshakeIsBoundedByTheWholeTimeout) {
-  NeverAnswers frozen;
+  testing::FrozenListener frozen;  // the TLS handshake is never answered
   FetchOptions o = Trusting("ca.pem");
   o.timeout = std::chrono::seconds(1);
   auto t0 = Clock::now();
-  auto r = Fetch("GET", frozen.url(), {}, "", o);
+  auto r = Fetch("GET", frozen.url("/", "https"), {}, "", o);
   const double took = SecondsSince(t0);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
@@ -313,7 +289,7 @@ TEST_F(HttpClientTlsTest, FrozenHandshakeIsBoundedByTheWholeTimeout) {
 }
 
 TEST_F(HttpClientTlsTest, CancelAbandonsAFrozenHandshake) {
-  NeverAnswers frozen;
+  testing::FrozenListener frozen;  // the TLS handshake is never answered
   std::atomic<bool> cancel{false};
   FetchOptions o = Trusting("ca.pem");
   o.timeout = std::chrono::seconds(20);
@@ -323,7 +299,7 @@ TEST_F(HttpClientTlsTest, CancelAbandonsAFrozenHandshake) {
     cancel = true;
   });
   auto t0 = Clock::now();
-  auto r = Fetch("GET", frozen.url(), {}, "", o);
+  auto r = Fetch("GET", frozen.url("/", "https"), {}, "", o);
   const double took = SecondsSince(t0);
   canceller.join();
   ASSERT_FALSE(r.ok());
