@@ -10,13 +10,18 @@
 
 #include "common/checksum.h"
 #include "common/coding.h"
+#include "segment/columnar.h"
 #include "segment/filter.h"
+#include "segment/varint_cursor.h"
 
 namespace sediment {
 namespace {
 
 // ---- Format constants (FORMAT.md) ----
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion1 = 1;
+constexpr uint32_t kFormatVersion2 = 2;
+// Format 2: column chunks smaller than this are stored uncompressed.
+constexpr size_t kMinCompressedChunk = 64;
 constexpr char kHeaderMagic[8] = {'S', 'E', 'D', 'I', 'M', 'S', 'E', 'G'};
 constexpr char kTrailerMagic[8] = {'S', 'E', 'D', 'I', 'M', 'E', 'N', 'D'};
 constexpr size_t kHeaderSize = 16;
@@ -36,11 +41,25 @@ struct XxhDeleter {
 };
 
 // Per-block metadata stored in the footer beyond BlockInfo.
+// Format 2: one column chunk of a block (FORMAT.md "Column entry").
+struct ColumnEntry {
+  uint64_t id = 0;
+  uint8_t codec = 0;  // 0 stored, 1 zstd
+  segment_v2::Encoding encoding = segment_v2::kPlain;
+  uint32_t stored_size = 0, raw_size = 0;
+  uint32_t crc = 0;          // CRC32C of the stored bytes
+  int64_t min = 0, max = 0;  // kInt columns
+  uint64_t file_offset = 0;  // derived: where the chunk starts
+};
+constexpr uint8_t kCodecStored = 0;
+constexpr uint8_t kCodecZstd = 1;
+
 struct BlockExtra {
-  uint32_t crc = 0;
+  uint32_t crc = 0;  // format 1: CRC32C of the stored block
   uint64_t filter_offset = 0;  // within the filter area
   uint64_t filter_size = 0;
   uint8_t filter_hashes = 0;
+  std::vector<ColumnEntry> columns;  // format 2
 };
 
 void PutPosition(std::string* dst, Position p) {
@@ -167,6 +186,8 @@ Status ValidateWriteArgs(const std::vector<PositionedEvent>& events,
   if (events.empty()) return Status::InvalidArgument("segment: no events");
   if (o.block_raw_bytes == 0 || o.block_raw_bytes > kMaxBlockRawSize / 2)
     return Status::InvalidArgument("segment: block_raw_bytes out of range");
+  if (o.format_version != kFormatVersion1 && o.format_version != kFormatVersion2)
+    return Status::InvalidArgument("segment: unknown format version");
   if (o.zstd_level < ZSTD_minCLevel() || o.zstd_level > ZSTD_maxCLevel())
     return Status::InvalidArgument("segment: zstd_level out of range");
   if (o.filter_hashes < 0 || o.filter_hashes > kMaxFilterHashes ||
@@ -181,7 +202,9 @@ Status ValidateWriteArgs(const std::vector<PositionedEvent>& events,
   return Status::OK();
 }
 
-std::string EncodeFooter(const SegmentInfo& info, const std::vector<BlockInfo>& blocks,
+std::string EncodeFooter(uint32_t version, const SegmentInfo& info,
+                         const std::vector<std::string>& names,
+                         const std::vector<BlockInfo>& blocks,
                          const std::vector<BlockExtra>& extra, const std::string& filters) {
   std::string f;
   PutLengthPrefixed(&f, info.datasource.repo);
@@ -197,6 +220,10 @@ std::string EncodeFooter(const SegmentInfo& info, const std::vector<BlockInfo>& 
   PutVarsint64(&f, info.max_ts);
   PutVarint64(&f, info.event_count);
   PutVarint64(&f, info.raw_bytes);
+  if (version == kFormatVersion2) {
+    PutVarint64(&f, names.size());
+    for (const std::string& n : names) PutLengthPrefixed(&f, n);
+  }
   PutVarint64(&f, blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i) {
     const BlockInfo& b = blocks[i];
@@ -208,14 +235,40 @@ std::string EncodeFooter(const SegmentInfo& info, const std::vector<BlockInfo>& 
     PutVarsint64(&f, b.max_ts);
     PutPosition(&f, b.min_pos);
     PutPosition(&f, b.max_pos);
-    PutFixed32(&f, extra[i].crc);
+    if (version == kFormatVersion1) PutFixed32(&f, extra[i].crc);
     PutVarint64(&f, extra[i].filter_offset);
     PutVarint64(&f, extra[i].filter_size);
     f.push_back(static_cast<char>(extra[i].filter_hashes));
+    if (version == kFormatVersion2) {
+      PutVarint64(&f, extra[i].columns.size());
+      for (const ColumnEntry& c : extra[i].columns) {
+        PutVarint64(&f, c.id);
+        f.push_back(static_cast<char>(c.codec));
+        f.push_back(static_cast<char>(c.encoding));
+        PutVarint32(&f, c.stored_size);
+        PutVarint32(&f, c.raw_size);
+        PutFixed32(&f, c.crc);
+        if (c.encoding == segment_v2::kInt) {
+          PutVarsint64(&f, c.min);
+          PutVarsint64(&f, c.max);
+        }
+      }
+    }
   }
   PutVarint64(&f, filters.size());
   f.append(filters);
   return f;
+}
+
+// Compresses `in` as one zstd frame (content size recorded) into `*buf`; returns the frame.
+Result<std::string_view> Compress(ZSTD_CCtx* cctx, std::string_view in, std::string* buf) {
+  buf->resize(ZSTD_compressBound(in.size()));
+  const size_t csize = ZSTD_compress2(cctx, buf->data(), buf->size(), in.data(), in.size());
+  if (ZSTD_isError(csize))
+    return Status::Internal(std::string("segment: zstd: ") + ZSTD_getErrorName(csize));
+  if (csize > std::numeric_limits<uint32_t>::max())
+    return Status::Internal("segment: block too large");
+  return std::string_view(buf->data(), csize);
 }
 
 Result<SegmentInfo> WriteSegmentTo(Env* env, const std::string& tmp, const Datasource& ds,
@@ -233,7 +286,7 @@ Result<SegmentInfo> WriteSegmentTo(Env* env, const std::string& tmp, const Datas
   HashingSink sink(file.get(), xxh.get());
 
   std::string header(kHeaderMagic, sizeof(kHeaderMagic));
-  PutFixed32(&header, kFormatVersion);
+  PutFixed32(&header, o.format_version);
   PutFixed32(&header, 0);  // flags, reserved
   RETURN_IF_ERROR(sink.Append(header));
 
@@ -250,6 +303,10 @@ Result<SegmentInfo> WriteSegmentTo(Env* env, const std::string& tmp, const Datas
   std::vector<BlockExtra> extra;
   std::string filters, content, compressed;
   BlockEncoder encoder;
+  segment_v2::BlockEncoder columnar;
+  segment_v2::NameTable names;
+  std::vector<segment_v2::EncodedColumn> columns;
+  std::string block_bytes;
   segment_filter::FilterBuilder filter;
   size_t begin = 0;
   while (begin < events.size()) {
@@ -258,29 +315,58 @@ Result<SegmentInfo> WriteSegmentTo(Env* env, const std::string& tmp, const Datas
       acc += EventEstimate(events[end].event);
       ++end;
     }
-    encoder.Encode(events.data() + begin, end - begin, &content);
-    if (content.size() > kMaxBlockRawSize)
-      return Status::InvalidArgument("segment: block too large");
-    compressed.resize(ZSTD_compressBound(content.size()));
-    size_t csize = ZSTD_compress2(cctx.get(), compressed.data(), compressed.size(), content.data(),
-                                  content.size());
-    if (ZSTD_isError(csize))
-      return Status::Internal(std::string("segment: zstd: ") + ZSTD_getErrorName(csize));
-    if (csize > std::numeric_limits<uint32_t>::max())
-      return Status::Internal("segment: block too large");
-    std::string_view stored(compressed.data(), csize);
+    BlockExtra x;
+    std::string_view stored;
+    uint64_t raw_size = 0, stored_size = 0;
+    if (o.format_version == kFormatVersion1) {
+      encoder.Encode(events.data() + begin, end - begin, &content);
+      if (content.size() > kMaxBlockRawSize)
+        return Status::InvalidArgument("segment: block too large");
+      ASSIGN_OR_RETURN(stored, Compress(cctx.get(), content, &compressed));
+      x.crc = Crc32c(stored);
+      raw_size = content.size();
+      stored_size = stored.size();
+    } else {
+      columnar.Encode(events.data() + begin, end - begin, &names, &columns);
+      block_bytes.clear();
+      for (const segment_v2::EncodedColumn& col : columns) {
+        ColumnEntry c;
+        c.id = col.id;
+        c.encoding = col.encoding;
+        c.min = col.min;
+        c.max = col.max;
+        raw_size += col.data.size();
+        std::string_view chunk = col.data;
+        c.codec = kCodecStored;
+        if (col.data.size() >= kMinCompressedChunk) {
+          ASSIGN_OR_RETURN(std::string_view z, Compress(cctx.get(), col.data, &compressed));
+          if (z.size() < col.data.size()) {
+            chunk = z;
+            c.codec = kCodecZstd;
+          }
+        }
+        c.stored_size = static_cast<uint32_t>(chunk.size());
+        c.raw_size = static_cast<uint32_t>(col.data.size());
+        c.crc = Crc32c(chunk);
+        block_bytes.append(chunk);
+        x.columns.push_back(c);
+      }
+      if (raw_size > kMaxBlockRawSize) return Status::InvalidArgument("segment: block too large");
+      if (block_bytes.size() > std::numeric_limits<uint32_t>::max())
+        return Status::Internal("segment: block too large");
+      stored = block_bytes;
+      stored_size = block_bytes.size();
+    }
 
     BlockInfo b;
     b.file_offset = sink.written();
-    b.stored_size = static_cast<uint32_t>(csize);
-    b.raw_size = static_cast<uint32_t>(content.size());
+    b.stored_size = static_cast<uint32_t>(stored_size);
+    b.raw_size = static_cast<uint32_t>(raw_size);
     b.event_count = static_cast<uint32_t>(end - begin);
     b.min_pos = events[begin].pos;
     b.max_pos = events[end - 1].pos;
     b.min_ts = std::numeric_limits<int64_t>::max();
     b.max_ts = std::numeric_limits<int64_t>::min();
-    BlockExtra x;
-    x.crc = Crc32c(stored);
     for (size_t i = begin; i < end; ++i) {
       const Event& e = events[i].event;
       b.min_ts = std::min(b.min_ts, e.timestamp_ms);
@@ -305,13 +391,13 @@ Result<SegmentInfo> WriteSegmentTo(Env* env, const std::string& tmp, const Datas
   }
 
   const uint64_t footer_offset = sink.written();
-  std::string footer = EncodeFooter(info, blocks, extra, filters);
+  std::string footer = EncodeFooter(o.format_version, info, names.names(), blocks, extra, filters);
   RETURN_IF_ERROR(sink.Append(footer));
   std::string trailer;
   PutFixed64(&trailer, footer_offset);
   PutFixed64(&trailer, footer.size());
   PutFixed32(&trailer, Crc32c(footer));
-  PutFixed32(&trailer, kFormatVersion);
+  PutFixed32(&trailer, o.format_version);
   trailer.append(kTrailerMagic, sizeof(kTrailerMagic));
   RETURN_IF_ERROR(sink.Append(trailer));
   info.content_hash = XXH64_digest(xxh.get());
@@ -326,33 +412,7 @@ Result<SegmentInfo> WriteSegmentTo(Env* env, const std::string& tmp, const Datas
 
 // ---- Reader ----
 
-// Sequential varint reader over the decompressed block; never reads past `end`.
-struct Cursor {
-  const char* p;
-  const char* end;
-  bool ok = true;
-
-  // Inlined: decoding a block is a loop of varints, almost all of them one byte.
-  __attribute__((always_inline)) uint64_t V() {
-    if (p < end && static_cast<uint8_t>(*p) < 0x80) return static_cast<uint8_t>(*p++);
-    return VSlow();
-  }
-  __attribute__((noinline)) uint64_t VSlow() {
-    std::string_view in(p, end - p);
-    uint64_t v = 0;
-    if (!GetVarint64(&in, &v)) {
-      ok = false;
-      p = end;
-      return 0;
-    }
-    p = in.data();
-    return v;
-  }
-  int64_t S() {
-    uint64_t x = V();
-    return static_cast<int64_t>((x >> 1) ^ (~(x & 1) + 1));
-  }
-};
+using segment_internal::Cursor;
 
 thread_local std::unique_ptr<ZSTD_DCtx, ZstdDCtxDeleter> tls_dctx;
 thread_local std::string tls_stored;
@@ -368,6 +428,9 @@ class SegmentReaderImpl final : public SegmentReader {
   const std::vector<BlockInfo>& blocks() const override { return blocks_; }
   bool BlockMayContainAll(size_t i, const std::vector<std::string>& terms) const override;
   Status ReadBlock(size_t i, DecodedBlock* out) const override;
+  Status ReadBlockColumns(size_t i, const ColumnSelection& columns,
+                          DecodedBlock* out) const override;
+  uint32_t format_version() const override { return version_; }
   Status VerifyAll() const override;
 
  private:
@@ -378,6 +441,10 @@ class SegmentReaderImpl final : public SegmentReader {
   Status ParseFooter(std::string_view in, uint64_t footer_offset);
   Status ReadBlockInto(size_t i, DecodedBlock* out) const;
   Status DecodeColumns(size_t i, DecodedBlock* out) const;
+  Status ReadColumnsV2(size_t i, const ColumnSelection& columns, DecodedBlock* out) const;
+  Status ParseColumnDirectory(std::string_view* in, size_t block, uint64_t block_stored,
+                              uint64_t block_raw);
+  Status CheckDecoded(size_t i, const DecodedBlock& out) const;
 
   std::string path_;
   std::unique_ptr<RandomAccessFile> file_;
@@ -385,6 +452,9 @@ class SegmentReaderImpl final : public SegmentReader {
   std::vector<BlockInfo> blocks_;
   std::vector<BlockExtra> extra_;
   std::string filters_;
+  uint32_t version_ = 0;
+  std::vector<std::string> names_;                       // format 2: field names by id
+  std::unordered_map<std::string_view, uint64_t> name_ids_;  // format 2: names_ by name
 };
 
 Status SegmentReaderImpl::ReadExact(uint64_t offset, size_t n, std::string* out,
@@ -400,7 +470,8 @@ Status SegmentReaderImpl::Load() {
   std::string buf;
   RETURN_IF_ERROR(ReadExact(0, kHeaderSize, &buf, "header"));
   if (std::memcmp(buf.data(), kHeaderMagic, 8) != 0) return Corrupt("bad header magic");
-  if (DecodeFixed32(buf.data() + 8) != kFormatVersion)
+  version_ = DecodeFixed32(buf.data() + 8);
+  if (version_ != kFormatVersion1 && version_ != kFormatVersion2)
     return Corrupt("unsupported format version in header");
   if (DecodeFixed32(buf.data() + 12) != 0) return Corrupt("unknown header flags");
 
@@ -409,8 +480,8 @@ Status SegmentReaderImpl::Load() {
   const uint64_t footer_length = DecodeFixed64(buf.data() + 8);
   const uint32_t footer_crc = DecodeFixed32(buf.data() + 16);
   if (std::memcmp(buf.data() + 24, kTrailerMagic, 8) != 0) return Corrupt("bad trailer magic");
-  if (DecodeFixed32(buf.data() + 20) != kFormatVersion)
-    return Corrupt("unsupported format version in trailer");
+  if (DecodeFixed32(buf.data() + 20) != version_)
+    return Corrupt("format version in trailer differs from the header's");
   info_.content_hash = DecodeFixed64(buf.data() + 32);
   info_.file_size = size;
   if (footer_offset < kHeaderSize || footer_offset > size - kTrailerSize ||
@@ -420,6 +491,51 @@ Status SegmentReaderImpl::Load() {
   RETURN_IF_ERROR(ReadExact(footer_offset, footer_length, &footer, "footer"));
   if (Crc32c(footer) != footer_crc) return Corrupt("footer checksum mismatch");
   return ParseFooter(footer, footer_offset);
+}
+
+// Format 2: a block's column entries. Checks ids (built-ins first, fields increasing and named),
+// codecs and encodings, and that the chunks tile the block's stored and raw sizes; sets the
+// chunks' file offsets relative to the block start (made absolute by ParseFooter).
+Status SegmentReaderImpl::ParseColumnDirectory(std::string_view* in, size_t block,
+                                               uint64_t block_stored, uint64_t block_raw) {
+  const Status bad = Corrupt("block " + std::to_string(block) + " column directory malformed");
+  uint64_t count;
+  // A column entry takes at least 9 bytes.
+  if (!GetVarint64(in, &count) || count < segment_v2::kBuiltinColumns || count > in->size() / 9)
+    return bad;
+  std::vector<ColumnEntry>& cols = extra_[block].columns;
+  cols.resize(count);
+  uint64_t stored = 0, raw = 0;
+  for (uint64_t k = 0; k < count; ++k) {
+    ColumnEntry& c = cols[k];
+    uint32_t crc;
+    if (!GetVarint64(in, &c.id) || in->size() < 2) return bad;
+    c.codec = static_cast<uint8_t>((*in)[0]);
+    const uint8_t enc = static_cast<uint8_t>((*in)[1]);
+    in->remove_prefix(2);
+    if (!GetVarint32(in, &c.stored_size) || !GetVarint32(in, &c.raw_size) || !GetFixed32(in, &crc))
+      return bad;
+    c.crc = crc;
+    if (enc > segment_v2::kInt) return bad;
+    c.encoding = static_cast<segment_v2::Encoding>(enc);
+    if (c.encoding == segment_v2::kInt) {
+      if (!GetVarsint64(in, &c.min) || !GetVarsint64(in, &c.max) || c.min > c.max) return bad;
+    }
+    if (k < segment_v2::kBuiltinColumns) {
+      if (c.id != k || c.encoding != segment_v2::kPlain) return bad;
+    } else if (c.id <= cols[k - 1].id || c.id - segment_v2::kFirstField >= names_.size() ||
+               c.id < segment_v2::kFirstField) {
+      return bad;
+    }
+    if (c.codec > kCodecZstd || (c.codec == kCodecStored && c.stored_size != c.raw_size) ||
+        c.raw_size > kMaxBlockRawSize)
+      return bad;
+    c.file_offset = stored;
+    stored += c.stored_size;
+    raw += c.raw_size;
+  }
+  if (stored != block_stored || raw != block_raw) return bad;
+  return Status::OK();
 }
 
 Status SegmentReaderImpl::ParseFooter(std::string_view in, uint64_t footer_offset) {
@@ -443,6 +559,19 @@ Status SegmentReaderImpl::ParseFooter(std::string_view in, uint64_t footer_offse
       !GetVarsint64(&in, &info_.min_ts) || !GetVarsint64(&in, &info_.max_ts) ||
       !GetVarint64(&in, &info_.event_count) || !GetVarint64(&in, &info_.raw_bytes))
     return bad;
+  if (version_ == kFormatVersion2) {
+    uint64_t count;
+    if (!GetVarint64(&in, &count) || count > in.size()) return bad;
+    names_.resize(count);
+    for (uint64_t k = 0; k < count; ++k) {
+      std::string_view name;
+      if (!GetLengthPrefixed(&in, &name)) return bad;
+      names_[k] = std::string(name);
+    }
+    for (uint64_t k = 0; k < count; ++k) {
+      if (!name_ids_.emplace(names_[k], k).second) return Corrupt("duplicate field name in footer");
+    }
+  }
   uint64_t block_count;
   // An index entry takes at least 20 bytes.
   if (!GetVarint64(&in, &block_count) || block_count == 0 || block_count > in.size() / 20)
@@ -452,16 +581,20 @@ Status SegmentReaderImpl::ParseFooter(std::string_view in, uint64_t footer_offse
   for (uint64_t i = 0; i < block_count; ++i) {
     BlockInfo& b = blocks_[i];
     BlockExtra& x = extra_[i];
-    uint32_t crc;
+    uint32_t crc = 0;
     if (!GetVarint64(&in, &b.file_offset) || !GetVarint32(&in, &b.stored_size) ||
         !GetVarint32(&in, &b.raw_size) || !GetVarint32(&in, &b.event_count) ||
         !GetVarsint64(&in, &b.min_ts) || !GetVarsint64(&in, &b.max_ts) ||
-        !GetPosition(&in, &b.min_pos) || !GetPosition(&in, &b.max_pos) || !GetFixed32(&in, &crc) ||
+        !GetPosition(&in, &b.min_pos) || !GetPosition(&in, &b.max_pos) ||
+        (version_ == kFormatVersion1 && !GetFixed32(&in, &crc)) ||
         !GetVarint64(&in, &x.filter_offset) || !GetVarint64(&in, &x.filter_size) || in.empty())
       return bad;
     x.crc = crc;
     x.filter_hashes = static_cast<uint8_t>(in[0]);
     in.remove_prefix(1);
+    if (version_ == kFormatVersion2) {
+      RETURN_IF_ERROR(ParseColumnDirectory(&in, i, b.stored_size, b.raw_size));
+    }
   }
   uint64_t filter_area;
   if (!GetVarint64(&in, &filter_area) || filter_area != in.size()) return bad;
@@ -489,6 +622,7 @@ Status SegmentReaderImpl::ParseFooter(std::string_view in, uint64_t footer_offse
         x.filter_size > filters_.size() - x.filter_offset || x.filter_size % 8 != 0 ||
         x.filter_size / 8 >= (uint64_t{1} << 26))
       return Corrupt(where + "filter out of range");
+    for (ColumnEntry& c : extra_[i].columns) c.file_offset += b.file_offset;
     events += b.event_count;
     min_ts = std::min(min_ts, b.min_ts);
     max_ts = std::max(max_ts, b.max_ts);
@@ -523,11 +657,116 @@ void ClearColumns(DecodedBlock* out) {
 }
 
 Status SegmentReaderImpl::ReadBlock(size_t i, DecodedBlock* out) const {
+  return ReadBlockColumns(i, ColumnSelection{}, out);
+}
+
+Status SegmentReaderImpl::ReadBlockColumns(size_t i, const ColumnSelection& columns,
+                                           DecodedBlock* out) const {
   // The columns are not cleared up front: resizing vectors that keep their size from the
   // previous block avoids value-initializing every element again. Any failure empties them.
-  Status st = ReadBlockInto(i, out);
+  Status st =
+      version_ == kFormatVersion1 ? ReadBlockInto(i, out) : ReadColumnsV2(i, columns, out);
   if (!st.ok()) ClearColumns(out);
   return st;
+}
+
+thread_local std::vector<segment_v2::Chunk> tls_chunks;
+thread_local std::vector<uint8_t> tls_wanted;
+
+Status SegmentReaderImpl::ReadColumnsV2(size_t i, const ColumnSelection& selection,
+                                        DecodedBlock* out) const {
+  if (i >= blocks_.size()) return Status::InvalidArgument("segment: block index out of range");
+  const BlockInfo& b = blocks_[i];
+  const std::vector<ColumnEntry>& cols = extra_[i].columns;
+  const bool full = selection.all || selection.raw;
+  // Which chunks to read: the built-in time and position columns always, then all or the
+  // selected fields.
+  std::vector<uint8_t>& wanted = tls_wanted;
+  wanted.assign(cols.size(), 0);
+  wanted[segment_v2::kTimestamps] = wanted[segment_v2::kIngest] = wanted[segment_v2::kPositions] =
+      1;
+  if (full) {
+    std::fill(wanted.begin(), wanted.end(), 1);
+  } else {
+    for (const std::string& name : selection.fields) {
+      auto it = name_ids_.find(name);
+      if (it == name_ids_.end()) continue;
+      const uint64_t id = segment_v2::kFirstField + it->second;
+      auto c = std::lower_bound(
+          cols.begin() + segment_v2::kBuiltinColumns, cols.end(), id,
+          [](const ColumnEntry& e, uint64_t x) { return e.id < x; });
+      if (c != cols.end() && c->id == id) wanted[static_cast<size_t>(c - cols.begin())] = 1;
+    }
+  }
+  if (!tls_dctx) {
+    tls_dctx.reset(ZSTD_createDCtx());
+    if (!tls_dctx) return Status::Internal("segment: out of memory");
+  }
+  if (out->chunks.size() < cols.size()) out->chunks.resize(cols.size());
+  std::vector<segment_v2::Chunk>& chunks = tls_chunks;
+  chunks.assign(cols.size(), segment_v2::Chunk{});
+  std::string& stored = tls_stored;
+  for (size_t k = 0; k < cols.size();) {
+    chunks[k].id = cols[k].id;
+    chunks[k].encoding = cols[k].encoding;
+    if (!wanted[k]) {
+      ++k;
+      continue;
+    }
+    // One read for a run of adjacent wanted chunks.
+    size_t e = k;
+    uint64_t bytes = 0;
+    while (e < cols.size() && wanted[e]) bytes += cols[e++].stored_size;
+    RETURN_IF_ERROR(ReadExact(cols[k].file_offset, bytes, &stored, "block"));
+    size_t at = 0;
+    for (; k < e; ++k) {
+      const ColumnEntry& c = cols[k];
+      chunks[k].id = c.id;
+      chunks[k].encoding = c.encoding;
+      std::string_view z(stored.data() + at, c.stored_size);
+      at += c.stored_size;
+      if (Crc32c(z) != c.crc) {
+        return Corrupt("block " + std::to_string(i) + " column " + std::to_string(c.id) +
+                       ": checksum mismatch");
+      }
+      std::string& buf = out->chunks[k];
+      if (c.codec == kCodecStored) {
+        buf.assign(z);
+      } else {
+        if (ZSTD_getFrameContentSize(z.data(), z.size()) != c.raw_size)
+          return Corrupt("block " + std::to_string(i) + " column " + std::to_string(c.id) +
+                         ": frame size disagrees with the index");
+        buf.resize(c.raw_size);
+        const size_t got =
+            ZSTD_decompressDCtx(tls_dctx.get(), buf.data(), buf.size(), z.data(), z.size());
+        if (ZSTD_isError(got) || got != c.raw_size)
+          return Corrupt("block " + std::to_string(i) + " column " + std::to_string(c.id) +
+                         ": decompression failed");
+      }
+      chunks[k].data = buf;
+      chunks[k].loaded = true;
+    }
+  }
+  if (!segment_v2::DecodeBlock(b.event_count, chunks, names_, full, kMaxBlockRawSize, out))
+    return Corrupt("block " + std::to_string(i) + ": inconsistent columns");
+  return CheckDecoded(i, *out);
+}
+
+// Cross-checks a decoded block with its (checksummed) index entry.
+Status SegmentReaderImpl::CheckDecoded(size_t bi, const DecodedBlock& out) const {
+  const BlockInfo& b = blocks_[bi];
+  const Status bad = Corrupt("block " + std::to_string(bi) + ": inconsistent columns");
+  const size_t n = out.timestamps.size();
+  if (n != b.event_count || out.positions.size() != n) return bad;
+  if (out.positions.front() != b.min_pos || out.positions.back() != b.max_pos) return bad;
+  int64_t min_ts = out.timestamps[0], max_ts = out.timestamps[0];
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0 && !(out.positions[i - 1] < out.positions[i])) return bad;
+    min_ts = std::min(min_ts, out.timestamps[i]);
+    max_ts = std::max(max_ts, out.timestamps[i]);
+  }
+  if (min_ts != b.min_ts || max_ts != b.max_ts) return bad;
+  return Status::OK();
 }
 
 Status SegmentReaderImpl::ReadBlockInto(size_t i, DecodedBlock* out) const {
@@ -661,16 +900,7 @@ Status SegmentReaderImpl::DecodeColumns(size_t bi, DecodedBlock* out) const {
   }
   if (!c.ok || c.p != raw_start || value_used != value_run) return bad;
 
-  // Cross-check with the (checksummed) index entry.
-  if (out->positions.front() != b.min_pos || out->positions.back() != b.max_pos) return bad;
-  int64_t min_ts = out->timestamps[0], max_ts = out->timestamps[0];
-  for (uint64_t i = 0; i < n; ++i) {
-    if (i > 0 && !(out->positions[i - 1] < out->positions[i])) return bad;
-    min_ts = std::min(min_ts, out->timestamps[i]);
-    max_ts = std::max(max_ts, out->timestamps[i]);
-  }
-  if (min_ts != b.min_ts || max_ts != b.max_ts) return bad;
-  return Status::OK();
+  return CheckDecoded(bi, *out);
 }
 
 Status SegmentReaderImpl::VerifyAll() const {

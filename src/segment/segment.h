@@ -1,6 +1,6 @@
 // Segment files (DESIGN section 7): immutable, one datasource each, zstd-compressed blocks of
 // events with per-block time/position ranges and token filters, a footer index and checksums.
-// Exact byte layout: segment/FORMAT.md (format version 1).
+// Exact byte layout: segment/FORMAT.md (format version 2, columnar; version 1 stays readable).
 #pragma once
 
 #include <cstdint>
@@ -38,6 +38,8 @@ struct BlockInfo {
 };
 
 struct SegmentWriterOptions {
+  // 2 (columnar, the default) or 1 (kept so tests and tools can write the old layout).
+  uint32_t format_version = 2;
   size_t block_raw_bytes = 1 << 20;  // target uncompressed block size
   int zstd_level = 8;
   // Block filter sizing (FORMAT.md "Block filter"): bits per distinct trigram and probes per gram.
@@ -69,6 +71,11 @@ struct FieldView {
 };
 struct DecodedBlock {
   std::string buffer;                 // decompressed bytes; the views below point into it
+  // Format 2: decompressed column chunks, @rawstrings reassembled from their template, and
+  // integer values rendered as text; views below may point into any of them.
+  std::vector<std::string> chunks;
+  std::string raw_text;
+  std::string value_text;
   std::vector<int64_t> timestamps;    // per event
   std::vector<int64_t> ingest_ts;     // per event
   std::vector<Position> positions;    // per event
@@ -79,6 +86,17 @@ struct DecodedBlock {
   // The block's field-name dictionary (every FieldView::name points into one of these).
   std::vector<std::string_view> field_names;
   size_t size() const { return timestamps.size(); }
+};
+
+// Which parts of a block a reader must decode. @timestamp, @ingesttimestamp and positions are
+// always decoded. A reader may decode more than asked (format 1 always decodes everything), never
+// less: with `all` false, `raw` empty views mean "not decoded", and `fields` holds, per event, the
+// values of the named fields only (names in an unspecified order, the values of one name in
+// the order they occur in the event).
+struct ColumnSelection {
+  bool all = true;
+  bool raw = false;                 // @rawstring (when !all)
+  std::vector<std::string> fields;  // field names (when !all); sorted, unique
 };
 
 // Reads one segment file. Open verifies the trailer and footer checksums; ReadBlock verifies the
@@ -98,6 +116,12 @@ class SegmentReader {
   // pass.
   virtual bool BlockMayContainAll(size_t i, const std::vector<std::string>& terms) const = 0;
   virtual Status ReadBlock(size_t i, DecodedBlock* out) const = 0;
+  // As ReadBlock, decoding at least `columns` (see ColumnSelection). Format 2 reads, checks and
+  // decompresses only the column chunks asked for.
+  virtual Status ReadBlockColumns(size_t i, const ColumnSelection& columns,
+                                  DecodedBlock* out) const = 0;
+  // The segment's format version (1 or 2).
+  virtual uint32_t format_version() const = 0;
   // Reads every block and checks the whole-file content hash against info().content_hash.
   virtual Status VerifyAll() const = 0;
 };

@@ -111,6 +111,11 @@ class CopyReader final : public SegmentReader {
   Status ReadBlock(size_t i, DecodedBlock* out) const override {
     return reader_->ReadBlock(i, out);
   }
+  Status ReadBlockColumns(size_t i, const ColumnSelection& columns,
+                          DecodedBlock* out) const override {
+    return reader_->ReadBlockColumns(i, columns, out);
+  }
+  uint32_t format_version() const override { return reader_->format_version(); }
   Status VerifyAll() const override { return reader_->VerifyAll(); }
 
  private:

@@ -1,0 +1,455 @@
+#include "segment/columnar.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <limits>
+
+#include "common/coding.h"
+#include "segment/varint_cursor.h"
+
+namespace sediment::segment_v2 {
+namespace {
+
+using segment_internal::Cursor;
+
+// Dictionary encoding is chosen for a column with at most this many distinct values that is also
+// at most half as many as the column's values.
+constexpr size_t kMaxDictValues = 4096;
+// Field values shorter than this are not referenced from the @rawstring template (a reference
+// costs about two bytes).
+constexpr size_t kMinReferencedValue = 3;
+// Longest decimal rendering of an int64 ("-9223372036854775808").
+constexpr size_t kMaxIntText = 20;
+
+void PutPosition(std::string* dst, Position p) {
+  PutVarsint64(dst, p.offset.value);
+  PutVarint32(dst, p.index);
+}
+
+// True when `s` is the canonical decimal text of an int64 (no '+', no leading zeros, no "-0").
+bool CanonicalInt(std::string_view s, int64_t* v) {
+  if (s.empty() || s.size() > kMaxIntText) return false;
+  const char* b = s.data();
+  const char* e = b + s.size();
+  auto [p, ec] = std::from_chars(b, e, *v);
+  if (ec != std::errc() || p != e) return false;
+  char buf[kMaxIntText];
+  auto [q, ec2] = std::to_chars(buf, buf + sizeof(buf), *v);
+  return ec2 == std::errc() && static_cast<size_t>(q - buf) == s.size() &&
+         std::memcmp(buf, b, s.size()) == 0;
+}
+
+}  // namespace
+
+uint64_t NameTable::Id(std::string_view name) {
+  auto it = ids_.find(std::string(name));
+  if (it != ids_.end()) return it->second;
+  const uint64_t id = names_.size();
+  names_.emplace_back(name);
+  ids_.emplace(names_.back(), id);
+  return id;
+}
+
+void BlockEncoder::Encode(const PositionedEvent* ev, size_t n, NameTable* names,
+                          std::vector<EncodedColumn>* out) {
+  out->clear();
+  out->resize(kBuiltinColumns);
+  for (uint64_t id = 0; id < kBuiltinColumns; ++id) (*out)[id].id = id;
+  std::string& ts = (*out)[kTimestamps].data;
+  std::string& ing = (*out)[kIngest].data;
+  std::string& pos = (*out)[kPositions].data;
+  std::string& layout = (*out)[kLayout].data;
+  std::string raw_lengths, raw_refs, literal;
+  for (auto& [id, col] : columns_) {
+    col.counts.clear();
+    col.values.clear();
+  }
+  std::vector<uint64_t> ids;
+  for (size_t i = 0; i < n; ++i) {
+    const Event& e = ev[i].event;
+    if (i == 0) {
+      PutVarsint64(&ts, e.timestamp_ms);
+      PutVarsint64(&ing, e.ingest_ms);
+      PutPosition(&pos, ev[i].pos);
+    } else {
+      const Event& p = ev[i - 1].event;
+      PutVarsint64(&ts, static_cast<int64_t>(static_cast<uint64_t>(e.timestamp_ms) -
+                                             static_cast<uint64_t>(p.timestamp_ms)));
+      PutVarsint64(&ing, static_cast<int64_t>(static_cast<uint64_t>(e.ingest_ms) -
+                                              static_cast<uint64_t>(p.ingest_ms)));
+      const Position a = ev[i - 1].pos, b = ev[i].pos;
+      const uint64_t d =
+          static_cast<uint64_t>(b.offset.value) - static_cast<uint64_t>(a.offset.value);
+      PutVarint64(&pos, d);
+      PutVarint32(&pos, d == 0 ? b.index - a.index - 1 : b.index);
+    }
+    // Layout and field columns.
+    PutVarint64(&layout, e.fields.size());
+    for (const Field& f : e.fields) {
+      const uint64_t id = names->Id(f.name);
+      PutVarint64(&layout, id);
+      FieldColumn& col = columns_[id];
+      if (col.counts.empty()) {
+        col.counts.assign(n, 0);
+        ids.push_back(id);
+      }
+      ++col.counts[i];
+      col.values.push_back(f.value);
+    }
+    // @rawstring as a template: literal pieces and references to the event's field values, in
+    // order, never overlapping.
+    PutVarint64(&raw_lengths, e.raw.size());
+    std::string refs;
+    size_t prev_end = 0, nrefs = 0;
+    int64_t prev_slot = -1;
+    for (size_t slot = 0; slot < e.fields.size(); ++slot) {
+      const std::string& v = e.fields[slot].value;
+      if (v.size() < kMinReferencedValue) continue;
+      const size_t at = e.raw.find(v, prev_end);
+      if (at == std::string::npos) continue;
+      PutVarint64(&refs, at - prev_end);
+      PutVarint64(&refs, static_cast<uint64_t>(static_cast<int64_t>(slot) - prev_slot - 1));
+      literal.append(e.raw, prev_end, at - prev_end);
+      prev_end = at + v.size();
+      prev_slot = static_cast<int64_t>(slot);
+      ++nrefs;
+    }
+    literal.append(e.raw, prev_end, std::string::npos);
+    PutVarint64(&raw_refs, nrefs);
+    raw_refs.append(refs);
+  }
+  {
+    std::string& raw = (*out)[kRaw].data;
+    PutVarint64(&raw, raw_lengths.size() + raw_refs.size());
+    raw.append(raw_lengths);
+    raw.append(raw_refs);
+    raw.append(literal);
+  }
+
+  std::sort(ids.begin(), ids.end());
+  std::unordered_map<std::string_view, uint32_t> dict;
+  std::vector<std::string_view> dict_list;
+  std::vector<int64_t> ints;
+  for (uint64_t id : ids) {
+    FieldColumn& col = columns_[id];
+    EncodedColumn c;
+    c.id = kFirstField + id;
+    for (uint32_t k : col.counts) PutVarint32(&c.data, k);
+    const size_t m = col.values.size();
+    dict.clear();
+    dict_list.clear();
+    for (std::string_view v : col.values) {
+      auto [it, inserted] = dict.try_emplace(v, static_cast<uint32_t>(dict_list.size()));
+      if (inserted) {
+        dict_list.push_back(v);
+        if (dict_list.size() > kMaxDictValues) break;
+      }
+    }
+    ints.clear();
+    bool all_int = true;
+    for (std::string_view v : col.values) {
+      int64_t x;
+      if (!CanonicalInt(v, &x)) {
+        all_int = false;
+        break;
+      }
+      ints.push_back(x);
+    }
+    if (dict_list.size() <= kMaxDictValues && dict_list.size() * 2 <= m) {
+      c.encoding = kDict;
+      PutVarint64(&c.data, dict_list.size());
+      for (std::string_view v : dict_list) PutLengthPrefixed(&c.data, v);
+      for (std::string_view v : col.values) PutVarint32(&c.data, dict[v]);
+    } else if (all_int) {
+      c.encoding = kInt;
+      c.min = *std::min_element(ints.begin(), ints.end());
+      c.max = *std::max_element(ints.begin(), ints.end());
+      for (int64_t x : ints) PutVarsint64(&c.data, x);
+    } else {
+      c.encoding = kPlain;
+      for (std::string_view v : col.values) PutVarint64(&c.data, v.size());
+      for (std::string_view v : col.values) c.data.append(v);
+    }
+    out->push_back(std::move(c));
+  }
+}
+
+namespace {
+
+struct ParsedColumn {
+  uint64_t id = 0;
+  std::string_view name;
+  std::vector<uint32_t> counts;  // per event
+  std::vector<std::string_view> values;
+  std::vector<int64_t> ints;  // kInt, before rendering
+  size_t next = 0;            // values taken so far
+  size_t prefix = 0;          // full decode: values of the events before the next one
+};
+
+thread_local std::vector<ParsedColumn> tls_columns;
+thread_local std::vector<uint64_t> tls_lengths;
+
+bool DecodeDeltas(std::string_view data, size_t n, std::vector<int64_t>* col) {
+  Cursor c{data.data(), data.data() + data.size()};
+  col->resize(n);
+  uint64_t v = static_cast<uint64_t>(c.S());
+  (*col)[0] = static_cast<int64_t>(v);
+  for (size_t i = 1; i < n; ++i) {
+    v += static_cast<uint64_t>(c.S());
+    (*col)[i] = static_cast<int64_t>(v);
+  }
+  return c.ok && c.p == c.end;
+}
+
+bool DecodePositions(std::string_view data, size_t n, std::vector<Position>* out) {
+  Cursor c{data.data(), data.data() + data.size()};
+  out->resize(n);
+  int64_t off = c.S();
+  uint64_t idx = c.V();
+  if (idx > std::numeric_limits<uint32_t>::max()) return false;
+  (*out)[0] = Position{Offset(off), static_cast<uint32_t>(idx)};
+  for (size_t i = 1; i < n; ++i) {
+    const uint64_t d = c.V();
+    const uint64_t x = c.V();
+    if (x > std::numeric_limits<uint32_t>::max()) return false;
+    if (d == 0) {
+      idx = idx + 1 + x;
+    } else {
+      if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+          __builtin_add_overflow(off, static_cast<int64_t>(d), &off))
+        return false;
+      idx = x;
+    }
+    if (idx > std::numeric_limits<uint32_t>::max()) return false;
+    (*out)[i] = Position{Offset(off), static_cast<uint32_t>(idx)};
+  }
+  return c.ok && c.p == c.end;
+}
+
+// Parses a field column chunk; int values are left in col->ints (rendered by the caller).
+bool ParseField(const Chunk& ch, size_t n, ParsedColumn* col) {
+  Cursor c{ch.data.data(), ch.data.data() + ch.data.size()};
+  col->counts.resize(n);
+  uint64_t m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t k = c.V();
+    // Every value takes at least one byte of the chunk.
+    if (k > c.left()) return false;
+    col->counts[i] = static_cast<uint32_t>(k);
+    m += k;
+  }
+  if (!c.ok || m > c.left()) return false;
+  col->values.clear();
+  col->ints.clear();
+  switch (ch.encoding) {
+    case kPlain: {
+      std::vector<uint64_t>& lens = tls_lengths;
+      lens.resize(m);
+      uint64_t total = 0;
+      for (uint64_t j = 0; j < m; ++j) {
+        lens[j] = c.V();
+        if (lens[j] > c.left()) return false;
+        total += lens[j];
+      }
+      if (!c.ok || total != c.left()) return false;
+      col->values.resize(m);
+      const char* p = c.p;
+      for (uint64_t j = 0; j < m; ++j) {
+        col->values[j] = std::string_view(p, lens[j]);
+        p += lens[j];
+      }
+      return true;
+    }
+    case kDict: {
+      const uint64_t nd = c.V();
+      if (!c.ok || nd > c.left()) return false;
+      std::vector<std::string_view> dict(nd);
+      for (uint64_t k = 0; k < nd; ++k) {
+        const uint64_t len = c.V();
+        if (!c.ok || len > c.left()) return false;
+        dict[k] = std::string_view(c.p, len);
+        c.p += len;
+      }
+      col->values.resize(m);
+      for (uint64_t j = 0; j < m; ++j) {
+        const uint64_t id = c.V();
+        if (id >= nd) return false;
+        col->values[j] = dict[id];
+      }
+      return c.ok && c.p == c.end;
+    }
+    case kInt: {
+      col->ints.resize(m);
+      for (uint64_t j = 0; j < m; ++j) col->ints[j] = c.S();
+      return c.ok && c.p == c.end;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
+                 const std::vector<std::string>& names, bool full, uint64_t max_raw_bytes,
+                 DecodedBlock* out) {
+  const size_t n = event_count;
+  if (n == 0 || chunks.size() < kBuiltinColumns) return false;
+  for (uint64_t id = 0; id < kBuiltinColumns; ++id) {
+    if (chunks[id].id != id) return false;
+  }
+  if (!chunks[kTimestamps].loaded || !chunks[kIngest].loaded || !chunks[kPositions].loaded)
+    return false;
+  if (!DecodeDeltas(chunks[kTimestamps].data, n, &out->timestamps) ||
+      !DecodeDeltas(chunks[kIngest].data, n, &out->ingest_ts) ||
+      !DecodePositions(chunks[kPositions].data, n, &out->positions))
+    return false;
+
+  // Field columns.
+  std::vector<ParsedColumn>& cols = tls_columns;
+  size_t ncols = 0;
+  uint64_t int_values = 0;
+  for (size_t k = kBuiltinColumns; k < chunks.size(); ++k) {
+    const Chunk& ch = chunks[k];
+    if (!ch.loaded) {
+      if (full) return false;
+      continue;
+    }
+    if (ch.id < kFirstField || ch.id - kFirstField >= names.size()) return false;
+    if (ncols == cols.size()) cols.emplace_back();
+    ParsedColumn& col = cols[ncols++];
+    col.id = ch.id;
+    col.name = names[ch.id - kFirstField];
+    col.next = 0;
+    col.prefix = 0;
+    if (!ParseField(ch, n, &col)) return false;
+    int_values += col.ints.size();
+  }
+  // Render integer values as text (views into value_text, sized once).
+  out->value_text.resize(int_values * kMaxIntText);
+  {
+    char* p = out->value_text.data();
+    for (size_t k = 0; k < ncols; ++k) {
+      ParsedColumn& col = cols[k];
+      if (col.ints.empty()) continue;
+      col.values.resize(col.ints.size());
+      for (size_t j = 0; j < col.ints.size(); ++j) {
+        auto [q, ec] = std::to_chars(p, p + kMaxIntText, col.ints[j]);
+        if (ec != std::errc()) return false;
+        col.values[j] = std::string_view(p, static_cast<size_t>(q - p));
+        p = q;
+      }
+    }
+  }
+  out->field_names.resize(ncols);
+  for (size_t k = 0; k < ncols; ++k) out->field_names[k] = cols[k].name;
+
+  out->field_begin.resize(n + 1);
+  out->raw.resize(n);
+  if (!full) {
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; ++i) {
+      out->field_begin[i] = static_cast<uint32_t>(total);
+      for (size_t k = 0; k < ncols; ++k) total += cols[k].counts[i];
+    }
+    out->field_begin[n] = static_cast<uint32_t>(total);
+    out->fields.resize(total);
+    size_t f = 0;
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t k = 0; k < ncols; ++k) {
+        ParsedColumn& col = cols[k];
+        for (uint32_t r = 0; r < col.counts[i]; ++r) {
+          out->fields[f++] = FieldView{col.name, col.values[col.next++]};
+        }
+      }
+      out->raw[i] = std::string_view();
+    }
+    return true;
+  }
+
+  // Full decode: field order from the layout, then @rawstring from its template.
+  if (!chunks[kLayout].loaded || !chunks[kRaw].loaded) return false;
+  {
+    // Column index by id (ids are strictly increasing in `chunks`, so `cols` is sorted by id).
+    Cursor c{chunks[kLayout].data.data(),
+             chunks[kLayout].data.data() + chunks[kLayout].data.size()};
+    uint64_t total = 0;
+    for (size_t k = 0; k < ncols; ++k) total += cols[k].values.size();
+    if (total > chunks[kLayout].data.size()) return false;
+    out->fields.resize(total);
+    size_t f = 0;
+    for (size_t i = 0; i < n; ++i) {
+      out->field_begin[i] = static_cast<uint32_t>(f);
+      const uint64_t count = c.V();
+      if (count > total - f) return false;
+      for (uint64_t r = 0; r < count; ++r) {
+        const uint64_t id = kFirstField + c.V();
+        auto it = std::lower_bound(cols.begin(), cols.begin() + static_cast<ptrdiff_t>(ncols), id,
+                                   [](const ParsedColumn& a, uint64_t x) { return a.id < x; });
+        if (it == cols.begin() + static_cast<ptrdiff_t>(ncols) || it->id != id) return false;
+        if (it->next >= it->values.size()) return false;
+        out->fields[f++] = FieldView{it->name, it->values[it->next++]};
+      }
+      // Every column gave exactly its count for this event.
+      for (size_t k = 0; k < ncols; ++k) {
+        cols[k].prefix += cols[k].counts[i];
+        if (cols[k].next != cols[k].prefix) return false;
+      }
+    }
+    out->field_begin[n] = static_cast<uint32_t>(f);
+    if (!c.ok || c.p != c.end || f != total) return false;
+  }
+  {
+    std::string_view data = chunks[kRaw].data;
+    Cursor c{data.data(), data.data() + data.size()};
+    const uint64_t meta = c.V();
+    if (!c.ok || meta > c.left()) return false;
+    const char* literal = c.p + meta;
+    const char* literal_end = c.end;
+    c.end = literal;
+    std::vector<uint64_t>& lens = tls_lengths;
+    lens.resize(n);
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; ++i) {
+      lens[i] = c.V();
+      if (lens[i] > max_raw_bytes - total) return false;
+      total += lens[i];
+    }
+    out->raw_text.resize(total);
+    char* dst = out->raw_text.data();
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t nrefs = c.V();
+      const uint32_t fb = out->field_begin[i], fe = out->field_begin[i + 1];
+      if (!c.ok || nrefs > fe - fb) return false;
+      char* const start = dst;
+      uint64_t room = lens[i];
+      uint64_t slot = 0;
+      for (uint64_t r = 0; r < nrefs; ++r) {
+        const uint64_t gap = c.V();
+        const uint64_t skip = c.V();
+        if (gap > room || gap > static_cast<uint64_t>(literal_end - literal)) return false;
+        std::memcpy(dst, literal, gap);
+        dst += gap;
+        literal += gap;
+        room -= gap;
+        if (skip >= fe - fb - slot) return false;
+        slot += skip;
+        const std::string_view v = out->fields[fb + slot].value;
+        ++slot;
+        if (v.size() > room) return false;
+        std::memcpy(dst, v.data(), v.size());
+        dst += v.size();
+        room -= v.size();
+      }
+      if (room > static_cast<uint64_t>(literal_end - literal)) return false;
+      std::memcpy(dst, literal, room);
+      dst += room;
+      literal += room;
+      out->raw[i] = std::string_view(start, lens[i]);
+    }
+    if (!c.ok || c.p != c.end || literal != literal_end) return false;
+  }
+  return true;
+}
+
+}  // namespace sediment::segment_v2

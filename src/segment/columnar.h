@@ -1,0 +1,88 @@
+// Format 2 block content (FORMAT.md "Format 2"): the column chunks of one block, before
+// compression. Internal to the segment library: segment.cc does the file I/O, checksums and
+// compression; this file turns events into uncompressed chunks and chunks back into a
+// DecodedBlock. Not thread-safe per object; the free functions are reentrant.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "model/event.h"
+#include "segment/segment.h"
+
+namespace sediment::segment_v2 {
+
+// Column ids: the built-in columns, then field name k of the segment's name table as
+// kFirstField + k.
+inline constexpr uint64_t kTimestamps = 0;
+inline constexpr uint64_t kIngest = 1;
+inline constexpr uint64_t kPositions = 2;
+inline constexpr uint64_t kLayout = 3;
+inline constexpr uint64_t kRaw = 4;
+inline constexpr uint64_t kFirstField = 5;
+inline constexpr uint64_t kBuiltinColumns = 5;
+
+// How a field column's values are stored (a built-in column always uses kPlain).
+enum Encoding : uint8_t { kPlain = 0, kDict = 1, kInt = 2 };
+
+// One column of a block as the writer produced it (uncompressed).
+struct EncodedColumn {
+  uint64_t id = 0;
+  Encoding encoding = kPlain;
+  std::string data;
+  int64_t min = 0, max = 0;  // kInt only: the smallest and largest value
+};
+
+// The segment's field names in id order, with the reverse map. Grows as blocks are encoded.
+class NameTable {
+ public:
+  uint64_t Id(std::string_view name);
+  const std::vector<std::string>& names() const { return names_; }
+
+ private:
+  std::unordered_map<std::string, uint64_t> ids_;
+  std::vector<std::string> names_;
+};
+
+// Encodes events [ev, ev + n) (n >= 1, positions strictly increasing) into `out`: the five
+// built-in columns in id order, then one column per field name present, in increasing id order.
+// Reusable across blocks.
+class BlockEncoder {
+ public:
+  void Encode(const PositionedEvent* ev, size_t n, NameTable* names,
+              std::vector<EncodedColumn>* out);
+
+ private:
+  struct FieldColumn {
+    std::vector<uint32_t> counts;  // per event
+    std::vector<std::string_view> values;
+  };
+  std::unordered_map<uint64_t, FieldColumn> columns_;
+};
+
+// A column chunk handed to the decoder: its id and encoding from the footer, and its
+// decompressed bytes (empty view = not loaded).
+struct Chunk {
+  uint64_t id = 0;
+  Encoding encoding = kPlain;
+  std::string_view data;
+  bool loaded = false;
+};
+
+// Decodes a block from its chunks into `out` (views point into the chunks, out->raw_text and
+// out->value_text). `chunks` lists the block's columns in footer order; the built-in
+// timestamps/ingest/positions chunks must be loaded; with `full` every chunk must be loaded and
+// raw strings and field order are reconstructed, otherwise only the loaded field columns are
+// decoded (fields in chunk order) and raw views are empty. `names` is the segment's name table.
+// Every length, count and reference is checked: any inconsistency is false (the caller reports
+// Corruption) with `out` unspecified. Allocations are bounded by the chunks' sizes and
+// `max_raw_bytes`.
+bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
+                 const std::vector<std::string>& names, bool full, uint64_t max_raw_bytes,
+                 DecodedBlock* out);
+
+}  // namespace sediment::segment_v2
