@@ -18,6 +18,7 @@
 
 #include "common/time_parse.h"
 #include "query/aggregate.h"
+#include "query/columns.h"
 #include "query/compiled.h"
 #include "query/query.h"
 #include "query/record.h"
@@ -327,11 +328,18 @@ struct ScanWorker {
 };
 
 // Evaluates `filter` and the time range over the block in w->view into w->matched.
-void ScanBlock(const FilterNode& filter, const TimeRange& range, ScanWorker* w) {
+// `raw_bytes`: the block's @rawstring bytes when its index knows them (format 2, whose raw strings
+// may not be decoded), else 0 (counted from the decoded raw strings).
+void ScanBlock(const FilterNode& filter, const TimeRange& range, uint64_t raw_bytes,
+               ScanWorker* w) {
   BlockView& v = w->view;
   const DecodedBlock& b = *v.b;
   w->stats.events_scanned += v.n;
-  for (size_t i = 0; i < v.n; ++i) w->stats.bytes_scanned += b.raw[i].size();
+  if (raw_bytes != 0) {
+    w->stats.bytes_scanned += raw_bytes;
+  } else {
+    for (size_t i = 0; i < v.n; ++i) w->stats.bytes_scanned += b.raw[i].size();
+  }
   w->cand.assign(v.n, 0);
   for (size_t i = 0; i < v.n; ++i) {
     w->cand[i] = b.timestamps[i] >= range.start_ms && b.timestamps[i] < range.end_ms;
@@ -360,7 +368,8 @@ struct ScanOutcome {
 
 // The scan shared by Execute and CollectMatches: prunes segments (time range, datasource tags),
 // opens them and prunes blocks (time range, block filters) in parallel, then scans blocks and
-// 4096-event chunks of buffered events on max(1, options.threads) threads. For every scanned
+// 4096-event chunks of buffered events on max(1, options.threads) threads. Segment blocks are
+// decoded with `columns` (at least those; see query/columns.h). For every scanned
 // block it calls visit(worker, task, view, matched) on a worker thread, where matched[i] != 0 for
 // the events of `view` in `range` that pass the filter; `task` numbers the scan tasks in input
 // order (segments in order with their blocks in order, then buffered sources in order with their
@@ -368,8 +377,9 @@ struct ScanOutcome {
 // threads) before each task; once it returns true the remaining tasks are skipped and
 // `stopped` is set.
 template <typename Visit, typename Stop>
-Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const TimeRange& range,
-                         const ScanInput& input, const ExecOptions& options, Visit&& visit,
+Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelection& columns,
+                         const TimeRange& range, const ScanInput& input,
+                         const ExecOptions& options, Visit&& visit,
                          Stop&& stop) {
   ScanOutcome out;
   const int threads = std::max(1, options.threads);
@@ -466,12 +476,12 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const TimeRange& 
       const BufferedSource& bs = input.buffered[t.source];
       BuildBufferedBlock(*bs.events, t.block, t.end, range, &w.block);
       w.view.Init(&w.block, &bs.datasource, bs.partition);
-      ScanBlock(*buffered_filters[t.source], range, &w);
+      ScanBlock(*buffered_filters[t.source], range, 0, &w);
       visit(worker, ti, static_cast<const BlockView&>(w.view), static_cast<const Mask&>(w.matched));
       return;
     }
     const SegmentPlan& p = plans[t.source];
-    Status st = p.reader->ReadBlock(t.block, &w.block);
+    Status st = p.reader->ReadBlockColumns(t.block, columns, &w.block);
     if (st.ok() && !ValidBlockShape(w.block)) {
       st = Status::Corruption("decoded block has inconsistent event arrays");
     }
@@ -487,7 +497,7 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const TimeRange& 
     }
     ++w.stats.blocks_scanned;
     w.view.Init(&w.block, &p.src->datasource, p.src->partition);
-    ScanBlock(*p.filter, range, &w);
+    ScanBlock(*p.filter, range, p.reader->blocks()[t.block].raw_bytes, &w);
     visit(worker, ti, static_cast<const BlockView&>(w.view), static_cast<const Mask&>(w.matched));
   }));
   out.stopped = stopped.load();
@@ -593,7 +603,7 @@ Result<PartialResult> ExecutePartialImpl(Env* env, const CompiledQuery& query,
   QueryProgress* progress = options.progress;
   ASSIGN_OR_RETURN(ScanOutcome scan,
                    Scan(
-                       env, query, range, input, options,
+                       env, query, ScanColumns(query), range, input, options,
                        [&](size_t worker, size_t /*task*/, const BlockView& v, const Mask& m) {
                          Collector& c = *collectors[worker];
                          Record& rec = records[worker];
@@ -770,7 +780,7 @@ Result<MatchSet> CollectMatchesImpl(Env* env, const CompiledQuery& query, const 
   std::atomic<size_t> found{0};
   ASSIGN_OR_RETURN(ScanOutcome scan,
                    Scan(
-                       env, query, range, input, options,
+                       env, query, ColumnSelection{}, range, input, options,
                        [&](size_t worker, size_t task, const BlockView& v, const Mask& matched) {
                          MatchPiece piece;
                          for (size_t i = 0; i < v.n; ++i) {

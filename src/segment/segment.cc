@@ -240,6 +240,7 @@ std::string EncodeFooter(uint32_t version, const SegmentInfo& info,
     PutVarint64(&f, extra[i].filter_size);
     f.push_back(static_cast<char>(extra[i].filter_hashes));
     if (version == kFormatVersion2) {
+      PutVarint64(&f, b.raw_bytes);
       PutVarint64(&f, extra[i].columns.size());
       for (const ColumnEntry& c : extra[i].columns) {
         PutVarint64(&f, c.id);
@@ -372,6 +373,7 @@ Result<SegmentInfo> WriteSegmentTo(Env* env, const std::string& tmp, const Datas
       b.min_ts = std::min(b.min_ts, e.timestamp_ms);
       b.max_ts = std::max(b.max_ts, e.timestamp_ms);
       info.raw_bytes += e.raw.size();
+      if (o.format_version == kFormatVersion2) b.raw_bytes += e.raw.size();
       if (o.filter_hashes > 0) {
         filter.Add(e.raw);
         for (const Field& f : e.fields) filter.Add(f.value);
@@ -593,6 +595,7 @@ Status SegmentReaderImpl::ParseFooter(std::string_view in, uint64_t footer_offse
     x.filter_hashes = static_cast<uint8_t>(in[0]);
     in.remove_prefix(1);
     if (version_ == kFormatVersion2) {
+      if (!GetVarint64(&in, &b.raw_bytes)) return bad;
       RETURN_IF_ERROR(ParseColumnDirectory(&in, i, b.stored_size, b.raw_size));
     }
   }
@@ -601,7 +604,7 @@ Status SegmentReaderImpl::ParseFooter(std::string_view in, uint64_t footer_offse
   filters_ = std::string(in);
 
   // Sanity: blocks tile [header, footer) in order, ranges ordered, sizes plausible.
-  uint64_t expect_offset = kHeaderSize, events = 0;
+  uint64_t expect_offset = kHeaderSize, events = 0, raw_bytes = 0;
   int64_t min_ts = std::numeric_limits<int64_t>::max();
   int64_t max_ts = std::numeric_limits<int64_t>::min();
   for (uint64_t i = 0; i < block_count; ++i) {
@@ -623,12 +626,16 @@ Status SegmentReaderImpl::ParseFooter(std::string_view in, uint64_t footer_offse
         x.filter_size / 8 >= (uint64_t{1} << 26))
       return Corrupt(where + "filter out of range");
     for (ColumnEntry& c : extra_[i].columns) c.file_offset += b.file_offset;
+    if (b.raw_bytes > info_.raw_bytes - raw_bytes || b.raw_bytes > kMaxBlockRawSize)
+      return Corrupt(where + "raw bytes out of range");
+    raw_bytes += b.raw_bytes;
     events += b.event_count;
     min_ts = std::min(min_ts, b.min_ts);
     max_ts = std::max(max_ts, b.max_ts);
   }
   if (expect_offset != footer_offset) return Corrupt("blocks do not end at the footer");
-  if (events != info_.event_count || info_.min_pos != blocks_.front().min_pos ||
+  if (events != info_.event_count || (version_ == kFormatVersion2 && raw_bytes != info_.raw_bytes) ||
+      info_.min_pos != blocks_.front().min_pos ||
       info_.max_pos != blocks_.back().max_pos || info_.min_ts != min_ts || info_.max_ts != max_ts)
     return Corrupt("segment info disagrees with the block index");
   return Status::OK();
@@ -747,7 +754,8 @@ Status SegmentReaderImpl::ReadColumnsV2(size_t i, const ColumnSelection& selecti
       chunks[k].loaded = true;
     }
   }
-  if (!segment_v2::DecodeBlock(b.event_count, chunks, names_, full, kMaxBlockRawSize, out))
+  if (!segment_v2::DecodeBlock(b.event_count, chunks, names_, full, b.raw_bytes, out) ||
+      (full && out->raw_text.size() != b.raw_bytes))
     return Corrupt("block " + std::to_string(i) + ": inconsistent columns");
   return CheckDecoded(i, *out);
 }

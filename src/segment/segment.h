@@ -35,6 +35,9 @@ struct BlockInfo {
   uint32_t event_count = 0;
   int64_t min_ts = 0, max_ts = 0;
   Position min_pos, max_pos;
+  // Sum of the block's @rawstring sizes; format 2 only (0 in format 1, where every read decodes
+  // the raw strings).
+  uint64_t raw_bytes = 0;
 };
 
 struct SegmentWriterOptions {
