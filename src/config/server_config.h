@@ -3,10 +3,12 @@
 // documented ones.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace sediment {
@@ -53,7 +55,8 @@ struct ServerConfig {
   size_t flush_bytes = 32u << 20;
   // Embedded log only: a partition's active file is sealed and a new one started at this size.
   uint64_t log_file_bytes = 64ull << 20;
-  int query_threads = 2;
+  // Threads per query; 0 = one per core of the machine (EffectiveQueryThreads).
+  int query_threads = 0;
   // Query limits (api/, coordinator/): a query fails with 408 after this long (0 = no limit) and
   // with 413 when its partial states (groups, kept rows) need more than this many bytes on one
   // node (0 = no bound). Peers get the remaining time and the same bound.
@@ -126,5 +129,11 @@ struct ServerConfig {
   // Start a new cluster (empty data dir, empty commit log) from the bucket's newest snapshot.
   bool recover_from_bucket = false;
 };
+
+// The threads a query runs on: `query_threads`, or one per core when it is 0.
+inline int EffectiveQueryThreads(const ServerConfig& config) {
+  if (config.query_threads > 0) return config.query_threads;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
 
 }  // namespace sediment

@@ -135,10 +135,10 @@ void Server::Impl::StartCoordinator() {
   query_local = std::make_unique<LocalQueryNode>(node, digest.get(), store.get(), replicator.get(),
                                                  bucket != nullptr);
   leaf = std::make_unique<coordinator::Leaf>(env, global.get(), query_local.get(),
-                                             config.query_threads);
+                                             EffectiveQueryThreads(config));
   query_peers = coordinator::NewHttpPeerClient([this] { return ClusterSecret(); }, peer_tls);
   coordinator::CoordinatorOptions options;
-  options.query_threads = config.query_threads;
+  options.query_threads = EffectiveQueryThreads(config);
   options.heartbeat_timeout_ms = config.heartbeat_timeout_ms;
   options.peer_progress_timeout = std::chrono::milliseconds(config.peer_progress_timeout_ms);
   coordinator = std::make_unique<coordinator::Coordinator>(
