@@ -844,6 +844,79 @@ class AggregateCollector final : public Collector {
     }
     if (function_.empty()) function_ = grouping_ == Stage::Grouping::kTop ? "top" : "groupBy";
     if (grouping_ == Stage::Grouping::kNone) FindOrAdd("");
+    counts_only_ = true;
+    for (const MetricSpec& m : metrics_) {
+      if (m.kind != Metric::Kind::kCount || !m.field.empty()) counts_only_ = false;
+    }
+  }
+
+  bool AddCount(uint64_t n) override {
+    if (!counts_only_ || grouping_ != Stage::Grouping::kNone) return false;
+    AddCounts(0, n);
+    return true;
+  }
+
+  bool AddBlock(const DecodedBlock& b, const std::vector<uint8_t>& matched) override {
+    if (!counts_only_) return false;
+    const size_t n = b.size();
+    switch (grouping_) {
+      case Stage::Grouping::kNone: {
+        uint64_t k = 0;
+        for (size_t i = 0; i < n; ++i) k += matched[i] != 0;
+        AddCounts(0, k);
+        return true;
+      }
+      case Stage::Grouping::kGroupBy:
+      case Stage::Grouping::kTop: {
+        if (fields_.size() != 1) return false;
+        const DecodedBlock::DictColumn* d = b.FindDictColumn(fields_[0]);
+        if (d == nullptr) return false;
+        std::vector<uint64_t>& counts = dict_counts_;
+        counts.assign(d->values.size(), 0);
+        for (size_t i = 0; i < n; ++i) {
+          const uint32_t id = d->ids[i];
+          if (matched[i] && id != DecodedBlock::kNoValue) ++counts[id];
+        }
+        for (size_t id = 0; id < counts.size(); ++id) {
+          if (counts[id] != 0) AddCounts(FindOrAdd(d->values[id]), counts[id]);
+        }
+        return true;
+      }
+      case Stage::Grouping::kBucket: {
+        if (!fields_.empty()) return false;
+        // Events of a block are mostly in time order: one bucket lookup per run.
+        int64_t lo = 0, hi = -1;  // the current bucket [lo, hi], empty at first
+        uint32_t g = 0;
+        uint64_t run = 0;
+        for (size_t i = 0; i < n; ++i) {
+          if (!matched[i]) continue;
+          const int64_t t = b.timestamps[i];
+          if (t >= lo && t <= hi) {
+            ++run;
+            continue;
+          }
+          if (run != 0) AddCounts(g, run);
+          run = 0;
+          std::optional<int64_t> start = FloorTo(t, span_);
+          if (!start) {
+            lo = 0;
+            hi = -1;
+            continue;
+          }
+          key_buf_.clear();
+          PutFixed64(&key_buf_, static_cast<uint64_t>(*start));
+          g = FindOrAdd(key_buf_);
+          lo = *start;
+          hi = *start > std::numeric_limits<int64_t>::max() - (span_ - 1)
+                   ? std::numeric_limits<int64_t>::max()
+                   : *start + (span_ - 1);
+          run = 1;
+        }
+        if (run != 0) AddCounts(g, run);
+        return true;
+      }
+    }
+    return false;
   }
 
   void Add(const Record& r) override {
@@ -952,6 +1025,12 @@ class AggregateCollector final : public Collector {
     }
     bytes_ += key.size() + sizeof(std::string) + stride() * sizeof(Acc);
     return g;
+  }
+
+  // Adds `k` to every (plain count) metric of group g.
+  void AddCounts(uint32_t g, uint64_t k) {
+    Acc* a = AccsOf(g);
+    for (size_t m = 0; m < stride(); ++m) a[m].n += static_cast<int64_t>(k);
   }
 
   void AddDistinct(Acc& a, std::string_view v) {
@@ -1169,6 +1248,8 @@ class AggregateCollector final : public Collector {
   Stage::Grouping grouping_;
   std::vector<std::string> fields_;
   int64_t limit_;
+  bool counts_only_ = false;  // every metric is count() without a field
+  std::vector<uint64_t> dict_counts_;
   std::string function_;
   TimeRange range_;
   bool top_percent_;

@@ -32,6 +32,18 @@ class Collector {
   // Adds one record. The record may point into a block that is reused after the call: keep
   // only copies (Record::ToRow). Never fails on data.
   virtual void Add(const Record& r) = 0;
+  // Block-at-a-time shortcut for events no stage changed: adds the events i of `block` with
+  // matched[i] != 0 exactly as Add would add their records, when this collector can do so from
+  // the block's columns alone (counts in total, by time bucket, or by a dictionary column).
+  // Returns false, having added nothing, when it cannot; the caller then adds the records one by
+  // one.
+  virtual bool AddBlock(const DecodedBlock& block, const std::vector<uint8_t>& matched) {
+    return false;
+  }
+  // Adds `n` unchanged events when the stage only counts its records in total (count() and
+  // other plain counts without grouping), so that whole blocks can be counted from the segment
+  // index without being read. Returns false, adding nothing, otherwise (n = 0 probes).
+  virtual bool AddCount(uint64_t n) { return false; }
   // Folds `other` (a collector of the same stage and context) into this one; `other` is left
   // in an unspecified state.
   virtual void Merge(Collector& other) = 0;

@@ -16,7 +16,11 @@ class Needs {
       sel_.raw = true;
       return;
     }
-    if (name == "@timestamp" || name == "@ingesttimestamp" || name == "@id") return;
+    if (name == "@ingesttimestamp") {
+      sel_.ingest = true;
+      return;
+    }
+    if (name == "@timestamp" || name == "@id") return;
     sel_.fields.push_back(name);
   }
   void Raw() { sel_.raw = true; }
@@ -124,7 +128,7 @@ class Needs {
   }
 
  private:
-  ColumnSelection sel_{.all = false, .raw = false, .fields = {}};
+  ColumnSelection sel_{.all = false, .raw = false, .ingest = false, .fields = {}};
 };
 
 }  // namespace

@@ -3,7 +3,8 @@
 // Contract: the selection is conservative. Every field a per-record stage or the first collecting
 // stage may read is in it (a field name a stage reads, writes or matches on); anything the
 // analysis cannot bound (events as results, head/tail/sort, split, kvParse without override)
-// selects every column. @timestamp, @ingesttimestamp and @id are always decoded; tags (#...) are
+// selects every column. @timestamp and @id are always decoded, @ingesttimestamp when a stage names
+// it; tags (#...) are
 // not columns. Stages after the first collecting stage read the collector's rows, not blocks.
 #pragma once
 

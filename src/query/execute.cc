@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -123,6 +124,25 @@ void EvalText(const CiSearcher& s, const BlockView& v, const Mask& cand, Mask* o
   }
 }
 
+// A field comparison over a dictionary column: each distinct value is matched once (as a record
+// holding only that field, so the rules are Matches' own), events take their value's verdict; an
+// event without the field matches no comparison.
+void EvalDictLeaf(const FilterNode& node, const DecodedBlock::DictColumn& d, const Mask& cand,
+                  Mask* out) {
+  std::vector<int8_t> verdict(d.values.size(), -1);
+  for (size_t i = 0; i < cand.size(); ++i) {
+    if (!cand[i]) continue;
+    const uint32_t id = d.ids[i];
+    if (id == DecodedBlock::kNoValue) continue;
+    if (verdict[id] < 0) {
+      Row row;
+      row.emplace_back(node.field, Value(std::string(d.values[id])));
+      verdict[id] = Matches(node, Record::FromRow(std::move(row), RecordKey{})) ? 1 : 0;
+    }
+    (*out)[i] = static_cast<uint8_t>(verdict[id]);
+  }
+}
+
 void Eval(const FilterNode& node, const BlockView& v, const Mask& cand, Mask* out) {
   out->assign(v.n, 0);
   const DecodedBlock& b = *v.b;
@@ -175,6 +195,10 @@ void Eval(const FilterNode& node, const BlockView& v, const Mask& cand, Mask* ou
     case K::kFieldGlob:
     case K::kFieldRegex:
     case K::kFieldCmp:
+      if (const DecodedBlock::DictColumn* d = b.FindDictColumn(node.field)) {
+        EvalDictLeaf(node, *d, cand, out);
+        return;
+      }
       // One record at a time, with the same rules as a filter stage later in the pipeline.
       for (size_t i = 0; i < v.n; ++i) {
         if (cand[i] && Matches(node, Record(EventRef{v.b, v.ds, v.partition, i}))) (*out)[i] = 1;
@@ -243,6 +267,7 @@ void BuildBufferedBlock(const std::vector<PositionedEvent>& events, size_t begin
   out->raw.clear();
   out->fields.clear();
   out->field_names.clear();
+  out->dict_columns.clear();
   out->buffer.clear();
   out->buffer.reserve(bytes);  // views below stay valid: appends never exceed this capacity
   out->field_begin.assign(1, 0);
@@ -369,7 +394,10 @@ struct ScanOutcome {
 // The scan shared by Execute and CollectMatches: prunes segments (time range, datasource tags),
 // opens them and prunes blocks (time range, block filters) in parallel, then scans blocks and
 // 4096-event chunks of buffered events on max(1, options.threads) threads. Segment blocks are
-// decoded with `columns` (at least those; see query/columns.h). For every scanned
+// decoded with `columns` (at least those; see query/columns.h). When `count_block` is set, a
+// segment block that lies wholly inside `range` and whose datasource's filter is always true is
+// not read: count_block(worker, its event count) is called instead (from phase 1). For every
+// scanned
 // block it calls visit(worker, task, view, matched) on a worker thread, where matched[i] != 0 for
 // the events of `view` in `range` that pass the filter; `task` numbers the scan tasks in input
 // order (segments in order with their blocks in order, then buffered sources in order with their
@@ -379,7 +407,8 @@ struct ScanOutcome {
 template <typename Visit, typename Stop>
 Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelection& columns,
                          const TimeRange& range, const ScanInput& input,
-                         const ExecOptions& options, Visit&& visit,
+                         const ExecOptions& options,
+                         const std::function<void(size_t, uint64_t)>& count_block, Visit&& visit,
                          Stop&& stop) {
   ScanOutcome out;
   const int threads = std::max(1, options.threads);
@@ -423,6 +452,13 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelec
     for (size_t bi = 0; bi < blocks.size(); ++bi) {
       const BlockInfo& info = blocks[bi];
       if (info.max_ts < range.start_ms || info.min_ts >= range.end_ms) continue;
+      if (count_block && p.filter->kind == K::kTrue && info.min_ts >= range.start_ms &&
+          info.max_ts < range.end_ms) {
+        count_block(worker, info.event_count);
+        w.stats.events_scanned += info.event_count;
+        w.stats.bytes_scanned += info.raw_bytes;
+        continue;
+      }
       if (options.use_block_filters && !p.terms.empty() &&
           !p.reader->BlockMayContainAll(bi, p.terms)) {
         continue;
@@ -597,23 +633,38 @@ Result<PartialResult> ExecutePartialImpl(Env* env, const CompiledQuery& query,
     scratch[w].resize(collect);
   }
   std::vector<uint64_t> matched(workers, 0);
+  // A stage that only counts in total counts whole blocks from the segment index.
+  std::function<void(size_t, uint64_t)> count_block;
+  if (collect == 0 && collectors[0]->AddCount(0)) {
+    count_block = [&](size_t worker, uint64_t n) {
+      collectors[worker]->AddCount(n);
+      matched[worker] += n;
+      if (options.progress != nullptr) {
+        options.progress->events_matched.fetch_add(n, std::memory_order_relaxed);
+      }
+    };
+  }
   Limits limits(&options, workers,
                 collect < query.stages.size() ? query.stages[collect].function + "()"
                                               : std::string("the search (non-aggregate results)"));
   QueryProgress* progress = options.progress;
   ASSIGN_OR_RETURN(ScanOutcome scan,
                    Scan(
-                       env, query, ScanColumns(query), range, input, options,
+                       env, query, ScanColumns(query), range, input, options, count_block,
                        [&](size_t worker, size_t /*task*/, const BlockView& v, const Mask& m) {
                          Collector& c = *collectors[worker];
                          Record& rec = records[worker];
                          uint64_t n = 0;
-                         for (size_t i = 0; i < v.n; ++i) {
-                           if (!m[i]) continue;
-                           ++n;
-                           rec.ResetToEvent(EventRef{v.b, v.ds, v.partition, i});
-                           RunTransforms(query.stages, 0, collect, rec, &scratch[worker],
-                                         [&c](const Record& r) { c.Add(r); });
+                         if (collect == 0 && c.AddBlock(*v.b, m)) {
+                           for (size_t i = 0; i < v.n; ++i) n += m[i] != 0;
+                         } else {
+                           for (size_t i = 0; i < v.n; ++i) {
+                             if (!m[i]) continue;
+                             ++n;
+                             rec.ResetToEvent(EventRef{v.b, v.ds, v.partition, i});
+                             RunTransforms(query.stages, 0, collect, rec, &scratch[worker],
+                                           [&c](const Record& r) { c.Add(r); });
+                           }
                          }
                          matched[worker] += n;
                          if (progress != nullptr) {
@@ -780,7 +831,7 @@ Result<MatchSet> CollectMatchesImpl(Env* env, const CompiledQuery& query, const 
   std::atomic<size_t> found{0};
   ASSIGN_OR_RETURN(ScanOutcome scan,
                    Scan(
-                       env, query, ColumnSelection{}, range, input, options,
+                       env, query, ColumnSelection{}, range, input, options, nullptr,
                        [&](size_t worker, size_t task, const BlockView& v, const Mask& matched) {
                          MatchPiece piece;
                          for (size_t i = 0; i < v.n; ++i) {

@@ -507,6 +507,8 @@ TEST_F(SegmentExecTest, ColumnSelectiveReadsAnswerAsFullReads) {
       "@extra=x | count()",
       "#type=app | groupBy(#type)",
       "| head(4)",
+      "@ingesttimestamp > 2000 | count()",
+      "| max(@ingesttimestamp)",
       "",
   };
   for (const char* q : queries) {
@@ -522,6 +524,36 @@ TEST_F(SegmentExecTest, ColumnSelectiveReadsAnswerAsFullReads) {
   }
 }
 
+// count() over blocks wholly inside the range reads no block: the segment index has their event
+// counts. Blocks cut by the range, or any filter, are read.
+TEST_F(SegmentExecTest, CountOfWholeBlocksReadsNoBlock) {
+  ScanInput in;
+  in.segments.push_back(MakeSegment(1, 10000, 3000, -1));
+  in.segments.push_back(MakeSegment(2, 20000, 3000, 7));
+  for (int threads : {1, 2}) {
+    ExecOptions o;
+    o.threads = threads;
+    auto all = RunQuery("| count()", in, TimeRange{0, 100000}, o);
+    ASSERT_TRUE(all.ok());
+    EXPECT_EQ(std::get<int64_t>(*Get(all->rows[0], "_count")), 6000);
+    EXPECT_EQ(all->stats.blocks_scanned, 0u);
+    EXPECT_EQ(all->stats.events_matched, 6000u);
+    // A range that cuts blocks: those are read and their events filtered by time.
+    auto part = RunQuery("| count()", in, TimeRange{10500, 21000}, o);
+    ASSERT_TRUE(part.ok());
+    EXPECT_EQ(std::get<int64_t>(*Get(part->rows[0], "_count")), 3500);
+    EXPECT_GT(part->stats.blocks_scanned, 0u);
+    EXPECT_LT(part->stats.blocks_scanned, part->stats.blocks_total);
+    auto filtered = RunQuery("zebrafish | count()", in, TimeRange{0, 100000}, o);
+    ASSERT_TRUE(filtered.ok());
+    EXPECT_EQ(std::get<int64_t>(*Get(filtered->rows[0], "_count")), 1);
+    auto two = RunQuery("| [count(), count(as=n)]", in, TimeRange{0, 100000}, o);
+    ASSERT_TRUE(two.ok());
+    EXPECT_EQ(std::get<int64_t>(*Get(two->rows[0], "n")), 6000);
+    EXPECT_EQ(two->stats.blocks_scanned, 0u);
+  }
+}
+
 // The selection itself: what each shape of query reads.
 TEST(ScanColumnsTest, SelectsWhatTheQueryReads) {
   auto sel = [](std::string_view q) {
@@ -529,7 +561,7 @@ TEST(ScanColumnsTest, SelectsWhatTheQueryReads) {
     EXPECT_TRUE(c.ok()) << q;
     ColumnSelection s = ScanColumns(**c);
     if (s.all) return std::string("all");
-    std::string out = s.raw ? "raw" : "";
+    std::string out = s.raw ? "raw" : (s.ingest ? "ingest" : "");
     for (const std::string& f : s.fields) out += (out.empty() ? "" : ",") + f;
     return out;
   };
@@ -541,6 +573,7 @@ TEST(ScanColumnsTest, SelectsWhatTheQueryReads) {
   EXPECT_EQ(sel("error | count()"), "raw");
   EXPECT_EQ(sel("| regex(\"x(?<y>.)\") | groupBy(y)"), "raw,y");
   EXPECT_EQ(sel("| @timestamp > 5 | count()"), "");
+  EXPECT_EQ(sel("| @ingesttimestamp > 5 | count()"), "ingest");
   EXPECT_EQ(sel("#repo=x | count()"), "");
   EXPECT_EQ(sel("status=500"), "all");
   EXPECT_EQ(sel("| tail(10)"), "all");
@@ -646,10 +679,12 @@ TEST_F(SegmentExecTest, CorruptAndMissingSegmentsBecomeWarnings) {
   // Segment 4: missing.
   ASSERT_TRUE(Env::Default()->RemoveFile((dir_ + "/" + in.segments[3].file_name)).ok());
 
+  // count(@timestamp) reads every block's timestamps (a bare count() of whole blocks is answered
+  // from the segment index, see CountOfWholeBlocksReadsNoBlock).
   for (int threads : {1, 3}) {
     ExecOptions o;
     o.threads = threads;
-    auto r = RunQuery("| count()", in, TimeRange{0, 100000}, o);
+    auto r = RunQuery("| count(@timestamp)", in, TimeRange{0, 100000}, o);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     int64_t count = std::get<int64_t>(*Get(r->rows[0], "_count"));
     EXPECT_GE(count, 1000);  // segment 1 in full, segment 2 minus its bad block

@@ -183,6 +183,8 @@ struct ParsedColumn {
   std::vector<uint32_t> counts;  // per event
   std::vector<std::string_view> values;
   std::vector<int64_t> ints;  // kInt, before rendering
+  std::vector<std::string_view> dict;  // kDict: the distinct values
+  std::vector<uint32_t> dict_ids;      // kDict: per value, its index in `dict`
   size_t next = 0;            // values taken so far
   size_t prefix = 0;          // full decode: values of the events before the next one
 };
@@ -242,6 +244,8 @@ bool ParseField(const Chunk& ch, size_t n, ParsedColumn* col) {
   if (!c.ok || m > c.left()) return false;
   col->values.clear();
   col->ints.clear();
+  col->dict.clear();
+  col->dict_ids.clear();
   switch (ch.encoding) {
     case kPlain: {
       std::vector<uint64_t>& lens = tls_lengths;
@@ -264,7 +268,8 @@ bool ParseField(const Chunk& ch, size_t n, ParsedColumn* col) {
     case kDict: {
       const uint64_t nd = c.V();
       if (!c.ok || nd > c.left()) return false;
-      std::vector<std::string_view> dict(nd);
+      std::vector<std::string_view>& dict = col->dict;
+      dict.resize(nd);
       for (uint64_t k = 0; k < nd; ++k) {
         const uint64_t len = c.V();
         if (!c.ok || len > c.left()) return false;
@@ -272,10 +277,12 @@ bool ParseField(const Chunk& ch, size_t n, ParsedColumn* col) {
         c.p += len;
       }
       col->values.resize(m);
+      col->dict_ids.resize(m);
       for (uint64_t j = 0; j < m; ++j) {
         const uint64_t id = c.V();
         if (id >= nd) return false;
         col->values[j] = dict[id];
+        col->dict_ids[j] = static_cast<uint32_t>(id);
       }
       return c.ok && c.p == c.end;
     }
@@ -298,12 +305,17 @@ bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
   for (uint64_t id = 0; id < kBuiltinColumns; ++id) {
     if (chunks[id].id != id) return false;
   }
-  if (!chunks[kTimestamps].loaded || !chunks[kIngest].loaded || !chunks[kPositions].loaded)
+  if (!chunks[kTimestamps].loaded || !chunks[kPositions].loaded ||
+      (full && !chunks[kIngest].loaded))
     return false;
   if (!DecodeDeltas(chunks[kTimestamps].data, n, &out->timestamps) ||
-      !DecodeDeltas(chunks[kIngest].data, n, &out->ingest_ts) ||
       !DecodePositions(chunks[kPositions].data, n, &out->positions))
     return false;
+  if (chunks[kIngest].loaded) {
+    if (!DecodeDeltas(chunks[kIngest].data, n, &out->ingest_ts)) return false;
+  } else {
+    out->ingest_ts.assign(n, 0);
+  }
 
   // Field columns.
   std::vector<ParsedColumn>& cols = tls_columns;
@@ -346,7 +358,29 @@ bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
 
   out->field_begin.resize(n + 1);
   out->raw.resize(n);
+  out->dict_columns.clear();
   if (!full) {
+    for (size_t k = 0; k < ncols; ++k) {
+      const ParsedColumn& col = cols[k];
+      if (col.dict.empty() || col.values.size() > n) continue;
+      bool single = true;
+      for (size_t i = 0; i < n && single; ++i) single = col.counts[i] <= 1;
+      if (!single) continue;
+      DecodedBlock::DictColumn& d = out->dict_columns.emplace_back();
+      d.name = col.name;
+      d.values = col.dict;
+      d.ids.assign(n, DecodedBlock::kNoValue);
+      size_t j = 0;
+      for (size_t i = 0; i < n; ++i) {
+        if (col.counts[i] != 0) d.ids[i] = col.dict_ids[j++];
+      }
+    }
+    std::fill(out->raw.begin(), out->raw.end(), std::string_view());
+    if (ncols == 0) {
+      std::fill(out->field_begin.begin(), out->field_begin.end(), 0);
+      out->fields.clear();
+      return true;
+    }
     uint64_t total = 0;
     for (size_t i = 0; i < n; ++i) {
       out->field_begin[i] = static_cast<uint32_t>(total);
@@ -362,7 +396,6 @@ bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
           out->fields[f++] = FieldView{col.name, col.values[col.next++]};
         }
       }
-      out->raw[i] = std::string_view();
     }
     return true;
   }

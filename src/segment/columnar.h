@@ -81,6 +81,7 @@ struct Chunk {
 // Every length, count and reference is checked: any inconsistency is false (the caller reports
 // Corruption) with `out` unspecified. Allocations are bounded by the chunks' sizes and
 // `max_raw_bytes`.
+// The ingest-time chunk may be left unloaded when !full: ingest_ts is then all zeros.
 bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
                  const std::vector<std::string>& names, bool full, uint64_t max_raw_bytes,
                  DecodedBlock* out);

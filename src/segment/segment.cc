@@ -661,6 +661,7 @@ void ClearColumns(DecodedBlock* out) {
   out->fields.clear();
   out->field_begin.clear();
   out->field_names.clear();
+  out->dict_columns.clear();
 }
 
 Status SegmentReaderImpl::ReadBlock(size_t i, DecodedBlock* out) const {
@@ -690,8 +691,8 @@ Status SegmentReaderImpl::ReadColumnsV2(size_t i, const ColumnSelection& selecti
   // selected fields.
   std::vector<uint8_t>& wanted = tls_wanted;
   wanted.assign(cols.size(), 0);
-  wanted[segment_v2::kTimestamps] = wanted[segment_v2::kIngest] = wanted[segment_v2::kPositions] =
-      1;
+  wanted[segment_v2::kTimestamps] = wanted[segment_v2::kPositions] = 1;
+  wanted[segment_v2::kIngest] = selection.ingest ? 1 : 0;
   if (full) {
     std::fill(wanted.begin(), wanted.end(), 1);
   } else {
@@ -799,6 +800,7 @@ Status SegmentReaderImpl::ReadBlockInto(size_t i, DecodedBlock* out) const {
 
 Status SegmentReaderImpl::DecodeColumns(size_t bi, DecodedBlock* out) const {
   const BlockInfo& b = blocks_[bi];
+  out->dict_columns.clear();
   const Status bad = Corrupt("block " + std::to_string(bi) + ": inconsistent columns");
   const char* base = out->buffer.data();
   const size_t size = out->buffer.size();

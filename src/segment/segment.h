@@ -88,17 +88,37 @@ struct DecodedBlock {
   std::vector<uint32_t> field_begin;  // size = event count + 1
   // The block's field-name dictionary (every FieldView::name points into one of these).
   std::vector<std::string_view> field_names;
+  // Format 2 partial reads only (empty otherwise): each selected dictionary-encoded field column
+  // in which no event has more than one value, as its distinct values and, per event, the index
+  // of the event's value (kNoValue: the event lacks the field). The same values as `fields`;
+  // lets a query evaluate a column's distinct values once instead of once per event.
+  struct DictColumn {
+    std::string_view name;
+    std::vector<std::string_view> values;
+    std::vector<uint32_t> ids;  // per event
+  };
+  static constexpr uint32_t kNoValue = 0xffffffffu;
+  std::vector<DictColumn> dict_columns;
+  // The dictionary column of field `name`, or nullptr.
+  const DictColumn* FindDictColumn(std::string_view name) const {
+    for (const DictColumn& c : dict_columns) {
+      if (c.name == name) return &c;
+    }
+    return nullptr;
+  }
   size_t size() const { return timestamps.size(); }
 };
 
-// Which parts of a block a reader must decode. @timestamp, @ingesttimestamp and positions are
-// always decoded. A reader may decode more than asked (format 1 always decodes everything), never
-// less: with `all` false, `raw` empty views mean "not decoded", and `fields` holds, per event, the
+// Which parts of a block a reader must decode. @timestamp and positions are always decoded. A
+// reader may decode more than asked (format 1 always decodes everything), never less: with `all`
+// false, `raw` empty views mean "not decoded", `ingest_ts` is all zeros unless `ingest` (or raw)
+// is asked for, and `fields` holds, per event, the
 // values of the named fields only (names in an unspecified order, the values of one name in
 // the order they occur in the event).
 struct ColumnSelection {
   bool all = true;
   bool raw = false;                 // @rawstring (when !all)
+  bool ingest = false;              // @ingesttimestamp (when !all)
   std::vector<std::string> fields;  // field names (when !all); sorted, unique
 };
 
