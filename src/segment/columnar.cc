@@ -66,6 +66,10 @@ void BlockEncoder::Encode(const PositionedEvent* ev, size_t n, NameTable* names,
     col.values.clear();
   }
   std::vector<uint64_t> ids;
+  struct PositionRun {
+    uint64_t d, x, len;
+  };
+  std::vector<PositionRun> runs;
   for (size_t i = 0; i < n; ++i) {
     const Event& e = ev[i].event;
     if (i == 0) {
@@ -81,8 +85,12 @@ void BlockEncoder::Encode(const PositionedEvent* ev, size_t n, NameTable* names,
       const Position a = ev[i - 1].pos, b = ev[i].pos;
       const uint64_t d =
           static_cast<uint64_t>(b.offset.value) - static_cast<uint64_t>(a.offset.value);
-      PutVarint64(&pos, d);
-      PutVarint32(&pos, d == 0 ? b.index - a.index - 1 : b.index);
+      const uint64_t x = d == 0 ? b.index - a.index - 1 : b.index;
+      if (!runs.empty() && runs.back().d == d && runs.back().x == x) {
+        ++runs.back().len;
+      } else {
+        runs.push_back(PositionRun{d, x, 1});
+      }
     }
     // Layout and field columns.
     PutVarint64(&layout, e.fields.size());
@@ -119,6 +127,12 @@ void BlockEncoder::Encode(const PositionedEvent* ev, size_t n, NameTable* names,
     PutVarint64(&raw_refs, nrefs);
     raw_refs.append(refs);
   }
+  PutVarint64(&pos, runs.size());
+  for (const PositionRun& r : runs) {
+    PutVarint64(&pos, r.d);
+    PutVarint64(&pos, r.x);
+    PutVarint64(&pos, r.len);
+  }
   {
     std::string& raw = (*out)[kRaw].data;
     PutVarint64(&raw, raw_lengths.size() + raw_refs.size());
@@ -135,8 +149,14 @@ void BlockEncoder::Encode(const PositionedEvent* ev, size_t n, NameTable* names,
     FieldColumn& col = columns_[id];
     EncodedColumn c;
     c.id = kFirstField + id;
-    for (uint32_t k : col.counts) PutVarint32(&c.data, k);
     const size_t m = col.values.size();
+    if (m == n && std::all_of(col.counts.begin(), col.counts.end(),
+                              [](uint32_t k) { return k == 1; })) {
+      c.data.push_back(1);  // every event has exactly one value
+    } else {
+      c.data.push_back(0);
+      for (uint32_t k : col.counts) PutVarint32(&c.data, k);
+    }
     dict.clear();
     dict_list.clear();
     for (std::string_view v : col.values) {
@@ -160,7 +180,11 @@ void BlockEncoder::Encode(const PositionedEvent* ev, size_t n, NameTable* names,
       c.encoding = kDict;
       PutVarint64(&c.data, dict_list.size());
       for (std::string_view v : dict_list) PutLengthPrefixed(&c.data, v);
-      for (std::string_view v : col.values) PutVarint32(&c.data, dict[v]);
+      if (dict_list.size() <= 256) {
+        for (std::string_view v : col.values) c.data.push_back(static_cast<char>(dict[v]));
+      } else {
+        for (std::string_view v : col.values) PutVarint32(&c.data, dict[v]);
+      }
     } else if (all_int) {
       c.encoding = kInt;
       c.min = *std::min_element(ints.begin(), ints.end());
@@ -211,22 +235,31 @@ bool DecodePositions(std::string_view data, size_t n, std::vector<Position>* out
   uint64_t idx = c.V();
   if (idx > std::numeric_limits<uint32_t>::max()) return false;
   (*out)[0] = Position{Offset(off), static_cast<uint32_t>(idx)};
-  for (size_t i = 1; i < n; ++i) {
+  const uint64_t runs = c.V();
+  if (runs > n - 1) return false;
+  size_t i = 1;
+  for (uint64_t r = 0; r < runs; ++r) {
     const uint64_t d = c.V();
     const uint64_t x = c.V();
-    if (x > std::numeric_limits<uint32_t>::max()) return false;
+    const uint64_t len = c.V();
+    if (!c.ok || x > std::numeric_limits<uint32_t>::max() || len == 0 || len > n - i) return false;
     if (d == 0) {
-      idx = idx + 1 + x;
+      // Same offset: each event's index is the previous one's + 1 + x.
+      for (uint64_t k = 0; k < len; ++k, ++i) {
+        idx = idx + 1 + x;
+        if (idx > std::numeric_limits<uint32_t>::max()) return false;
+        (*out)[i] = Position{Offset(off), static_cast<uint32_t>(idx)};
+      }
     } else {
-      if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-          __builtin_add_overflow(off, static_cast<int64_t>(d), &off))
-        return false;
-      idx = x;
+      if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
+      for (uint64_t k = 0; k < len; ++k, ++i) {
+        if (__builtin_add_overflow(off, static_cast<int64_t>(d), &off)) return false;
+        idx = x;
+        (*out)[i] = Position{Offset(off), static_cast<uint32_t>(idx)};
+      }
     }
-    if (idx > std::numeric_limits<uint32_t>::max()) return false;
-    (*out)[i] = Position{Offset(off), static_cast<uint32_t>(idx)};
   }
-  return c.ok && c.p == c.end;
+  return i == n && c.ok && c.p == c.end;
 }
 
 // Parses a field column chunk; int values are left in col->ints (rendered by the caller).
@@ -234,12 +267,21 @@ bool ParseField(const Chunk& ch, size_t n, ParsedColumn* col) {
   Cursor c{ch.data.data(), ch.data.data() + ch.data.size()};
   col->counts.resize(n);
   uint64_t m = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t k = c.V();
-    // Every value takes at least one byte of the chunk.
-    if (k > c.left()) return false;
-    col->counts[i] = static_cast<uint32_t>(k);
-    m += k;
+  if (c.left() == 0) return false;
+  const uint8_t mode = static_cast<uint8_t>(*c.p++);
+  if (mode == 1) {
+    std::fill(col->counts.begin(), col->counts.end(), 1);
+    m = n;
+  } else if (mode == 0) {
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t k = c.V();
+      // Every value takes at least one byte of the chunk.
+      if (k > c.left()) return false;
+      col->counts[i] = static_cast<uint32_t>(k);
+      m += k;
+    }
+  } else {
+    return false;
   }
   if (!c.ok || m > c.left()) return false;
   col->values.clear();
@@ -278,6 +320,19 @@ bool ParseField(const Chunk& ch, size_t n, ParsedColumn* col) {
       }
       col->values.resize(m);
       col->dict_ids.resize(m);
+      if (nd <= 256) {
+        // One byte per index.
+        if (c.left() != m) return false;
+        const uint8_t* p = reinterpret_cast<const uint8_t*>(c.p);
+        for (uint64_t j = 0; j < m; ++j) {
+          const uint32_t id = p[j];
+          if (id >= nd) return false;
+          col->values[j] = dict[id];
+          col->dict_ids[j] = id;
+        }
+        c.p += m;
+        return true;
+      }
       for (uint64_t j = 0; j < m; ++j) {
         const uint64_t id = c.V();
         if (id >= nd) return false;
