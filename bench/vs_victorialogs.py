@@ -71,7 +71,10 @@ def default_cache_dir():
 
 
 def find_go(explicit):
-    for cand in (explicit, os.environ.get("GO"), shutil.which("go"), "/usr/local/go/bin/go",
+    """The go command: `explicit` (--go) only when given, else $GO, PATH, the usual places."""
+    if explicit:
+        return explicit if os.access(explicit, os.X_OK) else None
+    for cand in (os.environ.get("GO"), shutil.which("go"), "/usr/local/go/bin/go",
                  "/usr/lib/go/bin/go"):
         if cand and os.access(cand, os.X_OK):
             return cand
@@ -258,6 +261,14 @@ def _iso_time(text):
     return sec + (int(text[20:23]) if len(text) > 23 and text[19] == "." else 0)
 
 
+def _worker_signals():
+    """Pool workers: default SIGTERM (the driver's handler raises KeyboardInterrupt, which can
+    leave a worker stuck on the task queue's lock when the pool is stopped), ignore Ctrl-C (the
+    driver stops the pool)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def encode_batch(task):
     """Worker: one batch of one file -> (sediment body, VL body, lines, raw bytes, truth)."""
     fmt, path, off, length, needle = task
@@ -336,8 +347,8 @@ def encode_corpus(files, batch_lines, needle, work, procs):
     pos = {"sediment": 0, "vl": 0}
     spans_out = {"sediment": [], "vl": []}
     t0 = time.monotonic()
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(procs) as pool:
+    pool = multiprocessing.get_context("fork").Pool(procs, initializer=_worker_signals)
+    try:
         for sed_body, vl_body, k, raw_len, t in pool.imap(encode_batch, tasks, chunksize=4):
             for key, body in (("sediment", sed_body), ("vl", vl_body)):
                 outs[key].write(body)
@@ -347,6 +358,10 @@ def encode_corpus(files, batch_lines, needle, work, procs):
             for name in ("status", "bucket", "url", "code"):
                 truth[name].update(t[name])
             truth["needle_lines"] += t["needle_lines"]
+        pool.close()  # every result is in: the workers exit on their own
+    finally:
+        pool.terminate()  # after close(): only reaps; on an error: stops the workers
+        pool.join()
     secs = time.monotonic() - t0
     batches = {}
     for key, f in outs.items():
