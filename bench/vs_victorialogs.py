@@ -966,12 +966,17 @@ def print_report(r):
         lines.append(row(f"peak RSS during {HIGHCARD}", mib(rss["sediment"]),
                          mib(rss["vl"]) if "vl" in rss else None))
     lines += ["", f"  {'query (best of ' + str(r['params']['runs']) + ', seconds)':<44} "
-                  f"{'sediment':>14} {'VictoriaLogs':>14} {'sed/VL':>8}  check"]
+                  f"{'sediment':>14} {'VictoriaLogs':>14} {'sed/VL':>8}  check  "
+                  f"server CPU-s sed / VL"]
     for q in r["queries"]:
+        cpu = " / ".join(f"{q[k + '_cpu_seconds']:.2f}" for k in ("sediment", "vl")
+                         if k + "_cpu_seconds" in q)
         lines.append(row(q["name"], f"{q['sediment_seconds']:.3f}" if "sediment_seconds" in q
                          else "-", f"{q['vl_seconds']:.3f}" if "vl_seconds" in q else None,
                          q.get("ratio_sediment_vs_vl"))
-                     + ("  ok" if q["verified"] else "  FAILED"))
+                     + ("  ok    " if q["verified"] else "  FAILED") + f"  {cpu}")
+    lines.append(f"  load average at the end {r['load_average_after']} ({r['machine']['cpus']} "
+                 f"CPUs, shared: other work shows in the wall times first)")
     lines += ["", f"  sediment query scaling: --query-threads 1 vs {r['params']['query_threads']}"
                   f"  {'1 thread':>10} {str(r['params']['query_threads']) + ' threads':>10} "
                   f"{'speedup':>8}"]
