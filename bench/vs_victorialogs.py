@@ -29,7 +29,6 @@ import argparse
 import calendar
 import collections
 import heapq
-import http.client
 import json
 import multiprocessing
 import os
@@ -699,8 +698,10 @@ def main():
     ap.add_argument("--query-threads", type=int, default=os.cpu_count() or 1,
                     help="sediment's --query-threads for the comparison (default: all CPUs); "
                          "the scaling part runs 1 beside it")
-    ap.add_argument("--settle", type=float, default=10,
-                    help="seconds a data dir must stay unchanged to count as settled")
+    ap.add_argument("--settle", type=float, default=75,
+                    help="seconds the segments must stay unchanged to count as settled (default "
+                         "75: longer than sediment's --merge-min-age-ms 60 s plus "
+                         "--merge-interval-ms 5 s, so that a pending merge is not missed)")
     ap.add_argument("--settle-timeout", type=float, default=600)
     ap.add_argument("--searchable-timeout", type=float, default=900)
     ap.add_argument("--server-timeout", type=float, default=60)
