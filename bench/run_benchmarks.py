@@ -101,7 +101,8 @@ class Server:
         self.proc = None
         self._log_file = None
 
-    def start(self, timeout):
+    def command(self):
+        """The command line that start() runs (subclasses start other servers)."""
         cmd = [
             self.binary, "server",
             "--data-dir", self.data_dir,
@@ -110,7 +111,16 @@ class Server:
         ]
         for repo, token in self.ingest_tokens.items():
             cmd += ["--ingest-token", f"{repo}:{token}"]
-        cmd += self.extra_args
+        return cmd + self.extra_args
+
+    def ready(self):
+        """True once the server answers; raises OSError while it cannot be reached."""
+        status, _ = http_request(self.port, "GET", "/api/v1/status", None,
+                                 {"Authorization": f"Bearer {self.api_token}"}, timeout=2)
+        return status == 200
+
+    def start(self, timeout):
+        cmd = self.command()
         log("starting: " + " ".join(cmd))
         self._log_file = open(self.log_path, "wb")
         # Own session: Ctrl-C reaches only the driver, which then stops the server by pid.
@@ -122,12 +132,10 @@ class Server:
                 raise BenchError(f"server exited with {self.proc.returncode} before ready:\n"
                                  + self.log_tail())
             try:
-                status, _ = http_request(self.port, "GET", "/api/v1/status", None,
-                                         {"Authorization": f"Bearer {self.api_token}"}, timeout=2)
-                if status == 200:
+                if self.ready():
                     log(f"server ready on {HOST}:{self.port} (pid {self.proc.pid})")
                     return
-            except OSError:
+            except (OSError, http.client.HTTPException):
                 pass
             time.sleep(0.2)
         raise BenchError(f"server not ready after {timeout}s:\n" + self.log_tail())
@@ -309,12 +317,13 @@ def ingest_batches(server, batches, clients, max_retries=5, repo=REPO,
     return t0, secs, state
 
 
-def wait_searchable(server, expected, start_ms, end_ms, timeout, repo=REPO):
-    """Polls `| count()` until it equals `expected`. Returns the monotonic time it did."""
+def wait_searchable(server, expected, start_ms, end_ms, timeout, repo=REPO, count=None):
+    """Polls `| count()` (or count(), when given) until it equals `expected`. Returns the
+    monotonic time it did."""
     deadline = time.monotonic() + timeout
     last = None
     while True:
-        got = count_events(server, start_ms, end_ms, repo=repo)
+        got = (count() if count else count_events(server, start_ms, end_ms, repo=repo))
         now = time.monotonic()
         if got == expected:
             return now
