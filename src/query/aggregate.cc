@@ -442,6 +442,16 @@ class KeptRowsCollector final : public Collector {
 
   size_t MemoryBytes() const override { return bytes_; }
 
+  int KeepsByTime() const override {
+    if (mode_ == Mode::kTail) return 1;
+    if (mode_ == Mode::kHead) return -1;
+    return 0;
+  }
+  std::optional<int64_t> TimeCut() const override {
+    if (KeepsByTime() == 0 || cap_ == 0 || entries_.size() < cap_) return std::nullopt;
+    return entries_.front().key.ts;  // the heap's top is the least wanted kept record
+  }
+
   void Encode(std::string* out) const override {
     PutHeader(out, Tag());
     PutVarint64(out, total_);

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,12 @@ class Collector {
   // other plain counts without grouping), so that whole blocks can be counted from the segment
   // index without being read. Returns false, adding nothing, otherwise (n = 0 probes).
   virtual bool AddCount(uint64_t n) { return false; }
+  // For stages that keep the N newest (tail) or oldest (head) records: +1 or -1, else 0.
+  virtual int KeepsByTime() const { return 0; }
+  // When KeepsByTime() != 0 and the collector is full: the @timestamp of the least wanted record
+  // it keeps. An event strictly older (tail) or newer (head) than it can no longer be kept, so a
+  // scan of unchanged events may skip blocks wholly beyond it.
+  virtual std::optional<int64_t> TimeCut() const { return std::nullopt; }
   // Folds `other` (a collector of the same stage and context) into this one; `other` is left
   // in an unspecified state.
   virtual void Merge(Collector& other) = 0;

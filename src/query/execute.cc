@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -384,6 +385,15 @@ bool ValidBlockShape(const DecodedBlock& b) {
   return b.field_begin[n] <= b.fields.size();
 }
 
+// Lets a scan whose collector keeps the newest (direction +1) or oldest (-1) records skip blocks
+// that can no longer contribute: segment blocks are scanned newest (oldest) first and, after each
+// block, cut(worker) may give a timestamp; blocks wholly older (newer) than the best cut so far
+// are skipped. direction 0: no cutting.
+struct TimeCutter {
+  int direction = 0;
+  std::function<std::optional<int64_t>(size_t worker)> cut;
+};
+
 struct ScanOutcome {
   QueryStats stats;                   // every counter but events_matched and elapsed_ms
   std::vector<std::string> warnings;  // unreadable segments / blocks, in input order
@@ -408,7 +418,8 @@ template <typename Visit, typename Stop>
 Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelection& columns,
                          const TimeRange& range, const ScanInput& input,
                          const ExecOptions& options,
-                         const std::function<void(size_t, uint64_t)>& count_block, Visit&& visit,
+                         const std::function<void(size_t, uint64_t)>& count_block,
+                         const TimeCutter& cutter, Visit&& visit,
                          Stop&& stop) {
   ScanOutcome out;
   const int threads = std::max(1, options.threads);
@@ -471,6 +482,19 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelec
     stats.segments_scanned += opened[i];
     tasks.insert(tasks.end(), plan_tasks[i].begin(), plan_tasks[i].end());
   }
+  auto block_of = [&](const Task& t) -> const BlockInfo& {
+    return plans[t.source].reader->blocks()[t.block];
+  };
+  if (cutter.direction > 0) {
+    std::stable_sort(tasks.begin(), tasks.end(), [&](const Task& a, const Task& b) {
+      return block_of(a).max_ts > block_of(b).max_ts;
+    });
+  } else if (cutter.direction < 0) {
+    std::stable_sort(tasks.begin(), tasks.end(), [&](const Task& a, const Task& b) {
+      return block_of(a).min_ts < block_of(b).min_ts;
+    });
+  }
+  const size_t segment_tasks = tasks.size();
 
   // Buffered events, in chunks.
   std::vector<FilterPtr> buffered_filters(input.buffered.size());
@@ -483,6 +507,13 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelec
       tasks.push_back(Task{true, i, b, std::min(bs.events->size(), b + kBufferedChunk)});
     }
   }
+
+  if (cutter.direction != 0) {
+    // Buffered events first: their times are unknown to the index, and they fill the collector.
+    std::rotate(tasks.begin(), tasks.begin() + static_cast<ptrdiff_t>(segment_tasks), tasks.end());
+  }
+  std::atomic<int64_t> cut_at{cutter.direction > 0 ? std::numeric_limits<int64_t>::min()
+                                                   : std::numeric_limits<int64_t>::max()};
 
   // Phase 2: scan.
   QueryProgress* progress = options.progress;
@@ -514,9 +545,22 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelec
       w.view.Init(&w.block, &bs.datasource, bs.partition);
       ScanBlock(*buffered_filters[t.source], range, 0, &w);
       visit(worker, ti, static_cast<const BlockView&>(w.view), static_cast<const Mask&>(w.matched));
+      if (cutter.direction != 0) {
+        if (std::optional<int64_t> c = cutter.cut(worker)) {
+          int64_t cur = cut_at.load(std::memory_order_relaxed);
+          while ((cutter.direction > 0 ? *c > cur : *c < cur) &&
+                 !cut_at.compare_exchange_weak(cur, *c, std::memory_order_relaxed)) {
+          }
+        }
+      }
       return;
     }
     const SegmentPlan& p = plans[t.source];
+    if (cutter.direction != 0) {
+      const BlockInfo& info = p.reader->blocks()[t.block];
+      const int64_t at = cut_at.load(std::memory_order_relaxed);
+      if (cutter.direction > 0 ? info.max_ts < at : info.min_ts > at) return;
+    }
     Status st = p.reader->ReadBlockColumns(t.block, columns, &w.block);
     if (st.ok() && !ValidBlockShape(w.block)) {
       st = Status::Corruption("decoded block has inconsistent event arrays");
@@ -535,6 +579,14 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelec
     w.view.Init(&w.block, &p.src->datasource, p.src->partition);
     ScanBlock(*p.filter, range, p.reader->blocks()[t.block].raw_bytes, &w);
     visit(worker, ti, static_cast<const BlockView&>(w.view), static_cast<const Mask&>(w.matched));
+    if (cutter.direction != 0) {
+      if (std::optional<int64_t> c = cutter.cut(worker)) {
+        int64_t cur = cut_at.load(std::memory_order_relaxed);
+        while ((cutter.direction > 0 ? *c > cur : *c < cur) &&
+               !cut_at.compare_exchange_weak(cur, *c, std::memory_order_relaxed)) {
+        }
+      }
+    }
   }));
   out.stopped = stopped.load();
 
@@ -644,13 +696,18 @@ Result<PartialResult> ExecutePartialImpl(Env* env, const CompiledQuery& query,
       }
     };
   }
+  TimeCutter cutter;
+  if (collect == 0 && collectors[0]->KeepsByTime() != 0) {
+    cutter.direction = collectors[0]->KeepsByTime();
+    cutter.cut = [&](size_t worker) { return collectors[worker]->TimeCut(); };
+  }
   Limits limits(&options, workers,
                 collect < query.stages.size() ? query.stages[collect].function + "()"
                                               : std::string("the search (non-aggregate results)"));
   QueryProgress* progress = options.progress;
   ASSIGN_OR_RETURN(ScanOutcome scan,
                    Scan(
-                       env, query, ScanColumns(query), range, input, options, count_block,
+                       env, query, ScanColumns(query), range, input, options, count_block, cutter,
                        [&](size_t worker, size_t /*task*/, const BlockView& v, const Mask& m) {
                          Collector& c = *collectors[worker];
                          Record& rec = records[worker];
@@ -831,7 +888,7 @@ Result<MatchSet> CollectMatchesImpl(Env* env, const CompiledQuery& query, const 
   std::atomic<size_t> found{0};
   ASSIGN_OR_RETURN(ScanOutcome scan,
                    Scan(
-                       env, query, ColumnSelection{}, range, input, options, nullptr,
+                       env, query, ColumnSelection{}, range, input, options, nullptr, TimeCutter{},
                        [&](size_t worker, size_t task, const BlockView& v, const Mask& matched) {
                          MatchPiece piece;
                          for (size_t i = 0; i < v.n; ++i) {

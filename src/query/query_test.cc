@@ -554,6 +554,45 @@ TEST_F(SegmentExecTest, CountOfWholeBlocksReadsNoBlock) {
   }
 }
 
+// tail(N) and head(N) read blocks newest (oldest) first and skip blocks wholly older (newer) than
+// the N they keep; the rows are those of a full scan.
+TEST_F(SegmentExecTest, HeadAndTailSkipBlocksBeyondWhatTheyKeep) {
+  ScanInput in;
+  in.segments.push_back(MakeSegment(1, 10000, 3000, -1));
+  in.segments.push_back(MakeSegment(2, 20000, 3000, -1));
+  in.segments.push_back(MakeSegment(3, 5000, 3000, -1));  // overlaps nothing, oldest
+  BufferedSource b;
+  b.datasource = Datasource{"logs", {{"#type", "app"}}};
+  b.partition = PartitionId(9);
+  b.events = std::make_shared<std::vector<PositionedEvent>>(
+      std::vector<PositionedEvent>{Ev(15000, 1, "buffered one"), Ev(30000, 2, "newest")});
+  in.buffered.push_back(b);
+  for (int threads : {1, 3}) {
+    ExecOptions o;
+    o.threads = threads;
+    for (const char* q : {"| tail(5)", "| head(5)", "served | tail(50)", "| head(2500)"}) {
+      SCOPED_TRACE(std::string(q) + " threads " + std::to_string(threads));
+      auto r = RunQuery(q, in, TimeRange{0, 100000}, o);
+      ASSERT_TRUE(r.ok());
+      // The same rows as collecting every event and cutting afterwards.
+      auto all = RunQuery(std::string(q).find("served") == 0 ? "served" : "", in,
+                          TimeRange{0, 100000}, o);
+      ASSERT_TRUE(all.ok());
+      std::vector<Row> rows = all->rows;
+      const size_t n = std::string(q).find("2500") != std::string::npos ? 2500
+                       : std::string(q).find("50") != std::string::npos ? 50
+                                                                        : 5;
+      if (std::string(q).find("tail") != std::string::npos) {
+        rows.erase(rows.begin(), rows.end() - static_cast<ptrdiff_t>(n));
+      } else {
+        rows.resize(n);
+      }
+      EXPECT_EQ(r->rows, rows);
+      EXPECT_LT(r->stats.blocks_scanned, r->stats.blocks_total / 2);
+    }
+  }
+}
+
 // The selection itself: what each shape of query reads.
 TEST(ScanColumnsTest, SelectsWhatTheQueryReads) {
   auto sel = [](std::string_view q) {

@@ -305,7 +305,12 @@ TEST_F(CollectTest, ExecuteOverMatchSetGivesTheSameRows) {
       EXPECT_EQ(via->rows, direct->rows);
       EXPECT_EQ(via->warnings, direct->warnings);
       EXPECT_EQ(via->is_aggregate, direct->is_aggregate);
-      EXPECT_EQ(via->stats.events_matched, direct->stats.events_matched);
+      // head/tail skip blocks beyond what they already keep, so their matched count is of what
+      // they read (the rows are the same).
+      const std::string text = q;
+      if (text.find("head(") == std::string::npos && text.find("tail(") == std::string::npos) {
+        EXPECT_EQ(via->stats.events_matched, direct->stats.events_matched);
+      }
       if (range.start_ms == kAll.start_ms) {
         EXPECT_FALSE(direct->rows.empty());
       }
