@@ -68,8 +68,8 @@ std::vector<std::pair<size_t, size_t>> PlanRunMerges(const std::vector<RunMember
       members = 0;
     };
     for (size_t m = lo; m < hi; ++m) {
-      if (m > begin && (total + run[m].file_size > options.target_bytes ||
-                        m - begin >= options.max_inputs)) {
+      if (m > begin &&
+          (total + run[m].file_size > options.target_bytes || m - begin >= options.max_inputs)) {
         close(m, true);
       }
       total += run[m].file_size;
@@ -371,9 +371,9 @@ std::vector<Merger::Plan> Merger::MakePlans() {
           for (size_t k = begin; k < end; ++k) {
             plan.inputs.push_back(*run[k]);
             plan.input_bytes += run[k]->file_size;
-            plan.size_class = std::min(
-                plan.size_class,
-                MergeSizeClass(run[k]->file_size, options_.small_bytes, options_.fan_in));
+            plan.size_class =
+                std::min(plan.size_class,
+                         MergeSizeClass(run[k]->file_size, options_.small_bytes, options_.fan_in));
           }
           plans.push_back(std::move(plan));
         }

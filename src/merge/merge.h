@@ -70,7 +70,7 @@ struct MergeStats {
   uint64_t segments_merged_away = 0;  // inputs removed by this node's commits
   uint64_t bytes_read = 0;     // input file bytes of merges whose inputs were read and verified
   uint64_t bytes_written = 0;  // output file bytes of merges written (published), staged or not
-  std::string last_error;             // most recent failure, empty when none yet
+  std::string last_error;      // most recent failure, empty when none yet
 };
 
 // Size class of a file of `file_size` bytes: 0 when file_size >= top (never a candidate), else the

@@ -489,8 +489,8 @@ TEST_F(MergeTest, AdjacentRunIsStagedThenCommittedWithExactlyTheInputsEvents) {
   EXPECT_EQ(ReadAll(store_->PathOf(out.file_name)), expected);
   EXPECT_EQ(merger_->stats().merges_staged, 1u);
   EXPECT_EQ(merger_->stats().bytes_written, out.file_size);
-  EXPECT_EQ(merger_->stats().bytes_read, inputs.at(s1).file_size + inputs.at(s2).file_size +
-                                             inputs.at(s3).file_size);
+  EXPECT_EQ(merger_->stats().bytes_read,
+            inputs.at(s1).file_size + inputs.at(s2).file_size + inputs.at(s3).file_size);
   EXPECT_EQ(merger_->stats().merges_committed, 0u);
 
   // R = 1: the next pass commits; the swap removes the inputs from Global (their files are the
@@ -600,7 +600,8 @@ TEST_F(MergeTest, AMergedOutputWaitsForPeersOfItsClass) {
   options_.fan_in = 2;
   // The flushes share a class (the bound below them is under lo), their merged pairs the next.
   options_.small_bytes = 3 * hi;
-  ASSERT_EQ(MergeSizeClass(lo, options_.small_bytes, 2), MergeSizeClass(hi, options_.small_bytes, 2));
+  ASSERT_EQ(MergeSizeClass(lo, options_.small_bytes, 2),
+            MergeSizeClass(hi, options_.small_bytes, 2));
   options_.min_age = milliseconds(60'000);
   ManualClock clock;
   MakeMerger(&clock);
