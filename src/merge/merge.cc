@@ -57,11 +57,26 @@ std::vector<std::pair<size_t, size_t>> PlanRunMerges(const std::vector<RunMember
     size_t begin = lo;
     uint64_t total = 0;
     size_t members = 0;
-    auto close = [&](size_t end, bool full) {
-      if (end - begin >= options.min_inputs) {
+    // Due by age: each maximal sequence of consecutive members that are not merge outputs, with
+    // at least min_inputs members, whose oldest has been known for min_age.
+    auto by_age = [&](size_t from, size_t to) {
+      for (size_t k = from; k < to;) {
+        if (run[k].merged) {
+          ++k;
+          continue;
+        }
+        size_t e = k;
         int64_t oldest = now_us;
-        for (size_t k = begin; k < end; ++k) oldest = std::min(oldest, run[k].first_seen_us);
-        if (full || now_us - oldest >= min_age_us) out.emplace_back(begin, end);
+        for (; e < to && !run[e].merged; ++e) oldest = std::min(oldest, run[e].first_seen_us);
+        if (e - k >= options.min_inputs && now_us - oldest >= min_age_us) out.emplace_back(k, e);
+        k = e;
+      }
+    };
+    auto close = [&](size_t end, bool full) {
+      if (full && end - begin >= options.min_inputs) {
+        out.emplace_back(begin, end);
+      } else if (!full) {
+        by_age(begin, end);
       }
       begin = end;
       total = 0;
@@ -363,7 +378,9 @@ std::vector<Merger::Plan> Merger::MakePlans() {
         std::vector<RunMember> members;
         members.reserve(run.size());
         for (const SegmentRecord* seg : run) {
-          members.push_back(RunMember{seg->file_size, first_seen_us_[seg->id]});
+          auto name = ParseSegmentFileName(seg->file_name);
+          members.push_back(RunMember{seg->file_size, first_seen_us_[seg->id],
+                                      name.ok() && name->kind == SegmentFileKind::kMerged});
         }
         for (const auto& [begin, end] : PlanRunMerges(members, options_, now)) {
           Plan plan;

@@ -82,6 +82,7 @@ int MergeSizeClass(uint64_t file_size, uint64_t top, size_t fan_in);
 struct RunMember {
   uint64_t file_size = 0;
   int64_t first_seen_us = 0;  // monotonic time the Merger first saw it
+  bool merged = false;        // an output of a merge: merged again only in a full chunk
 };
 
 // The tier planning of one run (merge/README.md "Size classes"): the merges to start now, as

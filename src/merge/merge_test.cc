@@ -198,7 +198,7 @@ uint64_t SimulatePass(std::vector<SimSegment>* run, std::vector<SimSegment>* don
                       const MergeOptions& o, int64_t now,
                       std::vector<std::vector<SimSegment>>* merges = nullptr) {
   std::vector<RunMember> members;
-  for (const auto& seg : *run) members.push_back({seg.size, seg.first_seen_us});
+  for (const auto& seg : *run) members.push_back({seg.size, seg.first_seen_us, seg.merged});
   auto plans = PlanRunMerges(members, o, now);
   uint64_t written = 0;
   std::vector<SimSegment> next;
@@ -280,7 +280,8 @@ TEST(MergeTierTest, AMergedOutputIsNotMergedAgainWithSmallerSegments) {
   const int64_t now = 1'000'000'000;
   // A merged output of class 2 (100 KiB) followed by three class-3 flushes: nothing is full and
   // nothing is old yet.
-  std::vector<RunMember> run{{100 << 10, now}, {20 << 10, now}, {20 << 10, now}, {20 << 10, now}};
+  std::vector<RunMember> run{
+      {100 << 10, now, true}, {20 << 10, now}, {20 << 10, now}, {20 << 10, now}};
   EXPECT_TRUE(PlanRunMerges(run, o, now).empty());
   // The fourth class-3 flush fills its class: those four merge, the output stays out.
   run.push_back({20 << 10, now});
@@ -289,9 +290,15 @@ TEST(MergeTierTest, AMergedOutputIsNotMergedAgainWithSmallerSegments) {
   // Old enough: the class-3 flushes merge by age, still without the output of class 2.
   run.pop_back();
   EXPECT_EQ(PlanRunMerges(run, o, now + 60'000'000), (Ranges{{1, 4}}));
-  // Two outputs of class 2 and the flushes: by age, each class on its own.
-  run.insert(run.begin(), RunMember{150 << 10, now});
-  EXPECT_EQ(PlanRunMerges(run, o, now + 60'000'000), (Ranges{{0, 2}, {2, 5}}));
+  // Two outputs of class 2, however old, are not merged by age: an output waits for fan_in
+  // peers of its class. A class-2 flush between them is not merged with them by age either.
+  run.insert(run.begin(), RunMember{150 << 10, now, true});
+  EXPECT_EQ(PlanRunMerges(run, o, now + 60'000'000), (Ranges{{2, 5}}));
+  run.insert(run.begin() + 1, RunMember{70 << 10, now});
+  EXPECT_EQ(PlanRunMerges(run, o, now + 60'000'000), (Ranges{{3, 6}}));
+  // Four of class 2 (three outputs and the flush) are full: merged at once, young or old.
+  run.insert(run.begin(), RunMember{200 << 10, now, true});
+  EXPECT_EQ(PlanRunMerges(run, o, now), (Ranges{{0, 4}}));
 }
 
 TEST(MergeTierTest, ASmallerSegmentBetweenTwoOfAClassIsMergedWithThem) {
@@ -331,9 +338,10 @@ TEST(MergeTierTest, ARunThatNeverFillsStillMergesAfterMinAge) {
   EXPECT_EQ(SimulatePass(&run, &done, o, 600'000'000), 0u);
 }
 
-TEST(MergeTierTest, AgeMergesOfASlowSourceStayBoundedPerClass) {
-  // A source so slow that each class ages before it fills: an event is still rewritten a bounded
-  // number of times (at most fan_in - 1 per class), not once per min_age as before.
+TEST(MergeTierTest, AgeMergesOfASlowSourceRewriteAnEventOnceMore) {
+  // A source so slow that each class ages before it fills: its flushes are merged by age once,
+  // then only full merges rewrite them (an output waits for fan_in peers of its class), so an
+  // event is rewritten at most once more than the classes above its flush.
   MergeOptions o;
   o.small_bytes = 1 << 20;
   o.target_bytes = 4 << 20;
@@ -342,15 +350,19 @@ TEST(MergeTierTest, AgeMergesOfASlowSourceStayBoundedPerClass) {
   std::vector<SimSegment> run, done;
   const int classes = MergeSizeClass(1000, o.small_bytes, o.fan_in);
   int64_t now = 0;
+  uint64_t flushed = 0, written = 0;
   for (int i = 0; i < 20000; ++i) {
     now += 45'000'000;  // one flush every 45 s: one or two per min_age
     run.push_back({1000, now, 0, false});
-    SimulatePass(&run, &done, o, now);
+    flushed += 1000;
+    written += SimulatePass(&run, &done, o, now);
   }
   ASSERT_FALSE(done.empty());
   int most_rewrites = 0;
   for (const auto& seg : done) most_rewrites = std::max(most_rewrites, seg.rewrites);
-  EXPECT_LE(most_rewrites, classes * static_cast<int>(o.fan_in - 1));
+  for (const auto& seg : run) most_rewrites = std::max(most_rewrites, seg.rewrites);
+  EXPECT_LE(most_rewrites, classes + 1);
+  EXPECT_LE(written, static_cast<uint64_t>(classes + 1) * flushed);
 }
 
 // ---- The Merger against Global and real files ----
@@ -636,6 +648,39 @@ TEST_F(MergeTest, AMergedOutputWaitsForPeersOfItsClass) {
   Run();
   EXPECT_TRUE(Staged().empty());
   EXPECT_EQ(merger_->stats().merges_staged, 3u);
+}
+
+TEST_F(MergeTest, AnAgeMergedOutputIsNotMergedAgainByAge) {
+  // Three flushes age into one output; a later flush of the output's class ages too, but the
+  // output waits for fan_in peers of its class (it is a merge output: "m-..."), so only flushes
+  // are merged by age.
+  std::vector<SegmentId> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(Register("a", Events("a", i * 10, 10)));
+  options_.min_age = milliseconds(60'000);
+  ManualClock clock;
+  MakeMerger(&clock);
+  Run();
+  EXPECT_TRUE(Staged().empty());  // young, and 3 < fan_in
+  clock.AdvanceMillis(61'000);
+  Run();
+  ASSERT_EQ(Staged().size(), 1u);
+  EXPECT_EQ(Staged()[0].merge_inputs, ids);
+  Run();
+  ASSERT_EQ(Visible().size(), 1u);
+  const SegmentRecord out = Segments()[Visible()[0]];
+  // As big as the output: the same class.
+  const SegmentId f4 = Register("a", Events("a", 30, 30));
+  ASSERT_EQ(MergeSizeClass(Segments()[f4].file_size, options_.small_bytes, options_.fan_in),
+            MergeSizeClass(out.file_size, options_.small_bytes, options_.fan_in));
+  clock.AdvanceMillis(61'000);
+  Run();
+  EXPECT_TRUE(Staged().empty());
+  const SegmentId f5 = Register("a", Events("a", 60, 30));
+  clock.AdvanceMillis(61'000);
+  Run();
+  ASSERT_EQ(Staged().size(), 1u);
+  EXPECT_EQ(Staged()[0].merge_inputs, (std::vector<SegmentId>{f4, f5}));
+  EXPECT_EQ(merger_->stats().merges_staged, 2u);
 }
 
 TEST_F(MergeTest, MaxInputsBoundsAMerge) {
