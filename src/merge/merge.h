@@ -48,8 +48,9 @@ struct MergeOptions {
   // bytes up at least one class and an event is rewritten about log_fan_in(small_bytes / flushed
   // size) times. At least 2.
   size_t fan_in = 16;
-  // A chunk that is not full is merged once its oldest member has been known to this Merger for
-  // this long (a run that never fills).
+  // In a chunk that is not full (a run that never fills), consecutive segments that are not merge
+  // outputs are merged once the oldest of them has been known to this Merger for this long; a
+  // merge output waits for a full chunk of its class.
   std::chrono::milliseconds min_age{60000};
   size_t min_inputs = 2;
   size_t max_inputs = 256;
