@@ -346,8 +346,9 @@ void MaintenanceFlags(std::vector<ServerFlag>& f) {
                     Bounds(uint64_t{2}, uint64_t{256})));
   f.push_back(Value(S::kStorage, "--merge-min-age-ms", "SEDIMENT_MERGE_MIN_AGE_MS", "N",
                     &ServerConfig::merge_min_age_ms, 60000,
-                    "merge small segments of one size class that did not fill (fewer than "
-                    "--merge-fan-in) once the oldest of them is this old"));
+                    "merge flushed segments of one size class that did not fill (fewer than "
+                    "--merge-fan-in) once the oldest of them is this old (merge outputs wait for "
+                    "their class to fill)"));
   f.push_back(Value(S::kStorage, "--merge-interval-ms", "SEDIMENT_MERGE_INTERVAL_MS", "N",
                     &ServerConfig::merge_interval_ms, 5000, "how often merges are planned",
                     Bounds(int64_t{50}, int64_t{3600000})));
