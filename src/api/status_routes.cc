@@ -463,6 +463,9 @@ void StatusRoutes::WriteReplication(JsonWriter& w, const ClusterView& v) const {
     w.Key("aborted").Int(static_cast<int64_t>(ms.merges_aborted));
     w.Key("failed").Int(static_cast<int64_t>(ms.merges_failed));
     w.Key("segmentsMergedAway").Int(static_cast<int64_t>(ms.segments_merged_away));
+    // Cumulative on this node since its start: write amplification = written / bytes ingested.
+    w.Key("merge_bytes_read").Int(static_cast<int64_t>(ms.bytes_read));
+    w.Key("merge_bytes_written").Int(static_cast<int64_t>(ms.bytes_written));
     w.Key("lastError").String(ms.last_error);
     w.EndObject();
   }

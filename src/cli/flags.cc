@@ -334,14 +334,23 @@ void ReplicationFlags(std::vector<ServerFlag>& f) {
 void MaintenanceFlags(std::vector<ServerFlag>& f) {
   f.push_back(Value(S::kStorage, "--merge-target-bytes", "SEDIMENT_MERGE_TARGET_BYTES", "N",
                     &ServerConfig::merge_target_bytes, uint64_t{128} << 20,
-                    "merge small segments of a datasource into segments of about this size"));
+                    "merge small segments of a datasource into segments of about this size (at "
+                    "most this many input bytes per merge)"));
   f.push_back(Value(S::kStorage, "--merge-small-bytes", "SEDIMENT_MERGE_SMALL_BYTES", "N",
                     &ServerConfig::merge_small_bytes, uint64_t{32} << 20,
-                    "segments below this size are merged (0: no merges)"));
+                    "segments below this size are merged, in size classes below it (0: no "
+                    "merges)"));
+  f.push_back(Value(S::kStorage, "--merge-fan-in", "SEDIMENT_MERGE_FAN_IN", "N",
+                    &ServerConfig::merge_fan_in, uint64_t{16},
+                    "size classes of merges: a class spans a factor N of file size below "
+                    "--merge-small-bytes and N segments of one class are merged into the next "
+                    "(an event is rewritten about log_N(small bytes / flushed size) times)",
+                    Bounds(uint64_t{2}, uint64_t{256})));
   f.push_back(Value(S::kStorage, "--merge-min-age-ms", "SEDIMENT_MERGE_MIN_AGE_MS", "N",
                     &ServerConfig::merge_min_age_ms, 60000,
-                    "merge a run of small segments once its oldest is this old (or the run "
-                    "reaches the target size)"));
+                    "merge flushed segments of one size class that did not fill (fewer than "
+                    "--merge-fan-in) once the oldest of them is this old (merge outputs wait for "
+                    "their class to fill)"));
   f.push_back(Value(S::kStorage, "--merge-interval-ms", "SEDIMENT_MERGE_INTERVAL_MS", "N",
                     &ServerConfig::merge_interval_ms, 5000, "how often merges are planned",
                     Bounds(int64_t{50}, int64_t{3600000})));

@@ -99,6 +99,7 @@ struct ServerConfig {
   // Merges (merge/README.md).
   uint64_t merge_target_bytes = 128u << 20;
   uint64_t merge_small_bytes = 32u << 20;
+  uint64_t merge_fan_in = 16;
   int64_t merge_min_age_ms = 60000;
   int64_t merge_interval_ms = 5000;
   // Retention and global-topic truncation pass.

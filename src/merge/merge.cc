@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <set>
 #include <tuple>
@@ -33,6 +34,85 @@ std::string Str(const Position& p) {
 
 }  // namespace
 
+int MergeSizeClass(uint64_t file_size, uint64_t top, size_t fan_in) {
+  const uint64_t f = std::max<uint64_t>(fan_in, 2);
+  int c = 0;
+  for (uint64_t bound = top; file_size < bound; bound /= f) ++c;
+  return c;
+}
+
+std::vector<std::pair<size_t, size_t>> PlanRunMerges(const std::vector<RunMember>& run,
+                                                     const MergeOptions& options, int64_t now_us) {
+  std::vector<std::pair<size_t, size_t>> out;
+  std::vector<int> cls(run.size());
+  for (size_t i = 0; i < run.size(); ++i) {
+    cls[i] = MergeSizeClass(run[i].file_size, options.small_bytes, options.fan_in);
+  }
+  const int64_t min_age_us = options.min_age.count() * 1000;
+
+  // Cuts group [lo, hi) of class c into chunks, oldest first, and keeps those due now. A chunk is
+  // full when it holds fan_in members of class c, reached target_bytes, could not take the next
+  // segment (target_bytes) or holds max_inputs segments.
+  auto chunk_group = [&](size_t lo, size_t hi, int c) {
+    size_t begin = lo;
+    uint64_t total = 0;
+    size_t members = 0;
+    // Due by age: each maximal sequence of consecutive members that are not merge outputs, with
+    // at least min_inputs members, whose oldest has been known for min_age.
+    auto by_age = [&](size_t from, size_t to) {
+      for (size_t k = from; k < to;) {
+        if (run[k].merged) {
+          ++k;
+          continue;
+        }
+        size_t e = k;
+        int64_t oldest = now_us;
+        for (; e < to && !run[e].merged; ++e) oldest = std::min(oldest, run[e].first_seen_us);
+        if (e - k >= options.min_inputs && now_us - oldest >= min_age_us) out.emplace_back(k, e);
+        k = e;
+      }
+    };
+    auto close = [&](size_t end, bool full) {
+      if (full && end - begin >= options.min_inputs) {
+        out.emplace_back(begin, end);
+      } else if (!full) {
+        by_age(begin, end);
+      }
+      begin = end;
+      total = 0;
+      members = 0;
+    };
+    for (size_t m = lo; m < hi; ++m) {
+      if (m > begin &&
+          (total + run[m].file_size > options.target_bytes || m - begin >= options.max_inputs)) {
+        close(m, true);
+      }
+      total += run[m].file_size;
+      if (cls[m] == c) ++members;
+      if (members >= options.fan_in || total >= options.target_bytes) close(m + 1, true);
+    }
+    close(hi, false);
+  };
+
+  // [lo, hi): the biggest class c present forms one group from its first to its last member
+  // (smaller segments between them are merged with them: no neighbour of their own class can
+  // ever reach them); what lies before and after is planned the same way. The recursion depth is
+  // bounded by the number of classes (each level has a strictly smaller class).
+  auto partition = [&](auto& self, size_t lo, size_t hi) -> void {
+    if (lo >= hi) return;
+    const int c = *std::min_element(cls.begin() + static_cast<std::ptrdiff_t>(lo),
+                                    cls.begin() + static_cast<std::ptrdiff_t>(hi));
+    size_t first = lo, last = hi - 1;
+    while (cls[first] != c) ++first;
+    while (cls[last] != c) --last;
+    self(self, lo, first);
+    chunk_group(first, last + 1, c);
+    self(self, last + 1, hi);
+  };
+  partition(partition, 0, run.size());
+  return out;
+}
+
 // One input being read: its record and its open reader (of the local file, or of a fetched
 // copy whose temporary file goes with the reader).
 struct Merger::Input {
@@ -56,6 +136,7 @@ Merger::Merger(Env* env, Clock* clock, Global* global, SegmentStore* store, Segm
       loop_("merge", {.interval = options_.interval}, [this] {
         (void)RunOnce();  // failures are logged and kept in stats
       }) {
+  options_.fan_in = std::max<size_t>(options_.fan_in, 2);
   options_.min_inputs = std::max<size_t>(options_.min_inputs, 2);
   options_.max_inputs = std::max(options_.max_inputs, options_.min_inputs);
 }
@@ -257,7 +338,6 @@ std::vector<Merger::Plan> Merger::MakePlans() {
   std::set<int32_t> owned;
   for (PartitionId p : owned_partitions_()) owned.insert(p.value);
   const int64_t now = clock_->MonotonicMicros();
-  const int64_t min_age_us = options_.min_age.count() * 1000;
   std::vector<Plan> plans;
 
   global_->Read([&](const GlobalState& s) {
@@ -292,41 +372,42 @@ std::vector<Merger::Plan> Merger::MakePlans() {
       std::sort(segs.begin(), segs.end(), [](const SegmentRecord* a, const SegmentRecord* b) {
         return a->min_pos < b->min_pos;
       });
-      std::vector<const SegmentRecord*> chunk;
-      uint64_t total = 0;
-      // Ends the current chunk; `full` when it could not take the next segment.
-      auto close = [&](bool full) {
-        if (chunk.size() >= options_.min_inputs) {
-          int64_t oldest = now;
-          for (const SegmentRecord* seg : chunk) oldest = std::min(oldest, first_seen_us_[seg->id]);
-          if (full || now - oldest >= min_age_us) {
-            Plan plan;
-            for (const SegmentRecord* seg : chunk) plan.inputs.push_back(*seg);
-            plan.input_bytes = total;
-            plans.push_back(std::move(plan));
-          }
+      // Runs: maximal sequences of consecutive candidates; each is planned by PlanRunMerges.
+      std::vector<const SegmentRecord*> run;
+      auto plan_run = [&] {
+        std::vector<RunMember> members;
+        members.reserve(run.size());
+        for (const SegmentRecord* seg : run) {
+          auto name = ParseSegmentFileName(seg->file_name);
+          members.push_back(RunMember{seg->file_size, first_seen_us_[seg->id],
+                                      name.ok() && name->kind == SegmentFileKind::kMerged});
         }
-        chunk.clear();
-        total = 0;
+        for (const auto& [begin, end] : PlanRunMerges(members, options_, now)) {
+          Plan plan;
+          plan.size_class = std::numeric_limits<int>::max();
+          for (size_t k = begin; k < end; ++k) {
+            plan.inputs.push_back(*run[k]);
+            plan.input_bytes += run[k]->file_size;
+            plan.size_class =
+                std::min(plan.size_class,
+                         MergeSizeClass(run[k]->file_size, options_.small_bytes, options_.fan_in));
+          }
+          plans.push_back(std::move(plan));
+        }
+        run.clear();
       };
       for (const SegmentRecord* seg : segs) {
         // A segment without any copy (only in the bucket, evicted everywhere) is left alone.
         const bool candidate = seg->file_size < options_.small_bytes && !seg->replicas.empty() &&
                                staged_inputs.count(seg->id) == 0 &&
                                excluded_until_.count(seg->id) == 0;
-        if (!candidate) {
-          close(false);  // a run never spans a segment that is not merged with it
-          continue;
+        if (candidate) {
+          run.push_back(seg);
+        } else {
+          plan_run();  // a run never spans a segment that is not merged with it
         }
-        if (!chunk.empty() && (total + seg->file_size > options_.target_bytes ||
-                               chunk.size() >= options_.max_inputs)) {
-          close(true);
-        }
-        chunk.push_back(seg);
-        total += seg->file_size;
-        if (total >= options_.target_bytes) close(true);
       }
-      close(false);
+      plan_run();
     }
   });
   return plans;
@@ -446,6 +527,10 @@ Status Merger::Execute(const Plan& plan) {
     Status st = ReadInputs(plan, &events);
     if (!st.ok()) return failed(st);
   }
+  {
+    std::lock_guard lock(stats_mu_);
+    stats_.bytes_read += plan.input_bytes;
+  }
 
   const std::string name =
       MergedSegmentFileName(first.partition, first.min_pos, self_, RandomU32());
@@ -461,6 +546,10 @@ Status Merger::Execute(const Plan& plan) {
   }
   Status published = (*output)->Publish();
   if (!published.ok()) return failed(published.WithContext("writing " + name));
+  {
+    std::lock_guard lock(stats_mu_);
+    stats_.bytes_written += info->file_size;
+  }
 
   SegmentRecord rec = SegmentRecordFor(*info, name, self_, Epoch(0));
   global_->Read([&](const GlobalState& s) {
@@ -480,12 +569,12 @@ Status Merger::Execute(const Plan& plan) {
     }
     return failed(outcome.status().WithContext("staging " + name));
   }
-  spdlog::info("merge: staged segment {} from {} segments ({} bytes) of {} partition {}",
-               outcome->segment_id.value, plan.inputs.size(), plan.input_bytes,
-               Describe(first.datasource), first.partition.value);
+  spdlog::info(
+      "merge: staged segment {} from {} segments ({} bytes, class {}) of {} partition {}: {} bytes",
+      outcome->segment_id.value, plan.inputs.size(), plan.input_bytes, plan.size_class,
+      Describe(first.datasource), first.partition.value, info->file_size);
   std::lock_guard lock(stats_mu_);
   ++stats_.merges_staged;
-  stats_.bytes_written += info->file_size;
   return Status::OK();
 }
 

@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/background_loop.h"
@@ -39,10 +40,17 @@ struct MergeOptions {
   // merge: the inputs are decoded whole before the output is written (roughly their uncompressed
   // size is held at once).
   uint64_t target_bytes = 128ull << 20;
-  // Only segments whose file is smaller than this are merge candidates.
+  // Only segments whose file is smaller than this are merge candidates; it is also the top of the
+  // size classes (merge/README.md "Size classes").
   uint64_t small_bytes = 32ull << 20;
-  // A run is merged once its oldest member has been known to this Merger for this long, or at
-  // once when it is full (its inputs reach target_bytes or max_inputs).
+  // Size classes: class c holds files in [small_bytes / fan_in^c, small_bytes / fan_in^(c-1)).
+  // A merge is full when it holds fan_in members of its class, so each merge moves its inputs'
+  // bytes up at least one class and an event is rewritten about log_fan_in(small_bytes / flushed
+  // size) times. At least 2.
+  size_t fan_in = 16;
+  // In a chunk that is not full (a run that never fills), consecutive segments that are not merge
+  // outputs are merged once the oldest of them has been known to this Merger for this long; a
+  // merge output waits for a full chunk of its class.
   std::chrono::milliseconds min_age{60000};
   size_t min_inputs = 2;
   size_t max_inputs = 256;
@@ -61,9 +69,28 @@ struct MergeStats {
   uint64_t merges_aborted = 0;        // staged outputs removed (input gone, output lost, abandoned)
   uint64_t merges_failed = 0;         // attempts given up before staging (corrupt input, I/O, ...)
   uint64_t segments_merged_away = 0;  // inputs removed by this node's commits
-  uint64_t bytes_written = 0;         // output file bytes of staged merges
-  std::string last_error;             // most recent failure, empty when none yet
+  uint64_t bytes_read = 0;     // input file bytes of merges whose inputs were read and verified
+  uint64_t bytes_written = 0;  // output file bytes of merges written (published), staged or not
+  std::string last_error;      // most recent failure, empty when none yet
 };
+
+// Size class of a file of `file_size` bytes: 0 when file_size >= top (never a candidate), else the
+// c >= 1 with top / fan_in^c <= file_size < top / fan_in^(c-1) (integer division; a size below
+// every bound gets the class whose bound reached 0); a fan_in below 2 counts as 2.
+int MergeSizeClass(uint64_t file_size, uint64_t top, size_t fan_in);
+
+// One candidate of a run, in position order (merge/README.md "Candidates and runs").
+struct RunMember {
+  uint64_t file_size = 0;
+  int64_t first_seen_us = 0;  // monotonic time the Merger first saw it
+  bool merged = false;        // an output of a merge: merged again only in a full chunk
+};
+
+// The tier planning of one run (merge/README.md "Size classes"): the merges to start now, as
+// index ranges [first, second) of `run`, disjoint, in position order. Pure; `options` as the
+// Merger normalizes them (fan_in >= 2, min_inputs >= 2, max_inputs >= min_inputs).
+std::vector<std::pair<size_t, size_t>> PlanRunMerges(const std::vector<RunMember>& run,
+                                                     const MergeOptions& options, int64_t now_us);
 
 class Merger {
  public:
@@ -102,6 +129,7 @@ class Merger {
   struct Plan {
     std::vector<SegmentRecord> inputs;  // adjacent, in position order
     uint64_t input_bytes = 0;
+    int size_class = 0;  // the biggest (lowest-numbered) class among the inputs
   };
   struct Input;
 

@@ -10,6 +10,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -169,6 +170,203 @@ std::vector<PositionedEvent> ReadAll(const std::string& path) {
   return out;
 }
 
+// ---- Tier planning (PlanRunMerges), simulated without files ----
+
+TEST(MergeTierTest, SizeClassesSpanAFactorOfFanInBelowTheTop) {
+  EXPECT_EQ(MergeSizeClass(1 << 20, 1 << 20, 4), 0);  // at the top: never a candidate
+  EXPECT_EQ(MergeSizeClass(5 << 20, 1 << 20, 4), 0);
+  EXPECT_EQ(MergeSizeClass((1 << 20) - 1, 1 << 20, 4), 1);
+  EXPECT_EQ(MergeSizeClass(256 << 10, 1 << 20, 4), 1);
+  EXPECT_EQ(MergeSizeClass((256 << 10) - 1, 1 << 20, 4), 2);
+  EXPECT_EQ(MergeSizeClass(1024, 1 << 20, 4), 5);
+  EXPECT_EQ(MergeSizeClass(1023, 1 << 20, 4), 6);
+  EXPECT_EQ(MergeSizeClass(0, 1 << 20, 4), 11);  // below every bound: the class whose bound is 0
+  EXPECT_EQ(MergeSizeClass(100, 1 << 20, 1), MergeSizeClass(100, 1 << 20, 2));
+}
+
+struct SimSegment {
+  uint64_t size = 0;
+  int64_t first_seen_us = 0;
+  int rewrites = 0;  // most times any of its bytes was rewritten by a merge
+  bool merged = false;
+};
+
+// Runs PlanRunMerges on `run` at `now` and applies every merge at once (output size = the inputs'
+// sizes summed, first seen now). Returns the bytes the merges wrote. Candidates only: a segment
+// that reached the top (small_bytes) leaves the run and is appended to `done`.
+uint64_t SimulatePass(std::vector<SimSegment>* run, std::vector<SimSegment>* done,
+                      const MergeOptions& o, int64_t now,
+                      std::vector<std::vector<SimSegment>>* merges = nullptr) {
+  std::vector<RunMember> members;
+  for (const auto& seg : *run) members.push_back({seg.size, seg.first_seen_us, seg.merged});
+  auto plans = PlanRunMerges(members, o, now);
+  uint64_t written = 0;
+  std::vector<SimSegment> next;
+  size_t at = 0;
+  for (const auto& [begin, end] : plans) {
+    EXPECT_LE(at, begin);
+    EXPECT_LT(begin, end);
+    EXPECT_LE(end, run->size());
+    if (end - begin < o.min_inputs) ADD_FAILURE() << "a merge of " << end - begin << " inputs";
+    for (; at < begin; ++at) next.push_back((*run)[at]);
+    SimSegment out{0, now, 0, true};
+    if (merges != nullptr) merges->emplace_back(run->begin() + begin, run->begin() + end);
+    for (size_t k = begin; k < end; ++k) {
+      out.size += (*run)[k].size;
+      out.rewrites = std::max(out.rewrites, (*run)[k].rewrites + 1);
+    }
+    written += out.size;
+    next.push_back(out);
+    at = end;
+  }
+  for (; at < run->size(); ++at) next.push_back((*run)[at]);
+  run->clear();
+  for (auto& seg : next) {
+    // The top ends the run: segments before it can never be merged with segments after it.
+    if (seg.size >= o.small_bytes) {
+      done->push_back(seg);
+      run->clear();
+    } else {
+      run->push_back(seg);
+    }
+  }
+  return written;
+}
+
+TEST(MergeTierTest, SteadyFlushesRewriteEachEventAtMostOncePerClass) {
+  MergeOptions o;
+  o.small_bytes = 1 << 20;
+  o.target_bytes = 4 << 20;
+  o.fan_in = 4;
+  o.min_age = milliseconds(3'600'000);  // never reached: only full merges
+  // Flushes of 900..1100 bytes straddle the class boundary at 1024 (classes 5 and 6).
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint64_t> size(900, 1100);
+  const int classes = MergeSizeClass(900, o.small_bytes, o.fan_in);
+  ASSERT_EQ(classes, 6);
+  std::vector<SimSegment> run, done;
+  uint64_t flushed = 0, written = 0;
+  size_t most_candidates = 0;
+  int64_t now = 0;
+  for (int i = 0; i < 20000; ++i) {
+    now += 2'000'000;
+    SimSegment seg{size(rng), now, 0, false};
+    flushed += seg.size;
+    run.push_back(seg);
+    written += SimulatePass(&run, &done, o, now);
+    most_candidates = std::max(most_candidates, run.size());
+  }
+  int most_rewrites = 0;
+  for (const auto& seg : run) most_rewrites = std::max(most_rewrites, seg.rewrites);
+  for (const auto& seg : done) most_rewrites = std::max(most_rewrites, seg.rewrites);
+  // Every event is rewritten at most once per class between its flush and the top, and the
+  // bytes written by merges stay below classes x bytes flushed (the old planning rewrote a run
+  // whenever its oldest member aged, whatever the sizes).
+  EXPECT_LE(most_rewrites, classes);
+  EXPECT_GE(most_rewrites, classes - 1);  // the flushes do climb to the top
+  EXPECT_GE(done.size(), 4u);
+  EXPECT_LE(written, static_cast<uint64_t>(classes) * flushed);
+  EXPECT_GE(written, static_cast<uint64_t>(classes - 1) * flushed / 2);
+  // What waits is bounded: fewer than fan_in per class (plus absorbed stragglers).
+  EXPECT_LE(most_candidates, static_cast<size_t>(2 * classes) * o.fan_in);
+}
+
+TEST(MergeTierTest, AMergedOutputIsNotMergedAgainWithSmallerSegments) {
+  MergeOptions o;
+  o.small_bytes = 1 << 20;
+  o.target_bytes = 4 << 20;
+  o.fan_in = 4;
+  o.min_age = milliseconds(60'000);
+  const int64_t now = 1'000'000'000;
+  // A merged output of class 2 (100 KiB) followed by three class-3 flushes: nothing is full and
+  // nothing is old yet.
+  std::vector<RunMember> run{
+      {100 << 10, now, true}, {20 << 10, now}, {20 << 10, now}, {20 << 10, now}};
+  EXPECT_TRUE(PlanRunMerges(run, o, now).empty());
+  // The fourth class-3 flush fills its class: those four merge, the output stays out.
+  run.push_back({20 << 10, now});
+  using Ranges = std::vector<std::pair<size_t, size_t>>;
+  EXPECT_EQ(PlanRunMerges(run, o, now), (Ranges{{1, 5}}));
+  // Old enough: the class-3 flushes merge by age, still without the output of class 2.
+  run.pop_back();
+  EXPECT_EQ(PlanRunMerges(run, o, now + 60'000'000), (Ranges{{1, 4}}));
+  // Two outputs of class 2, however old, are not merged by age: an output waits for fan_in
+  // peers of its class. A class-2 flush between them is not merged with them by age either.
+  run.insert(run.begin(), RunMember{150 << 10, now, true});
+  EXPECT_EQ(PlanRunMerges(run, o, now + 60'000'000), (Ranges{{2, 5}}));
+  run.insert(run.begin() + 1, RunMember{70 << 10, now});
+  EXPECT_EQ(PlanRunMerges(run, o, now + 60'000'000), (Ranges{{3, 6}}));
+  // Four of class 2 (three outputs and the flush) are full: merged at once, young or old.
+  run.insert(run.begin(), RunMember{200 << 10, now, true});
+  EXPECT_EQ(PlanRunMerges(run, o, now), (Ranges{{0, 4}}));
+}
+
+TEST(MergeTierTest, ASmallerSegmentBetweenTwoOfAClassIsMergedWithThem) {
+  MergeOptions o;
+  o.small_bytes = 1 << 20;
+  o.target_bytes = 4 << 20;
+  o.fan_in = 4;
+  o.min_age = milliseconds(60'000);
+  const int64_t now = 1'000'000'000;
+  // Class 3 (16..64 KiB) members with class-4 stragglers between them (a flush that straddled
+  // the bound): the stragglers have no neighbour of their own class and go with their class-3
+  // neighbours; they do not count toward fan_in. The class-4 tail after the last class-3 member
+  // is a group of its own.
+  std::vector<RunMember> run{{20 << 10, now}, {15 << 10, now}, {20 << 10, now}, {15 << 10, now},
+                             {20 << 10, now}, {20 << 10, now}, {15 << 10, now}, {15 << 10, now}};
+  using Ranges = std::vector<std::pair<size_t, size_t>>;
+  EXPECT_EQ(PlanRunMerges(run, o, now), (Ranges{{0, 6}}));
+  EXPECT_EQ(PlanRunMerges(run, o, now + 60'000'000), (Ranges{{0, 6}, {6, 8}}));
+}
+
+TEST(MergeTierTest, ARunThatNeverFillsStillMergesAfterMinAge) {
+  MergeOptions o;
+  o.small_bytes = 1 << 20;
+  o.target_bytes = 4 << 20;
+  o.fan_in = 16;
+  o.min_age = milliseconds(60'000);
+  std::vector<SimSegment> run, done;
+  // Three flushes, then silence: fewer than fan_in, so only age merges them.
+  for (int i = 0; i < 3; ++i) run.push_back({1000, i * 2'000'000, 0, false});
+  EXPECT_EQ(SimulatePass(&run, &done, o, 59'000'000), 0u);
+  EXPECT_EQ(run.size(), 3u);
+  std::vector<std::vector<SimSegment>> merges;
+  EXPECT_EQ(SimulatePass(&run, &done, o, 60'000'000, &merges), 3000u);
+  ASSERT_EQ(run.size(), 1u);
+  EXPECT_EQ(run[0].rewrites, 1);
+  // A lone output is never rewritten.
+  EXPECT_EQ(SimulatePass(&run, &done, o, 600'000'000), 0u);
+}
+
+TEST(MergeTierTest, AgeMergesOfASlowSourceRewriteAnEventOnceMore) {
+  // A source so slow that each class ages before it fills: its flushes are merged by age once,
+  // then only full merges rewrite them (an output waits for fan_in peers of its class), so an
+  // event is rewritten at most once more than the classes above its flush.
+  MergeOptions o;
+  o.small_bytes = 1 << 20;
+  o.target_bytes = 4 << 20;
+  o.fan_in = 4;
+  o.min_age = milliseconds(60'000);
+  std::vector<SimSegment> run, done;
+  const int classes = MergeSizeClass(1000, o.small_bytes, o.fan_in);
+  int64_t now = 0;
+  uint64_t flushed = 0, written = 0;
+  for (int i = 0; i < 20000; ++i) {
+    now += 45'000'000;  // one flush every 45 s: one or two per min_age
+    run.push_back({1000, now, 0, false});
+    flushed += 1000;
+    written += SimulatePass(&run, &done, o, now);
+  }
+  ASSERT_FALSE(done.empty());
+  int most_rewrites = 0;
+  for (const auto& seg : done) most_rewrites = std::max(most_rewrites, seg.rewrites);
+  for (const auto& seg : run) most_rewrites = std::max(most_rewrites, seg.rewrites);
+  EXPECT_LE(most_rewrites, classes + 1);
+  EXPECT_LE(written, static_cast<uint64_t>(classes + 1) * flushed);
+}
+
+// ---- The Merger against Global and real files ----
+
 class MergeTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -303,6 +501,8 @@ TEST_F(MergeTest, AdjacentRunIsStagedThenCommittedWithExactlyTheInputsEvents) {
   EXPECT_EQ(ReadAll(store_->PathOf(out.file_name)), expected);
   EXPECT_EQ(merger_->stats().merges_staged, 1u);
   EXPECT_EQ(merger_->stats().bytes_written, out.file_size);
+  EXPECT_EQ(merger_->stats().bytes_read,
+            inputs.at(s1).file_size + inputs.at(s2).file_size + inputs.at(s3).file_size);
   EXPECT_EQ(merger_->stats().merges_committed, 0u);
 
   // R = 1: the next pass commits; the swap removes the inputs from Global (their files are the
@@ -397,6 +597,90 @@ TEST_F(MergeTest, FullRunsMergeAtOnceAndTheTailWaitsForMinAge) {
   ASSERT_EQ(Staged().size(), 1u);
   EXPECT_EQ(Staged()[0].merge_inputs, (std::vector<SegmentId>{ids[4], ids[5]}));
   EXPECT_EQ(merger_->stats().merges_staged, 3u);
+}
+
+TEST_F(MergeTest, AMergedOutputWaitsForPeersOfItsClass) {
+  // fan_in 2: two flushes of a class merge at once; their outputs merge when two of them exist;
+  // a new flush is never merged into a bigger output, and waits for a peer of its own class.
+  std::vector<SegmentId> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(Register("a", Events("a", i * 10, 10)));
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (const auto& [id, seg] : Segments()) {
+    lo = std::min(lo, seg.file_size);
+    hi = std::max(hi, seg.file_size);
+  }
+  options_.fan_in = 2;
+  // The flushes share a class (the bound below them is under lo), their merged pairs the next.
+  options_.small_bytes = 3 * hi;
+  ASSERT_EQ(MergeSizeClass(lo, options_.small_bytes, 2),
+            MergeSizeClass(hi, options_.small_bytes, 2));
+  options_.min_age = milliseconds(60'000);
+  ManualClock clock;
+  MakeMerger(&clock);
+  Run();
+  std::set<std::vector<SegmentId>> staged;
+  for (const auto& s : Staged()) staged.insert(s.merge_inputs);
+  EXPECT_EQ(staged, (std::set<std::vector<SegmentId>>{{ids[0], ids[1]}, {ids[2], ids[3]}}));
+  // A new flush after them, before they are committed.
+  const SegmentId late = Register("a", Events("a", 40, 10));
+  const uint64_t read_before = merger_->stats().bytes_read;
+  Run();  // commits both; their outputs are a class up and full together; `late` stays out
+  auto pair = Visible();  // by id: the two outputs were staged before `late` was registered
+  ASSERT_EQ(pair.size(), 3u);
+  EXPECT_EQ(pair.back(), late);
+  pair.pop_back();
+  uint64_t pair_bytes = 0;
+  for (SegmentId id : pair) {
+    pair_bytes += Segments()[id].file_size;
+    EXPECT_LT(MergeSizeClass(Segments()[id].file_size, options_.small_bytes, 2),
+              MergeSizeClass(hi, options_.small_bytes, 2));
+  }
+  ASSERT_EQ(Staged().size(), 1u);
+  EXPECT_EQ(Staged()[0].merge_inputs, pair);
+  EXPECT_EQ(merger_->stats().bytes_read, read_before + pair_bytes);
+  clock.AdvanceMillis(120'000);
+  Run();  // commits the top; `late`, old but alone in its class, is not merged
+  const auto visible = Visible();  // by id: the top output was registered after `late`
+  ASSERT_EQ(visible.size(), 2u);
+  EXPECT_EQ(visible.front(), late);
+  EXPECT_GE(Segments()[visible.back()].file_size, options_.small_bytes);  // never rewritten
+  EXPECT_TRUE(Staged().empty());
+  Run();
+  EXPECT_TRUE(Staged().empty());
+  EXPECT_EQ(merger_->stats().merges_staged, 3u);
+}
+
+TEST_F(MergeTest, AnAgeMergedOutputIsNotMergedAgainByAge) {
+  // Three flushes age into one output; a later flush of the output's class ages too, but the
+  // output waits for fan_in peers of its class (it is a merge output: "m-..."), so only flushes
+  // are merged by age.
+  std::vector<SegmentId> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(Register("a", Events("a", i * 10, 10)));
+  options_.min_age = milliseconds(60'000);
+  ManualClock clock;
+  MakeMerger(&clock);
+  Run();
+  EXPECT_TRUE(Staged().empty());  // young, and 3 < fan_in
+  clock.AdvanceMillis(61'000);
+  Run();
+  ASSERT_EQ(Staged().size(), 1u);
+  EXPECT_EQ(Staged()[0].merge_inputs, ids);
+  Run();
+  ASSERT_EQ(Visible().size(), 1u);
+  const SegmentRecord out = Segments()[Visible()[0]];
+  // As big as the output: the same class.
+  const SegmentId f4 = Register("a", Events("a", 30, 30));
+  ASSERT_EQ(MergeSizeClass(Segments()[f4].file_size, options_.small_bytes, options_.fan_in),
+            MergeSizeClass(out.file_size, options_.small_bytes, options_.fan_in));
+  clock.AdvanceMillis(61'000);
+  Run();
+  EXPECT_TRUE(Staged().empty());
+  const SegmentId f5 = Register("a", Events("a", 60, 30));
+  clock.AdvanceMillis(61'000);
+  Run();
+  ASSERT_EQ(Staged().size(), 1u);
+  EXPECT_EQ(Staged()[0].merge_inputs, (std::vector<SegmentId>{f4, f5}));
+  EXPECT_EQ(merger_->stats().merges_staged, 2u);
 }
 
 TEST_F(MergeTest, MaxInputsBoundsAMerge) {

@@ -113,6 +113,7 @@ Status Server::Impl::StartStorage() {
     MergeOptions mo;
     mo.target_bytes = config.merge_target_bytes;
     mo.small_bytes = config.merge_small_bytes;
+    mo.fan_in = static_cast<size_t>(config.merge_fan_in);
     mo.min_age = std::chrono::milliseconds(config.merge_min_age_ms);
     mo.interval = std::chrono::milliseconds(config.merge_interval_ms);
     mo.grace = std::chrono::milliseconds(config.repair_grace_ms);

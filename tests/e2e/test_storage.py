@@ -64,6 +64,14 @@ def test_merges_replace_small_segments_without_changing_answers(server_factory):
     wait_until(lambda: files(s) == {seg["file"] for seg in segments(s)}, timeout=15,
                what="segment files on disk == Global's list")
     assert len([seg for seg in segments(s) if seg["repo"] == s.repo]) < 8
+    # Write amplification counters (cumulative on this node): every merge read its inputs' file
+    # bytes and wrote its output.
+    r = requests.get(s.url + "/api/v1/cluster", headers={"Authorization": f"Bearer {s.api_token}"}, timeout=10)
+    assert r.status_code == 200, r.text
+    merges = r.json()["replication"]["merges"]
+    outputs = [seg for seg in segments(s) if seg["file"].startswith("m-")]
+    assert merges["merge_bytes_written"] >= sum(seg["fileSize"] for seg in outputs) > 0, merges
+    assert merges["merge_bytes_read"] > 0, merges
 
 
 def test_retention_by_age_and_by_size(server_factory):
