@@ -54,9 +54,15 @@ struct BlockView {
     ds = d;
     partition = p;
     n = block->size();
-    starts.assign(n, 0);
     contiguous = false;
     base = nullptr;
+    if (!block->raw_text.empty() || !block->buffer.empty()) {
+      starts.assign(n, 0);
+    } else {
+      // A partial read without raw strings (format 2): nothing to search.
+      starts.clear();
+      return;
+    }
     uintptr_t prev_end = 0;
     bool ok = true;
     for (size_t i = 0; i < n; ++i) {

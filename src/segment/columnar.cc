@@ -209,6 +209,7 @@ struct ParsedColumn {
   std::vector<int64_t> ints;  // kInt, before rendering
   std::vector<std::string_view> dict;  // kDict: the distinct values
   std::vector<uint32_t> dict_ids;      // kDict: per value, its index in `dict`
+  bool one_each = false;      // every event has exactly one value (mode 1)
   size_t next = 0;            // values taken so far
   size_t prefix = 0;          // full decode: values of the events before the next one
 };
@@ -269,6 +270,7 @@ bool ParseField(const Chunk& ch, size_t n, ParsedColumn* col) {
   uint64_t m = 0;
   if (c.left() == 0) return false;
   const uint8_t mode = static_cast<uint8_t>(*c.p++);
+  col->one_each = mode == 1;
   if (mode == 1) {
     std::fill(col->counts.begin(), col->counts.end(), 1);
     m = n;
@@ -418,19 +420,27 @@ bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
     for (size_t k = 0; k < ncols; ++k) {
       const ParsedColumn& col = cols[k];
       if (col.dict.empty() || col.values.size() > n) continue;
-      bool single = true;
-      for (size_t i = 0; i < n && single; ++i) single = col.counts[i] <= 1;
+      bool single = col.one_each;
+      for (size_t i = 0; i < n && !single; ++i) {
+        if (col.counts[i] > 1) break;
+        if (i + 1 == n) single = true;
+      }
       if (!single) continue;
       DecodedBlock::DictColumn& d = out->dict_columns.emplace_back();
       d.name = col.name;
       d.values = col.dict;
-      d.ids.assign(n, DecodedBlock::kNoValue);
-      size_t j = 0;
-      for (size_t i = 0; i < n; ++i) {
-        if (col.counts[i] != 0) d.ids[i] = col.dict_ids[j++];
+      if (col.one_each) {
+        d.ids.assign(col.dict_ids.begin(), col.dict_ids.end());
+      } else {
+        d.ids.assign(n, DecodedBlock::kNoValue);
+        size_t j = 0;
+        for (size_t i = 0; i < n; ++i) {
+          if (col.counts[i] != 0) d.ids[i] = col.dict_ids[j++];
+        }
       }
     }
     std::fill(out->raw.begin(), out->raw.end(), std::string_view());
+    out->raw_text.clear();
     if (ncols == 0) {
       std::fill(out->field_begin.begin(), out->field_begin.end(), 0);
       out->fields.clear();
