@@ -129,15 +129,62 @@ void SegmentSeeds() {
   options.filter_hashes = 0;
   Must(WriteSegment(&env, "/seg2", ds, PartitionId(3), events, options), "segment");
   Write("segment_fuzz", "segment-blocks-nofilter", Byte(0), Must(env.ReadFile("/seg2"), "read"));
-  // Mode 1: the decompressed columns of each block of the first file.
-  auto reader = Must(SegmentReader::Open(&env, "/seg"), "open segment");
-  for (size_t i = 0; i < reader->blocks().size(); ++i) {
-    const BlockInfo& b = reader->blocks()[i];
-    std::string raw(b.raw_size, '\0');
-    const size_t got =
-        ZSTD_decompress(raw.data(), raw.size(), file.data() + b.file_offset, b.stored_size);
-    if (ZSTD_isError(got) || got != raw.size()) std::exit(1);
-    Write("segment_fuzz", "block-columns-" + std::to_string(i), Byte(1), raw);
+  // Format 1, as older nodes wrote it.
+  options.format_version = 1;
+  Must(WriteSegment(&env, "/seg3", ds, PartitionId(3), events, options), "segment");
+  Write("segment_fuzz", "segment-format1", Byte(0), Must(env.ReadFile("/seg3"), "read"));
+  options.format_version = 2;
+  // Mode 1: the decompressed columns of each block of the format 1 file.
+  {
+    const std::string file1 = Must(env.ReadFile("/seg3"), "read segment");
+    auto reader = Must(SegmentReader::Open(&env, "/seg3"), "open segment");
+    for (size_t i = 0; i < reader->blocks().size(); ++i) {
+      const BlockInfo& b = reader->blocks()[i];
+      std::string raw(b.raw_size, '\0');
+      const size_t got =
+          ZSTD_decompress(raw.data(), raw.size(), file1.data() + b.file_offset, b.stored_size);
+      if (ZSTD_isError(got) || got != raw.size()) std::exit(1);
+      Write("segment_fuzz", "block-columns-" + std::to_string(i), Byte(1), raw);
+    }
+  }
+  // Mode 3: the chunks of a format 2 block, decompressed (events `a=1 b=x`, `a=2`, `c=zz 3`).
+  {
+    std::vector<PositionedEvent> ev(3);
+    const char* raws[] = {"a=1 b=xyz", "a=22", "c=zz 3"};
+    for (int i = 0; i < 3; ++i) {
+      ev[i].pos = Position{Offset(i), 0};
+      ev[i].event.timestamp_ms = 100 + i;
+      ev[i].event.raw = raws[i];
+    }
+    ev[0].event.fields = {{"a", "1"}, {"b", "xyz"}};
+    ev[1].event.fields = {{"a", "22"}};
+    ev[2].event.fields = {{"c", "zz"}, {"c", "3"}};
+    SegmentWriterOptions one_block;
+    Must(WriteSegment(&env, "/seg4", ds, PartitionId(0), ev, one_block), "segment");
+    const std::string file4 = Must(env.ReadFile("/seg4"), "read segment");
+    // The chunks follow the header in id order; their sizes are in the footer, which the
+    // reader exposes only through reads: decode them by decompressing frame after frame.
+    std::string body = file4.substr(16);
+    std::string input;
+    PutVarint64(&input, 3);   // events
+    PutVarint64(&input, 25);  // raw bytes
+    PutVarint64(&input, 3);   // names a, b, c (ids in first-use order)
+    PutLengthPrefixed(&input, "a");
+    PutLengthPrefixed(&input, "b");
+    PutLengthPrefixed(&input, "c");
+    std::string_view rest = body;
+    for (int k = 0; k < 8 && !rest.empty(); ++k) {
+      const size_t frame = ZSTD_findFrameCompressedSize(rest.data(), rest.size());
+      std::string chunk;
+      if (ZSTD_isError(frame)) break;
+      const unsigned long long size = ZSTD_getFrameContentSize(rest.data(), frame);
+      chunk.resize(size);
+      ZSTD_decompress(chunk.data(), chunk.size(), rest.data(), frame);
+      rest.remove_prefix(frame);
+      input.push_back(0);
+      PutLengthPrefixed(&input, chunk);
+    }
+    Write("segment_fuzz", "chunks-v2", Byte(3), input);
   }
   // Mode 2: events as lines (byte 1: block size).
   Write("segment_fuzz", "roundtrip-kv", Byte(2) + Byte(4),

@@ -1,7 +1,8 @@
-// Fuzz target: the segment reader (SegmentReader::Open, ReadBlock, BlockMayContainAll,
-// VerifyAll), reading a file from a memory Env.
-// Input: byte 0 picks the mode (byte 0 & 3 == 2: mode 2, else bit 0), the rest is
-//   mode 0: a whole segment file. The target writes the footer CRC and the content hash into the
+// Fuzz target: the segment reader (SegmentReader::Open, ReadBlock, ReadBlockColumns,
+// BlockMayContainAll, VerifyAll), reading a file from a memory Env.
+// Input: byte 0 picks the mode (byte 0 & 3: 0 and 2 as themselves, 1 mode 1, 3 mode 3), the
+// rest is
+//   mode 0: a whole segment file (format 1 or 2; blocks are also read with column selections). The target writes the footer CRC and the content hash into the
 //           trailer (when the trailer's footer location is in range) so that mutations of the
 //           footer reach its parser; block CRCs are left as they are (libFuzzer's comparison
 //           tracing finds them).
@@ -10,8 +11,12 @@
 //           first varint), so that mutations reach the column decoder.
 //   mode 2: events (one per line; `k=v` words become fields, so that values are substrings of
 //           @rawstring; byte 1 sets the block size). The target writes them with WriteSegment,
-//           reads them back, and checks that every event comes back equal and that no block
-//           filter rejects a term (a 3+ byte piece of a word, lower-cased) its events contain.
+//           reads them back, and checks that every event comes back equal, that a read of one
+//           field column gives exactly that field's values, and that no block filter rejects a
+//           term (a 3+ byte piece of a word, lower-cased) its events contain. Bit 2 of byte 0
+//           writes format 1 instead of format 2.
+//   mode 3: the chunks of one format 2 block (see WrapChunks), wrapped in a segment file with a
+//           consistent footer, so that mutations reach the format 2 column decoder.
 #include <zstd.h>
 
 #include <algorithm>
@@ -34,11 +39,12 @@ namespace {
 
 constexpr size_t kHeaderSize = 16, kTrailerSize = 40;
 
-void PutTrailer(std::string* file, uint64_t footer_offset, uint64_t footer_length) {
+void PutTrailer(std::string* file, uint64_t footer_offset, uint64_t footer_length,
+                uint32_t version = 1) {
   PutFixed64(file, footer_offset);
   PutFixed64(file, footer_length);
   PutFixed32(file, Crc32c(std::string_view(*file).substr(footer_offset, footer_length)));
-  PutFixed32(file, 1);
+  PutFixed32(file, version);
   file->append("SEDIMEND", 8);
   PutFixed64(file, XXH64(file->data(), file->size(), 0));
 }
@@ -110,6 +116,92 @@ std::string WrapBlock(std::string_view columns) {
   return file;
 }
 
+// Mode 3: a one-block format 2 file around column chunks, stored uncompressed, so that mutations
+// reach the column decoder. Input: varint event count, varint raw bytes, varint name count (<= 16)
+// and the names (lp), then chunks as (byte encoding, lp bytes): the five built-in columns, then one
+// field column per name.
+std::string WrapChunks(std::string_view in) {
+  uint64_t events = 1, raw_bytes = 0, names = 0;
+  if (!GetVarint64(&in, &events) || !GetVarint64(&in, &raw_bytes) || !GetVarint64(&in, &names))
+    return {};
+  if (events == 0 || events > 100000 || names > 16) return {};
+  std::vector<std::string_view> name_list;
+  for (uint64_t k = 0; k < names; ++k) {
+    std::string_view n;
+    if (!GetLengthPrefixed(&in, &n)) return {};
+    name_list.push_back(n);
+  }
+  struct Chunk {
+    uint8_t encoding;
+    std::string_view data;
+  };
+  std::vector<Chunk> chunks;
+  while (!in.empty() && chunks.size() < 5 + names) {
+    const uint8_t enc = static_cast<uint8_t>(in[0]) % 3;
+    in.remove_prefix(1);
+    std::string_view d;
+    if (!GetLengthPrefixed(&in, &d)) return {};
+    chunks.push_back(Chunk{chunks.size() < 5 ? uint8_t{0} : enc, d});
+  }
+  if (chunks.size() < 5) return {};
+  std::string file("SEDIMSEG", 8);
+  PutFixed32(&file, 2);
+  PutFixed32(&file, 0);
+  uint64_t stored = 0;
+  for (const Chunk& c : chunks) {
+    file.append(c.data);
+    stored += c.data.size();
+  }
+  if (stored == 0) return {};
+  std::string footer;
+  PutLengthPrefixed(&footer, "fuzz");
+  PutVarint64(&footer, 0);   // no tags
+  PutVarsint64(&footer, 0);  // partition
+  PutVarsint64(&footer, 0);
+  PutVarint64(&footer, 0);  // min_pos
+  PutVarsint64(&footer, 9);
+  PutVarint64(&footer, 0);  // max_pos
+  PutVarsint64(&footer, 0);
+  PutVarsint64(&footer, 1000);
+  PutVarint64(&footer, events);
+  PutVarint64(&footer, raw_bytes);
+  PutVarint64(&footer, names);
+  for (std::string_view n : name_list) PutLengthPrefixed(&footer, n);
+  PutVarint64(&footer, 1);  // block count
+  PutVarint64(&footer, kHeaderSize);
+  PutVarint64(&footer, stored);
+  PutVarint64(&footer, stored);
+  PutVarint64(&footer, events);
+  PutVarsint64(&footer, 0);
+  PutVarsint64(&footer, 1000);
+  PutVarsint64(&footer, 0);
+  PutVarint64(&footer, 0);
+  PutVarsint64(&footer, 9);
+  PutVarint64(&footer, 0);
+  PutVarint64(&footer, 0);  // filter offset
+  PutVarint64(&footer, 0);  // filter size
+  footer.push_back(0);      // no filter
+  PutVarint64(&footer, raw_bytes);
+  PutVarint64(&footer, chunks.size());
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    PutVarint64(&footer, k);
+    footer.push_back(0);  // stored
+    footer.push_back(static_cast<char>(chunks[k].encoding));
+    PutVarint64(&footer, chunks[k].data.size());
+    PutVarint64(&footer, chunks[k].data.size());
+    PutFixed32(&footer, Crc32c(chunks[k].data));
+    if (chunks[k].encoding == 2) {
+      PutVarsint64(&footer, 0);
+      PutVarsint64(&footer, 0);
+    }
+  }
+  PutVarint64(&footer, 0);  // filter area
+  const uint64_t footer_offset = file.size();
+  file += footer;
+  PutTrailer(&file, footer_offset, footer.size(), 2);
+  return file;
+}
+
 // Mode 2: lines as events.
 std::vector<PositionedEvent> LinesAsEvents(std::string_view in) {
   std::vector<PositionedEvent> out;
@@ -159,11 +251,12 @@ std::vector<std::string> Terms(std::string_view s) {
   return terms;
 }
 
-void RoundTrip(uint8_t block_choice, std::string_view in) {
+void RoundTrip(bool format1, uint8_t block_choice, std::string_view in) {
   const std::vector<PositionedEvent> events = LinesAsEvents(in);
   if (events.empty()) return;
   fuzz::MemEnv env;
   SegmentWriterOptions options;
+  options.format_version = format1 ? 1 : 2;
   options.block_raw_bytes = 32 + static_cast<size_t>(block_choice) * 8;
   const Datasource ds{"fuzz", {{"#host", "h"}}};
   auto info = WriteSegment(&env, "/seg", ds, PartitionId(1), events, options);
@@ -197,6 +290,33 @@ void RoundTrip(uint8_t block_choice, std::string_view in) {
     }
   }
   if (next != events.size()) __builtin_trap();
+  // One field column: exactly that field's values, in occurrence order, per event.
+  std::string name;
+  for (const PositionedEvent& e : events) {
+    if (!e.event.fields.empty()) {
+      name = e.event.fields.front().name;
+      break;
+    }
+  }
+  ColumnSelection one;
+  one.all = false;
+  one.fields = {name};
+  next = 0;
+  for (size_t b = 0; b < r.blocks().size(); ++b) {
+    if (!r.ReadBlockColumns(b, one, &block).ok()) __builtin_trap();
+    for (size_t i = 0; i < block.size(); ++i, ++next) {
+      std::vector<std::string_view> want, got;
+      for (const Field& f : events[next].event.fields) {
+        if (f.name == name) want.push_back(f.value);
+      }
+      for (uint32_t k = block.field_begin[i]; k < block.field_begin[i + 1]; ++k) {
+        if (r.format_version() == 1 && block.fields[k].name != name) continue;
+        if (block.fields[k].name != name) __builtin_trap();
+        got.push_back(block.fields[k].value);
+      }
+      if (got != want || block.positions[i] != events[next].pos) __builtin_trap();
+    }
+  }
 }
 
 }  // namespace
@@ -209,11 +329,13 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   if ((data[0] & 3) == 2) {
-    if (size >= 2) RoundTrip(data[1], fuzz::Bytes(data + 2, size - 2));
+    if (size >= 2) RoundTrip((data[0] & 4) != 0, data[1], fuzz::Bytes(data + 2, size - 2));
     return 0;
   }
   const std::string_view in = fuzz::Bytes(data + 1, size - 1);
-  const std::string file = (data[0] & 1) ? WrapBlock(in) : RepairTrailer(in);
+  const std::string file = (data[0] & 3) == 3   ? WrapChunks(in)
+                           : (data[0] & 1) != 0 ? WrapBlock(in)
+                                                : RepairTrailer(in);
   fuzz::MemEnv env;
   env.Put("/seg", file);
   auto reader = SegmentReader::Open(&env, "/seg");
@@ -233,6 +355,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (std::string_view s : block.raw) touch(s);
     for (const FieldView& f : block.fields) touch(f.name), touch(f.value);
     if (block.field_begin.size() != block.size() + 1) __builtin_trap();
+    // Partial reads (format 2 decodes only these columns): the names of the full read, and none.
+    std::vector<std::string> names;
+    for (std::string_view n : block.field_names) names.emplace_back(n);
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    for (size_t take : {size_t{0}, size_t{1}, names.size()}) {
+      ColumnSelection sel;
+      sel.all = false;
+      sel.fields.assign(names.begin(), names.begin() + static_cast<ptrdiff_t>(
+                                                          std::min(take, names.size())));
+      DecodedBlock part;
+      if (!r.ReadBlockColumns(i, sel, &part).ok()) __builtin_trap();  // the full read succeeded
+      if (part.size() != block.size() || part.field_begin.size() != part.size() + 1)
+        __builtin_trap();
+      for (const FieldView& f : part.fields) touch(f.name), touch(f.value);
+      for (const DecodedBlock::DictColumn& d : part.dict_columns) {
+        if (d.ids.size() != part.size()) __builtin_trap();
+        for (uint32_t id : d.ids) {
+          if (id != DecodedBlock::kNoValue && id >= d.values.size()) __builtin_trap();
+        }
+        for (std::string_view v : d.values) touch(v);
+      }
+    }
   }
   (void)r.VerifyAll();
   return 0;
