@@ -665,7 +665,8 @@ TEST_F(LocalLogTest, FailedAgeRollKeepsTheActiveFileAndIsRetried) {
   auto log = Open();
   ASSERT_TRUE(log);
   std::vector<std::future<Result<Offset>>> appends;
-  for (int i = 0; i < 5; ++i) appends.push_back(log->Append(PartitionId(0), "r" + std::to_string(i)));
+  for (int i = 0; i < 5; ++i)
+    appends.push_back(log->Append(PartitionId(0), "r" + std::to_string(i)));
   for (auto& a : appends) ASSERT_TRUE(a.get().ok());
   env_.SetSyncFails(true);
   const auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -736,9 +737,9 @@ TEST_F(LocalLogTest, CrashWhileRollingByAgeAndDeletingLosesNoAckedRecord) {
         std::mt19937 trng(seed);
         for (int i = 0; go.load(); ++i) {
           int32_t p = static_cast<int32_t>(trng() % 2);
-          std::string data = Payload("r" + std::to_string(round) + "-" + std::to_string(t) + "-" +
-                                         std::to_string(i),
-                                     20 + trng() % 300);
+          std::string data = Payload(
+              "r" + std::to_string(round) + "-" + std::to_string(t) + "-" + std::to_string(i),
+              20 + trng() % 300);
           auto r = log->Append(PartitionId(p), data).get();
           if (!r.ok()) break;
           std::lock_guard lock(mu);
@@ -751,7 +752,8 @@ TEST_F(LocalLogTest, CrashWhileRollingByAgeAndDeletingLosesNoAckedRecord) {
       while (go.load()) {
         for (int32_t p = 0; p < 2; ++p) {
           auto end = log->EndOffset(PartitionId(p));
-          if (end.ok() && end->value > 3) (void)log->DeleteBefore(PartitionId(p), Offset(end->value - 3));
+          if (end.ok() && end->value > 3)
+            (void)log->DeleteBefore(PartitionId(p), Offset(end->value - 3));
         }
         std::this_thread::sleep_for(3ms);
       }
