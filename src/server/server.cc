@@ -81,7 +81,10 @@ Status Server::Impl::OpenLogs() {
     LocalLogOptions one;
     one.partitions = 1;
     one.file_roll_bytes = config.log_file_bytes;
-    one.file_roll_age = std::chrono::milliseconds(config.log_file_age_ms);
+    // By size only: the chatter log gets a heartbeat a second and keeps the newest 10000, so
+    // rolling by age would leave hundreds of small files; Global's log is small and cut below its
+    // oldest snapshot.
+    one.file_roll_age = std::chrono::milliseconds(0);
     auto glog = OpenLocalLog(env, JoinPath(config.data_dir, "log/global"), one);
     if (!glog.ok()) return glog.status().WithContext("opening the global log");
     global_log = std::move(glog).value();
