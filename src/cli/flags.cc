@@ -206,7 +206,7 @@ void CommitLogFlags(std::vector<ServerFlag>& f) {
                     "this size",
                     Bounds(uint64_t{1}, uint64_t{1} << 40)));
   f.push_back(Value(S::kCommitLog, "--log-file-age-ms", "SEDIMENT_LOG_FILE_AGE_MS", "N",
-                    &ServerConfig::log_file_age_ms, 30000,
+                    &ServerConfig::log_file_age_ms, 10000,
                     "embedded ingest log: a partition's file is also sealed this long after its "
                     "first record (0 = only by size), so digested records are deleted even when "
                     "no more come",

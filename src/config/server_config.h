@@ -55,7 +55,7 @@ struct ServerConfig {
   uint64_t log_file_bytes = 64ull << 20;
   // Embedded ingest log only: ... and this long after its first record (0 = only by size): a
   // sealed file is deleted once every record in it is below the safe offset.
-  int64_t log_file_age_ms = 30000;
+  int64_t log_file_age_ms = 10000;
   int query_threads = 2;
   // Query limits (api/, coordinator/): a query fails with 408 after this long (0 = no limit) and
   // with 413 when its partial states (groups, kept rows) need more than this many bytes on one

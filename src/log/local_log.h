@@ -18,7 +18,7 @@ struct LocalLogOptions {
   // ... or once its first record is this old (0 = never by age), even when no append comes: a
   // sealed file is deleted as soon as every record in it is below the start offset
   // (DeleteBefore), so an idle partition gives its digested records' space back.
-  std::chrono::milliseconds file_roll_age{30000};
+  std::chrono::milliseconds file_roll_age{10000};
   // Group commit: an append waits at most this long for others to share its fsync.
   std::chrono::microseconds max_commit_delay{0};
   // Threads that write and fsync; partition p is served by thread p % writer_threads.
