@@ -205,6 +205,12 @@ void CommitLogFlags(std::vector<ServerFlag>& f) {
                     "embedded commit log: a partition's file is sealed and a new one started at "
                     "this size",
                     Bounds(uint64_t{1}, uint64_t{1} << 40)));
+  f.push_back(Value(S::kCommitLog, "--log-file-age-ms", "SEDIMENT_LOG_FILE_AGE_MS", "N",
+                    &ServerConfig::log_file_age_ms, 10000,
+                    "embedded ingest log: a partition's file is also sealed this long after its "
+                    "first record (0 = only by size), so digested records are deleted even when "
+                    "no more come",
+                    Bounds(int64_t{0}, int64_t{86400000})));
   f.push_back(Value(S::kCommitLog, "--flush-age-ms", "SEDIMENT_FLUSH_AGE_MS", "N",
                     &ServerConfig::flush_age_ms, 2000,
                     "flush a datasource's buffer to a segment after this long (an event is in a "

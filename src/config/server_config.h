@@ -55,6 +55,9 @@ struct ServerConfig {
   size_t flush_bytes = 32u << 20;
   // Embedded log only: a partition's active file is sealed and a new one started at this size.
   uint64_t log_file_bytes = 64ull << 20;
+  // Embedded ingest log only: ... and this long after its first record (0 = only by size): a
+  // sealed file is deleted once every record in it is below the safe offset.
+  int64_t log_file_age_ms = 10000;
   // Threads per query; 0 = one per core of the machine (EffectiveQueryThreads).
   int query_threads = 0;
   // Query limits (api/, coordinator/): a query fails with 408 after this long (0 = no limit) and

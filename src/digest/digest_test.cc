@@ -129,6 +129,31 @@ class PausableLog final : public CommitLog {
   CommitLog* inner_;
 };
 
+// Wraps the ingest log and counts Reads: an idle digest worker waits in Read (max_wait), so the
+// count over an idle period is bounded by its length over the wait; a polling loop is not.
+class CountingLog final : public CommitLog {
+ public:
+  explicit CountingLog(CommitLog* inner) : inner_(inner) {}
+  int32_t partition_count() const override { return inner_->partition_count(); }
+  std::future<Result<Offset>> Append(PartitionId p, std::string record) override {
+    return inner_->Append(p, std::move(record));
+  }
+  Result<std::vector<LogRecord>> Read(PartitionId p, Offset from, size_t max_bytes,
+                                      std::chrono::milliseconds max_wait) override {
+    reads.fetch_add(1);
+    return inner_->Read(p, from, max_bytes, max_wait);
+  }
+  Status DeleteBefore(PartitionId p, Offset o) override { return inner_->DeleteBefore(p, o); }
+  Result<Offset> StartOffset(PartitionId p) override { return inner_->StartOffset(p); }
+  Result<Offset> EndOffset(PartitionId p) override { return inner_->EndOffset(p); }
+  std::string Health() override { return inner_->Health(); }
+
+  std::atomic<uint64_t> reads{0};
+
+ private:
+  CommitLog* inner_;
+};
+
 class DigestTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -715,6 +740,40 @@ TEST_F(DigestTest, StaleOwnerBelowTheLogStartReportsNothing) {
   }));
   EXPECT_TRUE(digest_->LostOffsetsByPartition().empty());
   EXPECT_EQ(PartitionOf(part).epoch, Epoch(2));
+  Close();
+}
+
+// An idle node uses no measurable CPU: with nothing to digest, each worker blocks in the log's
+// Read for its max_wait (200 ms) instead of polling. Counts Reads over an idle second (4
+// partitions: about 20), so a slow machine cannot make it fail; a worker that polled with no
+// wait would read thousands of times.
+TEST_F(DigestTest, IdleWorkersBlockInTheLogRead) {
+  Close();
+  LocalLogOptions lo;
+  lo.partitions = 4;
+  inner_log_ = OpenLocalLog(env_, dir_ / "ingest2", lo).value();
+  auto counting = std::make_unique<CountingLog>(inner_log_.get());
+  CountingLog* counter = counting.get();
+  log_ = std::move(counting);
+  LocalLogOptions go;
+  go.partitions = 1;
+  glog_ = OpenLocalLog(env_, dir_ / "global2", go).value();
+  global_ = Global::Open(env_, glog_.get(), dir_ / "snap2").value();
+  DigestOptions o;
+  o.segment_dir = dir_ / "segments";
+  o.flush_age = std::chrono::milliseconds(50);
+  digest_ = std::make_unique<Digest>(env_, Clock::Real(), log_.get(), global_.get(), o);
+  ASSERT_TRUE(digest_->Start().ok());
+  digest_->AssignAll();
+  ASSERT_TRUE(digest_->WaitClaimed(std::chrono::seconds(10)));
+  Append("a", 0, 10);
+  WaitFlushed();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // settle (replay point, ...)
+  const uint64_t before = counter->reads.load();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const uint64_t reads = counter->reads.load() - before;
+  EXPECT_LE(reads, 4u * 10u) << "idle digest workers polled the log";
+  EXPECT_GE(reads, 4u);  // the workers are running, waiting in Read
   Close();
 }
 

@@ -214,6 +214,21 @@ TEST(IngestHecRaw, LinesWithParams) {
   EXPECT_EQ(r.messages[0].events[2].timestamp_ms, kNow);
 }
 
+// Several '\r' breaks before one '\n' (the next '\n' is found once and remembered), an empty
+// line between, and a last line without a break.
+TEST(IngestHecRaw, ManyCarriageReturnsBeforeANewline) {
+  ParseResult r = MustParse(Format::kHecRaw, "x\ry\rz\r\n\rw\n\nlast", Opts());
+  ASSERT_EQ(r.messages.size(), 1u);
+  std::vector<std::string> got;
+  for (const Event& e : r.messages[0].events) got.push_back(e.raw);
+  EXPECT_EQ(got, (std::vector<std::string>{"x", "y", "z", "w", "last"}));
+  // Raw: only '\n' breaks a line; a '\r' before it is dropped, others stay.
+  r = MustParse(Format::kRaw, "a\rb\r\nc", Opts());
+  got.clear();
+  for (const Event& e : r.messages[0].events) got.push_back(e.raw);
+  EXPECT_EQ(got, (std::vector<std::string>{"a\rb", "c"}));
+}
+
 TEST(IngestHec, EventsStringAndObject) {
   const char* body =
       R"({"time": 1700000000.123, "host": "h1", "source": "s1", "sourcetype": "st1",)"

@@ -1,5 +1,6 @@
 // raw and HEC raw: one event per line.
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "ingest/internal.h"
@@ -23,11 +24,26 @@ Result<ParseResult> ParseLines(std::string_view body, const ParseOptions& option
   Builder builder(options);
   std::vector<Event>* events = builder.Events({});
   events->reserve(static_cast<size_t>(std::count(body.begin(), body.end(), '\n')) + 1);
-  const char* const breaks = hec ? "\r\n" : "\n";
+  // The next line break at or after `from` (non-decreasing): '\n', or for HEC also '\r'. Each
+  // byte is scanned at most once per character (the next '\n' is remembered across '\r's).
+  // (find_first_of with a set of breaks ran a memchr over the set for every byte of the body:
+  // 12% of the server's CPU while ingesting raw lines.)
+  size_t nl = 0;
+  bool nl_known = false;
+  auto find_break = [&](size_t from) -> size_t {
+    if (!nl_known || (nl != std::string_view::npos && nl < from)) {
+      nl = body.find('\n', from);
+      nl_known = true;
+    }
+    if (!hec) return nl;
+    const size_t until = nl == std::string_view::npos ? body.size() : nl;
+    const void* cr = std::memchr(body.data() + from, '\r', until - from);
+    return cr != nullptr ? static_cast<size_t>(static_cast<const char*>(cr) - body.data()) : nl;
+  };
   size_t pos = 0;
   size_t line_no = 0;
   while (pos < body.size()) {
-    size_t end = body.find_first_of(breaks, pos);
+    size_t end = find_break(pos);
     size_t next;
     if (end == std::string_view::npos) {
       end = body.size();

@@ -76,6 +76,11 @@ Result<std::unique_ptr<CommitLog>> OpenKafkaLog(const KafkaOptions& options,
                                                 const std::string& topic,
                                                 int32_t known_partition_count = 0);
 
+// How many times, in this process, a KafkaLog Read has waited on its consumer (one
+// rd_kafka_consumer_poll call each). An idle Read blocks once per max_wait; a Read that spins
+// calls it over and over. For tests (the idle-CPU check in kafka_log_test). Thread-safe.
+uint64_t KafkaLogReadPolls();
+
 // Parses librdkafka properties in Java properties style: `key=value` lines, `#`/`!` comments,
 // blank lines ignored, whitespace around key and value trimmed. InvalidArgument on a line without
 // '=' (with its line number).

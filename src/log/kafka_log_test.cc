@@ -557,6 +557,29 @@ TEST_F(KafkaLogTest, ReadWaitsForRecordsAndTimesOutEmpty) {
   EXPECT_LT(waited, 10s);
 }
 
+// An idle Read blocks in one consumer poll until max_wait is over; it must not poll again and
+// again (rounding the remaining time down to whole milliseconds made the last fraction of each
+// wait a spin of back-to-back polls with timeout 0: 8-15% of a core on an idle node). Counts the
+// polls, not the time, so a slow machine does not make it flaky.
+TEST_F(KafkaLogTest, IdleReadBlocksInsteadOfPolling) {
+  auto log = OpenIngest();
+  ASSERT_NE(log, nullptr);
+  // The first Read creates and positions the partition's consumer.
+  auto r = log->Read(PartitionId(1), Offset(0), 1 << 20, 300ms);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->empty());
+  constexpr int kReads = 20;
+  const uint64_t before = KafkaLogReadPolls();
+  for (int i = 0; i < kReads; ++i) {
+    r = log->Read(PartitionId(1), Offset(0), 1 << 20, 37ms);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_TRUE(r->empty());
+  }
+  const uint64_t polls = KafkaLogReadPolls() - before;
+  EXPECT_GE(polls, static_cast<uint64_t>(kReads));
+  EXPECT_LE(polls, static_cast<uint64_t>(3 * kReads)) << "idle Reads polled in a loop";
+}
+
 // Opt-in (it stops the broker for a few seconds, disturbing other clients): with
 // SEDIMENT_TEST_KAFKA_PAUSE_PID=<pid>[,<pid>...] (every broker) the brokers are paused with
 // SIGSTOP. Appends fail within produce_timeout and are never acknowledged; after SIGCONT appends

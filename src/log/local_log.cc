@@ -308,6 +308,9 @@ struct Partition {
   std::unique_ptr<WritableFile> active;
   int64_t active_base = 0;
   uint64_t active_size = 0;  // durable length of the active file
+  // When the active file is due to be rolled by age (options.file_roll_age after the first
+  // batch written to it); max(): not due (empty, just rolled, or rolling by age is off).
+  std::chrono::steady_clock::time_point roll_at = std::chrono::steady_clock::time_point::max();
   int64_t next_offset = 0;
   std::string write_buf;
 };
@@ -393,7 +396,18 @@ class LocalLog final : public CommitLog {
   void WriterLoop(Worker& w);
   // Rolls if due, then writes the batch (no sync). Sets *fatal when the partition must stop.
   Status WriteBatch(Partition& part, std::vector<PendingAppend>& batch, bool* fatal);
+  // Seals the active file and starts a new one named by the next offset (created, directory
+  // fsynced), then removes the sealed files wholly below the start offset. Writer thread only.
   Status Roll(Partition& part, bool* fatal);
+  // A roll due by age with no batch to write: Roll when the active file holds records; a
+  // failure is logged and kept as the partition's last error (fatal: the partition stops, as for
+  // a failed batch) and retried one age later.
+  void RollByAge(Worker& w, Partition& part);
+  // The earliest age roll due among w's partitions that still accept appends; max() for none.
+  // Requires w.mu (reads `failed`); writer thread only (reads `roll_at`).
+  std::chrono::steady_clock::time_point NextAgeRoll(Worker& w) REQUIRES(w.mu);
+  // Unlinks the files every record of which is below part.start (the active file never is).
+  void RemoveFilesBelowStart(Partition& part);
   void Publish(Partition& part, std::vector<PendingAppend>& batch, int64_t first);
   void Fail(Worker& w, Partition& part, std::vector<PendingAppend>& batch, const Status& s,
             bool fatal);
@@ -533,6 +547,9 @@ Status LocalLog::OpenPartition(Partition& part) {
   }
   part.active_base = active.base;
   part.active_size = active.durable_bytes;
+  if (part.active_size > 0 && options_.file_roll_age.count() > 0) {
+    part.roll_at = SteadyNow() + options_.file_roll_age;
+  }
   part.next_offset = active.end;
   part.start = start;
   part.end = active.end;
@@ -579,11 +596,20 @@ void LocalLog::WriterLoop(Worker& w) {
     }
     return false;
   };
+  std::vector<char> age_roll(n);
   MutexLock lock(&w.mu);
   while (true) {
-    while (!w.stop && !any_pending()) w.cv.Wait(w.mu);
+    // Idle: blocks until an append comes or the next age roll is due (never a polling loop).
+    while (!w.stop && !any_pending()) {
+      const auto at = NextAgeRoll(w);
+      if (at == std::chrono::steady_clock::time_point::max()) {
+        w.cv.Wait(w.mu);
+      } else if (at <= SteadyNow() || !w.cv.WaitUntil(w.mu, at)) {
+        break;
+      }
+    }
     if (w.stop) break;
-    if (options_.max_commit_delay.count() > 0) {
+    if (options_.max_commit_delay.count() > 0 && any_pending()) {
       const auto deadline = SteadyNow() + options_.max_commit_delay;
       while (!w.stop && w.cv.WaitUntil(w.mu, deadline)) {
       }
@@ -601,8 +627,14 @@ void LocalLog::WriterLoop(Worker& w) {
         for (auto& a : batches[i]) a.promise.set_value(part.failed);
         batches[i].clear();
       }
+      // A partition with a batch rolls by age in WriteBatch.
+      age_roll[i] = batches[i].empty() && part.failed.ok() && part.roll_at <= SteadyNow();
     }
     lock.Unlock();
+
+    for (size_t i = 0; i < n; ++i) {
+      if (age_roll[i]) RollByAge(w, *w.parts[i]);
+    }
 
     // Write every partition's batch, then sync them: the disk sees all writes before the first
     // fsync, and each fsync covers a whole batch.
@@ -649,18 +681,82 @@ Status LocalLog::Roll(Partition& part, bool* fatal) {
   part.active = std::move(file);
   part.active_base = base;
   part.active_size = 0;
+  part.roll_at = std::chrono::steady_clock::time_point::max();
   LogFile f;
   f.base = base;
   f.path = path;
   f.end = base;
-  MutexLock lock(&part.mu);
-  part.files.emplace(base, std::move(f));
+  {
+    MutexLock lock(&part.mu);
+    part.files.emplace(base, std::move(f));
+  }
+  // The new file is durable in the directory (synced above) before any sealed file goes.
+  RemoveFilesBelowStart(part);
   return Status::OK();
 }
 
+void LocalLog::RollByAge(Worker& w, Partition& part) {
+  if (part.active_size == 0 || !part.active) {
+    part.roll_at = std::chrono::steady_clock::time_point::max();
+    return;
+  }
+  bool fatal = false;
+  Status s = Roll(part, &fatal);
+  if (s.ok()) {
+    MutexLock lock(&part.mu);
+    part.last_error.clear();
+    return;
+  }
+  part.roll_at = SteadyNow() + options_.file_roll_age;
+  spdlog::warn("local log: partition {}: rolling the active file by age failed: {}", part.id,
+               s.ToString());
+  {
+    MutexLock lock(&part.mu);
+    part.last_error = s.ToString();
+  }
+  if (fatal) {
+    Status st(s.code(), "partition " + std::to_string(part.id) +
+                            " stopped until the log is reopened: " + s.message());
+    spdlog::error("local log: {}", st.ToString());
+    MutexLock lock(&w.mu);
+    part.failed = st;
+    for (auto& a : part.pending) a.promise.set_value(st);
+    part.pending.clear();
+  }
+}
+
+std::chrono::steady_clock::time_point LocalLog::NextAgeRoll(Worker& w) {
+  auto at = std::chrono::steady_clock::time_point::max();
+  for (Partition* part : w.parts) {
+    if (part->failed.ok()) at = std::min(at, part->roll_at);
+  }
+  return at;
+}
+
+void LocalLog::RemoveFilesBelowStart(Partition& part) {
+  std::vector<std::string> doomed;
+  {
+    MutexLock lock(&part.mu);
+    while (part.files.size() >= 2 && std::next(part.files.begin())->first <= part.start) {
+      doomed.push_back(part.files.begin()->second.path);
+      part.files.erase(part.files.begin());
+    }
+  }
+  for (const std::string& path : doomed) {
+    // A file left behind is removed by the next open.
+    if (Status s = env_->RemoveFile(path); !s.ok()) {
+      spdlog::warn("local log: removing {}: {}", path, s.ToString());
+    }
+  }
+}
+
 Status LocalLog::WriteBatch(Partition& part, std::vector<PendingAppend>& batch, bool* fatal) {
-  if (part.active_size >= options_.file_roll_bytes && part.active_size > 0) {
+  if (part.active_size > 0 &&
+      (part.active_size >= options_.file_roll_bytes || part.roll_at <= SteadyNow())) {
     RETURN_IF_ERROR(Roll(part, fatal));
+  }
+  if (part.active_size == 0 && options_.file_roll_age.count() > 0) {
+    part.roll_at = SteadyNow() + options_.file_roll_age;
   }
   size_t total = 0;
   for (const auto& a : batch) total += kHeaderSize + a.data.size();
@@ -942,22 +1038,12 @@ Status LocalLog::DeleteBefore(PartitionId p, Offset offset) {
     if (target <= part.start) return Status::OK();
   }
   RETURN_IF_ERROR(env_->WriteFileAtomic(JoinPath(part.dir, kStartName), EncodeStart(target)));
-  std::vector<std::string> doomed;
   {
     MutexLock lock(&part.mu);
     part.start = target;
     std::erase_if(part.damage, [target](const LogDamage& d) { return d.end.value <= target; });
-    while (part.files.size() >= 2 && std::next(part.files.begin())->first <= target) {
-      doomed.push_back(part.files.begin()->second.path);
-      part.files.erase(part.files.begin());
-    }
   }
-  for (const std::string& path : doomed) {
-    // A file left behind is removed by the next open.
-    if (Status s = env_->RemoveFile(path); !s.ok()) {
-      spdlog::warn("local log: removing {}: {}", path, s.ToString());
-    }
-  }
+  RemoveFilesBelowStart(part);
   return Status::OK();
 }
 

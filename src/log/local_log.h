@@ -15,6 +15,10 @@ struct LocalLogOptions {
   int32_t partitions = 8;
   // A partition's active file is rolled once it reaches this size.
   uint64_t file_roll_bytes = 64ull << 20;
+  // ... or once its first record is this old (0 = never by age), even when no append comes: a
+  // sealed file is deleted as soon as every record in it is below the start offset
+  // (DeleteBefore), so an idle partition gives its digested records' space back.
+  std::chrono::milliseconds file_roll_age{10000};
   // Group commit: an append waits at most this long for others to share its fsync.
   std::chrono::microseconds max_commit_delay{0};
   // Threads that write and fsync; partition p is served by thread p % writer_threads.

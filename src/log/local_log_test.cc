@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
+#include <future>
 #include <map>
 #include <random>
 #include <set>
@@ -560,6 +562,209 @@ TEST_F(LocalLogTest, DeleteBeforeDropsWholeFilesAndPersistsStart) {
   EXPECT_EQ(*log->EndOffset(PartitionId(0)), Offset(100));
   EXPECT_EQ(MustAppend(*log, 0, "z"), Offset(100));
   EXPECT_EQ(log->Health(), "ok");
+}
+
+// Waits (bounded) until partition p's log files are exactly `want` (file names, sorted).
+bool WaitForFiles(const std::function<std::vector<std::string>()>& files,
+                  const std::vector<std::string>& want) {
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::vector<std::string> names;
+    for (const auto& f : files()) names.push_back(std::filesystem::path(f).filename().string());
+    if (names == want) return true;
+    if (std::chrono::steady_clock::now() + 5ms >= deadline) {
+      std::string seen;
+      for (const auto& n : names) seen += n + " ";
+      ADD_FAILURE() << "log files: " << seen;
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  return false;
+}
+
+// The one active file of a partition that stops receiving appends is sealed by age, so records
+// below the start offset can go on a single node too: deleted at the roll when DeleteBefore came
+// first, or by DeleteBefore when the roll came first.
+TEST_F(LocalLogTest, AgeRollSealsAnIdleActiveFileSoDigestedRecordsAreDeleted) {
+  opts_.partitions = 2;
+  opts_.file_roll_age = 50ms;
+  auto log = Open();
+  ASSERT_TRUE(log);
+  for (int i = 0; i < 10; ++i) {
+    MustAppend(*log, 0, Payload("a" + std::to_string(i), 100));
+    MustAppend(*log, 1, Payload("b" + std::to_string(i), 100));
+  }
+  // Partition 0: everything below the start before the roll; the roll removes the old file.
+  ASSERT_TRUE(log->DeleteBefore(PartitionId(0), Offset(10)).ok());
+  EXPECT_TRUE(WaitForFiles([&] { return LogFiles(0); }, {"00000000000000000010.log"}));
+  // Partition 1: rolled first (the sealed files stay: their records are not below the start)...
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < deadline &&
+         (LogFiles(1).size() < 2 ||
+          std::filesystem::path(LogFiles(1).back()).filename() != "00000000000000000010.log")) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(std::filesystem::path(LogFiles(1).back()).filename(), "00000000000000000010.log");
+  EXPECT_EQ(std::filesystem::path(LogFiles(1).front()).filename(), "00000000000000000000.log");
+  EXPECT_EQ(ReadAll(*log, 1).size(), 10u);
+  // ... then deleted by DeleteBefore.
+  ASSERT_TRUE(log->DeleteBefore(PartitionId(1), Offset(10)).ok());
+  EXPECT_EQ(LogFiles(1).size(), 1u);
+  // An empty active file is never rolled again.
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(LogFiles(0).size(), 1u);
+  EXPECT_EQ(LogFiles(1).size(), 1u);
+  // Appends continue with the next offsets; reopening finds the same start and end.
+  EXPECT_EQ(MustAppend(*log, 0, "next"), Offset(10));
+  EXPECT_EQ(log->Health(), "ok");
+  log.reset();
+  log = Open();
+  ASSERT_TRUE(log);
+  EXPECT_EQ(*log->StartOffset(PartitionId(0)), Offset(10));
+  EXPECT_EQ(*log->EndOffset(PartitionId(0)), Offset(11));
+  auto all = ReadAll(*log, 0);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].data, "next");
+  EXPECT_EQ(*log->StartOffset(PartitionId(1)), Offset(10));
+  EXPECT_EQ(*log->EndOffset(PartitionId(1)), Offset(10));
+}
+
+// With appends coming, the age roll happens before the next batch: a file holds at most about
+// file_roll_age of records. Without age rolling the file only rolls by size.
+TEST_F(LocalLogTest, AgeRollBeforeABatchAndNoAgeRollWhenOff) {
+  opts_.partitions = 1;
+  opts_.file_roll_age = 30ms;
+  auto log = Open();
+  ASSERT_TRUE(log);
+  MustAppend(*log, 0, "first");
+  std::this_thread::sleep_for(60ms);
+  MustAppend(*log, 0, "second");
+  EXPECT_GE(LogFiles(0).size(), 2u);
+  auto all = ReadAll(*log, 0);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[1].data, "second");
+  log.reset();
+  std::filesystem::remove_all(dir_);
+
+  opts_.file_roll_age = 0ms;
+  log = Open();
+  ASSERT_TRUE(log);
+  MustAppend(*log, 0, "first");
+  std::this_thread::sleep_for(60ms);
+  MustAppend(*log, 0, "second");
+  std::this_thread::sleep_for(60ms);
+  EXPECT_EQ(LogFiles(0).size(), 1u);
+}
+
+// A roll by age that fails (the directory fsync) leaves the active file as it was: nothing is
+// lost, the failure is reported, and the roll is retried one age later.
+TEST_F(LocalLogTest, FailedAgeRollKeepsTheActiveFileAndIsRetried) {
+  env_.SetStrictDirSync(true);
+  opts_.partitions = 1;
+  opts_.file_roll_age = 300ms;  // the appends below take far less (one or two batches)
+  auto log = Open();
+  ASSERT_TRUE(log);
+  std::vector<std::future<Result<Offset>>> appends;
+  for (int i = 0; i < 5; ++i)
+    appends.push_back(log->Append(PartitionId(0), "r" + std::to_string(i)));
+  for (auto& a : appends) ASSERT_TRUE(a.get().ok());
+  env_.SetSyncFails(true);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (log->Health() == "ok" && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_NE(log->Health(), "ok");
+  EXPECT_EQ(LogFiles(0).size(), 1u);  // the new file was removed again
+  auto all = ReadAll(*log, 0);
+  ASSERT_EQ(all.size(), 5u);
+  env_.SetSyncFails(false);
+  EXPECT_TRUE(WaitForFiles([&] { return LogFiles(0); },
+                           {"00000000000000000000.log", "00000000000000000005.log"}));
+  // The file shows before its roll returned; the error clears when it did.
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (log->Health() != "ok" && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(log->Health(), "ok");
+  // A crash now keeps everything: the sealed file and the (durably created) new one.
+  ASSERT_TRUE(env_.SimulateCrash().ok());
+  log.reset();
+  env_.Restart();
+  log = Open();
+  ASSERT_TRUE(log);
+  all = ReadAll(*log, 0);
+  ASSERT_EQ(all.size(), 5u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(all[i].data, "r" + std::to_string(i));
+  EXPECT_EQ(MustAppend(*log, 0, "r5"), Offset(5));
+}
+
+// Crashes at random moments while files roll by age (every millisecond) and by size and
+// DeleteBefore removes what is below the start: after each restart every acknowledged record at
+// or above the start is there with its offset and bytes, and the start never moves back.
+TEST_F(LocalLogTest, CrashWhileRollingByAgeAndDeletingLosesNoAckedRecord) {
+  env_.SetStrictDirSync(true);
+  opts_.partitions = 2;
+  opts_.file_roll_bytes = 2048;
+  opts_.file_roll_age = 1ms;
+  std::mt19937 rng(1234);
+  std::map<int32_t, std::map<int64_t, std::string>> known;
+  std::map<int32_t, int64_t> start_seen;
+  for (int round = 0; round < 8; ++round) {
+    auto log = Open();
+    ASSERT_TRUE(log) << "round " << round;
+    for (int32_t p = 0; p < 2; ++p) {
+      const int64_t start = log->StartOffset(PartitionId(p))->value;
+      EXPECT_GE(start, start_seen[p]) << "round " << round;
+      start_seen[p] = start;
+      auto all = ReadAll(*log, p);
+      std::map<int64_t, std::string> got;
+      for (auto& rec : all) got[rec.offset.value] = rec.data;
+      for (const auto& [off, data] : known[p]) {
+        if (off < start) continue;
+        ASSERT_TRUE(got.count(off)) << "round " << round << " p" << p << " lost acked " << off;
+        EXPECT_EQ(got[off], data);
+      }
+      for (auto& [off, data] : got) known[p][off] = data;
+      EXPECT_EQ(log->EndOffset(PartitionId(p))->value, start + static_cast<int64_t>(all.size()));
+    }
+    EXPECT_EQ(log->Health(), "ok");
+
+    std::atomic<bool> go{true};
+    std::mutex mu;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 3; ++t) {
+      threads.emplace_back([&, t, seed = rng()] {
+        std::mt19937 trng(seed);
+        for (int i = 0; go.load(); ++i) {
+          int32_t p = static_cast<int32_t>(trng() % 2);
+          std::string data = Payload(
+              "r" + std::to_string(round) + "-" + std::to_string(t) + "-" + std::to_string(i),
+              20 + trng() % 300);
+          auto r = log->Append(PartitionId(p), data).get();
+          if (!r.ok()) break;
+          std::lock_guard lock(mu);
+          known[p][r->value] = data;
+          if (i % 7 == 0) std::this_thread::sleep_for(2ms);  // let age rolls happen
+        }
+      });
+    }
+    threads.emplace_back([&] {
+      while (go.load()) {
+        for (int32_t p = 0; p < 2; ++p) {
+          auto end = log->EndOffset(PartitionId(p));
+          if (end.ok() && end->value > 3)
+            (void)log->DeleteBefore(PartitionId(p), Offset(end->value - 3));
+        }
+        std::this_thread::sleep_for(3ms);
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 60));
+    ASSERT_TRUE(env_.SimulateCrash().ok());
+    go = false;
+    for (auto& th : threads) th.join();
+    log.reset();
+    env_.Restart();
+  }
 }
 
 TEST_F(LocalLogTest, ReadWaitsForData) {

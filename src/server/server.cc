@@ -74,12 +74,17 @@ Status Server::Impl::OpenLogs() {
     LocalLogOptions log_options;
     log_options.partitions = config.partitions > 0 ? config.partitions : 8;
     log_options.file_roll_bytes = config.log_file_bytes;
+    log_options.file_roll_age = std::chrono::milliseconds(config.log_file_age_ms);
     auto ingest = OpenLocalLog(env, JoinPath(config.data_dir, "log/ingest"), log_options);
     if (!ingest.ok()) return ingest.status().WithContext("opening the ingest log");
     ingest_log = std::move(ingest).value();
     LocalLogOptions one;
     one.partitions = 1;
     one.file_roll_bytes = config.log_file_bytes;
+    // By size only: the chatter log gets a heartbeat a second and keeps the newest 10000, so
+    // rolling by age would leave hundreds of small files; Global's log is small and cut below its
+    // oldest snapshot.
+    one.file_roll_age = std::chrono::milliseconds(0);
     auto glog = OpenLocalLog(env, JoinPath(config.data_dir, "log/global"), one);
     if (!glog.ok()) return glog.status().WithContext("opening the global log");
     global_log = std::move(glog).value();
