@@ -122,6 +122,25 @@ void EvalText(const CiSearcher& s, const BlockView& v, const Mask& cand, Mask* o
   }
 }
 
+// /re/ over a block: with a prefilter, the candidates holding one of its literals are found over
+// the block's raw bytes at once (as free text), and RE2 runs on those only.
+void EvalRawRegex(const FilterNode& node, const BlockView& v, const Mask& cand, Mask* out) {
+  const Mask* check = &cand;
+  Mask hits;
+  if (!node.regex_prefilter.empty()) {
+    hits.assign(v.n, 0);
+    for (const CiSearcher& s : node.regex_prefilter) EvalText(s, v, cand, &hits);
+    check = &hits;
+  }
+  const RE2& re = ThreadLocalRegex(node.re);
+  const DecodedBlock& b = *v.b;
+  for (size_t i = 0; i < v.n; ++i) {
+    if ((*check)[i] && RE2::PartialMatch(re2::StringPiece(b.raw[i].data(), b.raw[i].size()), re)) {
+      (*out)[i] = 1;
+    }
+  }
+}
+
 void Eval(const FilterNode& node, const BlockView& v, const Mask& cand, Mask* out) {
   out->assign(v.n, 0);
   const DecodedBlock& b = *v.b;
@@ -161,15 +180,9 @@ void Eval(const FilterNode& node, const BlockView& v, const Mask& cand, Mask* ou
         if (cand[i] && GlobPiecesInOrder(node.pieces, b.raw[i])) (*out)[i] = 1;
       }
       return;
-    case K::kRawRegex: {
-      const RE2& re = ThreadLocalRegex(node.re);
-      for (size_t i = 0; i < v.n; ++i) {
-        if (cand[i] && RE2::PartialMatch(re2::StringPiece(b.raw[i].data(), b.raw[i].size()), re)) {
-          (*out)[i] = 1;
-        }
-      }
+    case K::kRawRegex:
+      EvalRawRegex(node, v, cand, out);
       return;
-    }
     case K::kFieldEq:
     case K::kFieldGlob:
     case K::kFieldRegex:

@@ -30,6 +30,7 @@ using functions::GlobPieces;
 using functions::MakeFieldMatch;
 using functions::MakeNode;
 using functions::RegexFlag;
+using functions::SetFilterRegex;
 using functions::SetStageRegex;
 
 // Deepest nesting of parentheses, negations, lists, calls and case { } accepted (bounds the
@@ -73,6 +74,7 @@ class Parser {
     FilterPtr filter;
     if (!ParseSteps(&filter, &q->stages, /*in_branch=*/false)) return err_;
     q->filter = filter ? filter : MakeNode(FilterNode::Kind::kTrue, 0);
+    q->filter = WithRegexStageLiterals(q->filter, q->stages);
     q->is_aggregate = std::any_of(q->stages.begin(), q->stages.end(),
                                   [](const Stage& st) { return st.IsAggregate(); });
     return std::shared_ptr<const CompiledQuery>(std::move(q));
@@ -485,7 +487,7 @@ class Parser {
       auto n = MakeNode(FilterNode::Kind::kRawRegex, start);
       n->field = "@rawstring";
       n->text = source;
-      n->re = re;
+      SetFilterRegex(std::move(re), n.get());
       return n;
     }
     if (IsIdentStart(c)) {
@@ -579,7 +581,7 @@ class Parser {
       if (!ParseRegexLiteral(&re, &source)) return nullptr;
       n = MakeNode(FilterNode::Kind::kFieldRegex, start);
       n->text = source;
-      n->re = re;
+      SetFilterRegex(std::move(re), n.get());
     } else if (Peek() == '"') {
       std::string value;
       if (!ParseQuoted(&value)) return nullptr;
