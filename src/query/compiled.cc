@@ -179,7 +179,6 @@ std::vector<std::string> RequiredTerms(const FilterNode& filter) {
 
 FilterPtr WithRegexStageLiterals(const FilterPtr& filter, const std::vector<Stage>& stages) {
   constexpr size_t kMaxClausesPerStage = 2;
-  constexpr size_t kMinLiteral = 2;
   FilterPtr out = filter;
   // A literal the filter already requires (a /regex/ step with named groups is a filter and a
   // stage) adds nothing.
@@ -190,6 +189,7 @@ FilterPtr WithRegexStageLiterals(const FilterPtr& filter, const std::vector<Stag
     n->kind = FilterNode::Kind::kText;
     n->text = literal;
     n->searcher = std::make_shared<CiSearcher>(literal);
+    n->implied = true;
     n->position = position;
     return n;
   };
@@ -210,8 +210,9 @@ FilterPtr WithRegexStageLiterals(const FilterPtr& filter, const std::vector<Stag
     if (!st.strict || !(st.field.empty() || st.field == "@rawstring")) continue;
     std::vector<const std::vector<std::string>*> clauses;
     for (const auto& c : st.regex_literals.clauses) {
-      const bool long_enough = std::all_of(
-          c.begin(), c.end(), [&](const std::string& l) { return l.size() >= kMinLiteral; });
+      const bool long_enough = std::all_of(c.begin(), c.end(), [&](const std::string& l) {
+        return l.size() >= kMinPrefilterLiteral;
+      });
       const bool known =
           c.size() == 1 && std::any_of(required.begin(), required.end(), [&](const std::string& t) {
             return t.find(c[0]) != std::string::npos;

@@ -56,6 +56,9 @@ struct FilterNode {
   RegexLiterals regex_literals;
   std::vector<CiSearcher> regex_prefilter;
   std::shared_ptr<const CiSearcher> searcher;  // kText
+  // kText added by WithRegexStageLiterals: a later stage drops the events it rejects, so the
+  // executor may take it as true (it does where the literal turns out to be common).
+  bool implied = false;
   // kTextGlob: the non-empty pieces between '*' (lower-cased), at least one.
   std::vector<CiSearcher> pieces;
   size_t position = 0;  // byte offset of the construct in the query text
@@ -156,8 +159,8 @@ struct Stage {
   // kRegex: bytes every match starts with (case-sensitively), empty when unknown; lets the
   // executor try anchored matches only where they occur.
   std::string regex_prefix;
-  // kRegex: finds candidates for regex_prefix (ASCII-case-insensitively; the executor checks the
-  // exact bytes). Null: the executor looks for the prefix's first byte.
+  // kRegex: finds regex_prefix (case-sensitively). Null: the executor looks for the prefix's
+  // first byte.
   std::shared_ptr<const CiSearcher> regex_prefix_searcher;
   // kRegex: the literals every match contains, and the prefilter taken from them when the prefix
   // search does not already imply it (see FilterNode::regex_literals).
@@ -206,7 +209,8 @@ class CompiledQuery {
 std::vector<std::string> RequiredTerms(const FilterNode& filter);
 
 // `filter` AND the literals that the leading strict regex() stages on @rawstring require (at most
-// two clauses per stage, each literal at least 2 bytes), as free-text nodes: an event without
+// two clauses per stage, each literal at least kMinPrefilterLiteral bytes), as free-text nodes
+// marked `implied`: an event without
 // them would be dropped by the stage anyway, and as filter terms they prune blocks and are
 // searched over a block's raw bytes at once. The leading stages are those before the first stage
 // other than regex() and filters (which never change @rawstring). Returns `filter` when there

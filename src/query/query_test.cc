@@ -42,6 +42,11 @@ TEST(SearchTest, MatchesNaiveCaseInsensitiveSearch) {
     const char* got = s.Find(hay.data(), hay.data() + hay.size());
     size_t got_off = got == nullptr ? std::string::npos : static_cast<size_t>(got - hay.data());
     ASSERT_EQ(got_off, expect) << "needle '" << needle << "' hay '" << hay << "'";
+    // Case-sensitive mode: as std::string::find.
+    CiSearcher exact(needle, /*exact_case=*/true);
+    got = exact.Find(hay.data(), hay.data() + hay.size());
+    got_off = got == nullptr ? std::string::npos : static_cast<size_t>(got - hay.data());
+    ASSERT_EQ(got_off, hay.find(needle)) << "exact needle '" << needle << "' hay '" << hay << "'";
   }
   CiSearcher at("@a");
   EXPECT_FALSE(at.Contains("`a `A"));

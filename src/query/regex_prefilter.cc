@@ -630,7 +630,9 @@ std::vector<std::string> RequiredRegexTerms(const RegexLiterals& lits) {
 std::vector<CiSearcher> RegexPrefilter(const RegexLiterals& lits) {
   const Clause* best = nullptr;
   for (const Clause& c : lits.clauses) {
-    if (c.empty() || c.size() > kMaxPrefilterLiterals) continue;
+    if (c.empty() || c.size() > kMaxPrefilterLiterals || Score(c).first < kMinPrefilterLiteral) {
+      continue;
+    }
     if (best == nullptr || Score(c) > Score(*best)) best = &c;
   }
   std::vector<CiSearcher> out;

@@ -45,9 +45,12 @@ RegexLiterals AnalyzeRegex(const re2::RE2& re);
 std::vector<std::string> RequiredRegexTerms(const RegexLiterals& lits);
 
 // The most selective clause (longest shortest literal, then fewest literals; at most
-// kMaxPrefilterLiterals literals) as searchers: text containing none of them cannot match.
-// Empty when there is no clause.
+// kMaxPrefilterLiterals literals, each at least kMinPrefilterLiteral bytes) as searchers: text
+// containing none of them cannot match. Empty when there is no clause.
 constexpr size_t kMaxPrefilterLiterals = 4;
+// Shorter literals are too common to be worth a search of their own (and the block filters
+// ignore them).
+constexpr size_t kMinPrefilterLiteral = 3;
 std::vector<CiSearcher> RegexPrefilter(const RegexLiterals& lits);
 
 // Whether `text` contains one of `prefilter`'s literals; true when `prefilter` is empty.

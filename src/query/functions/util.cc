@@ -188,7 +188,7 @@ void SetStageRegex(std::shared_ptr<const re2::RE2> re, Stage* st) {
   st->group_index = RegexGroupIndexes(*re, st->groups);
   st->regex_prefix = LeadingLiteral(re->pattern());
   if (!st->regex_prefix.empty()) {
-    st->regex_prefix_searcher = std::make_shared<CiSearcher>(st->regex_prefix);
+    st->regex_prefix_searcher = std::make_shared<CiSearcher>(st->regex_prefix, /*exact_case=*/true);
   }
   st->regex_literals = AnalyzeRegex(*re);
   st->regex_prefilter = RegexPrefilter(st->regex_literals);
