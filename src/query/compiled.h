@@ -159,8 +159,8 @@ struct Stage {
   // kRegex: bytes every match starts with (case-sensitively), empty when unknown; lets the
   // executor try anchored matches only where they occur.
   std::string regex_prefix;
-  // kRegex: finds regex_prefix (case-sensitively). Null: the executor looks for the prefix's
-  // first byte.
+  // kRegex: finds regex_prefix (case-sensitively) when it has at least 3 bytes. Null: the
+  // executor looks for the prefix's first byte.
   std::shared_ptr<const CiSearcher> regex_prefix_searcher;
   // kRegex: the literals every match contains, and the prefilter taken from them when the prefix
   // search does not already imply it (see FilterNode::regex_literals).

@@ -187,7 +187,8 @@ void SetStageRegex(std::shared_ptr<const re2::RE2> re, Stage* st) {
   st->groups = GroupNames(*re);
   st->group_index = RegexGroupIndexes(*re, st->groups);
   st->regex_prefix = LeadingLiteral(re->pattern());
-  if (!st->regex_prefix.empty()) {
+  // Short prefixes: memchr for the first byte is as selective and cheaper per call.
+  if (st->regex_prefix.size() >= kMinPrefilterLiteral) {
     st->regex_prefix_searcher = std::make_shared<CiSearcher>(st->regex_prefix, /*exact_case=*/true);
   }
   st->regex_literals = AnalyzeRegex(*re);
