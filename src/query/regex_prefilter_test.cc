@@ -209,7 +209,7 @@ TEST(RegexLiteralsTest, NeverRulesOutAMatch) {
   RE2::Options quiet;
   quiet.set_log_errors(false);
   int matched_with_clauses = 0, rejected = 0;
-  for (int iter = 0; iter < 4000; ++iter) {
+  for (int iter = 0; iter < 2500; ++iter) {
     const std::string pattern = gen.Regex();
     RE2 re(pattern, quiet);
     if (!re.ok()) continue;
@@ -235,8 +235,8 @@ TEST(RegexLiteralsTest, NeverRulesOutAMatch) {
     }
   }
   // The property was exercised: matches with literals, and texts the prefilter turned away.
-  EXPECT_GT(matched_with_clauses, 2000);
-  EXPECT_GT(rejected, 2000);
+  EXPECT_GT(matched_with_clauses, 1000);
+  EXPECT_GT(rejected, 1000);
 }
 
 // ---- queries: the prefiltered paths give plain RE2's answers ----
@@ -277,7 +277,7 @@ TEST(RegexPrefilterQueryTest, SameAnswersAsPlainRe2) {
       "ab",           "AB",    "a|k",       "kE",          "(?i)ke", "(?i)ab|s", "e?x",
       "^ab",          "ab$",   "^$",        "\\bab",       "[Kk]",   "\xc3\xa9", "(?i)\xc3\xa9",
       "\xe2\x84\xaa", "(?i)k", "\\x{212A}", "user=u[0-3]", "a.*b",   "",         "x{2}|1"};
-  for (int i = 0; i < 150; ++i) patterns.push_back(gen.Regex());
+  for (int i = 0; i < 100; ++i) patterns.push_back(gen.Regex());
 
   RE2::Options quiet;
   quiet.set_log_errors(false);
