@@ -339,7 +339,13 @@ class Parser {
         Error(start, "invalid regular expression: " + error);
         return false;
       }
-      AddFilter(f, start, leading, stages, *filter_phase);
+      // On @rawstring the strict stage alone filters (RE2 runs once per event, not twice); its
+      // literals still join the leading filter (WithRegexStageLiterals). A field regex stays a
+      // filter too, for its block-filter terms, and so does any regex in a case branch, where
+      // the filter is the branch's condition.
+      if (f->kind == FilterNode::Kind::kFieldRegex || InCase()) {
+        AddFilter(f, start, leading, stages, *filter_phase);
+      }
       Stage st;
       st.kind = Stage::Kind::kRegex;
       st.position = start;

@@ -360,3 +360,39 @@ TEST(RegexPrefilterQueryTest, StrictRegexStageLiteralsJoinTheFilter) {
 
 }  // namespace
 }  // namespace sediment::query
+
+namespace sediment::query {
+namespace {
+
+TEST(RegexPrefilterQueryTest, RegexStepWithNamedGroupsFiltersOnceAndKeepsCaseBranches) {
+  auto events = std::make_shared<std::vector<PositionedEvent>>();
+  for (int i = 0; i < 100; ++i) {
+    events->push_back(Ev(1000 + i, i % 3 == 0 ? "id=" + std::to_string(i) : "none", "v"));
+  }
+  ScanInput in;
+  in.buffered.push_back(BufferedSource{Datasource{"r", {}}, PartitionId(0), events});
+  auto count = [&](const std::string& q) {
+    auto c = Compile(q);
+    EXPECT_TRUE(c.ok()) << q;
+    if (!c.ok()) return std::string("ERROR");
+    auto r = Execute(Env::Default(), **c, TimeRange{0, 1'000'000}, in, ExecOptions{});
+    EXPECT_TRUE(r.ok()) << q;
+    if (!r.ok() || r->rows.size() != 1) return std::string("ERROR");
+    for (const auto& [k, v] : r->rows[0]) {
+      if (k == "_count") return std::to_string(std::get<int64_t>(v));
+    }
+    return std::string("ERROR");
+  };
+  // A /re/ step with named groups is a strict regex() stage: 34 events hold "id=<digits>".
+  auto c = Compile(R"q(/id=(?<n>\d+)/ | count())q");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(DebugString(*(*c)->filter), R"q((text "id="))q");
+  EXPECT_EQ(count(R"q(/id=(?<n>\d+)/ | count())q"), "34");
+  EXPECT_EQ(count(R"q(/id=(?<n>\d+)/ | n=3 | count())q"), "1");
+  // In a case branch the regex stays the branch's condition: the others take the '*' branch.
+  EXPECT_EQ(count(R"q(case { /id=(?<n>\d+)/ ; * } | count())q"), "100");
+  EXPECT_EQ(count(R"q(case { /id=(?<n>\d+)/ ; * } | n=* | count())q"), "34");
+}
+
+}  // namespace
+}  // namespace sediment::query
