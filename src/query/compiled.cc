@@ -53,9 +53,16 @@ void CollectTerms(const FilterNode& n, std::vector<std::string>* out) {
     case FilterNode::Kind::kFieldGlob:
       if (!IsUnindexedField(n.field)) AppendGlobPieces(n.text, out);
       break;
+    case FilterNode::Kind::kRawRegex:
+      for (std::string& t : RequiredRegexTerms(n.regex_literals)) out->push_back(std::move(t));
+      break;
+    case FilterNode::Kind::kFieldRegex:
+      if (IsUnindexedField(n.field)) break;
+      for (std::string& t : RequiredRegexTerms(n.regex_literals)) out->push_back(std::move(t));
+      break;
     // kFieldEq / kFieldGlob with ignore_case contribute the same lower-cased literals: the
     // terms are matched case-insensitively. kFieldCmp compares numbers, whose spelling varies
-    // ("5", "5.0"), so it contributes nothing; neither do NOT, regexes and constants.
+    // ("5", "5.0"), so it contributes nothing; neither do NOT and constants.
     default:
       break;
   }
@@ -167,6 +174,79 @@ std::vector<std::string> RequiredTerms(const FilterNode& filter) {
   CollectTerms(filter, &out);
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+FilterPtr WithRegexStageLiterals(const FilterPtr& filter, const std::vector<Stage>& stages) {
+  constexpr size_t kMaxClausesPerStage = 2;
+  FilterPtr out = filter;
+  // A literal the filter already requires (a /regex/ step with named groups is a filter and a
+  // stage) adds nothing.
+  const std::vector<std::string> required =
+      filter ? RequiredTerms(*filter) : std::vector<std::string>{};
+  auto text_node = [](const std::string& literal, size_t position) {
+    auto n = std::make_shared<FilterNode>();
+    n->kind = FilterNode::Kind::kText;
+    n->text = literal;
+    n->searcher = std::make_shared<CiSearcher>(literal);
+    n->implied = true;
+    n->position = position;
+    return n;
+  };
+  auto and_with = [&](FilterPtr f) {
+    if (out == nullptr || out->kind == FilterNode::Kind::kTrue) {
+      out = std::move(f);
+      return;
+    }
+    auto n = std::make_shared<FilterNode>();
+    n->kind = FilterNode::Kind::kAnd;
+    n->position = f->position;
+    n->children = {out, std::move(f)};
+    out = std::move(n);
+  };
+  for (const Stage& st : stages) {
+    if (st.kind == Stage::Kind::kFilter) continue;
+    if (st.kind != Stage::Kind::kRegex) break;
+    if (!st.strict || !(st.field.empty() || st.field == "@rawstring")) continue;
+    std::vector<const std::vector<std::string>*> clauses;
+    for (const auto& c : st.regex_literals.clauses) {
+      const bool long_enough = std::all_of(c.begin(), c.end(), [&](const std::string& l) {
+        return l.size() >= kMinPrefilterLiteral;
+      });
+      const bool known =
+          c.size() == 1 && std::any_of(required.begin(), required.end(), [&](const std::string& t) {
+            return t.find(c[0]) != std::string::npos;
+          });
+      if (long_enough && !known && c.size() <= kMaxPrefilterLiterals) clauses.push_back(&c);
+    }
+    // Longest shortest literal first, then fewest literals.
+    auto shortest = [](const std::vector<std::string>& c) {
+      size_t m = SIZE_MAX;
+      for (const std::string& l : c) m = std::min(m, l.size());
+      return m;
+    };
+    std::stable_sort(clauses.begin(), clauses.end(), [&](const auto* a, const auto* b) {
+      if (shortest(*a) != shortest(*b)) return shortest(*a) > shortest(*b);
+      return a->size() < b->size();
+    });
+    if (clauses.size() > kMaxClausesPerStage) clauses.resize(kMaxClausesPerStage);
+    for (const auto* c : clauses) {
+      FilterPtr any;
+      for (const std::string& l : *c) {
+        FilterPtr t = text_node(l, st.position);
+        if (any == nullptr) {
+          any = std::move(t);
+        } else {
+          auto n = std::make_shared<FilterNode>();
+          n->kind = FilterNode::Kind::kOr;
+          n->position = st.position;
+          n->children = {any, std::move(t)};
+          any = std::move(n);
+        }
+      }
+      and_with(std::move(any));
+    }
+  }
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/event.h"
+#include "query/regex_prefilter.h"
 #include "query/search.h"
 
 namespace re2 {
@@ -48,7 +49,16 @@ struct FilterNode {
   Cmp cmp = Cmp::kEq;        // kFieldCmp
   double number = 0;         // kFieldCmp
   std::shared_ptr<const re2::RE2> re;
+  // kRawRegex / kFieldRegex: the literals every match of `re` contains (regex_prefilter.h), and
+  // the prefilter taken from them: a text holding none of its literals cannot match (empty: no
+  // prefilter). Set with `re` (functions::SetFilterRegex); nodes built without them just run
+  // RE2.
+  RegexLiterals regex_literals;
+  std::vector<CiSearcher> regex_prefilter;
   std::shared_ptr<const CiSearcher> searcher;  // kText
+  // kText added by WithRegexStageLiterals: a later stage drops the events it rejects, so the
+  // executor may take it as true (it does where the literal turns out to be common).
+  bool implied = false;
   // kTextGlob: the non-empty pieces between '*' (lower-cased), at least one.
   std::vector<CiSearcher> pieces;
   size_t position = 0;  // byte offset of the construct in the query text
@@ -149,6 +159,13 @@ struct Stage {
   // kRegex: bytes every match starts with (case-sensitively), empty when unknown; lets the
   // executor try anchored matches only where they occur.
   std::string regex_prefix;
+  // kRegex: finds regex_prefix (case-sensitively) when it has at least 3 bytes. Null: the
+  // executor looks for the prefix's first byte.
+  std::shared_ptr<const CiSearcher> regex_prefix_searcher;
+  // kRegex: the literals every match contains, and the prefilter taken from them when the prefix
+  // search does not already imply it (see FilterNode::regex_literals).
+  RegexLiterals regex_literals;
+  std::vector<CiSearcher> regex_prefilter;
   bool strict = true;  // kRegex
   std::string field;   // kRegex/kParseJson/kKvParse/kFormatTime/kLower/kLength/kSplit source
   std::string as;      // kFormatTime/kLower/kLength target
@@ -187,8 +204,18 @@ class CompiledQuery {
 
 // Lower-cased literals that every event matching `filter` contains (case-insensitively) in its
 // @rawstring or a field value: taken from the AND-spine (free text, phrases, field literals,
-// wildcard pieces); an OR contributes only terms implied by both of its sides.
+// wildcard pieces, the literals regexes require: RequiredRegexTerms); an OR contributes only
+// terms implied by both of its sides.
 std::vector<std::string> RequiredTerms(const FilterNode& filter);
+
+// `filter` AND the literals that the leading strict regex() stages on @rawstring require (at most
+// two clauses per stage, each literal at least kMinPrefilterLiteral bytes), as free-text nodes
+// marked `implied`: an event without
+// them would be dropped by the stage anyway, and as filter terms they prune blocks and are
+// searched over a block's raw bytes at once. The leading stages are those before the first stage
+// other than regex() and filters (which never change @rawstring). Returns `filter` when there
+// is nothing to add.
+FilterPtr WithRegexStageLiterals(const FilterPtr& filter, const std::vector<Stage>& stages);
 
 // `filter` with every comparison on a datasource tag (#repo, #type, ...) replaced by its constant
 // outcome for `ds`, and constants folded. Shares unchanged subtrees.

@@ -150,6 +150,46 @@ void EvalDictLeaf(const FilterNode& node, const DecodedBlock::DictColumn& d, con
   }
 }
 
+// Whether the first kSample candidates of the block (when there are that many) all contain one
+// of `literals`: then searching for them would hardly narrow the candidates, and a search that
+// may be skipped (a regex prefilter, an implied literal) is skipped.
+bool CommonInBlock(const std::vector<const CiSearcher*>& literals, const BlockView& v,
+                   const Mask& cand) {
+  constexpr size_t kSample = 16;
+  size_t seen = 0;
+  for (size_t i = 0; i < v.n && seen < kSample; ++i) {
+    if (!cand[i]) continue;
+    const std::string_view raw = v.b->raw[i];
+    if (std::none_of(literals.begin(), literals.end(),
+                     [&](const CiSearcher* s) { return s->Contains(raw); })) {
+      return false;
+    }
+    ++seen;
+  }
+  return seen == kSample;
+}
+
+// /re/ over a block: with a prefilter, the candidates holding one of its literals are found over
+// the block's raw bytes at once (as free text), and RE2 runs on those only.
+void EvalRawRegex(const FilterNode& node, const BlockView& v, const Mask& cand, Mask* out) {
+  const Mask* check = &cand;
+  Mask hits;
+  std::vector<const CiSearcher*> literals;
+  for (const CiSearcher& s : node.regex_prefilter) literals.push_back(&s);
+  if (!literals.empty() && !CommonInBlock(literals, v, cand)) {
+    hits.assign(v.n, 0);
+    for (const CiSearcher& s : node.regex_prefilter) EvalText(s, v, cand, &hits);
+    check = &hits;
+  }
+  const RE2& re = ThreadLocalRegex(node.re);
+  const DecodedBlock& b = *v.b;
+  for (size_t i = 0; i < v.n; ++i) {
+    if ((*check)[i] && RE2::PartialMatch(re2::StringPiece(b.raw[i].data(), b.raw[i].size()), re)) {
+      (*out)[i] = 1;
+    }
+  }
+}
+
 void Eval(const FilterNode& node, const BlockView& v, const Mask& cand, Mask* out) {
   out->assign(v.n, 0);
   const DecodedBlock& b = *v.b;
@@ -182,6 +222,10 @@ void Eval(const FilterNode& node, const BlockView& v, const Mask& cand, Mask* ou
       return;
     }
     case K::kText:
+      if (node.implied && CommonInBlock({node.searcher.get()}, v, cand)) {
+        *out = cand;
+        return;
+      }
       EvalText(*node.searcher, v, cand, out);
       return;
     case K::kTextGlob:
@@ -189,15 +233,9 @@ void Eval(const FilterNode& node, const BlockView& v, const Mask& cand, Mask* ou
         if (cand[i] && GlobPiecesInOrder(node.pieces, b.raw[i])) (*out)[i] = 1;
       }
       return;
-    case K::kRawRegex: {
-      const RE2& re = ThreadLocalRegex(node.re);
-      for (size_t i = 0; i < v.n; ++i) {
-        if (cand[i] && RE2::PartialMatch(re2::StringPiece(b.raw[i].data(), b.raw[i].size()), re)) {
-          (*out)[i] = 1;
-        }
-      }
+    case K::kRawRegex:
+      EvalRawRegex(node, v, cand, out);
       return;
-    }
     case K::kFieldEq:
     case K::kFieldGlob:
     case K::kFieldRegex:

@@ -30,6 +30,7 @@ using functions::GlobPieces;
 using functions::MakeFieldMatch;
 using functions::MakeNode;
 using functions::RegexFlag;
+using functions::SetFilterRegex;
 using functions::SetStageRegex;
 
 // Deepest nesting of parentheses, negations, lists, calls and case { } accepted (bounds the
@@ -73,6 +74,7 @@ class Parser {
     FilterPtr filter;
     if (!ParseSteps(&filter, &q->stages, /*in_branch=*/false)) return err_;
     q->filter = filter ? filter : MakeNode(FilterNode::Kind::kTrue, 0);
+    q->filter = WithRegexStageLiterals(q->filter, q->stages);
     q->is_aggregate = std::any_of(q->stages.begin(), q->stages.end(),
                                   [](const Stage& st) { return st.IsAggregate(); });
     return std::shared_ptr<const CompiledQuery>(std::move(q));
@@ -337,7 +339,13 @@ class Parser {
         Error(start, "invalid regular expression: " + error);
         return false;
       }
-      AddFilter(f, start, leading, stages, *filter_phase);
+      // On @rawstring the strict stage alone filters (RE2 runs once per event, not twice); its
+      // literals still join the leading filter (WithRegexStageLiterals). A field regex stays a
+      // filter too, for its block-filter terms, and so does any regex in a case branch, where
+      // the filter is the branch's condition.
+      if (f->kind == FilterNode::Kind::kFieldRegex || InCase()) {
+        AddFilter(f, start, leading, stages, *filter_phase);
+      }
       Stage st;
       st.kind = Stage::Kind::kRegex;
       st.position = start;
@@ -485,7 +493,7 @@ class Parser {
       auto n = MakeNode(FilterNode::Kind::kRawRegex, start);
       n->field = "@rawstring";
       n->text = source;
-      n->re = re;
+      SetFilterRegex(std::move(re), n.get());
       return n;
     }
     if (IsIdentStart(c)) {
@@ -579,7 +587,7 @@ class Parser {
       if (!ParseRegexLiteral(&re, &source)) return nullptr;
       n = MakeNode(FilterNode::Kind::kFieldRegex, start);
       n->text = source;
-      n->re = re;
+      SetFilterRegex(std::move(re), n.get());
     } else if (Peek() == '"') {
       std::string value;
       if (!ParseQuoted(&value)) return nullptr;

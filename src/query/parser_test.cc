@@ -348,7 +348,13 @@ TEST(ParserFilterTest, RequiredTermsFollowAndSpine) {
   EXPECT_EQ(terms("Foo \"Bar Baz\" status=OK"), (V{"bar baz", "foo", "ok"}));
   EXPECT_EQ(terms("foo or bar"), V{});
   EXPECT_EQ(terms("foo not bar"), V{"foo"});
-  EXPECT_EQ(terms("url=*Api*v1 #repo=web @timestamp=5 x=/re/"), (V{"api", "v1"}));
+  EXPECT_EQ(terms("url=*Api*v1 #repo=web @timestamp=5 x=/re/"), (V{"api", "re", "v1"}));
+  // A regex contributes the literals each of its matches certainly contains.
+  EXPECT_EQ(terms("/Error.*disk.full/ @id=/abc/"), (V{"disk", "error", "full"}));
+  EXPECT_EQ(terms("/Error.*disk (full|gone)/"), V{"error"});
+  EXPECT_EQ(terms("/a?bcd|efg/i"), V{});
+  EXPECT_EQ(terms("/abc/ or /abcd/"), V{"abc"});
+  EXPECT_EQ(terms("not /abc/"), V{});
   EXPECT_EQ(terms("abc*def"), (V{"abc", "def"}));
   EXPECT_EQ(terms("alpha beta OR gamma"), V{"alpha"});
   EXPECT_EQ(terms("alpha OR beta gamma"), V{"gamma"});
@@ -811,7 +817,8 @@ TEST(ParserFunctionTest, RegexLiteralWithNamedGroupsExtracts) {
   // A /regex/ step with named groups filters (and prunes) and also extracts the groups.
   auto q = MustCompile(R"q(/user=(?<user>\w+)/ | user=bob | count())q");
   ASSERT_TRUE(q);
-  EXPECT_EQ(DebugString(*q->filter), R"q((regex "user=(?P<user>\\w+)"))q");
+  // On @rawstring the stage alone filters; its literal joins the leading filter.
+  EXPECT_EQ(DebugString(*q->filter), R"q((text "user="))q");
   EXPECT_EQ(
       StagesString(q->stages),
       R"q(regex user=(?P<user>\w+) field=@rawstring groups=[user] | filter (eq "user" "bob") | agg/none {count()})q");

@@ -27,19 +27,23 @@ const bool kHasAvx2 = __builtin_cpu_supports("avx2");
 
 }  // namespace
 
-CiSearcher::CiSearcher(std::string_view needle) : needle_(needle) {
-  for (char& c : needle_) c = static_cast<char>(kLower.t[static_cast<unsigned char>(c)]);
+CiSearcher::CiSearcher(std::string_view needle, bool exact_case)
+    : needle_(needle), exact_case_(exact_case) {
+  if (!exact_case_) {
+    for (char& c : needle_) c = static_cast<char>(kLower.t[static_cast<unsigned char>(c)]);
+  }
   if (!needle_.empty()) {
     first_ = static_cast<unsigned char>(needle_.front());
     last_ = static_cast<unsigned char>(needle_.back());
-    first_fold_ = IsLowerLetter(first_) ? 0x20 : 0;
-    last_fold_ = IsLowerLetter(last_) ? 0x20 : 0;
+    first_fold_ = !exact_case_ && IsLowerLetter(first_) ? 0x20 : 0;
+    last_fold_ = !exact_case_ && IsLowerLetter(last_) ? 0x20 : 0;
   }
 }
 
 // Bytes 1 .. n-2 of the needle at p (first and last already matched exactly).
 bool CiSearcher::MiddleEquals(const char* p) const {
   const size_t n = needle_.size();
+  if (exact_case_) return n <= 2 || std::memcmp(p + 1, needle_.data() + 1, n - 2) == 0;
   for (size_t k = 1; k + 1 < n; ++k) {
     if (kLower.t[static_cast<unsigned char>(p[k])] != static_cast<unsigned char>(needle_[k])) {
       return false;

@@ -11,8 +11,9 @@ namespace sediment::query {
 
 class CiSearcher {
  public:
-  // `needle` is matched ignoring ASCII case; non-ASCII bytes must match exactly.
-  explicit CiSearcher(std::string_view needle);
+  // `needle` is matched ignoring ASCII case; non-ASCII bytes must match exactly. With
+  // `exact_case`, every byte must match exactly (the same fast search, case-sensitive).
+  explicit CiSearcher(std::string_view needle, bool exact_case = false);
 
   // Start of the first occurrence in [begin, end), or nullptr. An empty needle matches at begin.
   const char* Find(const char* begin, const char* end) const;
@@ -20,7 +21,8 @@ class CiSearcher {
     return Find(hay.data(), hay.data() + hay.size()) != nullptr;
   }
   size_t size() const { return needle_.size(); }
-  const std::string& needle() const { return needle_; }  // lower-cased
+  // Lower-cased (as given with exact_case).
+  const std::string& needle() const { return needle_; }
 
  private:
   const char* FindScalar(const char* begin, const char* end) const;
@@ -29,6 +31,7 @@ class CiSearcher {
   bool MiddleEquals(const char* p) const;
 
   std::string needle_;
+  bool exact_case_ = false;
   unsigned char first_ = 0, last_ = 0;            // lower-cased first / last byte
   unsigned char first_fold_ = 0, last_fold_ = 0;  // 0x20 when that byte is a letter
 };

@@ -170,9 +170,11 @@ bool ContainsIgnoreCase(std::string_view hay, std::string_view needle) {
   return false;
 }
 
-bool RegexFound(const std::shared_ptr<const re2::RE2>& re, std::string_view s) {
-  return re != nullptr &&
-         RE2::PartialMatch(re2::StringPiece(s.data(), s.size()), ThreadLocalRegex(re));
+// Whether the regex of a kRawRegex / kFieldRegex node occurs in `s`: its prefilter first, RE2
+// only when that admits `s`.
+bool RegexFound(const FilterNode& f, std::string_view s) {
+  return f.re != nullptr && PrefilterAdmits(f.regex_prefilter, s) &&
+         RE2::PartialMatch(re2::StringPiece(s.data(), s.size()), ThreadLocalRegex(f.re));
 }
 
 // ---- expressions ----
@@ -696,7 +698,7 @@ bool Matches(const FilterNode& f, const Record& r) {
       return f.searcher ? f.searcher->Contains(*raw) : ContainsIgnoreCase(*raw, f.text);
     }
     if (f.kind == FK::kTextGlob) return GlobPiecesInOrder(f.pieces, *raw);
-    return RegexFound(f.re, *raw);
+    return RegexFound(f, *raw);
   }
   if (f.kind == FK::kFieldCmp) {
     std::optional<double> v = r.GetNumber(f.field);
@@ -710,7 +712,7 @@ bool Matches(const FilterNode& f, const Record& r) {
     case FK::kFieldGlob:
       return f.ignore_case ? GlobMatchIgnoreCase(f.text, *v) : GlobMatch(f.text, *v);
     case FK::kFieldRegex:
-      return RegexFound(f.re, *v);
+      return RegexFound(f, *v);
     default:
       return false;
   }

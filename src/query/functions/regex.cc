@@ -69,9 +69,9 @@ namespace {
 // with these bytes) it tries anchored matches only where the prefix occurs, which RE2 runs as a
 // one-pass or bounded match instead of a search over the whole text; the first anchored match is
 // the leftmost one, with the same groups. After a few failed anchored matches it searches the
-// rest unanchored.
-bool MatchGroups(const re2::RE2& re, std::string_view prefix, const re2::StringPiece& input,
-                 re2::StringPiece* sub, int nsub) {
+// rest unanchored. `searcher` (the prefix, case-insensitively), when given, finds candidates.
+bool MatchGroups(const re2::RE2& re, std::string_view prefix, const CiSearcher* searcher,
+                 const re2::StringPiece& input, re2::StringPiece* sub, int nsub) {
   size_t from = 0;
   if (!prefix.empty()) {
     constexpr int kMaxCandidates = 8;
@@ -81,10 +81,14 @@ bool MatchGroups(const re2::RE2& re, std::string_view prefix, const re2::StringP
     int tries = 0;
     for (;;) {
       if (static_cast<size_t>(end - p) < prefix.size()) return false;
-      p = static_cast<const char*>(
-          std::memchr(p, prefix[0], static_cast<size_t>(end - p) - (prefix.size() - 1)));
+      if (searcher != nullptr) {
+        p = searcher->Find(p, end);
+      } else {
+        p = static_cast<const char*>(
+            std::memchr(p, prefix[0], static_cast<size_t>(end - p) - (prefix.size() - 1)));
+      }
       if (p == nullptr) return false;
-      size_t n = 1;  // prefixes are short: compare in place rather than call memcmp
+      size_t n = 0;  // prefixes are short: compare in place rather than call memcmp
       while (n < prefix.size() && p[n] == prefix[n]) ++n;
       if (n == prefix.size()) {
         const size_t at = static_cast<size_t>(p - begin);
@@ -135,8 +139,11 @@ bool ApplyRegex(const Stage& st, Record& r) {
     more_sub.resize(static_cast<size_t>(nsub));
     sub = more_sub.data();
   }
+  if (!PrefilterAdmits(st.regex_prefilter, *text)) return !st.strict;
   const re2::StringPiece input(text->data(), text->size());
-  if (!MatchGroups(re, st.regex_prefix, input, sub, nsub)) return !st.strict;
+  if (!MatchGroups(re, st.regex_prefix, st.regex_prefix_searcher.get(), input, sub, nsub)) {
+    return !st.strict;
+  }
   for (size_t k = 0; k < st.groups.size(); ++k) {
     if (index[k] < 0) continue;
     const re2::StringPiece& m = sub[index[k]];

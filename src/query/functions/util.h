@@ -37,8 +37,10 @@ std::shared_ptr<const re2::RE2> CompileRegex(const std::string& source, std::str
 std::string RegexFlag(char f);
 
 // Gives a kRegex stage the regex `re` (every capture group named), its group names and its
-// capture indexes and its leading literal bytes.
+// capture indexes, its leading literal bytes, its required literals and its prefilter.
 void SetStageRegex(std::shared_ptr<const re2::RE2> re, Stage* st);
+// Gives a kRawRegex / kFieldRegex node the regex `re`, its required literals and its prefilter.
+void SetFilterRegex(std::shared_ptr<const re2::RE2> re, FilterNode* n);
 
 std::shared_ptr<FilterNode> MakeNode(FilterNode::Kind kind, size_t position);
 // A node `kind` (kAnd / kOr) over `a` and `b`.
