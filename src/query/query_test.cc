@@ -594,7 +594,9 @@ TEST_F(SegmentExecTest, HeadAndTailSkipBlocksBeyondWhatTheyKeep) {
       }
       EXPECT_EQ(r->rows, rows);
       // Each worker cuts once it holds N itself: a few blocks per worker for a small N.
-      if (n <= 50) EXPECT_LT(r->stats.blocks_scanned, r->stats.blocks_total / 2);
+      if (n <= 50) {
+        EXPECT_LT(r->stats.blocks_scanned, r->stats.blocks_total / 2);
+      }
     }
   }
 }
