@@ -879,6 +879,10 @@ class AggregateCollector final : public Collector {
       case Stage::Grouping::kGroupBy:
       case Stage::Grouping::kTop: {
         if (fields_.size() != 1) return false;
+        // No event of the block has the field: none joins a group.
+        if (b.field_names_complete && IsEventField(fields_[0]) && !b.HasFieldName(fields_[0])) {
+          return true;
+        }
         const DecodedBlock::DictColumn* d = b.FindDictColumn(fields_[0]);
         if (d == nullptr) return false;
         std::vector<uint64_t>& counts = dict_counts_;

@@ -244,6 +244,10 @@ void Eval(const FilterNode& node, const BlockView& v, const Mask& cand, Mask* ou
         EvalDictLeaf(node, *d, cand, out);
         return;
       }
+      // A field no event of the block has: no comparison matches.
+      if (b.field_names_complete && IsEventField(node.field) && !b.HasFieldName(node.field)) {
+        return;
+      }
       // One record at a time, with the same rules as a filter stage later in the pipeline.
       for (size_t i = 0; i < v.n; ++i) {
         if (cand[i] && Matches(node, Record(EventRef{v.b, v.ds, v.partition, i}))) (*out)[i] = 1;
@@ -312,6 +316,7 @@ void BuildBufferedBlock(const std::vector<PositionedEvent>& events, size_t begin
   out->raw.clear();
   out->fields.clear();
   out->field_names.clear();
+  out->field_names_complete = false;
   out->dict_columns.clear();
   out->buffer.clear();
   out->buffer.reserve(bytes);  // views below stay valid: appends never exceed this capacity

@@ -471,6 +471,11 @@ TEST_F(SegmentExecTest, ColumnSelectiveReadsAnswerAsFullReads) {
     if (i % 2 == 0) fields.push_back({"body", "{\"k\":" + std::to_string(i % 3) + "}"});
     events.push_back(Ev(1000 + i * 3, 100 + i, raw, fields));
   }
+  // Then events of another shape (whole blocks without method/status/size/user).
+  for (int i = 600; i < 800; ++i) {
+    events.push_back(Ev(1000 + i * 3, 100 + i, "level=info app log line " + std::to_string(i),
+                        {{"level", i % 3 ? "info" : "warn"}}));
+  }
   ScanInput v1, v2, mem;
   v1.segments.push_back(WriteEvents("v1", events, 1));
   v2.segments.push_back(WriteEvents("v2", events, 2));
@@ -487,6 +492,9 @@ TEST_F(SegmentExecTest, ColumnSelectiveReadsAnswerAsFullReads) {
       "| timeChart(span=100ms)",
       "| top(user)",
       "status>=400 | avg(size)",
+      "level=warn | groupBy(level)",
+      "status!=200 | count()",
+      "NOT status=200 | groupBy(level)",
       "user=/u1[0-3]/ | groupBy(user)",
       "slow | count()",
       "/size=4\\d\\d / | count()",

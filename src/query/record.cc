@@ -79,6 +79,13 @@ int CompareValues(const Value& a, const Value& b) {
   return sa < sb ? -1 : (sa > sb ? 1 : 0);
 }
 
+bool IsEventField(std::string_view name) {
+  if (name.empty()) return true;
+  if (name[0] == '#') return false;
+  return !(name == "@rawstring" || name == "@timestamp" || name == "@ingesttimestamp" ||
+           name == "@id");
+}
+
 Record::Record(const EventRef& ev) { ResetToEvent(ev); }
 
 void Record::ResetToEvent(const EventRef& ev) {

@@ -89,6 +89,10 @@ class Record {
   std::vector<std::string> removed_;  // event fields removed by stages
 };
 
+// Whether Record::Get of an event looks `name` up among the event's fields (false for tags and
+// the built-ins @rawstring, @timestamp, @ingesttimestamp and @id).
+bool IsEventField(std::string_view name);
+
 // Text form of a value (integers in decimal, doubles with up to 17 significant digits, no
 // trailing ".0" for whole doubles below 2^53).
 std::string ValueToString(const Value& v);

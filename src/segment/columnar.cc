@@ -412,6 +412,7 @@ bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
   }
   out->field_names.resize(ncols);
   for (size_t k = 0; k < ncols; ++k) out->field_names[k] = cols[k].name;
+  out->field_names_complete = true;
 
   out->field_begin.resize(n + 1);
   out->raw.resize(n);

@@ -661,6 +661,7 @@ void ClearColumns(DecodedBlock* out) {
   out->fields.clear();
   out->field_begin.clear();
   out->field_names.clear();
+  out->field_names_complete = false;
   out->dict_columns.clear();
 }
 
@@ -910,6 +911,7 @@ Status SegmentReaderImpl::DecodeColumns(size_t bi, DecodedBlock* out) const {
   }
   if (!c.ok || c.p != raw_start || value_used != value_run) return bad;
 
+  out->field_names_complete = true;
   return CheckDecoded(bi, *out);
 }
 

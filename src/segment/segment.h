@@ -3,6 +3,7 @@
 // Exact byte layout: segment/FORMAT.md (format version 2, columnar; version 1 stays readable).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -86,8 +87,15 @@ struct DecodedBlock {
   // Fields of event i are fields[field_begin[i] .. field_begin[i+1]).
   std::vector<FieldView> fields;
   std::vector<uint32_t> field_begin;  // size = event count + 1
-  // The block's field-name dictionary (every FieldView::name points into one of these).
+  // The block's field-name dictionary (every FieldView::name points into one of these). When
+  // `field_names_complete`, it lists every name that occurs among the decoded fields and no
+  // other (a segment read; a partial read lists the selected names present in the block), so a
+  // decoded field that is not listed is absent from every event.
   std::vector<std::string_view> field_names;
+  bool field_names_complete = false;
+  bool HasFieldName(std::string_view name) const {
+    return std::find(field_names.begin(), field_names.end(), name) != field_names.end();
+  }
   // Format 2 partial reads only (empty otherwise): each selected dictionary-encoded field column
   // in which no event has more than one value, as its distinct values and, per event, the index
   // of the event's value (kNoValue: the event lacks the field). The same values as `fields`;
