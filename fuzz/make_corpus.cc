@@ -13,6 +13,7 @@
 
 #include "cluster/heartbeat.h"
 #include "cluster/node_identity.h"
+#include "common/coding.h"
 #include "coordinator/internal_query.h"
 #include "fuzz/mem_env.h"
 #include "global/global.h"
@@ -252,9 +253,9 @@ void GlobalSeeds() {
   const std::vector<GlobalEvent> events = {
       SetClusterId{"cluster-1"},
       CreateRepo{"fuzz"},
-      AddIngestToken{"fuzz", "token-1"},
-      AddApiToken{"api-1"},
-      SetClusterSecret{"secret"},
+      AddIngestToken{"fuzz", "token-1", ""},
+      AddApiToken{"api-1", ""},
+      SetClusterSecret{"secret", ""},
       RegisterNode{NodeId(1)},
       ClaimPartition{PartitionId(2), NodeId(1), Epoch(0)},
       RegisterSegment{seg, Offset(21)},

@@ -2,7 +2,8 @@
 // BlockMayContainAll, VerifyAll), reading a file from a memory Env.
 // Input: byte 0 picks the mode (byte 0 & 3: 0 and 2 as themselves, 1 mode 1, 3 mode 3), the
 // rest is
-//   mode 0: a whole segment file (format 1 or 2; blocks are also read with column selections). The target writes the footer CRC and the content hash into the
+//   mode 0: a whole segment file (format 1 or 2; blocks are also read with column selections). The
+//   target writes the footer CRC and the content hash into the
 //           trailer (when the trailer's footer location is in range) so that mutations of the
 //           footer reach its parser; block CRCs are left as they are (libFuzzer's comparison
 //           tracing finds them).
@@ -363,8 +364,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t take : {size_t{0}, size_t{1}, names.size()}) {
       ColumnSelection sel;
       sel.all = false;
-      sel.fields.assign(names.begin(), names.begin() + static_cast<ptrdiff_t>(
-                                                          std::min(take, names.size())));
+      sel.fields.assign(names.begin(),
+                        names.begin() + static_cast<ptrdiff_t>(std::min(take, names.size())));
       DecodedBlock part;
       if (!r.ReadBlockColumns(i, sel, &part).ok()) __builtin_trap();  // the full read succeeded
       if (part.size() != block.size() || part.field_begin.size() != part.size() + 1)

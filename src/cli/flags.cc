@@ -255,8 +255,7 @@ void KafkaFlags(std::vector<ServerFlag>& f) {
 void QueryFlags(std::vector<ServerFlag>& f) {
   f.push_back(Value(S::kQueries, "--query-threads", "SEDIMENT_QUERY_THREADS", "N",
                     &ServerConfig::query_threads, 0,
-                    "threads per query (0: one per core of the machine)",
-                    Bounds(0, 1024)));
+                    "threads per query (0: one per core of the machine)", Bounds(0, 1024)));
   f.push_back(Value(S::kQueries, "--query-timeout-ms", "SEDIMENT_QUERY_TIMEOUT_MS", "N",
                     &ServerConfig::query_timeout_ms, 300000,
                     "a query that runs longer fails with 408 (0: no limit)",

@@ -465,11 +465,9 @@ struct ScanOutcome {
 // `stopped` is set.
 template <typename Visit, typename Stop>
 Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelection& columns,
-                         const TimeRange& range, const ScanInput& input,
-                         const ExecOptions& options,
+                         const TimeRange& range, const ScanInput& input, const ExecOptions& options,
                          const std::function<void(size_t, uint64_t)>& count_block,
-                         const TimeCutter& cutter, Visit&& visit,
-                         Stop&& stop) {
+                         const TimeCutter& cutter, Visit&& visit, Stop&& stop) {
   ScanOutcome out;
   const int threads = std::max(1, options.threads);
   QueryStats& stats = out.stats;

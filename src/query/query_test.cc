@@ -465,8 +465,8 @@ TEST_F(SegmentExecTest, ColumnSelectiveReadsAnswerAsFullReads) {
     const std::string size = std::to_string((i * 7919) % 5000);
     std::string raw = method + " /api/" + std::to_string(i % 9) + " " + status + " size=" + size +
                       " user=" + user + " {\"k\":" + std::to_string(i % 3) + "}";
-    std::vector<Field> fields = {{"method", method}, {"status", status}, {"size", size},
-                                 {"user", user},     {"@extra", "x"}};
+    std::vector<Field> fields = {
+        {"method", method}, {"status", status}, {"size", size}, {"user", user}, {"@extra", "x"}};
     if (i % 5 == 0) fields.push_back({"note", "slow request"});
     if (i % 2 == 0) fields.push_back({"body", "{\"k\":" + std::to_string(i % 3) + "}"});
     events.push_back(Ev(1000 + i * 3, 100 + i, raw, fields));
@@ -588,8 +588,8 @@ TEST_F(SegmentExecTest, HeadAndTailSkipBlocksBeyondWhatTheyKeep) {
       auto r = RunQuery(q, in, TimeRange{0, 100000}, o);
       ASSERT_TRUE(r.ok());
       // The same rows as collecting every event and cutting afterwards.
-      auto all = RunQuery(std::string(q).find("served") == 0 ? "served" : "", in,
-                          TimeRange{0, 100000}, o);
+      auto all =
+          RunQuery(std::string(q).find("served") == 0 ? "served" : "", in, TimeRange{0, 100000}, o);
       ASSERT_TRUE(all.ok());
       std::vector<Row> rows = all->rows;
       const size_t n = std::string(q).find("2500") != std::string::npos ? 2500

@@ -150,8 +150,8 @@ void BlockEncoder::Encode(const PositionedEvent* ev, size_t n, NameTable* names,
     EncodedColumn c;
     c.id = kFirstField + id;
     const size_t m = col.values.size();
-    if (m == n && std::all_of(col.counts.begin(), col.counts.end(),
-                              [](uint32_t k) { return k == 1; })) {
+    if (m == n &&
+        std::all_of(col.counts.begin(), col.counts.end(), [](uint32_t k) { return k == 1; })) {
       c.data.push_back(1);  // every event has exactly one value
     } else {
       c.data.push_back(0);
@@ -206,12 +206,12 @@ struct ParsedColumn {
   std::string_view name;
   std::vector<uint32_t> counts;  // per event
   std::vector<std::string_view> values;
-  std::vector<int64_t> ints;  // kInt, before rendering
+  std::vector<int64_t> ints;           // kInt, before rendering
   std::vector<std::string_view> dict;  // kDict: the distinct values
   std::vector<uint32_t> dict_ids;      // kDict: per value, its index in `dict`
-  bool one_each = false;      // every event has exactly one value (mode 1)
-  size_t next = 0;            // values taken so far
-  size_t prefix = 0;          // full decode: values of the events before the next one
+  bool one_each = false;               // every event has exactly one value (mode 1)
+  size_t next = 0;                     // values taken so far
+  size_t prefix = 0;                   // full decode: values of the events before the next one
 };
 
 thread_local std::vector<ParsedColumn> tls_columns;

@@ -55,7 +55,7 @@ constexpr uint8_t kCodecStored = 0;
 constexpr uint8_t kCodecZstd = 1;
 
 struct BlockExtra {
-  uint32_t crc = 0;  // format 1: CRC32C of the stored block
+  uint32_t crc = 0;            // format 1: CRC32C of the stored block
   uint64_t filter_offset = 0;  // within the filter area
   uint64_t filter_size = 0;
   uint8_t filter_hashes = 0;
@@ -204,8 +204,8 @@ Status ValidateWriteArgs(const std::vector<PositionedEvent>& events,
 
 std::string EncodeFooter(uint32_t version, const SegmentInfo& info,
                          const std::vector<std::string>& names,
-                         const std::vector<BlockInfo>& blocks,
-                         const std::vector<BlockExtra>& extra, const std::string& filters) {
+                         const std::vector<BlockInfo>& blocks, const std::vector<BlockExtra>& extra,
+                         const std::string& filters) {
   std::string f;
   PutLengthPrefixed(&f, info.datasource.repo);
   PutVarint64(&f, info.datasource.tags.size());
@@ -455,7 +455,7 @@ class SegmentReaderImpl final : public SegmentReader {
   std::vector<BlockExtra> extra_;
   std::string filters_;
   uint32_t version_ = 0;
-  std::vector<std::string> names_;                       // format 2: field names by id
+  std::vector<std::string> names_;                           // format 2: field names by id
   std::unordered_map<std::string_view, uint64_t> name_ids_;  // format 2: names_ by name
 };
 
@@ -634,9 +634,10 @@ Status SegmentReaderImpl::ParseFooter(std::string_view in, uint64_t footer_offse
     max_ts = std::max(max_ts, b.max_ts);
   }
   if (expect_offset != footer_offset) return Corrupt("blocks do not end at the footer");
-  if (events != info_.event_count || (version_ == kFormatVersion2 && raw_bytes != info_.raw_bytes) ||
-      info_.min_pos != blocks_.front().min_pos ||
-      info_.max_pos != blocks_.back().max_pos || info_.min_ts != min_ts || info_.max_ts != max_ts)
+  if (events != info_.event_count ||
+      (version_ == kFormatVersion2 && raw_bytes != info_.raw_bytes) ||
+      info_.min_pos != blocks_.front().min_pos || info_.max_pos != blocks_.back().max_pos ||
+      info_.min_ts != min_ts || info_.max_ts != max_ts)
     return Corrupt("segment info disagrees with the block index");
   return Status::OK();
 }
@@ -673,8 +674,7 @@ Status SegmentReaderImpl::ReadBlockColumns(size_t i, const ColumnSelection& colu
                                            DecodedBlock* out) const {
   // The columns are not cleared up front: resizing vectors that keep their size from the
   // previous block avoids value-initializing every element again. Any failure empties them.
-  Status st =
-      version_ == kFormatVersion1 ? ReadBlockInto(i, out) : ReadColumnsV2(i, columns, out);
+  Status st = version_ == kFormatVersion1 ? ReadBlockInto(i, out) : ReadColumnsV2(i, columns, out);
   if (!st.ok()) ClearColumns(out);
   return st;
 }
@@ -701,9 +701,8 @@ Status SegmentReaderImpl::ReadColumnsV2(size_t i, const ColumnSelection& selecti
       auto it = name_ids_.find(name);
       if (it == name_ids_.end()) continue;
       const uint64_t id = segment_v2::kFirstField + it->second;
-      auto c = std::lower_bound(
-          cols.begin() + segment_v2::kBuiltinColumns, cols.end(), id,
-          [](const ColumnEntry& e, uint64_t x) { return e.id < x; });
+      auto c = std::lower_bound(cols.begin() + segment_v2::kBuiltinColumns, cols.end(), id,
+                                [](const ColumnEntry& e, uint64_t x) { return e.id < x; });
       if (c != cols.end() && c->id == id) wanted[static_cast<size_t>(c - cols.begin())] = 1;
     }
   }

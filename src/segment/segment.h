@@ -74,7 +74,7 @@ struct FieldView {
   std::string_view value;
 };
 struct DecodedBlock {
-  std::string buffer;                 // decompressed bytes; the views below point into it
+  std::string buffer;  // decompressed bytes; the views below point into it
   // Format 2: decompressed column chunks, @rawstrings reassembled from their template, and
   // integer values rendered as text; views below may point into any of them.
   std::vector<std::string> chunks;

@@ -378,8 +378,14 @@ TEST_F(SegmentTest, RoundTripManyBlocks) {
 // columns (dictionary, integer and plain encodings in one block).
 TEST_F(SegmentTest, ColumnEncodingsKeepValuesExactly) {
   std::mt19937_64 rng(5);
-  const std::vector<std::string> odd_ints = {"007", "-0", "+5", "99999999999999999999", "1e3",
-                                             "-9223372036854775808", "9223372036854775807", " 1"};
+  const std::vector<std::string> odd_ints = {"007",
+                                             "-0",
+                                             "+5",
+                                             "99999999999999999999",
+                                             "1e3",
+                                             "-9223372036854775808",
+                                             "9223372036854775807",
+                                             " 1"};
   std::vector<PositionedEvent> events;
   for (int i = 0; i < 3000; ++i) {
     PositionedEvent pe;
@@ -865,26 +871,25 @@ TEST_F(SegmentTest, SizeReport) {
       for (size_t i = 0; i < (*r)->blocks().size(); ++i) {
         EXPECT_TRUE((*r)->ReadBlockColumns(i, sel, &block).ok());
       }
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-                                    .count());
+      best = std::min(best,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     return 1e3 * best / static_cast<double>((*r)->blocks().size());
   };
   ColumnSelection one;
   one.all = false;
   one.fields = {"status"};
-  std::printf("ReadBlock per ~1 MiB block: format 1 %.2f ms, format 2 %.2f ms, format 2 one "
-              "field %.3f ms\n",
-              ms_per_block(1, ColumnSelection{}), ms_per_block(2, ColumnSelection{}),
-              ms_per_block(2, one));
+  std::printf(
+      "ReadBlock per ~1 MiB block: format 1 %.2f ms, format 2 %.2f ms, format 2 one "
+      "field %.3f ms\n",
+      ms_per_block(1, ColumnSelection{}), ms_per_block(2, ColumnSelection{}), ms_per_block(2, one));
   {
     SegmentWriterOptions v1;
     v1.format_version = 1;
     auto info = WriteSegment(env_, Path("v1"), TestDs(), PartitionId(0), events, v1);
     ASSERT_TRUE(info.ok());
     std::printf("format 1 at the defaults: %llu bytes (%.3fx zstd -3)\n",
-                static_cast<unsigned long long>(info->file_size),
-                double(info->file_size) / zstd3);
+                static_cast<unsigned long long>(info->file_size), double(info->file_size) / zstd3);
   }
 }
 
