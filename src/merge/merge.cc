@@ -433,34 +433,36 @@ Result<std::unique_ptr<SegmentReader>> Merger::OpenInput(const SegmentRecord& se
   return last;
 }
 
-Status Merger::ReadInputs(const Plan& plan, std::vector<PositionedEvent>* events) {
+Status Merger::InputFailed(const SegmentRecord& seg, const Status& st) {
   // Fail on the input at fault: a corrupt or unreachable one is left out of planning for a while.
-  auto fail = [&](const SegmentRecord& seg, const Status& st) {
-    excluded_until_[seg.id] = clock_->MonotonicMicros() + kRetryFailedInputUs;
-    return st.WithContext("input segment " + std::to_string(seg.id.value) + " ('" + seg.file_name +
-                          "')");
-  };
-  // Open every input first (fetching missing ones) so that an unreachable input costs no decoding.
-  std::vector<std::unique_ptr<Input>> inputs;
-  uint64_t expected = 0;
+  excluded_until_[seg.id] = clock_->MonotonicMicros() + kRetryFailedInputUs;
+  return st.WithContext("input segment " + std::to_string(seg.id.value) + " ('" + seg.file_name +
+                        "')");
+}
+
+Status Merger::OpenInputs(const Plan& plan, std::vector<std::unique_ptr<Input>>* inputs) {
+  // Every input is opened first (fetching missing ones) so that an unreachable input costs no
+  // decoding.
   for (const SegmentRecord& seg : plan.inputs) {
     auto in = std::make_unique<Input>();
     in->seg = &seg;
     auto reader = OpenInput(seg);
-    if (!reader.ok()) return fail(seg, reader.status());
+    if (!reader.ok()) return InputFailed(seg, reader.status());
     const SegmentInfo& info = (*reader)->info();
     if (!(info.datasource == seg.datasource) || info.partition != seg.partition ||
         info.min_pos != seg.min_pos || info.max_pos != seg.max_pos ||
         info.event_count != seg.event_count || info.content_hash != seg.content_hash) {
-      return fail(seg, Status::Corruption("the file does not match its Global record"));
+      return InputFailed(seg, Status::Corruption("the file does not match its Global record"));
     }
     in->reader = std::move(*reader);
-    expected += seg.event_count;
-    inputs.push_back(std::move(in));
+    inputs->push_back(std::move(in));
   }
+  return Status::OK();
+}
 
-  events->reserve(expected);
+Status Merger::CopyEvents(std::vector<std::unique_ptr<Input>>& inputs, SegmentFileWriter* out) {
   DecodedBlock block;
+  PositionedEvent pe;  // reused: its strings keep their capacity
   bool have_last = false;
   Position last;
   for (auto& in : inputs) {
@@ -468,38 +470,37 @@ Status Merger::ReadInputs(const Plan& plan, std::vector<PositionedEvent>* events
     uint64_t n = 0;
     for (size_t b = 0; b < in->reader->blocks().size(); ++b) {
       Status st = in->reader->ReadBlock(b, &block);
-      if (!st.ok()) return fail(seg, st);
+      if (!st.ok()) return InputFailed(seg, st);
       for (size_t i = 0; i < block.size(); ++i) {
         const Position pos = block.positions[i];
         if (pos < seg.min_pos || seg.max_pos < pos || (have_last && pos <= last)) {
-          return fail(seg, Status::Corruption("event at position " + Str(pos) +
-                                              " out of order or outside the segment's range"));
+          return InputFailed(seg, Status::Corruption(
+                                      "event at position " + Str(pos) +
+                                      " out of order or outside the segment's range"));
         }
-        PositionedEvent pe;
         pe.pos = pos;
         pe.event.timestamp_ms = block.timestamps[i];
         pe.event.ingest_ms = block.ingest_ts[i];
         pe.event.raw.assign(block.raw[i]);
-        pe.event.fields.reserve(block.field_begin[i + 1] - block.field_begin[i]);
-        for (uint32_t j = block.field_begin[i]; j < block.field_begin[i + 1]; ++j) {
-          pe.event.fields.push_back(
-              Field{std::string(block.fields[j].name), std::string(block.fields[j].value)});
+        const size_t nf = block.field_begin[i + 1] - block.field_begin[i];
+        pe.event.fields.resize(nf);
+        for (size_t j = 0; j < nf; ++j) {
+          const FieldView& f = block.fields[block.field_begin[i] + j];
+          pe.event.fields[j].name.assign(f.name);
+          pe.event.fields[j].value.assign(f.value);
         }
-        events->push_back(std::move(pe));
+        RETURN_IF_ERROR(out->Add(pe));
         last = pos;
         have_last = true;
         ++n;
       }
     }
     if (n != seg.event_count) {
-      return fail(seg, Status::Corruption("holds " + std::to_string(n) + " events, Global says " +
-                                          std::to_string(seg.event_count)));
+      return InputFailed(seg, Status::Corruption("holds " + std::to_string(n) +
+                                                 " events, Global says " +
+                                                 std::to_string(seg.event_count)));
     }
     in->reader.reset();
-  }
-  if (events->size() != expected) {
-    return Status::Internal("merge read " + std::to_string(events->size()) + " events, expected " +
-                            std::to_string(expected));
   }
   return Status::OK();
 }
@@ -519,32 +520,35 @@ Status Merger::Execute(const Plan& plan) {
     return s;
   };
 
-  std::vector<PositionedEvent> events;
+  const std::string name =
+      MergedSegmentFileName(first.partition, first.min_pos, self_, RandomU32());
+  Result<SegmentInfo> info = Status::Internal("not written");
+  std::unique_ptr<SegmentStore::NewSegment> output;
   {
+    // Inputs are pinned while they are read, which is while the output is written.
     std::vector<std::string> names;
     for (const SegmentRecord& seg : plan.inputs) names.push_back(seg.file_name);
     SegmentStore::PinHandle pin = store_->Pin(names);
-    Status st = ReadInputs(plan, &events);
+    std::vector<std::unique_ptr<Input>> inputs;
+    Status st = OpenInputs(plan, &inputs);
     if (!st.ok()) return failed(st);
+    auto created = store_->Create(name);
+    if (!created.ok()) return failed(created.status().WithContext("writing " + name));
+    output = std::move(*created);
+    info = output->WriteFrom(first.datasource, first.partition, options_.segment,
+                             [&](SegmentFileWriter* w) { return CopyEvents(inputs, w); });
+    if (!info.ok()) return failed(info.status().WithContext("writing " + name));
   }
   {
     std::lock_guard lock(stats_mu_);
     stats_.bytes_read += plan.input_bytes;
   }
-
-  const std::string name =
-      MergedSegmentFileName(first.partition, first.min_pos, self_, RandomU32());
-  auto output = store_->Create(name);
-  if (!output.ok()) return failed(output.status().WithContext("writing " + name));
-  auto info = (*output)->Write(first.datasource, first.partition, events, options_.segment);
-  events = {};  // free the decoded inputs before waiting on Global
-  if (!info.ok()) return failed(info.status().WithContext("writing " + name));
   if (info->min_pos != first.min_pos || info->max_pos != back.max_pos) {
     // Never published: the handle removes the file.
     return failed(Status::Internal("output range " + Str(info->min_pos) + ".." +
                                    Str(info->max_pos) + " is not the inputs' range"));
   }
-  Status published = (*output)->Publish();
+  Status published = output->Publish();
   if (!published.ok()) return failed(published.WithContext("writing " + name));
   {
     std::lock_guard lock(stats_mu_);

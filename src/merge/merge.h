@@ -136,8 +136,14 @@ class Merger {
   Status ResolveStaged();
   std::vector<Plan> MakePlans();
   Status Execute(const Plan& plan);
-  // Decodes every event of `inputs` (pinned by the caller) in position order, verifying them.
-  Status ReadInputs(const Plan& plan, std::vector<PositionedEvent>* events);
+  // Opens every input of `plan` (pinned by the caller) and checks its footer against its Global
+  // record.
+  Status OpenInputs(const Plan& plan, std::vector<std::unique_ptr<Input>>* inputs);
+  // Decodes the inputs' events in position order, verifying them, and adds them to `out` a block
+  // at a time (so a merge holds about one block of events, whatever its size).
+  Status CopyEvents(std::vector<std::unique_ptr<Input>>& inputs, SegmentFileWriter* out);
+  // Marks `seg` as failing (left out of planning for a while) and names it in `st`.
+  Status InputFailed(const SegmentRecord& seg, const Status& st);
   // Opens one input: the local file, or a copy fetched from a peer and verified (a temporary file
   // of the store that goes with the reader).
   Result<std::unique_ptr<SegmentReader>> OpenInput(const SegmentRecord& seg);

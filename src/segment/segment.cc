@@ -181,18 +181,12 @@ size_t EventEstimate(const Event& e) {
   return s;
 }
 
+Status ValidateOptions(const SegmentWriterOptions& o);
+
 Status ValidateWriteArgs(const std::vector<PositionedEvent>& events,
                          const SegmentWriterOptions& o) {
   if (events.empty()) return Status::InvalidArgument("segment: no events");
-  if (o.block_raw_bytes == 0 || o.block_raw_bytes > kMaxBlockRawSize / 2)
-    return Status::InvalidArgument("segment: block_raw_bytes out of range");
-  if (o.format_version != kFormatVersion1 && o.format_version != kFormatVersion2)
-    return Status::InvalidArgument("segment: unknown format version");
-  if (o.zstd_level < ZSTD_minCLevel() || o.zstd_level > ZSTD_maxCLevel())
-    return Status::InvalidArgument("segment: zstd_level out of range");
-  if (o.filter_hashes < 0 || o.filter_hashes > kMaxFilterHashes ||
-      !(o.filter_bits_per_gram >= 0 && o.filter_bits_per_gram <= 64))
-    return Status::InvalidArgument("segment: filter options out of range");
+  RETURN_IF_ERROR(ValidateOptions(o));
   for (size_t i = 0; i < events.size(); ++i) {
     if (i > 0 && !(events[i - 1].pos < events[i].pos))
       return Status::InvalidArgument("segment: events not strictly ordered by position");
@@ -272,65 +266,110 @@ Result<std::string_view> Compress(ZSTD_CCtx* cctx, std::string_view in, std::str
   return std::string_view(buf->data(), csize);
 }
 
-Result<SegmentInfo> WriteSegmentTo(Env* env, const std::string& tmp, const Datasource& ds,
-                                   PartitionId partition,
-                                   const std::vector<PositionedEvent>& events,
-                                   const SegmentWriterOptions& o) {
-  ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env->NewWritableFile(tmp));
-  std::unique_ptr<XXH64_state_t, XxhDeleter> xxh(XXH64_createState());
-  std::unique_ptr<ZSTD_CCtx, ZstdCCtxDeleter> cctx(ZSTD_createCCtx());
-  if (!xxh || !cctx) return Status::Internal("segment: out of memory");
-  XXH64_reset(xxh.get(), 0);
-  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, o.zstd_level);
-  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_contentSizeFlag, 1);
-  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_checksumFlag, 0);
-  HashingSink sink(file.get(), xxh.get());
-
-  std::string header(kHeaderMagic, sizeof(kHeaderMagic));
-  PutFixed32(&header, o.format_version);
-  PutFixed32(&header, 0);  // flags, reserved
-  RETURN_IF_ERROR(sink.Append(header));
-
-  SegmentInfo info;
-  info.datasource = ds;
-  info.partition = partition;
-  info.min_pos = events.front().pos;
-  info.max_pos = events.back().pos;
-  info.min_ts = std::numeric_limits<int64_t>::max();
-  info.max_ts = std::numeric_limits<int64_t>::min();
-  info.event_count = events.size();
-
-  std::vector<BlockInfo> blocks;
-  std::vector<BlockExtra> extra;
-  std::string filters, content, compressed;
-  BlockEncoder encoder;
-  segment_v2::BlockEncoder columnar;
-  segment_v2::NameTable names;
-  std::vector<segment_v2::EncodedColumn> columns;
-  std::string block_bytes;
-  segment_filter::FilterBuilder filter;
-  size_t begin = 0;
-  while (begin < events.size()) {
-    size_t end = begin, acc = 0;
-    while (end < events.size() && (end == begin || acc < o.block_raw_bytes)) {
-      acc += EventEstimate(events[end].event);
-      ++end;
+// Writes one segment file a block at a time (see SegmentFileWriter).
+class FileWriterImpl final : public SegmentFileWriter {
+ public:
+  FileWriterImpl(Env* env, std::string path, const Datasource& ds, PartitionId partition,
+                 const SegmentWriterOptions& o)
+      : env_(env), path_(std::move(path)), o_(o) {
+    info_.datasource = ds;
+    info_.partition = partition;
+    info_.min_ts = std::numeric_limits<int64_t>::max();
+    info_.max_ts = std::numeric_limits<int64_t>::min();
+  }
+  ~FileWriterImpl() override {
+    if (!finished_) {
+      file_.reset();
+      (void)env_->RemoveFile(path_);
     }
+  }
+
+  Status Open() {
+    ASSIGN_OR_RETURN(file_, env_->NewWritableFile(path_));
+    xxh_.reset(XXH64_createState());
+    cctx_.reset(ZSTD_createCCtx());
+    if (!xxh_ || !cctx_) return Status::Internal("segment: out of memory");
+    XXH64_reset(xxh_.get(), 0);
+    ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_compressionLevel, o_.zstd_level);
+    ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_contentSizeFlag, 1);
+    ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_checksumFlag, 0);
+    sink_ = std::make_unique<HashingSink>(file_.get(), xxh_.get());
+    std::string header(kHeaderMagic, sizeof(kHeaderMagic));
+    PutFixed32(&header, o_.format_version);
+    PutFixed32(&header, 0);  // flags, reserved
+    return sink_->Append(header);
+  }
+
+  Status Add(const PositionedEvent& e) override {
+    if (!status_.ok()) return status_;
+    if (finished_) return Status::FailedPrecondition("segment: already finished");
+    if (info_.event_count > 0 && !(info_.max_pos < e.pos)) {
+      return status_ =
+                 Status::InvalidArgument("segment: events not strictly ordered by position");
+    }
+    const size_t estimate = EventEstimate(e.event);
+    if (estimate > kMaxBlockRawSize / 2) {
+      return status_ = Status::InvalidArgument("segment: event too large for a block");
+    }
+    if (info_.event_count == 0) info_.min_pos = e.pos;
+    info_.max_pos = e.pos;
+    ++info_.event_count;
+    pending_.push_back(e);
+    pending_bytes_ += estimate;
+    if (pending_bytes_ >= o_.block_raw_bytes) status_ = WriteBlock();
+    return status_;
+  }
+
+  Result<SegmentInfo> Finish() override {
+    if (!status_.ok()) return status_;
+    if (finished_) return Status::FailedPrecondition("segment: already finished");
+    if (info_.event_count == 0) return status_ = Status::InvalidArgument("segment: no events");
+    if (!pending_.empty()) {
+      status_ = WriteBlock();
+      if (!status_.ok()) return status_;
+    }
+    const uint64_t footer_offset = sink_->written();
+    std::string footer =
+        EncodeFooter(o_.format_version, info_, names_.names(), blocks_, extra_, filters_);
+    RETURN_IF_ERROR(sink_->Append(footer));
+    std::string trailer;
+    PutFixed64(&trailer, footer_offset);
+    PutFixed64(&trailer, footer.size());
+    PutFixed32(&trailer, Crc32c(footer));
+    PutFixed32(&trailer, o_.format_version);
+    trailer.append(kTrailerMagic, sizeof(kTrailerMagic));
+    RETURN_IF_ERROR(sink_->Append(trailer));
+    info_.content_hash = XXH64_digest(xxh_.get());
+    std::string hash;
+    PutFixed64(&hash, info_.content_hash);
+    RETURN_IF_ERROR(sink_->Append(hash, /*hash=*/false));
+    info_.file_size = sink_->written();
+    RETURN_IF_ERROR(file_->Sync());
+    RETURN_IF_ERROR(file_->Close());
+    finished_ = true;
+    return info_;
+  }
+
+ private:
+  // Encodes, compresses and appends the pending events as one block.
+  Status WriteBlock() {
+    const PositionedEvent* ev = pending_.data();
+    const size_t n = pending_.size();
     BlockExtra x;
     std::string_view stored;
     uint64_t raw_size = 0, stored_size = 0;
-    if (o.format_version == kFormatVersion1) {
-      encoder.Encode(events.data() + begin, end - begin, &content);
-      if (content.size() > kMaxBlockRawSize)
+    if (o_.format_version == kFormatVersion1) {
+      encoder_.Encode(ev, n, &content_);
+      if (content_.size() > kMaxBlockRawSize)
         return Status::InvalidArgument("segment: block too large");
-      ASSIGN_OR_RETURN(stored, Compress(cctx.get(), content, &compressed));
+      ASSIGN_OR_RETURN(stored, Compress(cctx_.get(), content_, &compressed_));
       x.crc = Crc32c(stored);
-      raw_size = content.size();
+      raw_size = content_.size();
       stored_size = stored.size();
     } else {
-      columnar.Encode(events.data() + begin, end - begin, &names, &columns);
-      block_bytes.clear();
-      for (const segment_v2::EncodedColumn& col : columns) {
+      columnar_.Encode(ev, n, &names_, &columns_);
+      block_bytes_.clear();
+      for (const segment_v2::EncodedColumn& col : columns_) {
         ColumnEntry c;
         c.id = col.id;
         c.encoding = col.encoding;
@@ -340,7 +379,7 @@ Result<SegmentInfo> WriteSegmentTo(Env* env, const std::string& tmp, const Datas
         std::string_view chunk = col.data;
         c.codec = kCodecStored;
         if (col.data.size() >= kMinCompressedChunk) {
-          ASSIGN_OR_RETURN(std::string_view z, Compress(cctx.get(), col.data, &compressed));
+          ASSIGN_OR_RETURN(std::string_view z, Compress(cctx_.get(), col.data, &compressed_));
           if (z.size() < col.data.size()) {
             chunk = z;
             c.codec = kCodecZstd;
@@ -349,67 +388,94 @@ Result<SegmentInfo> WriteSegmentTo(Env* env, const std::string& tmp, const Datas
         c.stored_size = static_cast<uint32_t>(chunk.size());
         c.raw_size = static_cast<uint32_t>(col.data.size());
         c.crc = Crc32c(chunk);
-        block_bytes.append(chunk);
+        block_bytes_.append(chunk);
         x.columns.push_back(c);
       }
       if (raw_size > kMaxBlockRawSize) return Status::InvalidArgument("segment: block too large");
-      if (block_bytes.size() > std::numeric_limits<uint32_t>::max())
+      if (block_bytes_.size() > std::numeric_limits<uint32_t>::max())
         return Status::Internal("segment: block too large");
-      stored = block_bytes;
-      stored_size = block_bytes.size();
+      stored = block_bytes_;
+      stored_size = block_bytes_.size();
     }
 
     BlockInfo b;
-    b.file_offset = sink.written();
+    b.file_offset = sink_->written();
     b.stored_size = static_cast<uint32_t>(stored_size);
     b.raw_size = static_cast<uint32_t>(raw_size);
-    b.event_count = static_cast<uint32_t>(end - begin);
-    b.min_pos = events[begin].pos;
-    b.max_pos = events[end - 1].pos;
+    b.event_count = static_cast<uint32_t>(n);
+    b.min_pos = ev[0].pos;
+    b.max_pos = ev[n - 1].pos;
     b.min_ts = std::numeric_limits<int64_t>::max();
     b.max_ts = std::numeric_limits<int64_t>::min();
-    for (size_t i = begin; i < end; ++i) {
-      const Event& e = events[i].event;
+    for (size_t i = 0; i < n; ++i) {
+      const Event& e = ev[i].event;
       b.min_ts = std::min(b.min_ts, e.timestamp_ms);
       b.max_ts = std::max(b.max_ts, e.timestamp_ms);
-      info.raw_bytes += e.raw.size();
-      if (o.format_version == kFormatVersion2) b.raw_bytes += e.raw.size();
-      if (o.filter_hashes > 0) {
-        filter.Add(e.raw);
-        for (const Field& f : e.fields) filter.Add(f.value);
+      info_.raw_bytes += e.raw.size();
+      if (o_.format_version == kFormatVersion2) b.raw_bytes += e.raw.size();
+      if (o_.filter_hashes > 0) {
+        filter_.Add(e.raw);
+        for (const Field& f : e.fields) filter_.Add(f.value);
       }
     }
-    info.min_ts = std::min(info.min_ts, b.min_ts);
-    info.max_ts = std::max(info.max_ts, b.max_ts);
-    if (o.filter_hashes > 0) {
-      x.filter_offset = filters.size();
-      x.filter_size = filter.Finish(o.filter_bits_per_gram, o.filter_hashes, &filters);
-      x.filter_hashes = static_cast<uint8_t>(o.filter_hashes);
+    info_.min_ts = std::min(info_.min_ts, b.min_ts);
+    info_.max_ts = std::max(info_.max_ts, b.max_ts);
+    if (o_.filter_hashes > 0) {
+      x.filter_offset = filters_.size();
+      x.filter_size = filter_.Finish(o_.filter_bits_per_gram, o_.filter_hashes, &filters_);
+      x.filter_hashes = static_cast<uint8_t>(o_.filter_hashes);
     }
-    RETURN_IF_ERROR(sink.Append(stored));
-    blocks.push_back(b);
-    extra.push_back(x);
-    begin = end;
+    RETURN_IF_ERROR(sink_->Append(stored));
+    blocks_.push_back(b);
+    extra_.push_back(std::move(x));
+    pending_.clear();
+    pending_bytes_ = 0;
+    return Status::OK();
   }
 
-  const uint64_t footer_offset = sink.written();
-  std::string footer = EncodeFooter(o.format_version, info, names.names(), blocks, extra, filters);
-  RETURN_IF_ERROR(sink.Append(footer));
-  std::string trailer;
-  PutFixed64(&trailer, footer_offset);
-  PutFixed64(&trailer, footer.size());
-  PutFixed32(&trailer, Crc32c(footer));
-  PutFixed32(&trailer, o.format_version);
-  trailer.append(kTrailerMagic, sizeof(kTrailerMagic));
-  RETURN_IF_ERROR(sink.Append(trailer));
-  info.content_hash = XXH64_digest(xxh.get());
-  std::string hash;
-  PutFixed64(&hash, info.content_hash);
-  RETURN_IF_ERROR(sink.Append(hash, /*hash=*/false));
-  info.file_size = sink.written();
-  RETURN_IF_ERROR(file->Sync());
-  RETURN_IF_ERROR(file->Close());
-  return info;
+  Env* const env_;
+  const std::string path_;
+  const SegmentWriterOptions o_;
+  std::unique_ptr<WritableFile> file_;
+  std::unique_ptr<XXH64_state_t, XxhDeleter> xxh_;
+  std::unique_ptr<ZSTD_CCtx, ZstdCCtxDeleter> cctx_;
+  std::unique_ptr<HashingSink> sink_;
+  Status status_;  // the first failure; the writer is unusable after it
+  bool finished_ = false;
+  SegmentInfo info_;
+  std::vector<PositionedEvent> pending_;  // the block being filled
+  size_t pending_bytes_ = 0;
+  std::vector<BlockInfo> blocks_;
+  std::vector<BlockExtra> extra_;
+  std::string filters_, content_, compressed_, block_bytes_;
+  BlockEncoder encoder_;
+  segment_v2::BlockEncoder columnar_;
+  segment_v2::NameTable names_;
+  std::vector<segment_v2::EncodedColumn> columns_;
+  segment_filter::FilterBuilder filter_;
+};
+
+Status ValidateOptions(const SegmentWriterOptions& o) {
+  if (o.format_version != kFormatVersion1 && o.format_version != kFormatVersion2)
+    return Status::InvalidArgument("segment: unknown format version");
+  if (o.block_raw_bytes == 0 || o.block_raw_bytes > kMaxBlockRawSize / 2)
+    return Status::InvalidArgument("segment: block_raw_bytes out of range");
+  if (o.zstd_level < ZSTD_minCLevel() || o.zstd_level > ZSTD_maxCLevel())
+    return Status::InvalidArgument("segment: zstd_level out of range");
+  if (o.filter_hashes < 0 || o.filter_hashes > kMaxFilterHashes ||
+      !(o.filter_bits_per_gram >= 0 && o.filter_bits_per_gram <= 64))
+    return Status::InvalidArgument("segment: filter options out of range");
+  return Status::OK();
+}
+
+Result<SegmentInfo> WriteSegmentTo(Env* env, const std::string& tmp, const Datasource& ds,
+                                   PartitionId partition,
+                                   const std::vector<PositionedEvent>& events,
+                                   const SegmentWriterOptions& o) {
+  ASSIGN_OR_RETURN(std::unique_ptr<SegmentFileWriter> w,
+                   SegmentFileWriter::Create(env, tmp, ds, partition, o));
+  for (const PositionedEvent& e : events) RETURN_IF_ERROR(w->Add(e));
+  return w->Finish();
 }
 
 // ---- Reader ----
@@ -966,6 +1032,16 @@ Result<SegmentInfo> WriteSegmentFile(Env* env, const std::string& path, const Da
     return info.status().WithContext("segment " + path);
   }
   return info;
+}
+
+Result<std::unique_ptr<SegmentFileWriter>> SegmentFileWriter::Create(
+    Env* env, const std::string& path, const Datasource& ds, PartitionId partition,
+    const SegmentWriterOptions& options) {
+  RETURN_IF_ERROR(ValidateOptions(options));
+  auto w = std::make_unique<FileWriterImpl>(env, path, ds, partition, options);
+  Status st = w->Open();
+  if (!st.ok()) return st.WithContext("segment " + path);
+  return std::unique_ptr<SegmentFileWriter>(std::move(w));
 }
 
 Result<std::unique_ptr<SegmentReader>> SegmentReader::Open(Env* env, const std::string& path) {

@@ -67,6 +67,25 @@ Result<SegmentInfo> WriteSegmentFile(Env* env, const std::string& path, const Da
                                      const std::vector<PositionedEvent>& events,
                                      const SegmentWriterOptions& options = {});
 
+// Writes a segment file incrementally: events are added in position order and written a block at
+// a time, so the writer holds about one block (`block_raw_bytes`) whatever the segment's size.
+// Same bytes as WriteSegmentFile for the same events. Finish writes the footer, fsyncs and closes
+// `path` (no rename: the caller publishes it). A writer destroyed before a successful Finish
+// removes `path`. After any error the writer is unusable (every call returns that error). Not
+// thread-safe.
+class SegmentFileWriter {
+ public:
+  // Creates (truncates) `path`. InvalidArgument for options out of range.
+  static Result<std::unique_ptr<SegmentFileWriter>> Create(
+      Env* env, const std::string& path, const Datasource& ds, PartitionId partition,
+      const SegmentWriterOptions& options = {});
+  virtual ~SegmentFileWriter() = default;
+  // InvalidArgument when `event` does not follow the previous one's position or is too large.
+  [[nodiscard]] virtual Status Add(const PositionedEvent& event) = 0;
+  // InvalidArgument when no event was added.
+  [[nodiscard]] virtual Result<SegmentInfo> Finish() = 0;
+};
+
 // A decoded block: events as views into the block's decompressed buffer, which it owns.
 // Valid as long as the DecodedBlock lives; not thread-safe to mutate, safe to read concurrently.
 struct FieldView {

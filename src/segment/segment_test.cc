@@ -372,6 +372,51 @@ TEST_F(SegmentTest, RoundTripManyBlocks) {
   }
 }
 
+// The streaming writer writes the same bytes as WriteSegmentFile, holding one block at a time;
+// misuse is an error and an unfinished file is removed.
+TEST_F(SegmentTest, StreamingWriterWritesTheSameFile) {
+  std::vector<PositionedEvent> events = MixedEvents(3000, 21);
+  for (uint32_t version : {1u, 2u}) {
+    SegmentWriterOptions opt;
+    opt.block_raw_bytes = 16 << 10;
+    opt.format_version = version;
+    const std::string a = Path("whole" + std::to_string(version));
+    const std::string b = Path("stream" + std::to_string(version));
+    ASSERT_TRUE(WriteSegmentFile(env_, a, TestDs(), PartitionId(2), events, opt).ok());
+    auto w = SegmentFileWriter::Create(env_, b, TestDs(), PartitionId(2), opt);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    for (const PositionedEvent& e : events) ASSERT_TRUE((*w)->Add(e).ok());
+    auto info = (*w)->Finish();
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    EXPECT_EQ(*env_->ReadFile(a), *env_->ReadFile(b));
+    EXPECT_EQ(info->event_count, events.size());
+  }
+  {
+    const std::string path = Path("bad-order");
+    auto w = SegmentFileWriter::Create(env_, path, TestDs(), PartitionId(2));
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Add(events[1]).ok());
+    EXPECT_EQ((*w)->Add(events[0]).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ((*w)->Finish().status().code(), StatusCode::kInvalidArgument);
+    w->reset();
+    EXPECT_FALSE(env_->FileExists(path));
+  }
+  {
+    const std::string path = Path("empty");
+    auto w = SegmentFileWriter::Create(env_, path, TestDs(), PartitionId(2));
+    ASSERT_TRUE(w.ok());
+    EXPECT_EQ((*w)->Finish().status().code(), StatusCode::kInvalidArgument);
+    w->reset();
+    EXPECT_FALSE(env_->FileExists(path));
+  }
+  SegmentWriterOptions bad;
+  bad.format_version = 3;
+  EXPECT_EQ(SegmentFileWriter::Create(env_, Path("x"), TestDs(), PartitionId(2), bad)
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+}
+
 // Values of every shape a column encoding must keep exactly: integers that are not canonical
 // ("007", "-0", "+5", beyond int64), empty values, duplicate names in one event, values absent
 // from, overlapping in or repeated in the raw string, binary bytes, and low- and high-cardinality

@@ -242,6 +242,26 @@ Result<SegmentInfo> SegmentStore::NewSegment::Write(const Datasource& ds, Partit
   return info;
 }
 
+Result<SegmentInfo> SegmentStore::NewSegment::WriteFrom(
+    const Datasource& ds, PartitionId partition, const SegmentWriterOptions& options,
+    const std::function<Status(SegmentFileWriter*)>& fill) {
+  if (state_ != State::kEmpty) {
+    return Status::FailedPrecondition("segment " + name_ + " was already written");
+  }
+  Result<SegmentInfo> info = [&]() -> Result<SegmentInfo> {
+    ASSIGN_OR_RETURN(std::unique_ptr<SegmentFileWriter> w,
+                     SegmentFileWriter::Create(store_->env_, tmp_path_, ds, partition, options));
+    RETURN_IF_ERROR(fill(w.get()));
+    return w->Finish();
+  }();
+  if (!info.ok()) {
+    Discard();
+    return info.status();
+  }
+  state_ = State::kWritten;
+  return info;
+}
+
 Status SegmentStore::NewSegment::Publish() {
   if (state_ != State::kWritten) {
     return Status::FailedPrecondition("segment " + name_ + " is not written or already published");

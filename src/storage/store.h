@@ -96,6 +96,12 @@ class SegmentStore final : public SegmentOpener {
     Result<SegmentInfo> Write(const Datasource& ds, PartitionId partition,
                               const std::vector<PositionedEvent>& events,
                               const SegmentWriterOptions& options = {});
+    // As Write, for events produced a block at a time: `fill` adds them to the writer (position
+    // order; SegmentFileWriter), so memory stays about one block. An error from `fill` or the
+    // writer is returned and the temporary file removed.
+    Result<SegmentInfo> WriteFrom(const Datasource& ds, PartitionId partition,
+                                  const SegmentWriterOptions& options,
+                                  const std::function<Status(SegmentFileWriter*)>& fill);
     // Publishes the written file (FailedPrecondition before a successful Write, or twice). On error
     // nothing is left under the name or the temporary name.
     Status Publish();
