@@ -474,9 +474,9 @@ Status Merger::CopyEvents(std::vector<std::unique_ptr<Input>>& inputs, SegmentFi
       for (size_t i = 0; i < block.size(); ++i) {
         const Position pos = block.positions[i];
         if (pos < seg.min_pos || seg.max_pos < pos || (have_last && pos <= last)) {
-          return InputFailed(seg, Status::Corruption(
-                                      "event at position " + Str(pos) +
-                                      " out of order or outside the segment's range"));
+          return InputFailed(seg,
+                             Status::Corruption("event at position " + Str(pos) +
+                                                " out of order or outside the segment's range"));
         }
         pe.pos = pos;
         pe.event.timestamp_ms = block.timestamps[i];
@@ -496,9 +496,9 @@ Status Merger::CopyEvents(std::vector<std::unique_ptr<Input>>& inputs, SegmentFi
       }
     }
     if (n != seg.event_count) {
-      return InputFailed(seg, Status::Corruption("holds " + std::to_string(n) +
-                                                 " events, Global says " +
-                                                 std::to_string(seg.event_count)));
+      return InputFailed(seg,
+                         Status::Corruption("holds " + std::to_string(n) + " events, Global says " +
+                                            std::to_string(seg.event_count)));
     }
     in->reader.reset();
   }

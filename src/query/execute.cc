@@ -562,6 +562,17 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelec
   std::atomic<int64_t> cut_at{cutter.direction > 0 ? std::numeric_limits<int64_t>::min()
                                                    : std::numeric_limits<int64_t>::max()};
 
+  // After a block: the worker's collector may allow a later cut (never an earlier one).
+  auto raise_cut = [&](size_t worker) {
+    if (cutter.direction == 0) return;
+    std::optional<int64_t> c = cutter.cut(worker);
+    if (!c) return;
+    int64_t cur = cut_at.load(std::memory_order_relaxed);
+    while ((cutter.direction > 0 ? *c > cur : *c < cur) &&
+           !cut_at.compare_exchange_weak(cur, *c, std::memory_order_relaxed)) {
+    }
+  };
+
   // Phase 2: scan.
   QueryProgress* progress = options.progress;
   if (progress != nullptr) progress->tasks_total.fetch_add(tasks.size(), std::memory_order_relaxed);
@@ -592,14 +603,7 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelec
       w.view.Init(&w.block, &bs.datasource, bs.partition);
       ScanBlock(*buffered_filters[t.source], range, 0, &w);
       visit(worker, ti, static_cast<const BlockView&>(w.view), static_cast<const Mask&>(w.matched));
-      if (cutter.direction != 0) {
-        if (std::optional<int64_t> c = cutter.cut(worker)) {
-          int64_t cur = cut_at.load(std::memory_order_relaxed);
-          while ((cutter.direction > 0 ? *c > cur : *c < cur) &&
-                 !cut_at.compare_exchange_weak(cur, *c, std::memory_order_relaxed)) {
-          }
-        }
-      }
+      raise_cut(worker);
       return;
     }
     const SegmentPlan& p = plans[t.source];
@@ -626,14 +630,7 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelec
     w.view.Init(&w.block, &p.src->datasource, p.src->partition);
     ScanBlock(*p.filter, range, p.reader->blocks()[t.block].raw_bytes, &w);
     visit(worker, ti, static_cast<const BlockView&>(w.view), static_cast<const Mask&>(w.matched));
-    if (cutter.direction != 0) {
-      if (std::optional<int64_t> c = cutter.cut(worker)) {
-        int64_t cur = cut_at.load(std::memory_order_relaxed);
-        while ((cutter.direction > 0 ? *c > cur : *c < cur) &&
-               !cut_at.compare_exchange_weak(cur, *c, std::memory_order_relaxed)) {
-        }
-      }
-    }
+    raise_cut(worker);
   }));
   out.stopped = stopped.load();
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 
+#include "common/coding.h"
 #include "query/text_util.h"
 
 namespace sediment::query {
@@ -161,24 +162,6 @@ Info AtLeastOnce(const Info& x) { return FromCnf(ToCnf(x)); }
 
 bool IsAsciiLetter(uint32_t c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 bool IsAsciiAlnum(uint32_t c) { return IsAsciiLetter(c) || (c >= '0' && c <= '9'); }
-
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
 
 // A character matched literally: under (?i) only ASCII characters whose case variants are all
 // ASCII stay literals (k and s also match U+212A and U+017F; non-ASCII letters fold to other

@@ -12,6 +12,7 @@ namespace sediment::segment_v2 {
 namespace {
 
 using segment_internal::Cursor;
+using segment_internal::PutPosition;
 
 // Dictionary encoding is chosen for a column with at most this many distinct values that is also
 // at most half as many as the column's values.
@@ -21,11 +22,6 @@ constexpr size_t kMaxDictValues = 4096;
 constexpr size_t kMinReferencedValue = 3;
 // Longest decimal rendering of an int64 ("-9223372036854775808").
 constexpr size_t kMaxIntText = 20;
-
-void PutPosition(std::string* dst, Position p) {
-  PutVarsint64(dst, p.offset.value);
-  PutVarint32(dst, p.index);
-}
 
 // True when `s` is the canonical decimal text of an int64 (no '+', no leading zeros, no "-0").
 bool CanonicalInt(std::string_view s, int64_t* v) {

@@ -17,6 +17,8 @@
 namespace sediment {
 namespace {
 
+using segment_internal::PutPosition;
+
 // ---- Format constants (FORMAT.md) ----
 constexpr uint32_t kFormatVersion1 = 1;
 constexpr uint32_t kFormatVersion2 = 2;
@@ -62,10 +64,6 @@ struct BlockExtra {
   std::vector<ColumnEntry> columns;  // format 2
 };
 
-void PutPosition(std::string* dst, Position p) {
-  PutVarsint64(dst, p.offset.value);
-  PutVarint32(dst, p.index);
-}
 bool GetPosition(std::string_view* in, Position* p) {
   int64_t off;
   uint32_t idx;
@@ -181,7 +179,18 @@ size_t EventEstimate(const Event& e) {
   return s;
 }
 
-Status ValidateOptions(const SegmentWriterOptions& o);
+Status ValidateOptions(const SegmentWriterOptions& o) {
+  if (o.format_version != kFormatVersion1 && o.format_version != kFormatVersion2)
+    return Status::InvalidArgument("segment: unknown format version");
+  if (o.block_raw_bytes == 0 || o.block_raw_bytes > kMaxBlockRawSize / 2)
+    return Status::InvalidArgument("segment: block_raw_bytes out of range");
+  if (o.zstd_level < ZSTD_minCLevel() || o.zstd_level > ZSTD_maxCLevel())
+    return Status::InvalidArgument("segment: zstd_level out of range");
+  if (o.filter_hashes < 0 || o.filter_hashes > kMaxFilterHashes ||
+      !(o.filter_bits_per_gram >= 0 && o.filter_bits_per_gram <= 64))
+    return Status::InvalidArgument("segment: filter options out of range");
+  return Status::OK();
+}
 
 Status ValidateWriteArgs(const std::vector<PositionedEvent>& events,
                          const SegmentWriterOptions& o) {
@@ -304,8 +313,7 @@ class FileWriterImpl final : public SegmentFileWriter {
     if (!status_.ok()) return status_;
     if (finished_) return Status::FailedPrecondition("segment: already finished");
     if (info_.event_count > 0 && !(info_.max_pos < e.pos)) {
-      return status_ =
-                 Status::InvalidArgument("segment: events not strictly ordered by position");
+      return status_ = Status::InvalidArgument("segment: events not strictly ordered by position");
     }
     const size_t estimate = EventEstimate(e.event);
     if (estimate > kMaxBlockRawSize / 2) {
@@ -454,19 +462,6 @@ class FileWriterImpl final : public SegmentFileWriter {
   std::vector<segment_v2::EncodedColumn> columns_;
   segment_filter::FilterBuilder filter_;
 };
-
-Status ValidateOptions(const SegmentWriterOptions& o) {
-  if (o.format_version != kFormatVersion1 && o.format_version != kFormatVersion2)
-    return Status::InvalidArgument("segment: unknown format version");
-  if (o.block_raw_bytes == 0 || o.block_raw_bytes > kMaxBlockRawSize / 2)
-    return Status::InvalidArgument("segment: block_raw_bytes out of range");
-  if (o.zstd_level < ZSTD_minCLevel() || o.zstd_level > ZSTD_maxCLevel())
-    return Status::InvalidArgument("segment: zstd_level out of range");
-  if (o.filter_hashes < 0 || o.filter_hashes > kMaxFilterHashes ||
-      !(o.filter_bits_per_gram >= 0 && o.filter_bits_per_gram <= 64))
-    return Status::InvalidArgument("segment: filter options out of range");
-  return Status::OK();
-}
 
 Result<SegmentInfo> WriteSegmentTo(Env* env, const std::string& tmp, const Datasource& ds,
                                    PartitionId partition,

@@ -411,10 +411,9 @@ TEST_F(SegmentTest, StreamingWriterWritesTheSameFile) {
   }
   SegmentWriterOptions bad;
   bad.format_version = 3;
-  EXPECT_EQ(SegmentFileWriter::Create(env_, Path("x"), TestDs(), PartitionId(2), bad)
-                .status()
-                .code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      SegmentFileWriter::Create(env_, Path("x"), TestDs(), PartitionId(2), bad).status().code(),
+      StatusCode::kInvalidArgument);
 }
 
 // Values of every shape a column encoding must keep exactly: integers that are not canonical

@@ -1,13 +1,22 @@
-// Bounds-checked sequential varint reader over decoded block bytes (internal to the segment
-// library). Never reads past `end`; a malformed or truncated varint clears `ok` and moves to `end`.
+// Block coding helpers shared by both segment formats (internal to the segment library): a
+// bounds-checked sequential varint reader over decoded block bytes, and the position encoding.
+// Never reads past `end`; a malformed or truncated varint clears `ok` and moves to `end`.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "common/coding.h"
+#include "common/types.h"
 
 namespace sediment::segment_internal {
+
+// A position as both formats store it: svarint offset, varint index.
+inline void PutPosition(std::string* dst, Position p) {
+  PutVarsint64(dst, p.offset.value);
+  PutVarint32(dst, p.index);
+}
 
 struct Cursor {
   const char* p;
