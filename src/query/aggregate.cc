@@ -822,6 +822,50 @@ int CompareNumeric(const Value& a, const Value& b) {
   return x < y ? -1 : (x > y ? 1 : 0);
 }
 
+// Sorts `order` (indexes into `keys`, whose strings are pairwise distinct) by key, comparing
+// bytes unsigned. Most-significant-digit first, eight bytes at a time: each pass sorts by the
+// next eight bytes as an integer, and only runs that agree on them go on to the next eight, so
+// keys with long common prefixes (URLs, paths) are not compared from their start again and again.
+void SortDistinct(const std::vector<std::string_view>& keys, std::vector<uint32_t>* order) {
+  struct Item {
+    uint64_t chunk;  // bytes [depth, depth + 8) big-endian, zero-padded
+    uint32_t more;   // bytes left from depth, capped at 9 (9: more than this chunk)
+    uint32_t g;
+  };
+  std::vector<Item> items(order->size());
+  for (size_t i = 0; i < items.size(); ++i) items[i].g = (*order)[i];
+  struct Range {
+    size_t lo, hi, depth;
+  };
+  std::vector<Range> todo{{0, items.size(), 0}};
+  while (!todo.empty()) {
+    const Range r = todo.back();
+    todo.pop_back();
+    for (size_t i = r.lo; i < r.hi; ++i) {
+      const std::string_view k = keys[items[i].g];
+      const size_t left = k.size() > r.depth ? k.size() - r.depth : 0;
+      uint64_t v = 0;
+      for (size_t b = 0; b < 8; ++b) {
+        v = (v << 8) | (b < left ? static_cast<uint8_t>(k[r.depth + b]) : 0);
+      }
+      items[i].chunk = v;
+      items[i].more = static_cast<uint32_t>(std::min<size_t>(left, 9));
+    }
+    std::sort(items.begin() + static_cast<ptrdiff_t>(r.lo),
+              items.begin() + static_cast<ptrdiff_t>(r.hi), [](const Item& a, const Item& b) {
+                return a.chunk != b.chunk ? a.chunk < b.chunk : a.more < b.more;
+              });
+    // Runs that agree on these eight bytes and go on: order by what follows.
+    for (size_t i = r.lo; i < r.hi;) {
+      size_t j = i + 1;
+      while (j < r.hi && items[j].chunk == items[i].chunk && items[j].more == items[i].more) ++j;
+      if (j - i > 1 && items[i].more > 8) todo.push_back(Range{i, j, r.depth + 8});
+      i = j;
+    }
+  }
+  for (size_t i = 0; i < items.size(); ++i) (*order)[i] = items[i].g;
+}
+
 bool PartsLess(const std::vector<std::string_view>& a, const std::vector<std::string_view>& b) {
   return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end());
 }
@@ -1488,29 +1532,44 @@ std::vector<Row> AggregateCollector::Finish(std::vector<std::string>* warnings) 
 }
 
 std::vector<Row> AggregateCollector::FinishGroupBy(std::vector<std::string>* warnings) {
-  struct G {
-    uint32_t g;
-    std::vector<std::string_view> parts;
-  };
-  std::vector<G> groups(keys_.size());
+  const size_t nf = fields_.size();
+  std::vector<std::string_view> parts(keys_.size() * nf);
+  std::vector<uint32_t> order(keys_.size());
+  std::vector<std::string_view> split;
   for (uint32_t g = 0; g < keys_.size(); ++g) {
-    groups[g].g = g;
-    SplitGroupKey(keys_[g], &groups[g].parts);
+    SplitGroupKey(keys_[g], &split);
+    for (size_t f = 0; f < nf && f < split.size(); ++f) parts[g * nf + f] = split[f];
+    order[g] = g;
   }
-  std::sort(groups.begin(), groups.end(),
-            [](const G& a, const G& b) { return PartsLess(a.parts, b.parts); });
-  const size_t n = std::min(groups.size(), static_cast<size_t>(limit_));
-  if (groups.size() > n) {
-    warnings->push_back("groupBy: " + std::to_string(groups.size()) +
+  const size_t n = std::min(order.size(), static_cast<size_t>(limit_));
+  if (nf == 1) {
+    // One field: the keys are distinct strings.
+    SortDistinct(parts, &order);
+  } else {
+    auto less = [&parts, nf](uint32_t a, uint32_t b) {
+      const std::string_view* pa = parts.data() + static_cast<size_t>(a) * nf;
+      const std::string_view* pb = parts.data() + static_cast<size_t>(b) * nf;
+      return std::lexicographical_compare(pa, pa + nf, pb, pb + nf);
+    };
+    if (n < order.size()) {
+      std::partial_sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(n), order.end(),
+                        less);
+    } else {
+      std::sort(order.begin(), order.end(), less);
+    }
+  }
+  if (n < order.size()) {
+    warnings->push_back("groupBy: " + std::to_string(order.size()) +
                         " groups exceed limit=" + std::to_string(limit_) + "; kept the first " +
                         std::to_string(n) + " in key order");
   }
   std::vector<Row> rows(n);
   for (size_t i = 0; i < n; ++i) {
-    for (size_t f = 0; f < fields_.size(); ++f) {
-      SetColumn(&rows[i], fields_[f], Value(std::string(groups[i].parts[f])));
+    const uint32_t g = order[i];
+    for (size_t f = 0; f < nf; ++f) {
+      SetColumn(&rows[i], fields_[f], Value(std::string(parts[g * nf + f])));
     }
-    AppendMetrics({groups[i].g}, &rows[i]);
+    AppendMetrics({g}, &rows[i]);
   }
   return rows;
 }

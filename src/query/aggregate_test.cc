@@ -496,6 +496,36 @@ TEST(GroupByTest, LimitKeepsTheFirstGroupsInKeyOrderWithAWarning) {
                             "groupBy: 4 groups exceed limit=2; kept the first 2 in key order"});
 }
 
+// One-field groups are ordered eight bytes at a time; the order must be plain byte order
+// (unsigned) for keys that share long prefixes, end inside or exactly at an eight-byte chunk,
+// hold NUL bytes or bytes >= 0x80, and with a limit that cuts.
+TEST(GroupByTest, OneFieldKeyOrderIsByteOrder) {
+  std::mt19937 rng(7);
+  const std::string alphabet("\0a\x7f\x80\xff", 5);
+  std::set<std::string> keys{"", std::string(8, 'a'), std::string(9, 'a'), std::string(16, 'a'),
+                             std::string(8, 'a') + std::string(1, '\0')};
+  for (int i = 0; i < 3000; ++i) {
+    std::string k = i % 3 == 0 ? "/api/v1/users/" : "";
+    const int len = static_cast<int>(rng() % 20);
+    for (int j = 0; j < len; ++j) k.push_back(alphabet[rng() % alphabet.size()]);
+    keys.insert(k);
+  }
+  for (int64_t limit : {int64_t{100000}, int64_t{17}}) {
+    CollectorContext ctx;
+    auto c =
+        NewCollector(Agg(Stage::Grouping::kGroupBy, {"k"}, {M(Metric::Kind::kCount)}, limit), ctx);
+    std::vector<std::string> shuffled(keys.begin(), keys.end());
+    std::shuffle(shuffled.begin(), shuffled.end(), rng);
+    for (const std::string& k : shuffled) c->Add(R({{"k", k}}, Key(1)));
+    Output o = Finish(*c);
+    std::vector<std::string> got;
+    for (const Row& r : o.rows) got.push_back(std::get<std::string>(r[0].second));
+    std::vector<std::string> want(keys.begin(), keys.end());  // std::string compares unsigned
+    want.resize(std::min(want.size(), static_cast<size_t>(limit)));
+    EXPECT_EQ(got, want) << "limit " << limit;
+  }
+}
+
 TEST(GroupByTest, GroupsEventFieldsAndTags) {
   TestBlock tb;
   tb.Add(1, 1, "a", {{"status", "200"}});
