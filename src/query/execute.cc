@@ -136,16 +136,33 @@ void EvalText(const CiSearcher& s, const BlockView& v, const Mask& cand, Mask* o
 // event without the field matches no comparison.
 void EvalDictLeaf(const FilterNode& node, const DecodedBlock::DictColumn& d, const Mask& cand,
                   Mask* out) {
+  auto decide = [&node, &d](uint32_t id) {
+    Row row;
+    row.emplace_back(node.field, Value(std::string(d.values[id])));
+    return Matches(node, Record::FromRow(std::move(row), RecordKey{})) ? 1 : 0;
+  };
+  if (d.values.size() * 8 <= cand.size()) {
+    // Few distinct values: decide each once up front, then one branch-free pass (a table
+    // lookup per event; an event without the field looks up the extra last entry, false).
+    std::vector<uint8_t> verdict(d.values.size() + 1, 0);
+    for (uint32_t id = 0; id < d.values.size(); ++id)
+      verdict[id] = static_cast<uint8_t>(decide(id));
+    const uint32_t none = static_cast<uint32_t>(d.values.size());
+    const uint8_t* c = cand.data();
+    const uint32_t* ids = d.ids.data();
+    uint8_t* o = out->data();
+    for (size_t i = 0; i < cand.size(); ++i) {
+      const uint32_t id = ids[i] == DecodedBlock::kNoValue ? none : ids[i];
+      o[i] = c[i] & verdict[id];
+    }
+    return;
+  }
   std::vector<int8_t> verdict(d.values.size(), -1);
   for (size_t i = 0; i < cand.size(); ++i) {
     if (!cand[i]) continue;
     const uint32_t id = d.ids[i];
     if (id == DecodedBlock::kNoValue) continue;
-    if (verdict[id] < 0) {
-      Row row;
-      row.emplace_back(node.field, Value(std::string(d.values[id])));
-      verdict[id] = Matches(node, Record::FromRow(std::move(row), RecordKey{})) ? 1 : 0;
-    }
+    if (verdict[id] < 0) verdict[id] = static_cast<int8_t>(decide(id));
     (*out)[i] = static_cast<uint8_t>(verdict[id]);
   }
 }
@@ -404,8 +421,9 @@ struct ScanWorker {
 
 // Evaluates `filter` and the time range over the block in w->view into w->matched.
 // `raw_bytes`: the block's @rawstring bytes when its index knows them (format 2, whose raw strings
-// may not be decoded), else 0 (counted from the decoded raw strings).
-void ScanBlock(const FilterNode& filter, const TimeRange& range, uint64_t raw_bytes,
+// may not be decoded), else 0 (counted from the decoded raw strings). `inside`: the block's
+// index puts every event inside `range`.
+void ScanBlock(const FilterNode& filter, const TimeRange& range, uint64_t raw_bytes, bool inside,
                ScanWorker* w) {
   BlockView& v = w->view;
   const DecodedBlock& b = *v.b;
@@ -415,9 +433,13 @@ void ScanBlock(const FilterNode& filter, const TimeRange& range, uint64_t raw_by
   } else {
     for (size_t i = 0; i < v.n; ++i) w->stats.bytes_scanned += b.raw[i].size();
   }
-  w->cand.assign(v.n, 0);
-  for (size_t i = 0; i < v.n; ++i) {
-    w->cand[i] = b.timestamps[i] >= range.start_ms && b.timestamps[i] < range.end_ms;
+  if (inside) {
+    w->cand.assign(v.n, 1);
+  } else {
+    w->cand.assign(v.n, 0);
+    for (size_t i = 0; i < v.n; ++i) {
+      w->cand[i] = b.timestamps[i] >= range.start_ms && b.timestamps[i] < range.end_ms;
+    }
   }
   Eval(filter, v, w->cand, &w->matched);
 }
@@ -601,7 +623,7 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelec
       const BufferedSource& bs = input.buffered[t.source];
       BuildBufferedBlock(*bs.events, t.block, t.end, range, &w.block);
       w.view.Init(&w.block, &bs.datasource, bs.partition);
-      ScanBlock(*buffered_filters[t.source], range, 0, &w);
+      ScanBlock(*buffered_filters[t.source], range, 0, /*inside=*/false, &w);
       visit(worker, ti, static_cast<const BlockView&>(w.view), static_cast<const Mask&>(w.matched));
       raise_cut(worker);
       return;
@@ -628,7 +650,9 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelec
     }
     ++w.stats.blocks_scanned;
     w.view.Init(&w.block, &p.src->datasource, p.src->partition);
-    ScanBlock(*p.filter, range, p.reader->blocks()[t.block].raw_bytes, &w);
+    const BlockInfo& bi = p.reader->blocks()[t.block];
+    ScanBlock(*p.filter, range, bi.raw_bytes,
+              bi.min_ts >= range.start_ms && bi.max_ts < range.end_ms, &w);
     visit(worker, ti, static_cast<const BlockView&>(w.view), static_cast<const Mask&>(w.matched));
     raise_cut(worker);
   }));
@@ -908,10 +932,10 @@ PositionedEvent ToPositionedEvent(const DecodedBlock& b, size_t i) {
   pe.event.timestamp_ms = b.timestamps[i];
   pe.event.ingest_ms = b.ingest_ts[i];
   pe.event.raw.assign(b.raw[i]);
-  pe.event.fields.reserve(b.field_begin[i + 1] - b.field_begin[i]);
-  for (uint32_t f = b.field_begin[i]; f < b.field_begin[i + 1]; ++f) {
-    pe.event.fields.push_back(Field{std::string(b.fields[f].name), std::string(b.fields[f].value)});
-  }
+  pe.event.fields.reserve(b.FieldCount(i));
+  b.ForEachField(i, [&pe](std::string_view name, std::string_view value) {
+    pe.event.fields.push_back(Field{std::string(name), std::string(value)});
+  });
   return pe;
 }
 

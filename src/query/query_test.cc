@@ -439,7 +439,7 @@ class SegmentExecTest : public ::testing::Test {
     s.datasource = ds;
     s.partition = PartitionId(1);
     SegmentWriterOptions o;
-    o.block_raw_bytes = 2048;
+    o.block_raw_bytes = block_raw_bytes_;
     o.format_version = version;
     auto info = WriteSegment(Env::Default(), dir_ + "/" + s.file_name, ds, s.partition, events, o);
     EXPECT_TRUE(info.ok()) << info.status().ToString();
@@ -450,6 +450,7 @@ class SegmentExecTest : public ::testing::Test {
 
   std::string dir_;
   std::unique_ptr<DirectorySegmentOpener> opener_;
+  uint64_t block_raw_bytes_ = 2048;
 };
 
 // A format 2 segment decodes only the columns a query reads (query/columns.h); every query must
@@ -476,9 +477,13 @@ TEST_F(SegmentExecTest, ColumnSelectiveReadsAnswerAsFullReads) {
     events.push_back(Ev(1000 + i * 3, 100 + i, "level=info app log line " + std::to_string(i),
                         {{"level", i % 3 ? "info" : "warn"}}));
   }
-  ScanInput v1, v2, mem;
+  // Small blocks (~25 events: a few distinct values are decided one event at a time) and large
+  // ones (hundreds of events: decided once per distinct value up front).
+  ScanInput v1, v2, v2big, mem;
   v1.segments.push_back(WriteEvents("v1", events, 1));
   v2.segments.push_back(WriteEvents("v2", events, 2));
+  block_raw_bytes_ = 64 << 10;
+  v2big.segments.push_back(WriteEvents("v2big", events, 2));
   BufferedSource b;
   b.datasource = Datasource{"logs", {{"#type", "app"}}};
   b.partition = PartitionId(1);
@@ -524,16 +529,22 @@ TEST_F(SegmentExecTest, ColumnSelectiveReadsAnswerAsFullReads) {
       "| max(@ingesttimestamp)",
       "",
   };
-  for (const char* q : queries) {
-    auto a = RunQuery(q, v1, TimeRange{0, 100000});
-    auto c = RunQuery(q, v2, TimeRange{0, 100000});
-    auto m = RunQuery(q, mem, TimeRange{0, 100000});
-    ASSERT_TRUE(a.ok()) << q << ": " << a.status().ToString();
-    ASSERT_TRUE(c.ok()) << q << ": " << c.status().ToString();
-    ASSERT_TRUE(m.ok()) << q << ": " << m.status().ToString();
-    EXPECT_FALSE(a->rows.empty()) << q;
-    EXPECT_EQ(a->rows, c->rows) << q;
-    EXPECT_EQ(m->rows, c->rows) << q;
+  // The whole range (every block inside it) and one that cuts blocks.
+  for (const TimeRange range : {TimeRange{0, 100000}, TimeRange{1500, 2950}}) {
+    for (const char* q : queries) {
+      auto a = RunQuery(q, v1, range);
+      auto c = RunQuery(q, v2, range);
+      auto big = RunQuery(q, v2big, range);
+      auto m = RunQuery(q, mem, range);
+      ASSERT_TRUE(a.ok()) << q << ": " << a.status().ToString();
+      ASSERT_TRUE(c.ok()) << q << ": " << c.status().ToString();
+      ASSERT_TRUE(big.ok()) << q << ": " << big.status().ToString();
+      ASSERT_TRUE(m.ok()) << q << ": " << m.status().ToString();
+      EXPECT_FALSE(a->rows.empty()) << q;
+      EXPECT_EQ(a->rows, c->rows) << q << " " << range.start_ms;
+      EXPECT_EQ(a->rows, big->rows) << q << " " << range.start_ms;
+      EXPECT_EQ(m->rows, c->rows) << q << " " << range.start_ms;
+    }
   }
 }
 

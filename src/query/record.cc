@@ -135,10 +135,7 @@ std::optional<std::string_view> Record::EventGet(std::string_view name,
     if (name == "#repo") return std::string_view(ev_.ds->repo);
     return std::nullopt;
   }
-  for (uint32_t f = b.field_begin[i]; f < b.field_begin[i + 1]; ++f) {
-    if (b.fields[f].name == name) return b.fields[f].value;
-  }
-  return std::nullopt;
+  return b.FieldValue(i, name);
 }
 
 std::optional<std::string_view> Record::Get(std::string_view name, std::string* scratch) const {
@@ -201,7 +198,7 @@ Row Record::ToRow() const {
   const DecodedBlock& b = *ev_.block;
   const size_t i = ev_.index;
   Row r;
-  r.reserve(5 + ev_.ds->tags.size() + (b.field_begin[i + 1] - b.field_begin[i]) + row_.size());
+  r.reserve(5 + ev_.ds->tags.size() + b.FieldCount(i) + row_.size());
   std::vector<uint8_t> used(row_.size(), 0);
   auto add = [&](std::string_view name, Value v) {
     if (!removed_.empty() && Removed(name)) return;
@@ -222,11 +219,10 @@ Row Record::ToRow() const {
   for (const auto& [k, val] : ev_.ds->tags) {
     if (!IsBuiltin(k)) add(k, val);
   }
-  for (uint32_t f = b.field_begin[i]; f < b.field_begin[i + 1]; ++f) {
-    std::string_view name = b.fields[f].name;
-    if (IsBuiltin(name) || (!name.empty() && name[0] == '#')) continue;
-    add(name, std::string(b.fields[f].value));
-  }
+  b.ForEachField(i, [&](std::string_view name, std::string_view value) {
+    if (IsBuiltin(name) || (!name.empty() && name[0] == '#')) return;
+    add(name, std::string(value));
+  });
   for (size_t k = 0; k < row_.size(); ++k) {
     if (!used[k]) r.push_back(row_[k]);
   }

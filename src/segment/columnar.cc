@@ -206,22 +206,32 @@ struct ParsedColumn {
   std::vector<std::string_view> dict;  // kDict: the distinct values
   std::vector<uint32_t> dict_ids;      // kDict: per value, its index in `dict`
   bool one_each = false;               // every event has exactly one value (mode 1)
-  size_t next = 0;                     // values taken so far
-  size_t prefix = 0;                   // full decode: values of the events before the next one
+  bool ids_only = false;  // kDict with at most one value per event: only dict and dict_ids
+  size_t next = 0;        // values taken so far
+  size_t prefix = 0;      // full decode: values of the events before the next one
 };
 
 thread_local std::vector<ParsedColumn> tls_columns;
 thread_local std::vector<uint64_t> tls_lengths;
 
-bool DecodeDeltas(std::string_view data, size_t n, std::vector<int64_t>* col) {
+// Decodes n >= 1 delta-coded values; *lo and *hi get the smallest and largest.
+bool DecodeDeltas(std::string_view data, size_t n, std::vector<int64_t>* col, int64_t* lo,
+                  int64_t* hi) {
   Cursor c{data.data(), data.data() + data.size()};
   col->resize(n);
+  int64_t* __restrict out = col->data();
   uint64_t v = static_cast<uint64_t>(c.S());
-  (*col)[0] = static_cast<int64_t>(v);
+  int64_t mn = static_cast<int64_t>(v), mx = mn;
+  out[0] = mn;
   for (size_t i = 1; i < n; ++i) {
     v += static_cast<uint64_t>(c.S());
-    (*col)[i] = static_cast<int64_t>(v);
+    const int64_t x = static_cast<int64_t>(v);
+    out[i] = x;
+    mn = std::min(mn, x);
+    mx = std::max(mx, x);
   }
+  *lo = mn;
+  *hi = mx;
   return c.ok && c.p == c.end;
 }
 
@@ -259,28 +269,34 @@ bool DecodePositions(std::string_view data, size_t n, std::vector<Position>* out
   return i == n && c.ok && c.p == c.end;
 }
 
-// Parses a field column chunk; int values are left in col->ints (rendered by the caller).
-bool ParseField(const Chunk& ch, size_t n, ParsedColumn* col) {
+// Parses a field column chunk; int values are left in col->ints (rendered by the caller). With
+// `ids_only`, a dictionary column in which no event has more than one value is left as its
+// dictionary and value ids (col->ids_only; col->values stays empty).
+bool ParseField(const Chunk& ch, size_t n, bool ids_only, ParsedColumn* col) {
   Cursor c{ch.data.data(), ch.data.data() + ch.data.size()};
   col->counts.resize(n);
   uint64_t m = 0;
   if (c.left() == 0) return false;
   const uint8_t mode = static_cast<uint8_t>(*c.p++);
   col->one_each = mode == 1;
+  uint64_t most = 1;  // the most values of one event
   if (mode == 1) {
     std::fill(col->counts.begin(), col->counts.end(), 1);
     m = n;
   } else if (mode == 0) {
+    most = 0;
     for (size_t i = 0; i < n; ++i) {
       const uint64_t k = c.V();
       // Every value takes at least one byte of the chunk.
       if (k > c.left()) return false;
       col->counts[i] = static_cast<uint32_t>(k);
       m += k;
+      most = std::max(most, k);
     }
   } else {
     return false;
   }
+  col->ids_only = ids_only && ch.encoding == kDict && most <= 1;
   if (!c.ok || m > c.left()) return false;
   col->values.clear();
   col->ints.clear();
@@ -316,8 +332,25 @@ bool ParseField(const Chunk& ch, size_t n, ParsedColumn* col) {
         dict[k] = std::string_view(c.p, len);
         c.p += len;
       }
-      col->values.resize(m);
       col->dict_ids.resize(m);
+      if (col->ids_only && nd <= 256) {
+        if (c.left() != m) return false;
+        const uint8_t* p = reinterpret_cast<const uint8_t*>(c.p);
+        if (m != 0 && *std::max_element(p, p + m) >= nd) return false;
+        uint32_t* __restrict ids = col->dict_ids.data();
+        for (uint64_t j = 0; j < m; ++j) ids[j] = p[j];
+        c.p += m;
+        return true;
+      }
+      if (col->ids_only) {
+        for (uint64_t j = 0; j < m; ++j) {
+          const uint64_t id = c.V();
+          if (id >= nd) return false;
+          col->dict_ids[j] = static_cast<uint32_t>(id);
+        }
+        return c.ok && c.p == c.end;
+      }
+      col->values.resize(m);
       if (nd <= 256) {
         // One byte per index.
         if (c.left() != m) return false;
@@ -352,7 +385,7 @@ bool ParseField(const Chunk& ch, size_t n, ParsedColumn* col) {
 
 bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
                  const std::vector<std::string>& names, bool full, uint64_t max_raw_bytes,
-                 DecodedBlock* out) {
+                 DecodedBlock* out, int64_t* min_ts, int64_t* max_ts) {
   const size_t n = event_count;
   if (n == 0 || chunks.size() < kBuiltinColumns) return false;
   for (uint64_t id = 0; id < kBuiltinColumns; ++id) {
@@ -361,11 +394,12 @@ bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
   if (!chunks[kTimestamps].loaded || !chunks[kPositions].loaded ||
       (full && !chunks[kIngest].loaded))
     return false;
-  if (!DecodeDeltas(chunks[kTimestamps].data, n, &out->timestamps) ||
+  if (!DecodeDeltas(chunks[kTimestamps].data, n, &out->timestamps, min_ts, max_ts) ||
       !DecodePositions(chunks[kPositions].data, n, &out->positions))
     return false;
   if (chunks[kIngest].loaded) {
-    if (!DecodeDeltas(chunks[kIngest].data, n, &out->ingest_ts)) return false;
+    int64_t lo, hi;
+    if (!DecodeDeltas(chunks[kIngest].data, n, &out->ingest_ts, &lo, &hi)) return false;
   } else {
     out->ingest_ts.assign(n, 0);
   }
@@ -387,7 +421,7 @@ bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
     col.name = names[ch.id - kFirstField];
     col.next = 0;
     col.prefix = 0;
-    if (!ParseField(ch, n, &col)) return false;
+    if (!ParseField(ch, n, /*ids_only=*/!full, &col)) return false;
     int_values += col.ints.size();
   }
   // Render integer values as text (views into value_text, sized once).
@@ -414,20 +448,21 @@ bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
   out->raw.resize(n);
   out->dict_columns.clear();
   if (!full) {
+    // Dictionary columns with at most one value per event are handed over as such; the other
+    // selected columns go to `fields`.
+    size_t nrows = 0;
     for (size_t k = 0; k < ncols; ++k) {
-      const ParsedColumn& col = cols[k];
-      if (col.dict.empty() || col.values.size() > n) continue;
-      bool single = col.one_each;
-      for (size_t i = 0; i < n && !single; ++i) {
-        if (col.counts[i] > 1) break;
-        if (i + 1 == n) single = true;
+      ParsedColumn& col = cols[k];
+      if (!col.ids_only) {
+        if (nrows != k) std::swap(cols[nrows], col);
+        ++nrows;
+        continue;
       }
-      if (!single) continue;
       DecodedBlock::DictColumn& d = out->dict_columns.emplace_back();
       d.name = col.name;
-      d.values = col.dict;
+      d.values.swap(col.dict);
       if (col.one_each) {
-        d.ids.assign(col.dict_ids.begin(), col.dict_ids.end());
+        d.ids.swap(col.dict_ids);
       } else {
         d.ids.assign(n, DecodedBlock::kNoValue);
         size_t j = 0;
@@ -438,7 +473,7 @@ bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
     }
     std::fill(out->raw.begin(), out->raw.end(), std::string_view());
     out->raw_text.clear();
-    if (ncols == 0) {
+    if (nrows == 0) {
       std::fill(out->field_begin.begin(), out->field_begin.end(), 0);
       out->fields.clear();
       return true;
@@ -446,13 +481,13 @@ bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
     uint64_t total = 0;
     for (size_t i = 0; i < n; ++i) {
       out->field_begin[i] = static_cast<uint32_t>(total);
-      for (size_t k = 0; k < ncols; ++k) total += cols[k].counts[i];
+      for (size_t k = 0; k < nrows; ++k) total += cols[k].counts[i];
     }
     out->field_begin[n] = static_cast<uint32_t>(total);
     out->fields.resize(total);
     size_t f = 0;
     for (size_t i = 0; i < n; ++i) {
-      for (size_t k = 0; k < ncols; ++k) {
+      for (size_t k = 0; k < nrows; ++k) {
         ParsedColumn& col = cols[k];
         for (uint32_t r = 0; r < col.counts[i]; ++r) {
           out->fields[f++] = FieldView{col.name, col.values[col.next++]};

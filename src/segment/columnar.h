@@ -82,8 +82,10 @@ struct Chunk {
 // Corruption) with `out` unspecified. Allocations are bounded by the chunks' sizes and
 // `max_raw_bytes`.
 // The ingest-time chunk may be left unloaded when !full: ingest_ts is then all zeros.
+// Positions come out strictly increasing (the encoding cannot express anything else);
+// *min_ts / *max_ts get the smallest and largest @timestamp.
 bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
                  const std::vector<std::string>& names, bool full, uint64_t max_raw_bytes,
-                 DecodedBlock* out);
+                 DecodedBlock* out, int64_t* min_ts, int64_t* max_ts);
 
 }  // namespace sediment::segment_v2

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -117,8 +118,9 @@ struct DecodedBlock {
   }
   // Format 2 partial reads only (empty otherwise): each selected dictionary-encoded field column
   // in which no event has more than one value, as its distinct values and, per event, the index
-  // of the event's value (kNoValue: the event lacks the field). The same values as `fields`;
-  // lets a query evaluate a column's distinct values once instead of once per event.
+  // of the event's value (kNoValue: the event lacks the field). These fields' values are held
+  // here only, not in `fields` (read an event's fields with ForEachField / FieldValue); a query
+  // evaluates a column's distinct values once instead of once per event.
   struct DictColumn {
     std::string_view name;
     std::vector<std::string_view> values;
@@ -134,6 +136,34 @@ struct DecodedBlock {
     return nullptr;
   }
   size_t size() const { return timestamps.size(); }
+
+  // Calls fn(name, value) for every decoded field value of event i: those in `fields` in their
+  // order, then those of the dictionary columns.
+  template <typename Fn>
+  void ForEachField(size_t i, Fn&& fn) const {
+    for (uint32_t f = field_begin[i]; f < field_begin[i + 1]; ++f)
+      fn(fields[f].name, fields[f].value);
+    for (const DictColumn& c : dict_columns) {
+      if (c.ids[i] != kNoValue) fn(c.name, c.values[c.ids[i]]);
+    }
+  }
+  // The number of decoded field values of event i.
+  size_t FieldCount(size_t i) const {
+    size_t k = field_begin[i + 1] - field_begin[i];
+    for (const DictColumn& c : dict_columns) k += c.ids[i] != kNoValue;
+    return k;
+  }
+  // The first decoded value of field `name` in event i, or nullopt.
+  std::optional<std::string_view> FieldValue(size_t i, std::string_view name) const {
+    if (const DictColumn* c = FindDictColumn(name)) {
+      if (c->ids[i] == kNoValue) return std::nullopt;
+      return c->values[c->ids[i]];
+    }
+    for (uint32_t f = field_begin[i]; f < field_begin[i + 1]; ++f) {
+      if (fields[f].name == name) return fields[f].value;
+    }
+    return std::nullopt;
+  }
 };
 
 // Which parts of a block a reader must decode. @timestamp and positions are always decoded. A

@@ -279,9 +279,9 @@ void ExpectSelectedFields(const SegmentReader& r, const std::vector<PositionedEv
           if (f.name == name) expect.emplace_back(f.name, f.value);
         }
       }
-      for (uint32_t f = block.field_begin[e]; f < block.field_begin[e + 1]; ++f) {
-        got.emplace_back(std::string(block.fields[f].name), std::string(block.fields[f].value));
-      }
+      block.ForEachField(e, [&got](std::string_view name, std::string_view value) {
+        got.emplace_back(std::string(name), std::string(value));
+      });
       if (selection.raw) {
         // A raw read decodes every field, in the event's order.
         ASSERT_EQ(got.size(), want.fields.size());
