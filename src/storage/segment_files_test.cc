@@ -183,6 +183,57 @@ TEST_F(SegmentFilesTest, TornOrCorruptFileIsRefusedOnOpen) {
   EXPECT_TRUE(store_.Open(name_).ok());
 }
 
+// Open shares one reader per file name, and never serves a file that was replaced (Install,
+// Publish) or deleted since, through the store or behind its back.
+TEST_F(SegmentFilesTest, CachedReadersFollowReplacementAndDeletion) {
+  Publish(name_);
+  auto a = store_.Open(name_);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ((*a)->info().event_count, 50u);
+  // Replaced under the same name by Publish: the next Open reads the new file; the old reader
+  // keeps reading what it opened.
+  ASSERT_TRUE(store_.Write(name_, TestDs(), PartitionId(0), Events(100, 20)).ok());
+  auto b = store_.Open(name_);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ((*b)->info().event_count, 20u);
+  DecodedBlock block;
+  EXPECT_TRUE((*a)->ReadBlock(0, &block).ok());
+  // Replaced by Install.
+  const std::string other = tmp_.Sub("other.seg");
+  auto other_info = WriteSegment(Env::Default(), other, TestDs(), PartitionId(0), Events(100, 7));
+  ASSERT_TRUE(other_info.ok());
+  auto bytes = Env::Default()->ReadFile(other);
+  ASSERT_TRUE(bytes.ok());
+  Status installed =
+      store_.Install(SegmentRecordFor(*other_info, name_, NodeId(1), Epoch(0)), *bytes);
+  ASSERT_TRUE(installed.ok()) << installed.ToString();
+  auto c = store_.Open(name_);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ((*c)->info().event_count, 7u);
+  // Deleted by the store, then removed behind its back after a new Publish.
+  store_.DeleteWhenUnpinned(name_);
+  EXPECT_EQ(store_.Open(name_).status().code(), StatusCode::kNotFound);
+  Publish(name_);
+  ASSERT_TRUE(store_.Open(name_).ok());
+  ASSERT_TRUE(Env::Default()->RemoveFile(store_.PathOf(name_)).ok());
+  EXPECT_EQ(store_.Open(name_).status().code(), StatusCode::kNotFound);
+  // More files than the cache holds all open and read.
+  std::vector<std::string> names;
+  for (size_t i = 0; i < SegmentStore::kCachedReaders + 5; ++i) {
+    names.push_back(
+        FlushedSegmentFileName(PartitionId(1), Epoch(1), Position{Offset(1000 + i), 0}));
+    ASSERT_TRUE(store_.Write(names.back(), TestDs(), PartitionId(1), Events(1000 + i, 1)).ok());
+  }
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < names.size(); ++i) {
+      auto r = store_.Open(names[i]);
+      ASSERT_TRUE(r.ok()) << names[i];
+      ASSERT_TRUE((*r)->ReadBlock(0, &block).ok());
+      EXPECT_EQ(block.positions[0].offset, Offset(1000 + i));
+    }
+  }
+}
+
 TEST_F(SegmentFilesTest, HostileNamesAreRefusedAndTouchNothing) {
   // A file next to the segment directory that a hostile name would reach.
   const std::string victim = tmp_.Sub("victim.seg");

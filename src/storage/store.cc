@@ -124,6 +124,29 @@ class CopyReader final : public SegmentReader {
   std::unique_ptr<SegmentReader> reader_;
 };
 
+// A reader shared with the store's reader cache (SegmentStore::Open).
+class SharedReader final : public SegmentReader {
+ public:
+  explicit SharedReader(std::shared_ptr<const SegmentReader> reader) : reader_(std::move(reader)) {}
+  const SegmentInfo& info() const override { return reader_->info(); }
+  const std::vector<BlockInfo>& blocks() const override { return reader_->blocks(); }
+  bool BlockMayContainAll(size_t i, const std::vector<std::string>& terms) const override {
+    return reader_->BlockMayContainAll(i, terms);
+  }
+  Status ReadBlock(size_t i, DecodedBlock* out) const override {
+    return reader_->ReadBlock(i, out);
+  }
+  Status ReadBlockColumns(size_t i, const ColumnSelection& columns,
+                          DecodedBlock* out) const override {
+    return reader_->ReadBlockColumns(i, columns, out);
+  }
+  uint32_t format_version() const override { return reader_->format_version(); }
+  Status VerifyAll() const override { return reader_->VerifyAll(); }
+
+ private:
+  std::shared_ptr<const SegmentReader> reader_;
+};
+
 }  // namespace
 
 Status VerifySegmentBytes(const SegmentRecord& segment, std::string_view bytes) {
@@ -197,6 +220,7 @@ Status SegmentStore::Install(const SegmentRecord& segment, std::string_view byte
       // The rename and the cancellation are one step for Unpin: the new file is never deleted by
       // a deletion meant for the old one.
       std::lock_guard lock(mu_);
+      DropReaderLocked(segment.file_name);
       RETURN_IF_ERROR(env_->RenameFile(tmp, path));
       doomed_.erase(segment.file_name);
       TouchLocked(segment.file_name);
@@ -273,6 +297,7 @@ Status SegmentStore::NewSegment::Publish() {
     // The rename and the cancellation are one step for Unpin: the new file is never deleted by a
     // deletion meant for an old file of the same name.
     std::lock_guard lock(store_->mu_);
+    store_->DropReaderLocked(name_);
     st = env->RenameFile(tmp_path_, path);
     if (st.ok()) store_->doomed_.erase(name_);
   }
@@ -312,8 +337,41 @@ Result<SegmentInfo> SegmentStore::Write(const std::string& file_name, const Data
 Result<std::unique_ptr<SegmentReader>> SegmentStore::Open(const std::string& file_name) const {
   if (!IsValidSegmentFileName(file_name)) return BadName(file_name);
   const std::string path = PathOf(file_name);
-  if (!env_->FileExists(path)) return Status::NotFound("no local file " + path);
-  return SegmentReader::Open(env_, path);
+  const bool exists = env_->FileExists(path);
+  uint64_t gen;
+  {
+    std::lock_guard lock(mu_);
+    auto it = readers_.find(file_name);
+    if (it != readers_.end()) {
+      if (exists) {
+        readers_lru_.splice(readers_lru_.begin(), readers_lru_, it->second.second);
+        return std::unique_ptr<SegmentReader>(new SharedReader(it->second.first));
+      }
+      DropReaderLocked(file_name);  // removed behind the store's back
+    }
+    gen = readers_gen_;
+  }
+  if (!exists) return Status::NotFound("no local file " + path);
+  ASSIGN_OR_RETURN(std::unique_ptr<SegmentReader> opened, SegmentReader::Open(env_, path));
+  std::shared_ptr<const SegmentReader> reader(std::move(opened));
+  std::lock_guard lock(mu_);
+  if (gen == readers_gen_ && readers_.count(file_name) == 0) {
+    readers_lru_.push_front(file_name);
+    readers_.emplace(file_name, std::make_pair(reader, readers_lru_.begin()));
+    if (readers_.size() > kCachedReaders) {
+      readers_.erase(readers_lru_.back());
+      readers_lru_.pop_back();
+    }
+  }
+  return std::unique_ptr<SegmentReader>(new SharedReader(std::move(reader)));
+}
+
+void SegmentStore::DropReaderLocked(const std::string& file_name) const {
+  ++readers_gen_;
+  auto it = readers_.find(file_name);
+  if (it == readers_.end()) return;
+  readers_lru_.erase(it->second.second);
+  readers_.erase(it);
 }
 
 Result<std::unique_ptr<SegmentReader>> SegmentStore::OpenCopy(std::string_view bytes) {
@@ -464,6 +522,7 @@ uint64_t SegmentStore::LastAccess(const std::string& file_name) const {
 
 Status SegmentStore::RemoveNow(const std::string& file_name) {
   last_access_.erase(file_name);
+  DropReaderLocked(file_name);
   const std::string path = PathOf(file_name);
   if (!env_->FileExists(path)) return Status::OK();
   Status st = env_->RemoveFile(path);

@@ -5,12 +5,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "common/env.h"
@@ -129,7 +131,11 @@ class SegmentStore final : public SegmentOpener {
   // consistency; blocks are checked as they are read). InvalidArgument for an invalid name,
   // NotFound when missing, Corruption for a damaged or truncated file. The reader must not
   // outlive the store; a pinned file stays readable while pinned (see Pin).
+  // Opened readers are kept (up to kCachedReaders, least recently opened dropped first) and
+  // shared by later Opens of the same name while the file exists, so a query does not read and
+  // check every footer again; Install, Publish and every deletion drop the name's reader.
   Result<std::unique_ptr<SegmentReader>> Open(const std::string& file_name) const override;
+  static constexpr size_t kCachedReaders = 256;
   // A reader over segment bytes fetched from elsewhere and not installed as a local copy (a merge
   // input held by another node): written to a temporary file `fetched-<N>.tmp` in the directory
   // (not fsynced), removed when the reader is destroyed. Corruption when the bytes do not open as
@@ -181,6 +187,16 @@ class SegmentStore final : public SegmentOpener {
   std::map<std::string, uint64_t> last_access_;  // file -> logical access time (> 0)
   uint64_t access_clock_ = 0;                    // last logical access time handed out
   uint64_t next_tmp_ = 0;                        // unique temp-file suffixes
+
+  // The reader cache (see Open), under mu_: name -> (reader, its entry in readers_lru_), most
+  // recently opened first. `readers_gen_` counts drops, so that an Open that read a file while
+  // it was replaced does not cache what it read.
+  void DropReaderLocked(const std::string& file_name) const;  // mu_ held
+  mutable std::list<std::string> readers_lru_;
+  mutable std::unordered_map<std::string, std::pair<std::shared_ptr<const SegmentReader>,
+                                                    std::list<std::string>::iterator>>
+      readers_;
+  mutable uint64_t readers_gen_ = 0;
 };
 
 // Fetches a segment file's bytes from a peer that holds it (HTTP in the server, fakes in tests).
