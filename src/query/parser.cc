@@ -388,6 +388,11 @@ class Parser {
     std::string target;
     if (AssignmentAt(&target)) return ParseAssignmentStep(target, start, stages, filter_phase);
     if (!ok()) return false;
+    if (MatchAt(&target)) {
+      Stage st;
+      if (!ParseMatch(target, start, &st)) return false;
+      return add_stage(std::move(st));
+    }
     if (IsIdentStart(c)) {
       size_t e = FunctionNameEnd(start);
       std::string name(s_.substr(start, e - start));
@@ -487,6 +492,188 @@ class Parser {
       default:
         return true;
     }
+  }
+
+  // Whether `field match {` starts at pos_ (field a field name, "quoted" or `backquoted`); then
+  // *field is set and pos_ is at '{'. Otherwise pos_ is unchanged.
+  bool MatchAt(std::string* field) {
+    const size_t start = pos_;
+    const char c = Peek();
+    if (c == '"' || c == '`') {
+      if (c == '"' ? !ParseQuoted(field) : !ParseBackquoted(field)) {
+        pos_ = start;
+        err_ = Status::OK();  // not a match: the filter parser reports it again
+        return false;
+      }
+    } else if (IsFieldNameChar(c)) {
+      pos_ = FieldNameEnd(start);
+      *field = std::string(s_.substr(start, pos_ - start));
+    } else {
+      return false;
+    }
+    size_t k = SkipWsFrom(pos_);
+    if (k + 5 <= s_.size() && EqualsIgnoreCase(s_.substr(k, 5), "match")) {
+      size_t b = SkipWsFrom(k + 5);
+      if (b < s_.size() && s_[b] == '{') {
+        pos_ = b;
+        return true;
+      }
+    }
+    pos_ = start;
+    return false;
+  }
+
+  // field match { pattern => stages ; ... ; * => stages }; pos_ at '{'. A case { } whose branch
+  // conditions test `field`: a "quoted" or bare value (as field=value: exact, '*' a wildcard),
+  // a /regex/ (searched in the field; its named groups become fields), a filter function
+  // (in(values=[...]), wildcard("x*"), regex("...") with field=field) or `*` (every record).
+  // Filters after '=>' filter the branch's records (they do not fall through to the next
+  // branch); records matching no pattern are dropped.
+  bool ParseMatch(const std::string& field, size_t start, Stage* st) {
+    Nest nest(this);
+    if (!nest.ok()) return false;
+    const size_t brace = pos_;
+    ++pos_;
+    st->kind = Stage::Kind::kCase;
+    st->position = start;
+    st->function = "match";
+    ++case_depth_;
+    while (true) {
+      SkipWs();
+      if (AtEnd()) {
+        Error(pos_, "missing '}' for 'match {' at position " + std::to_string(brace));
+        return false;
+      }
+      if (Peek() == '}') {
+        if (st->branches.empty()) {
+          Error(pos_, "empty match { }");
+          return false;
+        }
+        ++pos_;
+        break;
+      }
+      CaseBranch branch;
+      FilterPtr condition = ParseMatchPattern(field, &branch.stages);
+      if (!condition) return false;
+      SkipWs();
+      if (!(Peek() == '=' && Peek(1) == '>')) {
+        Error(pos_, "expected '=>' after the match pattern but found " + Found());
+        return false;
+      }
+      pos_ += 2;
+      SkipWs();
+      if (!AtEnd() && Peek() != ';' && Peek() != '}') {
+        FilterPtr lead;
+        std::vector<Stage> stages;
+        if (!ParseSteps(&lead, &stages, /*in_branch=*/true)) return false;
+        if (lead) {
+          Stage f;
+          f.kind = Stage::Kind::kFilter;
+          f.position = lead->position;
+          f.function = "filter";
+          f.filter = std::move(lead);
+          branch.stages.push_back(std::move(f));
+        }
+        for (Stage& s : stages) {
+          if (!s.IsTransform()) {
+            Error(s.position, s.function +
+                                  "() cannot be used in a match branch (only per-record "
+                                  "functions can)");
+            return false;
+          }
+          branch.stages.push_back(std::move(s));
+        }
+      }
+      branch.condition = std::move(condition);
+      st->branches.push_back(std::move(branch));
+      SkipWs();
+      if (AtEnd()) {
+        Error(pos_, "missing '}' for 'match {' at position " + std::to_string(brace));
+        return false;
+      }
+      if (Peek() == ';') {
+        ++pos_;
+        continue;
+      }
+      ++pos_;  // '}' (ParseSteps stops only at the end, ';' or '}')
+      break;
+    }
+    --case_depth_;
+    return true;
+  }
+
+  // One pattern of `field match { }` at pos_, as a filter on `field`; a regex with named groups
+  // also puts its extraction stage into *stages. Null (an error recorded) when it is none.
+  FilterPtr ParseMatchPattern(const std::string& field, std::vector<Stage>* stages) {
+    const size_t at = pos_;
+    const char c = Peek();
+    if (c == '*' && (SkipWsFrom(pos_ + 1) >= s_.size() || s_[SkipWsFrom(pos_ + 1)] == '=')) {
+      ++pos_;
+      return MakeNode(FilterNode::Kind::kTrue, at);
+    }
+    if (c == '/') {
+      std::shared_ptr<const re2::RE2> re;
+      std::string source;
+      if (!ParseRegexLiteral(&re, &source)) return nullptr;
+      auto n = MakeNode(FilterNode::Kind::kFieldRegex, at);
+      n->field = field;
+      n->text = source;
+      SetFilterRegex(re, n.get());
+      if (!re->NamedCapturingGroups().empty()) {
+        std::string error;
+        auto extract = CompileRegex(ConvertRegex(source, /*plain_to_noncapturing=*/true), &error);
+        if (!extract) {
+          Error(at, "invalid regular expression: " + error);
+          return nullptr;
+        }
+        Stage st;
+        st.kind = Stage::Kind::kRegex;
+        st.position = at;
+        st.function = "regex";
+        st.field = field;
+        st.strict = true;
+        SetStageRegex(std::move(extract), &st);
+        stages->push_back(std::move(st));
+      }
+      return n;
+    }
+    const size_t e = FunctionNameEnd(at);
+    const size_t k = SkipWsFrom(e);
+    if (e > at && k < s_.size() && s_[k] == '(') {
+      std::string name(s_.substr(at, e - at));
+      const functions::Function* fn = functions::FindPipelineFunction(name);
+      if (fn == nullptr || (fn->kind != functions::Kind::kFilter && !IsRegexFunction(*fn))) {
+        Error(at, fn == nullptr ? "unknown function '" + name + "'"
+                                : std::string(fn->name) +
+                                      "() is not a filter: it cannot be a "
+                                      "match pattern");
+        return nullptr;
+      }
+      pos_ = k + 1;
+      return ParseFilterFunction(*fn, at, field, at);
+    }
+    std::string value;
+    if (c == '"') {
+      if (!ParseQuoted(&value)) return nullptr;
+    } else if (c == '?') {
+      if (!ParseParameter(&value)) return nullptr;
+    } else {
+      size_t w = pos_;
+      while (w < s_.size() && !IsSpace(s_[w]) && s_[w] != '=' && s_[w] != ';' && s_[w] != '}' &&
+             s_[w] != '"') {
+        ++w;
+      }
+      value = std::string(s_.substr(pos_, w - pos_));
+      pos_ = w;
+      if (value.empty()) {
+        Error(at, "expected a match pattern (a value, /regex/, a filter function or *) but found " +
+                      Found());
+        return nullptr;
+      }
+    }
+    auto n = MakeFieldMatch(std::move(value), at);
+    n->field = field;
+    return n;
   }
 
   // Whether a `target :=` starts at pos_ (target a field name, "quoted" or `backquoted`); then

@@ -1194,8 +1194,8 @@ TEST(ParserSyntaxTest, UnknownSyntaxIsAnError) {
   EXPECT_EQ(ParseError("a | $my:query(x=1)"),
             "saved query call '$my:query' is not supported (sediment has no saved queries) at "
             "position 4");
-  EXPECT_EQ(ParseError("status match { 200 => * }"),
-            "match statements (field match { ... }) are not supported at position 7");
+  EXPECT_EQ(ParseError("a status match { 200 => * }"),
+            "match statements (field match { ... }) are not supported at position 9");
   EXPECT_EQ(ParseError("a ?"),
             "expected a query parameter (?name or ?{name=default}) after '?' at position 2");
   EXPECT_EQ(
@@ -1291,6 +1291,34 @@ TEST(ParserSyntaxTest, MatchOperatorAndRegexFilter) {
             "'x' at position 5");
   EXPECT_EQ(ParseError("regex(\"a\", strict=false) or b"),
             "regex(strict=false) keeps every event: it cannot be a filter at position 0");
+}
+
+TEST(ParserSyntaxTest, Match) {
+  // field match { pattern => stages ; ... }: a case { } on the field's value.
+  EXPECT_EQ(
+      Stages("status match { 200 => x := 1 ; \"4*\" => x := 2 ; * => x := 3 }"),
+      R"(case { (eq "status" "200") => eval x=#1; (glob "status" "4*") => eval x=#2; true => eval x=#3 })");
+  EXPECT_EQ(
+      Stages("m MATCH { in(values=[GET, PUT]) => a := 1 | b := 2 ; /^P(?<rest>.*)/ => a := 3 }"),
+      R"q(case { (or (eq "m" "GET") (eq "m" "PUT")) => eval a=#1 | eval b=#2; (fregex "m" "^P(?P<rest>.*)") => regex ^P(?P<rest>.*) field=m groups=[rest] | eval a=#3 })q");
+  // Filters after '=>' filter the branch (no fall-through); an empty branch keeps the record.
+  EXPECT_EQ(
+      Stages("`a b` match { x => y=1 | z := 1 ; wildcard(\"q*\") => ; regex(\"r\") => }"),
+      R"q(case { (eq "a b" "x") => filter (eq "y" "1") | eval z=#1; (glob "a b" "q*"); (fregex "a b" "(?m)r") })q");
+  EXPECT_EQ(Stages("a match { x => b := 1 } | count()"),
+            R"(case { (eq "a" "x") => eval b=#1 } | agg/none {count()})");
+  EXPECT_EQ(
+      ParseError("a match { x => count() }"),
+      "count() cannot be used in a match branch (only per-record functions can) at position 15");
+  EXPECT_EQ(ParseError("a match { x y }"),
+            "expected '=>' after the match pattern but found 'y' at position 12");
+  EXPECT_EQ(ParseError("a match { }"), "empty match { } at position 10");
+  EXPECT_EQ(ParseError("a match { x => b := 1"),
+            "missing '}' for 'match {' at position 8 at position 21");
+  EXPECT_EQ(ParseError("a match { head() => b := 1 }"),
+            "head() is not a filter: it cannot be a match pattern at position 10");
+  // `match` not followed by '{' is free text.
+  EXPECT_EQ(Parsed("a match b"), R"((and (and (text "a") (text "match")) (text "b")))");
 }
 
 TEST(ParserSyntaxTest, FieldNames) {
