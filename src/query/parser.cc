@@ -415,7 +415,17 @@ class Parser {
           if (!ParseFunctionStage(*fn, start, &st)) return false;
           SkipWs();
           // regex(...) followed by `and`/`or`/another filter is a filter (ParsePrimary).
-          if (!IsRegexFunction(*fn) || AtStepEnd()) return add_stage(std::move(st));
+          if (!IsRegexFunction(*fn)) return add_stage(std::move(st));
+          if (AtStepEnd()) {
+            // Among a case branch's leading filters a strict regex() is part of the branch's
+            // condition (a record it rejects tries the next branch, as with /re/), and extracts
+            // its named groups, if any, as a stage.
+            if (InCase() && *filter_phase && st.strict) {
+              AddFilter(RegexFilter(st, start), start, leading, stages, *filter_phase);
+              if (st.groups.empty()) return true;
+            }
+            return add_stage(std::move(st));
+          }
           if (!ok()) return false;
           pos_ = start;
         }
@@ -1038,6 +1048,10 @@ class Parser {
     if (!CheckFieldName(name, quoted_name, start)) return nullptr;
     std::string op;
     char c = Peek();
+    if (c == '<' && Peek(1) == '=' && Peek(2) == '>') {
+      Error(pos_, "'<=>' field links (correlate()) are not supported");
+      return nullptr;
+    }
     if (c == '!' || (c == '=' && (Peek(1) == '=' || Peek(1) == '~')) ||
         ((c == '<' || c == '>') && Peek(1) == '=')) {
       op = std::string(s_.substr(pos_, 2));
@@ -1162,6 +1176,11 @@ class Parser {
       Error(start, "regex(strict=false) keeps every event: it cannot be a filter");
       return nullptr;
     }
+    return RegexFilter(st, start);
+  }
+
+  // The filter a strict regex() stage `st` (at `start`) applies: its regex on its field.
+  static FilterPtr RegexFilter(const Stage& st, size_t start) {
     const bool raw = st.field.empty() || st.field == "@rawstring";
     auto n = MakeNode(raw ? FilterNode::Kind::kRawRegex : FilterNode::Kind::kFieldRegex, start);
     n->field = raw ? "@rawstring" : st.field;

@@ -1208,6 +1208,8 @@ TEST(ParserSyntaxTest, UnknownSyntaxIsAnError) {
       ParseError("/(?<n>y)/g"),
       "regex flag 'g' with named groups (one event per match) is not supported at position 0");
   EXPECT_EQ(Parsed("/y/g"), R"((regex "y"))");
+  EXPECT_EQ(ParseError("a.id <=> b.id"),
+            "'<=>' field links (correlate()) are not supported at position 5");
 }
 
 TEST(ParserSyntaxTest, Parameters) {
@@ -1319,6 +1321,18 @@ TEST(ParserSyntaxTest, Match) {
             "head() is not a filter: it cannot be a match pattern at position 10");
   // `match` not followed by '{' is free text.
   EXPECT_EQ(Parsed("a match b"), R"((and (and (text "a") (text "match")) (text "b")))");
+}
+
+TEST(ParserSyntaxTest, RegexInCaseIsACondition) {
+  // A record regex() rejects tries the next branch (as with /re/), instead of being dropped.
+  EXPECT_EQ(Stages("case { regex(\"x\") | a := 1 ; * | a := 2 }"),
+            R"q(case { (regex "(?m)x") => eval a=#1; true => eval a=#2 })q");
+  EXPECT_EQ(
+      Stages("case { regex(\"(?<n>x)\", field=f) | a := 1 ; * }"),
+      R"q(case { (fregex "f" "(?m)(?P<n>x)") => regex (?m)(?P<n>x) field=f groups=[n] | eval a=#1; true })q");
+  // After another stage it filters the branch, as any filter there.
+  EXPECT_EQ(Stages("case { a := 1 | regex(\"x\") ; * }"),
+            R"q(case { true => eval a=#1 | regex (?m)x field=@rawstring groups=[]; true })q");
 }
 
 TEST(ParserSyntaxTest, FieldNames) {
