@@ -72,6 +72,15 @@ std::string QuoteString(std::string_view text) {
   return out;
 }
 
+// The error for a call of `name` where a pipeline function is expected and none has that name.
+std::string UnknownFunction(const std::string& name) {
+  if (functions::FindExpressionFunction(name) != nullptr) {
+    return name + "() is an expression function: use it in an expression (x := " + name +
+           "(...), eval(), if())";
+  }
+  return "unknown function '" + name + "'";
+}
+
 bool IsKeyword(std::string_view w) {
   return EqualsIgnoreCase(w, "and") || EqualsIgnoreCase(w, "or") || EqualsIgnoreCase(w, "not");
 }
@@ -406,7 +415,7 @@ class Parser {
       if (k < s_.size() && s_[k] == '(' && !IsKeyword(name)) {
         const functions::Function* fn = functions::FindPipelineFunction(name);
         if (fn == nullptr && (k == e || IsNamespaced(name))) {
-          Error(start, "unknown function '" + name + "'");
+          Error(start, UnknownFunction(name));
           return false;
         }
         if (fn != nullptr && fn->kind != functions::Kind::kFilter) {
@@ -653,7 +662,7 @@ class Parser {
       std::string name(s_.substr(at, e - at));
       const functions::Function* fn = functions::FindPipelineFunction(name);
       if (fn == nullptr || (fn->kind != functions::Kind::kFilter && !IsRegexFunction(*fn))) {
-        Error(at, fn == nullptr ? "unknown function '" + name + "'"
+        Error(at, fn == nullptr ? UnknownFunction(name)
                                 : std::string(fn->name) +
                                       "() is not a filter: it cannot be a "
                                       "match pattern");
@@ -930,7 +939,7 @@ class Parser {
           return ParseFilterFunction(*fn, start);
         }
         if (k == e || IsNamespaced(name)) {
-          Error(start, fn == nullptr ? "unknown function '" + name + "'"
+          Error(start, fn == nullptr ? UnknownFunction(name)
                                      : std::string(fn->name) +
                                            "() is not a filter: use it as a pipeline step of its "
                                            "own, after '|'");

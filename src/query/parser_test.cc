@@ -1248,6 +1248,13 @@ TEST(ParserSyntaxTest, NamespacedFunctionNames) {
   EXPECT_EQ(ParseError("groupBy(a, function=time:hour(b))"),
             "unknown aggregate function 'time:hour' in groupBy(function=...) at position 20");
   EXPECT_EQ(ParseError("f =~ text:foo(x)"), "unknown function 'text:foo' at position 5");
+  // An expression function where a pipeline function or a filter is expected.
+  EXPECT_EQ(ParseError("a | concat(a, b)"),
+            "concat() is an expression function: use it in an expression (x := concat(...), "
+            "eval(), if()) at position 4");
+  EXPECT_EQ(ParseError("a or toNumber(b)"),
+            "toNumber() is an expression function: use it in an expression (x := toNumber(...), "
+            "eval(), if()) at position 5");
   // Without '(' a colon is text.
   EXPECT_EQ(Parsed("text:foo"), R"((text "text:foo"))");
 }
