@@ -1061,6 +1061,10 @@ class Parser {
       Error(pos_, "'<=>' field links (correlate()) are not supported");
       return nullptr;
     }
+    if (c == '!' && Peek(1) == '=' && Peek(2) == '~') {
+      Error(pos_, "'!=~' is not supported: write not (field =~ f(...))");
+      return nullptr;
+    }
     if (c == '!' || (c == '=' && (Peek(1) == '=' || Peek(1) == '~')) ||
         ((c == '<' || c == '>') && Peek(1) == '=')) {
       op = std::string(s_.substr(pos_, 2));

@@ -1208,6 +1208,9 @@ TEST(ParserSyntaxTest, UnknownSyntaxIsAnError) {
       ParseError("/(?<n>y)/g"),
       "regex flag 'g' with named groups (one event per match) is not supported at position 0");
   EXPECT_EQ(Parsed("/y/g"), R"((regex "y"))");
+  EXPECT_EQ(ParseError("f !=~ in(values=[a])"),
+            "'!=~' is not supported: write not (field =~ f(...)) at position 2");
+  EXPECT_EQ(Parsed("not (f =~ in(values=[a]))"), R"((not (eq "f" "a")))");
   EXPECT_EQ(ParseError("a.id <=> b.id"),
             "'<=>' field links (correlate()) are not supported at position 5");
 }
