@@ -982,7 +982,9 @@ class Parser {
     }
     if (EqualsIgnoreCase(WordAt(pos_), "match") && SkipWsFrom(pos_ + 5) < s_.size() &&
         s_[SkipWsFrom(pos_ + 5)] == '{') {
-      Error(pos_, "match statements (field match { ... }) are not supported");
+      Error(pos_,
+            "a match statement (field match { ... }) must be a pipeline step of its own: "
+            "put '|' before it");
       return nullptr;
     }
     pos_ = after;

@@ -1195,7 +1195,8 @@ TEST(ParserSyntaxTest, UnknownSyntaxIsAnError) {
             "saved query call '$my:query' is not supported (sediment has no saved queries) at "
             "position 4");
   EXPECT_EQ(ParseError("a status match { 200 => * }"),
-            "match statements (field match { ... }) are not supported at position 9");
+            "a match statement (field match { ... }) must be a pipeline step of its own: put '|' "
+            "before it at position 9");
   EXPECT_EQ(ParseError("a ?"),
             "expected a query parameter (?name or ?{name=default}) after '?' at position 2");
   EXPECT_EQ(
