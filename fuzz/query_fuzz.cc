@@ -1,11 +1,13 @@
 // Fuzz target: the query language (query::Compile) and, for queries that compile, their execution
 // over a few fixed buffered events (the functions' own parsers: parseJson, kvParse, regex,
-// formatTime, ...). Input: the query text.
+// formatTime, ...); and query::BindParameters, whose output must compile. Input: the query text.
 // Bounds as the server's: one worker thread here, a deadline, and the memory bound of ExecOptions.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "fuzz/fuzz_util.h"
@@ -44,6 +46,12 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // Query parameters: a text whose parameters could be bound compiles without arguments (what
+  // the server runs and sends to other nodes).
+  static const std::map<std::string, std::string> kArguments = {
+      {"x", "a \"b\" \\ *"}, {"code", "404"}, {"n", "-2.5"}, {"empty", ""}};
+  auto bound = query::BindParameters(fuzz::Bytes(data, size), kArguments);
+  if (bound.ok() && !query::Compile(*bound).ok()) __builtin_trap();
   auto compiled = query::Compile(fuzz::Bytes(data, size));
   if (!compiled.ok()) return 0;
   static const auto events = Events();

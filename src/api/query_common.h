@@ -9,8 +9,10 @@
 
 namespace sediment::api {
 
-// The public query body (LogScale's QueryInput): {queryString, start, end, isLive}; other fields
-// (timeZoneOffsetMinutes, arguments, ...) are accepted and ignored.
+// The public query body (LogScale's QueryInput): {queryString, start, end, isLive, arguments};
+// other fields (timeZoneOffsetMinutes, ...) are accepted and ignored. `arguments` (an object of
+// strings or numbers) gives the query parameters (?name) their values: query_string is then the
+// query with its parameters bound (query::BindParameters; a parameter without a value is a 400).
 struct QueryRequestBody {
   std::string query_string;
   std::string start, end;  // as given (a number becomes its decimal text); empty = absent

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 
 #include "api/node.h"
 #include "api/query_common.h"
@@ -13,6 +14,7 @@
 #include "common/json_writer.h"
 #include "coordinator/internal_query.h"
 #include "http/status_code.h"
+#include "query/query.h"
 
 namespace sediment::api {
 namespace {
@@ -148,6 +150,21 @@ std::optional<http::Response> ParseQueryRequest(const std::string& body, QueryRe
       return http::JsonError(400, "query body needs a string field 'queryString'");
     }
     out->query_string = std::string(qs);
+    // A string or a number as text; false for other values.
+    auto scalar_text = [](simdjson::dom::element v, std::string* value) -> bool {
+      if (v.is_string()) {
+        *value = std::string(v.get_string().value());
+      } else if (v.is_int64()) {
+        *value = std::to_string(v.get_int64().value());
+      } else if (v.is_uint64()) {
+        *value = std::to_string(v.get_uint64().value());
+      } else if (v.is_double()) {
+        *value = simdjson::to_string(v);
+      } else {
+        return false;
+      }
+      return true;
+    };
     auto bound = [&](const char* name, std::string* value) -> std::optional<std::string> {
       simdjson::dom::element v;
       if (doc[name].get(v)) return std::nullopt;
@@ -171,6 +188,29 @@ std::optional<http::Response> ParseQueryRequest(const std::string& body, QueryRe
       bool b = false;
       if (live.get(b)) return http::JsonError(400, "'isLive' must be true or false");
       out->live = b;
+    }
+    // "arguments": the values of the query's parameters (?name); the query string becomes the
+    // query with them bound, which is what runs here and on the other nodes.
+    std::map<std::string, std::string> arguments;
+    simdjson::dom::element args;
+    if (!doc["arguments"].get(args) && !args.is_null()) {
+      simdjson::dom::object obj;
+      if (args.get(obj)) {
+        return http::JsonError(400, "'arguments' must be an object of parameter values");
+      }
+      for (auto [key, value] : obj) {
+        std::string text;
+        if (!scalar_text(value, &text)) {
+          return http::JsonError(
+              400, "argument '" + std::string(key) + "' must be a string or a number");
+        }
+        arguments[std::string(key)] = std::move(text);
+      }
+    }
+    if (out->query_string.find('?') != std::string::npos) {
+      auto bound_query = query::BindParameters(out->query_string, arguments);
+      if (!bound_query.ok()) return http::JsonError(400, bound_query.status().message());
+      out->query_string = std::move(*bound_query);
     }
   } catch (const simdjson::simdjson_error& e) {
     return http::JsonError(400, std::string("query body: ") + e.what());

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,36 @@ bool IsIdentChar(char c) { return IsIdentStart(c) || (c >= '0' && c <= '9'); }
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
+// A namespaced function name such as `text:contains`.
+bool IsNamespaced(std::string_view name) { return name.find(':') != std::string_view::npos; }
+
+bool IsRegexFunction(const functions::Function& fn) { return std::string_view(fn.name) == "regex"; }
+
+bool HasParam(const functions::Function& fn, std::string_view param) {
+  return std::any_of(fn.params.begin(), fn.params.end(),
+                     [&](const functions::Param& p) { return param == p.name; });
+}
+
+// `text` as a string literal of the query language (the inverse of Parser::ParseQuoted).
+std::string QuoteString(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  out.push_back('"');
+  return out;
+}
+
+// The error for a call of `name` where a pipeline function is expected and none has that name.
+std::string UnknownFunction(const std::string& name) {
+  if (functions::FindExpressionFunction(name) != nullptr) {
+    return name + "() is an expression function: use it in an expression (x := " + name +
+           "(...), eval(), if())";
+  }
+  return "unknown function '" + name + "'";
+}
+
 bool IsKeyword(std::string_view w) {
   return EqualsIgnoreCase(w, "and") || EqualsIgnoreCase(w, "or") || EqualsIgnoreCase(w, "not");
 }
@@ -66,13 +97,31 @@ ExprPtr MakeExpr(Expr::Kind kind, std::string text, size_t position,
 
 class Parser {
  public:
-  explicit Parser(std::string_view s) : s_(s) {}
+  explicit Parser(std::string_view s, const std::map<std::string, std::string>* arguments = nullptr)
+      : s_(s), arguments_(arguments) {}
+
+  // A query parameter occurring at [begin, end) of the text, and the value it got.
+  struct Parameter {
+    size_t begin = 0, end = 0;
+    std::string value;
+  };
+  // The parameters parsed (after a successful Parse), in text order, each once.
+  std::vector<Parameter> Parameters() const {
+    std::vector<Parameter> out = parameters_;
+    std::sort(out.begin(), out.end(),
+              [](const Parameter& a, const Parameter& b) { return a.begin < b.begin; });
+    out.erase(
+        std::unique(out.begin(), out.end(),
+                    [](const Parameter& a, const Parameter& b) { return a.begin == b.begin; }),
+        out.end());
+    return out;
+  }
 
   Result<std::shared_ptr<const CompiledQuery>> Parse() {
     auto q = std::make_shared<CompiledQuery>();
     q->text = std::string(s_);
     FilterPtr filter;
-    if (!ParseSteps(&filter, &q->stages, /*in_branch=*/false)) return err_;
+    if (!ParseSteps(&filter, &q->stages, /*in_branch=*/false) || !ok()) return err_;
     q->filter = filter ? filter : MakeNode(FilterNode::Kind::kTrue, 0);
     q->filter = WithRegexStageLiterals(q->filter, q->stages);
     q->is_aggregate = std::any_of(q->stages.begin(), q->stages.end(),
@@ -91,8 +140,13 @@ class Parser {
   bool ok() const { return err_.ok(); }
   bool AtEnd() const { return pos_ >= s_.size(); }
   char Peek(size_t ahead = 0) const { return pos_ + ahead < s_.size() ? s_[pos_ + ahead] : '\0'; }
+  // Skips white space and comments: `// ...` to the end of the line, `/* ... */` (an unterminated
+  // one is an error). Comments count as white space wherever a token may start; inside a bare
+  // word (`docker/*`), a quoted string or a regex they are text.
   void SkipWs() {
-    while (!AtEnd() && IsSpace(s_[pos_])) ++pos_;
+    size_t unterminated = kNone;
+    pos_ = SkipWsFrom(pos_, &unterminated);
+    if (unterminated != kNone) Error(unterminated, "unterminated comment '/*'");
   }
   // "end of query" or "'c'".
   std::string Found() const {
@@ -133,18 +187,45 @@ class Parser {
     return c == '|' || (InCase() && (c == ';' || c == '}'));
   }
 
-  // Characters that end a bare word in a filter.
+  // Characters that end a bare word in a filter. `{` and `}` always do (they are syntax in
+  // LogScale: case/match blocks, ?{param}, subqueries), so that they never become free text.
   bool EndsWord(char c) const {
     return IsSpace(c) || c == '(' || c == ')' || c == '|' || c == '"' || c == '=' || c == '!' ||
-           c == ',' || c == '[' || c == ']' || c == '<' || c == '>' ||
-           (InCase() && (c == ';' || c == '{' || c == '}'));
+           c == ',' || c == '[' || c == ']' || c == '<' || c == '>' || c == '{' || c == '}' ||
+           c == '`' || (InCase() && c == ';');
   }
 
-  // The bare word starting at `at` (not consumed).
+  // The end of an array index `[digits]` at `at`, or `at` when there is none there.
+  size_t IndexEnd(size_t at) const {
+    if (at >= s_.size() || s_[at] != '[') return at;
+    size_t e = at + 1;
+    while (e < s_.size() && IsDigit(s_[e])) ++e;
+    if (e == at + 1 || e >= s_.size() || s_[e] != ']') return at;
+    return e + 1;
+  }
+
+  // The bare word starting at `at` (not consumed); array indexes `a[0]` belong to it.
   std::string_view WordAt(size_t at) const {
     size_t e = at;
-    while (e < s_.size() && !EndsWord(s_[e])) ++e;
+    while (e < s_.size()) {
+      if (!EndsWord(s_[e])) {
+        ++e;
+      } else if (e > at && IndexEnd(e) > e) {
+        e = IndexEnd(e);
+      } else {
+        break;
+      }
+    }
     return s_.substr(at, e - at);
+  }
+
+  // The end of a function name at `at`: an identifier, or namespaced ones joined by ':'
+  // (`text:contains`, `array:filter`); `at` when there is none.
+  size_t FunctionNameEnd(size_t at) const {
+    if (at >= s_.size() || !IsIdentStart(s_[at])) return at;
+    size_t e = IdentEnd(at);
+    while (e + 1 < s_.size() && s_[e] == ':' && IsIdentStart(s_[e + 1])) e = IdentEnd(e + 1);
+    return e;
   }
 
   // End of the identifier starting at `at`.
@@ -153,13 +234,42 @@ class Parser {
     while (e < s_.size() && IsIdentChar(s_[e])) ++e;
     return e;
   }
-  size_t SkipWsFrom(size_t at) const {
-    while (at < s_.size() && IsSpace(s_[at])) ++at;
+  // The position after the white space and comments at `at` (the end of the text when a `/*`
+  // there has no `*/`; then its position goes to *unterminated).
+  static constexpr size_t kNone = std::string_view::npos;
+  size_t SkipWsFrom(size_t at, size_t* unterminated = nullptr) const {
+    while (at < s_.size()) {
+      if (IsSpace(s_[at])) {
+        ++at;
+      } else if (s_[at] == '/' && at + 1 < s_.size() && s_[at + 1] == '/') {
+        size_t nl = s_.find('\n', at + 2);
+        at = nl == std::string_view::npos ? s_.size() : nl + 1;
+      } else if (s_[at] == '/' && at + 1 < s_.size() && s_[at + 1] == '*') {
+        size_t close = s_.find("*/", at + 2);
+        if (close == std::string_view::npos) {
+          if (unterminated != nullptr) *unterminated = at;
+          return s_.size();
+        }
+        at = close + 2;
+      } else {
+        break;
+      }
+    }
     return at;
   }
-  // End of the field name starting at `at`.
+  // End of the field name starting at `at`: field-name characters and array indexes after
+  // them (`a[0]`, `a[0].b`).
   size_t FieldNameEnd(size_t at) const {
-    while (at < s_.size() && IsFieldNameChar(s_[at])) ++at;
+    const size_t start = at;
+    while (at < s_.size()) {
+      if (IsFieldNameChar(s_[at])) {
+        ++at;
+      } else if (at > start && IndexEnd(at) > at) {
+        at = IndexEnd(at);
+      } else {
+        break;
+      }
+    }
     return at;
   }
 
@@ -284,23 +394,16 @@ class Parser {
       if (!ParseStatsShorthand(start, &st)) return false;
       return add_stage(std::move(st));
     }
-    if (IsFieldNameChar(c)) {
-      size_t e = FieldNameEnd(start);
-      size_t k = SkipWsFrom(e);
-      if (k + 1 < s_.size() && s_[k] == ':' && s_[k + 1] == '=') {
-        Stage st;
-        st.kind = Stage::Kind::kEval;
-        st.position = start;
-        st.function = "eval";
-        pos_ = k + 2;
-        ExprPtr value = ParseExpr();
-        if (!value) return false;
-        st.assignments.emplace_back(std::string(s_.substr(start, e - start)), std::move(value));
-        return add_stage(std::move(st));
-      }
+    std::string target;
+    if (AssignmentAt(&target)) return ParseAssignmentStep(target, start, stages, filter_phase);
+    if (!ok()) return false;
+    if (MatchAt(&target)) {
+      Stage st;
+      if (!ParseMatch(target, start, &st)) return false;
+      return add_stage(std::move(st));
     }
     if (IsIdentStart(c)) {
-      size_t e = IdentEnd(start);
+      size_t e = FunctionNameEnd(start);
       std::string name(s_.substr(start, e - start));
       size_t k = SkipWsFrom(e);
       if (name == "case" && k < s_.size() && s_[k] == '{') {
@@ -311,15 +414,29 @@ class Parser {
       }
       if (k < s_.size() && s_[k] == '(' && !IsKeyword(name)) {
         const functions::Function* fn = functions::FindPipelineFunction(name);
-        if (fn == nullptr && k == e) {
-          Error(start, "unknown function '" + name + "'");
+        if (fn == nullptr && (k == e || IsNamespaced(name))) {
+          Error(start, UnknownFunction(name));
           return false;
         }
         if (fn != nullptr && fn->kind != functions::Kind::kFilter) {
           pos_ = k + 1;
           Stage st;
           if (!ParseFunctionStage(*fn, start, &st)) return false;
-          return add_stage(std::move(st));
+          SkipWs();
+          // regex(...) followed by `and`/`or`/another filter is a filter (ParsePrimary).
+          if (!IsRegexFunction(*fn)) return add_stage(std::move(st));
+          if (AtStepEnd()) {
+            // Among a case branch's leading filters a strict regex() is part of the branch's
+            // condition (a record it rejects tries the next branch, as with /re/), and extracts
+            // its named groups, if any, as a stage.
+            if (InCase() && *filter_phase && st.strict) {
+              AddFilter(RegexFilter(st, start), start, leading, stages, *filter_phase);
+              if (st.groups.empty()) return true;
+            }
+            return add_stage(std::move(st));
+          }
+          if (!ok()) return false;
+          pos_ = start;
         }
       }
     }
@@ -330,32 +447,340 @@ class Parser {
       Error(pos_, Unexpected());
       return false;
     }
-    // A step that is one regex with named groups also extracts them as fields (as regex()).
-    if ((f->kind == FilterNode::Kind::kRawRegex || f->kind == FilterNode::Kind::kFieldRegex) &&
-        !f->re->NamedCapturingGroups().empty()) {
+    // The regexes with named groups that every match of the step passes (its AND-spine) also
+    // extract them as fields (as regex()); under OR/NOT they are refused (LogScale extracts
+    // from whichever matched, which sediment does not model).
+    std::vector<FilterPtr> extract;
+    if (!NamedGroupRegexes(f, /*on_spine=*/true, &extract)) return false;
+    if (extract.empty()) {
+      AddFilter(std::move(f), start, leading, stages, *filter_phase);
+      return true;
+    }
+    // A step that is one regex on @rawstring is the strict stage alone (RE2 runs once per
+    // event, not twice); its literals still join the leading filter (WithRegexStageLiterals). A
+    // field regex stays a filter too, for its block-filter terms, and so does any regex in a
+    // case branch, where the filter is the branch's condition.
+    if (f != extract[0] || f->kind == FilterNode::Kind::kFieldRegex || InCase()) {
+      AddFilter(f, start, leading, stages, *filter_phase);
+    }
+    for (const FilterPtr& r : extract) {
       std::string error;
-      auto re = CompileRegex(ConvertRegex(f->text, /*plain_to_noncapturing=*/true), &error);
+      auto re = CompileRegex(ConvertRegex(r->text, /*plain_to_noncapturing=*/true), &error);
       if (!re) {
-        Error(start, "invalid regular expression: " + error);
+        Error(r->position, "invalid regular expression: " + error);
         return false;
-      }
-      // On @rawstring the strict stage alone filters (RE2 runs once per event, not twice); its
-      // literals still join the leading filter (WithRegexStageLiterals). A field regex stays a
-      // filter too, for its block-filter terms, and so does any regex in a case branch, where
-      // the filter is the branch's condition.
-      if (f->kind == FilterNode::Kind::kFieldRegex || InCase()) {
-        AddFilter(f, start, leading, stages, *filter_phase);
       }
       Stage st;
       st.kind = Stage::Kind::kRegex;
-      st.position = start;
+      st.position = r->position;
       st.function = "regex";
-      st.field = f->field;
+      st.field = r->field;
       st.strict = true;
       SetStageRegex(std::move(re), &st);
-      return add_stage(std::move(st));
+      add_stage(std::move(st));
     }
-    AddFilter(std::move(f), start, leading, stages, *filter_phase);
+    return true;
+  }
+
+  // Appends to *out the regex leaves of `f` with named groups, in order; false (an error
+  // recorded) for one under OR or NOT (`on_spine` false).
+  bool NamedGroupRegexes(const FilterPtr& f, bool on_spine, std::vector<FilterPtr>* out) {
+    switch (f->kind) {
+      case FilterNode::Kind::kAnd:
+        for (const FilterPtr& c : f->children) {
+          if (!NamedGroupRegexes(c, on_spine, out)) return false;
+        }
+        return true;
+      case FilterNode::Kind::kOr:
+      case FilterNode::Kind::kNot:
+        for (const FilterPtr& c : f->children) {
+          if (!NamedGroupRegexes(c, /*on_spine=*/false, out)) return false;
+        }
+        return true;
+      case FilterNode::Kind::kRawRegex:
+      case FilterNode::Kind::kFieldRegex:
+        if (f->re == nullptr || f->re->NamedCapturingGroups().empty()) return true;
+        if (!on_spine) {
+          Error(f->position,
+                "a regex with named groups under 'or' or 'not' does not extract fields: use "
+                "(?:...) groups there, or extract with regex() in a step of its own");
+          return false;
+        }
+        out->push_back(f);
+        return true;
+      default:
+        return true;
+    }
+  }
+
+  // Whether `field match {` starts at pos_ (field a field name, "quoted" or `backquoted`); then
+  // *field is set and pos_ is at '{'. Otherwise pos_ is unchanged.
+  bool MatchAt(std::string* field) {
+    const size_t start = pos_;
+    const char c = Peek();
+    if (c == '"' || c == '`') {
+      if (c == '"' ? !ParseQuoted(field) : !ParseBackquoted(field)) {
+        pos_ = start;
+        err_ = Status::OK();  // not a match: the filter parser reports it again
+        return false;
+      }
+    } else if (IsFieldNameChar(c)) {
+      pos_ = FieldNameEnd(start);
+      *field = std::string(s_.substr(start, pos_ - start));
+    } else {
+      return false;
+    }
+    size_t k = SkipWsFrom(pos_);
+    if (k + 5 <= s_.size() && EqualsIgnoreCase(s_.substr(k, 5), "match")) {
+      size_t b = SkipWsFrom(k + 5);
+      if (b < s_.size() && s_[b] == '{') {
+        pos_ = b;
+        return true;
+      }
+    }
+    pos_ = start;
+    return false;
+  }
+
+  // field match { pattern => stages ; ... ; * => stages }; pos_ at '{'. A case { } whose branch
+  // conditions test `field`: a "quoted" or bare value (as field=value: exact, '*' a wildcard),
+  // a /regex/ (searched in the field; its named groups become fields), a filter function
+  // (in(values=[...]), wildcard("x*"), regex("...") with field=field) or `*` (every record).
+  // Filters after '=>' filter the branch's records (they do not fall through to the next
+  // branch); records matching no pattern are dropped.
+  bool ParseMatch(const std::string& field, size_t start, Stage* st) {
+    Nest nest(this);
+    if (!nest.ok()) return false;
+    const size_t brace = pos_;
+    ++pos_;
+    st->kind = Stage::Kind::kCase;
+    st->position = start;
+    st->function = "match";
+    ++case_depth_;
+    while (true) {
+      SkipWs();
+      if (AtEnd()) {
+        Error(pos_, "missing '}' for 'match {' at position " + std::to_string(brace));
+        return false;
+      }
+      if (Peek() == '}') {
+        if (st->branches.empty()) {
+          Error(pos_, "empty match { }");
+          return false;
+        }
+        ++pos_;
+        break;
+      }
+      CaseBranch branch;
+      FilterPtr condition = ParseMatchPattern(field, &branch.stages);
+      if (!condition) return false;
+      SkipWs();
+      if (!(Peek() == '=' && Peek(1) == '>')) {
+        Error(pos_, "expected '=>' after the match pattern but found " + Found());
+        return false;
+      }
+      pos_ += 2;
+      SkipWs();
+      if (!AtEnd() && Peek() != ';' && Peek() != '}') {
+        FilterPtr lead;
+        std::vector<Stage> stages;
+        if (!ParseSteps(&lead, &stages, /*in_branch=*/true)) return false;
+        if (lead) {
+          Stage f;
+          f.kind = Stage::Kind::kFilter;
+          f.position = lead->position;
+          f.function = "filter";
+          f.filter = std::move(lead);
+          branch.stages.push_back(std::move(f));
+        }
+        for (Stage& s : stages) {
+          if (!s.IsTransform()) {
+            Error(s.position, s.function +
+                                  "() cannot be used in a match branch (only per-record "
+                                  "functions can)");
+            return false;
+          }
+          branch.stages.push_back(std::move(s));
+        }
+      }
+      branch.condition = std::move(condition);
+      st->branches.push_back(std::move(branch));
+      SkipWs();
+      if (AtEnd()) {
+        Error(pos_, "missing '}' for 'match {' at position " + std::to_string(brace));
+        return false;
+      }
+      if (Peek() == ';') {
+        ++pos_;
+        continue;
+      }
+      ++pos_;  // '}' (ParseSteps stops only at the end, ';' or '}')
+      break;
+    }
+    --case_depth_;
+    return true;
+  }
+
+  // One pattern of `field match { }` at pos_, as a filter on `field`; a regex with named groups
+  // also puts its extraction stage into *stages. Null (an error recorded) when it is none.
+  FilterPtr ParseMatchPattern(const std::string& field, std::vector<Stage>* stages) {
+    const size_t at = pos_;
+    const char c = Peek();
+    if (c == '*' && (SkipWsFrom(pos_ + 1) >= s_.size() || s_[SkipWsFrom(pos_ + 1)] == '=')) {
+      ++pos_;
+      return MakeNode(FilterNode::Kind::kTrue, at);
+    }
+    if (c == '/') {
+      std::shared_ptr<const re2::RE2> re;
+      std::string source;
+      if (!ParseRegexLiteral(&re, &source)) return nullptr;
+      auto n = MakeNode(FilterNode::Kind::kFieldRegex, at);
+      n->field = field;
+      n->text = source;
+      SetFilterRegex(re, n.get());
+      if (!re->NamedCapturingGroups().empty()) {
+        std::string error;
+        auto extract = CompileRegex(ConvertRegex(source, /*plain_to_noncapturing=*/true), &error);
+        if (!extract) {
+          Error(at, "invalid regular expression: " + error);
+          return nullptr;
+        }
+        Stage st;
+        st.kind = Stage::Kind::kRegex;
+        st.position = at;
+        st.function = "regex";
+        st.field = field;
+        st.strict = true;
+        SetStageRegex(std::move(extract), &st);
+        stages->push_back(std::move(st));
+      }
+      return n;
+    }
+    const size_t e = FunctionNameEnd(at);
+    const size_t k = SkipWsFrom(e);
+    if (e > at && k < s_.size() && s_[k] == '(') {
+      std::string name(s_.substr(at, e - at));
+      const functions::Function* fn = functions::FindPipelineFunction(name);
+      if (fn == nullptr || (fn->kind != functions::Kind::kFilter && !IsRegexFunction(*fn))) {
+        Error(at, fn == nullptr ? UnknownFunction(name)
+                                : std::string(fn->name) +
+                                      "() is not a filter: it cannot be a "
+                                      "match pattern");
+        return nullptr;
+      }
+      pos_ = k + 1;
+      return ParseFilterFunction(*fn, at, field, at);
+    }
+    std::string value;
+    if (c == '"') {
+      if (!ParseQuoted(&value)) return nullptr;
+    } else if (c == '?') {
+      if (!ParseParameter(&value)) return nullptr;
+    } else {
+      size_t w = pos_;
+      while (w < s_.size() && !IsSpace(s_[w]) && s_[w] != '=' && s_[w] != ';' && s_[w] != '}' &&
+             s_[w] != '"') {
+        ++w;
+      }
+      value = std::string(s_.substr(pos_, w - pos_));
+      pos_ = w;
+      if (value.empty()) {
+        Error(at, "expected a match pattern (a value, /regex/, a filter function or *) but found " +
+                      Found());
+        return nullptr;
+      }
+    }
+    auto n = MakeFieldMatch(std::move(value), at);
+    n->field = field;
+    return n;
+  }
+
+  // Whether a `target :=` starts at pos_ (target a field name, "quoted" or `backquoted`); then
+  // *target is set and pos_ is after ':='. Otherwise pos_ is unchanged.
+  bool AssignmentAt(std::string* target) {
+    const size_t start = pos_;
+    const char c = Peek();
+    if (c == '"' || c == '`') {
+      if (c == '"' ? !ParseQuoted(target) : !ParseBackquoted(target)) {
+        pos_ = start;
+        err_ = Status::OK();  // not an assignment: the filter parser reports it again
+        return false;
+      }
+    } else if (IsFieldNameChar(c)) {
+      pos_ = FieldNameEnd(start);
+      *target = std::string(s_.substr(start, pos_ - start));
+    } else {
+      return false;
+    }
+    size_t k = SkipWsFrom(pos_);
+    if (k + 1 < s_.size() && s_[k] == ':' && s_[k + 1] == '=') {
+      pos_ = k + 2;
+      return true;
+    }
+    pos_ = start;
+    return false;
+  }
+
+  // `target := expression`, or `target := f(...)` for a pipeline function f (an aggregate or a
+  // transform with an `as` parameter: as LogScale, the same as f(..., as=target)); pos_ after
+  // ':='. A name that is both (min, max, lower, ...) is the expression function when the call
+  // parses as one (`m := max(a, b)`), else the pipeline function (`m := max(x)`).
+  bool ParseAssignmentStep(const std::string& target, size_t start, std::vector<Stage>* stages,
+                           bool* filter_phase) {
+    SkipWs();
+    const size_t fstart = pos_;
+    const size_t fe = FunctionNameEnd(fstart);
+    ExprPtr value;
+    Status expr_err;  // why the call is not an expression, when it is tried as a function
+    if (fe > fstart) {
+      std::string name(s_.substr(fstart, fe - fstart));
+      size_t k = SkipWsFrom(fe);
+      const functions::Function* fn = functions::FindPipelineFunction(name);
+      bool pipeline = k < s_.size() && s_[k] == '(' && fn != nullptr;
+      if (pipeline && functions::FindExpressionFunction(name) != nullptr) {
+        value = ParseExpr();
+        SkipWs();
+        if (value && AtStepEnd()) pipeline = false;
+        if (pipeline) {
+          expr_err = ok() ? Status::InvalidArgument("unexpected " + Found() + " at position " +
+                                                    std::to_string(pos_))
+                          : err_;
+          err_ = Status::OK();  // not an expression: try the function
+          pos_ = fstart;
+        }
+      }
+      if (pipeline) {
+        if (fn->kind == functions::Kind::kFilter) {
+          Error(fstart, std::string(fn->name) + "() is a filter: it has no value to assign");
+          return false;
+        }
+        functions::Arg as;
+        as.name = "as";
+        as.position = start;
+        as.value.kind = functions::ArgValue::Kind::kScalar;
+        as.value.quoted = true;
+        as.value.text = target;
+        as.value.position = start;
+        pos_ = k + 1;
+        Stage st;
+        if (!ParseFunctionStage(*fn, fstart, &st, &as)) {
+          if (!expr_err.ok()) err_ = expr_err;  // neither: the expression's error
+          return false;
+        }
+        stages->push_back(std::move(st));
+        *filter_phase = false;
+        return true;
+      }
+    }
+    Stage st;
+    st.kind = Stage::Kind::kEval;
+    st.position = start;
+    st.function = "eval";
+    if (!value) value = ParseExpr();
+    if (!value) return false;
+    st.assignments.emplace_back(target, std::move(value));
+    stages->push_back(std::move(st));
+    *filter_phase = false;
     return true;
   }
 
@@ -496,19 +921,25 @@ class Parser {
       SetFilterRegex(std::move(re), n.get());
       return n;
     }
+    if (c == '$') {
+      size_t e = FunctionNameEnd(start + 1);
+      Error(start, "saved query call '" + std::string(s_.substr(start, e - start)) +
+                       "' is not supported (sediment has no saved queries)");
+      return nullptr;
+    }
     if (IsIdentStart(c)) {
-      // A filter function: in(...), wildcard(...).
-      size_t e = IdentEnd(start);
+      // A filter function: in(...), wildcard(...), regex(...).
+      size_t e = FunctionNameEnd(start);
       std::string name(s_.substr(start, e - start));
       size_t k = SkipWsFrom(e);
       if (k < s_.size() && s_[k] == '(' && !IsKeyword(name)) {
         const functions::Function* fn = functions::FindPipelineFunction(name);
-        if (fn != nullptr && fn->kind == functions::Kind::kFilter) {
+        if (fn != nullptr && (fn->kind == functions::Kind::kFilter || IsRegexFunction(*fn))) {
           pos_ = k + 1;
           return ParseFilterFunction(*fn, start);
         }
-        if (k == e) {
-          Error(start, fn == nullptr ? "unknown function '" + name + "'"
+        if (k == e || IsNamespaced(name)) {
+          Error(start, fn == nullptr ? UnknownFunction(name)
                                      : std::string(fn->name) +
                                            "() is not a filter: use it as a pipeline step of its "
                                            "own, after '|'");
@@ -518,8 +949,15 @@ class Parser {
     }
     std::string word;
     bool quoted = false;
+    bool backquoted = false;
     if (c == '"') {
       if (!ParseQuoted(&word)) return nullptr;
+      quoted = true;
+    } else if (c == '`') {
+      if (!ParseBackquoted(&word)) return nullptr;
+      quoted = backquoted = true;
+    } else if (c == '?') {
+      if (!ParseParameter(&word)) return nullptr;
       quoted = true;
     } else if (EndsWord(c)) {
       Error(pos_, Unexpected());
@@ -535,6 +973,19 @@ class Parser {
     SkipWs();
     if (Peek() == '=' || Peek() == '<' || Peek() == '>' || (Peek() == '!' && Peek(1) == '=')) {
       return ParseComparison(word, quoted, start);
+    }
+    if (AtKeyword("like")) return ParseLike(word, quoted, start);
+    if (backquoted) {
+      Error(pos_, "expected a comparison after the field name `" + word + "` but found " +
+                      (AtEnd() ? "end of query" : "'" + std::string(1, Peek()) + "'"));
+      return nullptr;
+    }
+    if (EqualsIgnoreCase(WordAt(pos_), "match") && SkipWsFrom(pos_ + 5) < s_.size() &&
+        s_[SkipWsFrom(pos_ + 5)] == '{') {
+      Error(pos_,
+            "a match statement (field match { ... }) must be a pipeline step of its own: "
+            "put '|' before it");
+      return nullptr;
     }
     pos_ = after;
     if (word.find('*') != std::string::npos) {
@@ -553,24 +1004,71 @@ class Parser {
     return n;
   }
 
-  // `name` op value at pos_ (the operator), op one of = != < <= > >= ==.
-  FilterPtr ParseComparison(const std::string& name, bool quoted_name, size_t start) {
+  // Whether `name` (unquoted, at `start`) is a field name; else an error is recorded.
+  bool CheckFieldName(const std::string& name, bool quoted_name, size_t start) {
     if (name.empty()) {
       Error(start, "empty field name");
-      return nullptr;
+      return false;
     }
-    if (!quoted_name) {
-      for (size_t i = 0; i < name.size(); ++i) {
-        if (!IsFieldNameChar(name[i])) {
-          Error(start + i,
-                "invalid character '" + std::string(1, name[i]) + "' in field name '" + name + "'");
-          return nullptr;
+    if (quoted_name) return true;
+    for (size_t i = 0; i < name.size(); ++i) {
+      if (name[i] == '[' && i > 0) {  // an array index a[0]
+        size_t e = i + 1;
+        while (e < name.size() && IsDigit(name[e])) ++e;
+        if (e > i + 1 && e < name.size() && name[e] == ']') {
+          i = e;
+          continue;
         }
       }
+      if (!IsFieldNameChar(name[i])) {
+        Error(start + i,
+              "invalid character '" + std::string(1, name[i]) + "' in field name '" + name + "'");
+        return false;
+      }
     }
+    return true;
+  }
+
+  // `name like value` at pos_ (the keyword): the value occurs in the field (case-sensitive;
+  // '*' in it is a wildcard), as LogScale's like.
+  FilterPtr ParseLike(const std::string& name, bool quoted_name, size_t start) {
+    if (!CheckFieldName(name, quoted_name, start)) return nullptr;
+    pos_ += 4;
+    SkipWs();
+    size_t vpos = pos_;
+    std::string value;
+    if (Peek() == '"') {
+      if (!ParseQuoted(&value)) return nullptr;
+    } else if (Peek() == '?') {
+      if (!ParseParameter(&value)) return nullptr;
+    } else {
+      value = std::string(WordAt(pos_));
+      pos_ += value.size();
+    }
+    if (value.empty()) {
+      Error(vpos, "expected a value after 'like' but found " + Found());
+      return nullptr;
+    }
+    auto n = MakeFieldMatch("*" + value + "*", start);
+    n->field = name;
+    return n;
+  }
+
+  // `name` op value at pos_ (the operator), op one of = != < <= > >= == =~.
+  FilterPtr ParseComparison(const std::string& name, bool quoted_name, size_t start) {
+    if (!CheckFieldName(name, quoted_name, start)) return nullptr;
     std::string op;
     char c = Peek();
-    if (c == '!' || (c == '=' && Peek(1) == '=') || ((c == '<' || c == '>') && Peek(1) == '=')) {
+    if (c == '<' && Peek(1) == '=' && Peek(2) == '>') {
+      Error(pos_, "'<=>' field links (correlate()) are not supported");
+      return nullptr;
+    }
+    if (c == '!' && Peek(1) == '=' && Peek(2) == '~') {
+      Error(pos_, "'!=~' is not supported: write not (field =~ f(...))");
+      return nullptr;
+    }
+    if (c == '!' || (c == '=' && (Peek(1) == '=' || Peek(1) == '~')) ||
+        ((c == '<' || c == '>') && Peek(1) == '=')) {
       op = std::string(s_.substr(pos_, 2));
     } else {
       op = std::string(1, c);
@@ -578,10 +1076,33 @@ class Parser {
     pos_ += op.size();
     SkipWs();
     size_t vpos = pos_;
+    if (op == "=~") {
+      // field =~ f(...): the filter function f with field=field.
+      size_t e = FunctionNameEnd(vpos);
+      size_t k = SkipWsFrom(e);
+      std::string fname(s_.substr(vpos, e - vpos));
+      const functions::Function* fn = e > vpos && k < s_.size() && s_[k] == '('
+                                          ? functions::FindPipelineFunction(fname)
+                                          : nullptr;
+      if (fn == nullptr || (fn->kind != functions::Kind::kFilter && !IsRegexFunction(*fn))) {
+        Error(vpos, fn == nullptr && e > vpos && k < s_.size() && s_[k] == '('
+                        ? "unknown function '" + fname + "'"
+                        : "expected a filter function such as in(), wildcard() or regex() "
+                          "after '=~' but found " +
+                              (e > vpos ? "'" + fname + "'" : Found()));
+        return nullptr;
+      }
+      pos_ = k + 1;
+      return ParseFilterFunction(*fn, vpos, name, start);
+    }
     if (op != "=" && op != "!=") return ParseNumericComparison(name, op, start, vpos);
     bool negated = op == "!=";
     std::shared_ptr<FilterNode> n;
-    if (Peek() == '/') {
+    if (Peek() == '?') {
+      std::string value;
+      if (!ParseParameter(&value)) return nullptr;
+      n = MakeFieldMatch(std::move(value), start);
+    } else if (Peek() == '/') {
       std::shared_ptr<const re2::RE2> re;
       std::string source;
       if (!ParseRegexLiteral(&re, &source)) return nullptr;
@@ -613,6 +1134,8 @@ class Parser {
     std::string value;
     if (Peek() == '"') {
       if (!ParseQuoted(&value)) return nullptr;
+    } else if (Peek() == '?') {
+      if (!ParseParameter(&value)) return nullptr;
     } else {
       value = std::string(WordAt(pos_));
       pos_ += value.size();
@@ -637,13 +1160,127 @@ class Parser {
     return n;
   }
 
-  // A filter function (in(), wildcard()) named at `start`; pos_ just after '('.
-  FilterPtr ParseFilterFunction(const functions::Function& fn, size_t start) {
+  // A filter function (in(), wildcard(), or regex() used as a filter) named at `start`; pos_
+  // just after '('. `field` (the left side of `field =~ f(...)`, at `field_pos`), when not empty,
+  // is given as its field= argument.
+  FilterPtr ParseFilterFunction(const functions::Function& fn, size_t start,
+                                const std::string& field = "", size_t field_pos = 0) {
     std::vector<functions::Arg> args;
     if (!ParseArgs(&args)) return nullptr;
+    if (!field.empty()) {
+      if (!HasParam(fn, "field")) {
+        Error(start, std::string(fn.name) + "() has no field parameter: it cannot follow '=~'");
+        return nullptr;
+      }
+      functions::Arg a;
+      a.name = "field";
+      a.position = field_pos;
+      a.value.kind = functions::ArgValue::Kind::kScalar;
+      a.value.quoted = true;
+      a.value.text = field;
+      a.value.position = field_pos;
+      args.push_back(std::move(a));
+    }
     functions::Call call(fn, start, &err_);
     if (!call.Bind(args)) return nullptr;
-    return fn.filter(call);
+    if (fn.kind == functions::Kind::kFilter) return fn.filter(call);
+    // regex(): its stage's regex as a filter on its field.
+    Stage st;
+    if (!fn.stage(call, &st)) return nullptr;
+    if (!st.strict) {
+      Error(start, "regex(strict=false) keeps every event: it cannot be a filter");
+      return nullptr;
+    }
+    return RegexFilter(st, start);
+  }
+
+  // The filter a strict regex() stage `st` (at `start`) applies: its regex on its field.
+  static FilterPtr RegexFilter(const Stage& st, size_t start) {
+    const bool raw = st.field.empty() || st.field == "@rawstring";
+    auto n = MakeNode(raw ? FilterNode::Kind::kRawRegex : FilterNode::Kind::kFieldRegex, start);
+    n->field = raw ? "@rawstring" : st.field;
+    n->text = st.re->pattern();
+    SetFilterRegex(st.re, n.get());
+    return n;
+  }
+
+  // `?name` or `?{name=default}` at pos_ (a query parameter): its value from the arguments, else
+  // its default; an error when it has neither. Recorded for BindParameters.
+  bool ParseParameter(std::string* value) {
+    const size_t start = pos_;
+    ++pos_;
+    std::string name;
+    std::optional<std::string> fallback;
+    if (Peek() == '{') {
+      ++pos_;
+      SkipWs();
+      size_t e = IdentEnd(pos_);
+      name = std::string(s_.substr(pos_, e - pos_));
+      pos_ = e;
+      if (name.empty()) {
+        Error(pos_, "expected a parameter name after '?{' but found " + Found());
+        return false;
+      }
+      SkipWs();
+      if (Peek() == '=') {
+        ++pos_;
+        SkipWs();
+        std::string d;
+        if (Peek() == '"') {
+          if (!ParseQuoted(&d)) return false;
+        } else {
+          size_t b = pos_;
+          while (!AtEnd() && Peek() != '}' && !IsSpace(Peek())) ++pos_;
+          d = std::string(s_.substr(b, pos_ - b));
+        }
+        fallback = std::move(d);
+        SkipWs();
+      }
+      if (Peek() != '}') {
+        Error(pos_, AtEnd() ? "missing '}' for '?{' at position " + std::to_string(start)
+                            : "expected '=' or '}' in ?{" + name + "} but found " + Found());
+        return false;
+      }
+      ++pos_;
+    } else {
+      size_t e = IdentEnd(pos_);
+      if (e == pos_) {
+        Error(start, "expected a query parameter (?name or ?{name=default}) after '?'");
+        return false;
+      }
+      name = std::string(s_.substr(pos_, e - pos_));
+      pos_ = e;
+    }
+    const std::string* given = nullptr;
+    if (arguments_ != nullptr) {
+      auto it = arguments_->find(name);
+      if (it != arguments_->end()) given = &it->second;
+    }
+    if (given != nullptr) {
+      *value = *given;
+    } else if (fallback) {
+      *value = *fallback;
+    } else {
+      Error(start, "query parameter ?" + name +
+                       " has no value (give it in the request's \"arguments\", or a default: ?{" +
+                       name + "=value})");
+      return false;
+    }
+    parameters_.push_back({start, pos_, *value});
+    return true;
+  }
+
+  // `...` (a field name); no escapes.
+  bool ParseBackquoted(std::string* out) {
+    size_t start = pos_;
+    size_t close = s_.find('`', pos_ + 1);
+    if (close == std::string_view::npos) {
+      Error(start, "unterminated `field name`");
+      return false;
+    }
+    *out = std::string(s_.substr(pos_ + 1, close - pos_ - 1));
+    pos_ = close + 1;
+    return true;
   }
 
   // "..." with \" and \\ escapes; other backslashes are kept.
@@ -700,7 +1337,13 @@ class Parser {
       return false;
     }
     std::string prefix;
+    bool global = false;
     while (!AtEnd() && IsIdentChar(Peek())) {
+      if (Peek() == 'g') {  // every match: the same events match
+        global = true;
+        ++pos_;
+        continue;
+      }
       std::string flag = RegexFlag(Peek());
       if (flag.empty()) {
         Error(pos_, "unknown regex flag '" + std::string(1, Peek()) + "'");
@@ -714,6 +1357,10 @@ class Parser {
     auto compiled = CompileRegex(full, &error);
     if (!compiled) {
       Error(start, "invalid regular expression: " + error);
+      return false;
+    }
+    if (global && !compiled->NamedCapturingGroups().empty()) {
+      Error(start, "regex flag 'g' with named groups (one event per match) is not supported");
       return false;
     }
     *re = std::move(compiled);
@@ -754,19 +1401,34 @@ class Parser {
       }
       return true;
     }
-    if (c == '"') {
+    if (c == '"' || c == '`' || c == '?') {
       v->kind = functions::ArgValue::Kind::kScalar;
       v->quoted = true;
-      return ParseQuoted(&v->text);
+      bool parsed = c == '"'   ? ParseQuoted(&v->text)
+                    : c == '`' ? ParseBackquoted(&v->text)
+                               : ParseParameter(&v->text);
+      return parsed && NamedCall(v);
     }
     if (c == '{') {
       Error(pos_, "subqueries { ... } are not supported");
       return false;
     }
+    if (c == '$') {
+      Error(pos_, "saved query call '" +
+                      std::string(s_.substr(pos_, FunctionNameEnd(pos_ + 1) - pos_)) +
+                      "' is not supported (sediment has no saved queries)");
+      return false;
+    }
     size_t e = pos_;
     while (e < s_.size() && !IsSpace(s_[e]) && s_[e] != ',' && s_[e] != ')' && s_[e] != ']' &&
-           s_[e] != '(' && s_[e] != '[' && s_[e] != '|' && s_[e] != '"' && s_[e] != '=' &&
-           s_[e] != '{' && s_[e] != '}' && s_[e] != ';') {
+           s_[e] != '(' && s_[e] != '|' && s_[e] != '"' && s_[e] != '=' && s_[e] != '{' &&
+           s_[e] != '}' && s_[e] != ';' && s_[e] != '`' &&
+           !(s_[e] == ':' && e + 1 < s_.size() && s_[e + 1] == '=')) {
+      if (s_[e] == '[') {  // an array index a[0]; else the value ends
+        if (e == pos_ || IndexEnd(e) == e) break;
+        e = IndexEnd(e);
+        continue;
+      }
       ++e;
     }
     if (e == pos_) {
@@ -775,6 +1437,10 @@ class Parser {
     }
     v->text = std::string(s_.substr(pos_, e - pos_));
     pos_ = e;
+    if (SkipWsFrom(pos_) + 1 < s_.size() && s_[SkipWsFrom(pos_)] == ':') {
+      v->kind = functions::ArgValue::Kind::kScalar;
+      return NamedCall(v);
+    }
     size_t save = pos_;
     SkipWs();
     if (Peek() == '(') {
@@ -784,6 +1450,29 @@ class Parser {
     }
     pos_ = save;
     v->kind = functions::ArgValue::Kind::kScalar;
+    return true;
+  }
+
+  // After the value `*v` (a name): when `:=` follows, `*v` becomes the call after it with the
+  // name as its as= argument (`n := count()` in a list of aggregates); true otherwise.
+  bool NamedCall(functions::ArgValue* v) {
+    size_t k = SkipWsFrom(pos_);
+    if (!(k + 1 < s_.size() && s_[k] == ':' && s_[k + 1] == '=')) return true;
+    pos_ = k + 2;
+    functions::Arg as;
+    as.name = "as";
+    as.position = v->position;
+    as.value = *v;
+    as.value.quoted = true;
+    functions::ArgValue call;
+    if (!ParseArgValue(&call)) return false;
+    if (call.kind != functions::ArgValue::Kind::kCall) {
+      Error(call.position,
+            "expected a function call after ':=' but found '" + functions::ValueText(call) + "'");
+      return false;
+    }
+    call.args.push_back(std::move(as));
+    *v = std::move(call);
     return true;
   }
 
@@ -811,6 +1500,8 @@ class Parser {
       std::string target;
       if (Peek() == '"') {
         if (!ParseQuoted(&target)) return false;
+      } else if (Peek() == '`') {
+        if (!ParseBackquoted(&target)) return false;
       } else {
         pos_ = FieldNameEnd(pos_);
         target = std::string(s_.substr(tpos, pos_ - tpos));
@@ -835,16 +1526,25 @@ class Parser {
     return true;
   }
 
-  // A pipeline function `fn` (not a filter) named at `start`; pos_ just after '('.
-  bool ParseFunctionStage(const functions::Function& fn, size_t start, Stage* st) {
+  // A pipeline function `fn` (not a filter) named at `start`; pos_ just after '('. `as` (from
+  // `name := fn(...)`), when given, is added to the arguments.
+  bool ParseFunctionStage(const functions::Function& fn, size_t start, Stage* st,
+                          const functions::Arg* as = nullptr) {
     st->position = start;
     st->function = fn.name;
     functions::Call call(fn, start, &err_);
     std::vector<functions::Arg> args;  // `call` points into them
+    if (as != nullptr && (fn.syntax == functions::Syntax::kAssignments || !HasParam(fn, "as"))) {
+      Error(as->position, std::string(fn.name) +
+                              "() has no 'as' parameter: its output cannot be named with ':='");
+      return false;
+    }
     if (fn.syntax == functions::Syntax::kAssignments) {
       if (!ParseAssignments(&call.assignments)) return false;
-    } else if (!ParseArgs(&args) || !call.Bind(args)) {
-      return false;
+    } else {
+      if (!ParseArgs(&args)) return false;
+      if (as != nullptr) args.push_back(*as);
+      if (!call.Bind(args)) return false;
     }
     return fn.stage(call, st);
   }
@@ -921,10 +1621,15 @@ class Parser {
       if (!inner || !CloseParen(start)) return nullptr;
       return inner;
     }
-    if (c == '"') {
+    if (c == '"' || c == '?') {
       std::string text;
-      if (!ParseQuoted(&text)) return nullptr;
+      if (c == '"' ? !ParseQuoted(&text) : !ParseParameter(&text)) return nullptr;
       return MakeExpr(Expr::Kind::kString, std::move(text), start);
+    }
+    if (c == '`') {
+      std::string name;
+      if (!ParseBackquoted(&name)) return nullptr;
+      return MakeExpr(Expr::Kind::kField, std::move(name), start);
     }
     if (IsDigit(c) || (c == '.' && IsDigit(Peek(1)))) {
       size_t e = pos_;
@@ -954,12 +1659,14 @@ class Parser {
     }
     if (IsFieldNameChar(c)) {
       size_t e = FieldNameEnd(pos_);
-      std::string name(s_.substr(start, e - start));
-      size_t k = SkipWsFrom(e);
-      if (k < s_.size() && s_[k] == '(' && IdentEnd(start) == e && IsIdentStart(c)) {
+      size_t fe = FunctionNameEnd(pos_);
+      size_t k = SkipWsFrom(fe);
+      if (k < s_.size() && s_[k] == '(' && fe > start &&
+          (fe == e || IsNamespaced(s_.substr(start, fe - start)))) {
         pos_ = k + 1;
-        return ParseExprCall(name, start);
+        return ParseExprCall(std::string(s_.substr(start, fe - start)), start);
       }
+      std::string name(s_.substr(start, e - start));
       pos_ = e;
       return MakeExpr(Expr::Kind::kField, std::move(name), start);
     }
@@ -1039,6 +1746,10 @@ class Parser {
 
   std::string_view s_;
   size_t pos_ = 0;
+  // The values of query parameters (null: none given; defaults still apply), and where each
+  // parameter occurs with the value it got.
+  const std::map<std::string, std::string>* arguments_ = nullptr;
+  std::vector<Parameter> parameters_;
   int case_depth_ = 0;
   int depth_ = 0;
   Status err_;
@@ -1049,6 +1760,22 @@ class Parser {
 Result<std::shared_ptr<const CompiledQuery>> Compile(std::string_view text) {
   Parser p(text);
   return p.Parse();
+}
+
+Result<std::string> BindParameters(std::string_view text,
+                                   const std::map<std::string, std::string>& arguments) {
+  Parser p(text, &arguments);
+  auto parsed = p.Parse();
+  if (!parsed.ok()) return parsed.status();
+  std::string out;
+  size_t at = 0;
+  for (const Parser::Parameter& param : p.Parameters()) {
+    out.append(text.substr(at, param.begin - at));
+    out += QuoteString(param.value);
+    at = param.end;
+  }
+  out.append(text.substr(at));
+  return out;
 }
 
 bool functions::ParseArgumentValue(std::string_view text, ArgValue* out) {

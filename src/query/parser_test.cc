@@ -210,8 +210,10 @@ TEST(ParserFilterTest, Constructs) {
   EXPECT_EQ(Parsed("not(a)"), R"((not (text "a")))");
   // A word followed by a space and '(' is free text and a group, as before.
   EXPECT_EQ(Parsed("error (a or b)"), R"((and (text "error") (or (text "a") (text "b"))))");
-  // Outside case { }, ';' and braces are ordinary word characters.
-  EXPECT_EQ(Parsed("a;b}"), R"((text "a;b}"))");
+  // Outside case { }, ';' is an ordinary word character; braces are syntax, never free text.
+  EXPECT_EQ(Parsed("a;b"), R"((text "a;b"))");
+  EXPECT_EQ(ParseError("a;b}"), "unexpected '}' at position 3");
+  EXPECT_EQ(ParseError("a {b}"), "unexpected '{' at position 2");
 }
 
 TEST(ParserFilterTest, Precedence) {
@@ -333,9 +335,8 @@ TEST(ParserFilterTest, FunctionsInFilters) {
   EXPECT_EQ(ParseError("a count()"),
             "count() is not a filter: use it as a pipeline step of its own, after '|' at "
             "position 2");
-  EXPECT_EQ(ParseError("a or regex(\"x\")"),
-            "regex() is not a filter: use it as a pipeline step of its own, after '|' at "
-            "position 5");
+  // regex() is a filter too (its stage's regex on its field).
+  EXPECT_EQ(Parsed("a or regex(\"x\")"), R"((or (text "a") (regex "(?m)x")))");
 }
 
 TEST(ParserFilterTest, RequiredTermsFollowAndSpine) {
@@ -827,10 +828,11 @@ TEST(ParserFunctionTest, RegexLiteralWithNamedGroupsExtracts) {
   EXPECT_EQ(DebugString(*q->filter),
             R"q((and (text "a") (fregex "msg" "(?i)(\\d+)-(?P<id>\\d+)")))q");
   EXPECT_EQ(StagesString(q->stages), R"q(regex (?i)(?:\d+)-(?P<id>\d+) field=msg groups=[id])q");
-  // Without named groups, or combined with other filters, a regex only filters.
+  // Without named groups a regex only filters; with other filters in its step (ANDed), the
+  // step filters and the regex also extracts its groups.
   q = MustCompile(R"q(/a(\d)/ | /(?<x>y)/ z)q");
   ASSERT_TRUE(q);
-  EXPECT_TRUE(q->stages.empty());
+  EXPECT_EQ(StagesString(q->stages), R"q(regex (?P<x>y) field=@rawstring groups=[x])q");
   EXPECT_EQ(DebugString(*q->filter),
             R"q((and (regex "a(\\d)") (and (regex "(?P<x>y)") (text "z"))))q");
 }
@@ -977,9 +979,8 @@ TEST(ParserExprTest, Calls) {
             "x = (+ (formattime \"%H\" @timestamp) (formattime \"%M\" t))");
   EXPECT_EQ(Assigned("x := formatTime(\"%H\", t, \"+02:00\")"),
             "x = (formattime \"%H\" t \"+02:00\")");
-  EXPECT_EQ(Assigned("x := formatTime(\"%H\")"),
-            "ERROR: wrong number of arguments for formattime(): expected 2 to 3, got 1 at "
-            "position 5");
+  // Not an expression call but a pipeline function with as=: formatTime("%H", as=x).
+  EXPECT_EQ(Stages("x := formatTime(\"%H\")"), "formatTime %H field=@timestamp as=x tz=UTC");
   EXPECT_EQ(Assigned("x := lower (y)"), "x = (lower y)");
 
   EXPECT_EQ(Assigned("x := foo(y)"), "ERROR: unknown function 'foo' in expression at position 5");
@@ -989,11 +990,11 @@ TEST(ParserExprTest, Calls) {
             "ERROR: wrong number of arguments for lower(): expected 1, got 0 at position 5");
   EXPECT_EQ(Assigned("x := substr(a)"),
             "ERROR: wrong number of arguments for substr(): expected 2 to 3, got 1 at position 5");
-  EXPECT_EQ(Assigned("x := min(a)"),
-            "ERROR: wrong number of arguments for min(): expected at least 2, got 1 at position 5");
+  EXPECT_EQ(Stages("x := min(a)"), "agg/none {min(a as x)}");  // the aggregate, as=x
   EXPECT_EQ(Assigned("x := now(1)"),
             "ERROR: wrong number of arguments for now(): expected 0, got 1 at position 5");
-  EXPECT_EQ(Assigned("x := lower(field=y)"),
+  EXPECT_EQ(Stages("x := lower(field=y)"), "lower y as=x");  // lower(field=y, as=x)
+  EXPECT_EQ(Assigned("x := lower(field=y"),
             "ERROR: unknown parameter 'field' for lower() at position 11");
   EXPECT_EQ(Assigned("x := if(a, then=1)"),
             "ERROR: if() takes a condition, then= and else= at position 5");
@@ -1153,6 +1154,210 @@ TEST(ParserDocTest, ExamplesCompile) {
        }) {
     EXPECT_TRUE(Compile(q).ok()) << q << ": " << Compile(q).status().ToString();
   }
+}
+
+// ---------- LogScale syntax: comments, like, parameters, namespaced names, :=, =~, arrays ----
+
+TEST(ParserSyntaxTest, Comments) {
+  // `//` runs to the end of the line; before, it was read as an empty regex plus free text.
+  EXPECT_EQ(Parsed("method=GET // only gets | count()"), R"((eq "method" "GET"))");
+  EXPECT_EQ(Stages("method=GET // only gets\n| count()"), "agg/none {count()}");
+  EXPECT_EQ(Parsed("// first line\na"), R"((text "a"))");
+  EXPECT_EQ(Parsed("a /* b\nc */ d"), R"((and (text "a") (text "d")))");
+  EXPECT_EQ(Parsed("/* only */"), "true");
+  EXPECT_EQ(Parsed("// only"), "true");
+  EXPECT_EQ(Stages("a\n| // a comment between steps\ncount()"), "agg/none {count()}");
+  EXPECT_EQ(Stages("a | groupBy(x, /* c */ function=count() // d\n)"),
+            "agg/groupBy [x] limit=20000 {count()}");
+  EXPECT_EQ(Stages("x := a /* c */ + 1 // d"), "eval x=(+ a #1)");
+  EXPECT_EQ(Stages("x := a / b"), "eval x=(/ a b)");
+  // Inside words, strings and regexes they are text (LogScale's `repo.name=docker/*`).
+  EXPECT_EQ(Parsed("f=docker/*"), R"((glob "f" "docker/*"))");
+  EXPECT_EQ(Parsed("\"a // b\""), R"((text "a // b"))");
+  EXPECT_EQ(Parsed("/a\\/\\/b/"), R"((regex "a//b"))");
+  EXPECT_EQ(ParseError("a /* no end"), "unterminated comment '/*' at position 2");
+}
+
+TEST(ParserSyntaxTest, Like) {
+  // LogScale's `field like "x"`: the value occurs in the field, case-sensitively.
+  EXPECT_EQ(Parsed("a like \"x\""), R"((glob "a" "*x*"))");
+  EXPECT_EQ(Parsed("a LIKE x*y"), R"((glob "a" "*x*y*"))");
+  EXPECT_EQ(Parsed("like=1"), R"((eq "like" "1"))");
+  EXPECT_EQ(ParseError("a like"),
+            "expected a value after 'like' but found end of query at position 6");
+}
+
+TEST(ParserSyntaxTest, UnknownSyntaxIsAnError) {
+  EXPECT_EQ(ParseError("$saved()"),
+            "saved query call '$saved' is not supported (sediment has no saved queries) at "
+            "position 0");
+  EXPECT_EQ(ParseError("a | $my:query(x=1)"),
+            "saved query call '$my:query' is not supported (sediment has no saved queries) at "
+            "position 4");
+  EXPECT_EQ(ParseError("a status match { 200 => * }"),
+            "a match statement (field match { ... }) must be a pipeline step of its own: put '|' "
+            "before it at position 9");
+  EXPECT_EQ(ParseError("a ?"),
+            "expected a query parameter (?name or ?{name=default}) after '?' at position 2");
+  EXPECT_EQ(
+      ParseError("`a b`"),
+      "expected a comparison after the field name `a b` but found end of query at position 5");
+  EXPECT_EQ(ParseError("a | /x(?<n>y)/ or b"),
+            "a regex with named groups under 'or' or 'not' does not extract fields: use (?:...) "
+            "groups there, or extract with regex() in a step of its own at position 4");
+  EXPECT_EQ(
+      ParseError("/(?<n>y)/g"),
+      "regex flag 'g' with named groups (one event per match) is not supported at position 0");
+  EXPECT_EQ(Parsed("/y/g"), R"((regex "y"))");
+  EXPECT_EQ(ParseError("f !=~ in(values=[a])"),
+            "'!=~' is not supported: write not (field =~ f(...)) at position 2");
+  EXPECT_EQ(Parsed("not (f =~ in(values=[a]))"), R"((not (eq "f" "a")))");
+  EXPECT_EQ(ParseError("a.id <=> b.id"),
+            "'<=>' field links (correlate()) are not supported at position 5");
+}
+
+TEST(ParserSyntaxTest, Parameters) {
+  EXPECT_EQ(ParseError("?x"),
+            "query parameter ?x has no value (give it in the request's \"arguments\", or a "
+            "default: ?{x=value}) at position 0");
+  EXPECT_EQ(ParseError("a | status=?code"),
+            "query parameter ?code has no value (give it in the request's \"arguments\", or a "
+            "default: ?{code=value}) at position 11");
+  EXPECT_EQ(Parsed("status=?{code=200}"), R"((eq "status" "200"))");
+  EXPECT_EQ(Parsed("?{s=\"*\"}"), "true");
+  EXPECT_EQ(Parsed("status >= ?{min = 400 }"), R"((cmp "status" >= 400))");
+  EXPECT_EQ(Stages("x := ?{p=\"a b\"}"), "eval x=\"a b\"");
+  EXPECT_EQ(ParseError("?{x=1"), "missing '}' for '?{' at position 0 at position 5");
+
+  auto bound = BindParameters("a=?x | b=?{y=2} | c := ?x", {{"x", "q\"\\"}});
+  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
+  EXPECT_EQ(*bound, R"(a="q\"\\" | b="2" | c := "q\"\\")");
+  EXPECT_EQ(Parsed(*bound), R"((and (eq "a" "q\"\\") (eq "b" "2")))");
+  EXPECT_EQ(*BindParameters("in(f, values=[?v, b])", {{"v", "a"}}), R"(in(f, values=["a", b]))");
+  EXPECT_EQ(*BindParameters("x // ?y\n", {}), "x // ?y\n");
+  auto missing = BindParameters("a | b=?y", {{"x", "1"}});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("query parameter ?y has no value"), std::string::npos);
+  EXPECT_NE(missing.status().message().find("at position 6"), std::string::npos);
+}
+
+TEST(ParserSyntaxTest, NamespacedFunctionNames) {
+  // One name, colon included: an unknown one is named whole (before: "unexpected ','").
+  EXPECT_EQ(ParseError("text:foo(a, b)"), "unknown function 'text:foo' at position 0");
+  EXPECT_EQ(ParseError("a | text:foo(a, b)"), "unknown function 'text:foo' at position 4");
+  EXPECT_EQ(ParseError("a or array:contains(\"a[]\", value=x)"),
+            "unknown function 'array:contains' at position 5");
+  EXPECT_EQ(ParseError("x := math:abs(y)"),
+            "unknown function 'math:abs' in expression at position 5");
+  EXPECT_EQ(ParseError("groupBy(a, function=time:hour(b))"),
+            "unknown aggregate function 'time:hour' in groupBy(function=...) at position 20");
+  EXPECT_EQ(ParseError("f =~ text:foo(x)"), "unknown function 'text:foo' at position 5");
+  // An expression function where a pipeline function or a filter is expected.
+  EXPECT_EQ(ParseError("a | concat(a, b)"),
+            "concat() is an expression function: use it in an expression (x := concat(...), "
+            "eval(), if()) at position 4");
+  EXPECT_EQ(ParseError("a or toNumber(b)"),
+            "toNumber() is an expression function: use it in an expression (x := toNumber(...), "
+            "eval(), if()) at position 5");
+  // Without '(' a colon is text.
+  EXPECT_EQ(Parsed("text:foo"), R"((text "text:foo"))");
+}
+
+TEST(ParserSyntaxTest, AssignAggregates) {
+  // `name := f(...)` is f(..., as=name) for aggregates and functions with as=.
+  EXPECT_EQ(Stages("c := count()"), "agg/none {count( as c)}");
+  EXPECT_EQ(Stages("m := max(x)"), "agg/none {max(x as m)}");
+  EXPECT_EQ(Stages("[a := min(x), b := max(x)]"), "agg/none {min(x as a),max(x as b)}");
+  EXPECT_EQ(Stages("[a:=min(x), count()]"), "agg/none {min(x as a),count()}");
+  EXPECT_EQ(Stages("groupBy(x, function=[n := count(), s := sum(y)])"),
+            "agg/groupBy [x] limit=20000 {count( as n),sum(y as s)}");
+  EXPECT_EQ(Stages("groupBy(x, function=n := count())"),
+            "agg/groupBy [x] limit=20000 {count( as n)}");
+  EXPECT_EQ(Stages("\"my count\" := count()"), "agg/none {count( as my count)}");
+  EXPECT_EQ(Stages("l := lower(x)"), "eval l=(lower x)");   // the expression function wins
+  EXPECT_EQ(Stages("m := max(a, b)"), "eval m=(max a b)");  // when it parses as one
+  EXPECT_EQ(Stages("t := formatTime(\"%H\")"), "formatTime %H field=@timestamp as=t tz=UTC");
+  EXPECT_EQ(ParseError("c := count(as=d)"), "parameter 'as' of count() given twice at position 0");
+  EXPECT_EQ(ParseError("c := head(1)"),
+            "head() has no 'as' parameter: its output cannot be named with ':=' at position 0");
+  EXPECT_EQ(ParseError("c := in(a, values=[b])"),
+            "in() is a filter: it has no value to assign at position 5");
+  EXPECT_EQ(ParseError("[a := x]"),
+            "expected a function call after ':=' but found 'x' at position 6");
+}
+
+TEST(ParserSyntaxTest, MatchOperatorAndRegexFilter) {
+  EXPECT_EQ(Parsed("f =~ in(values=[a, b*])"), R"((or (eq "f" "a") (glob "f" "b*")))");
+  EXPECT_EQ(Parsed("f=~wildcard(\"x*\", ignoreCase=true)"), R"((iglob "f" "x*"))");
+  EXPECT_EQ(Parsed("f =~ regex(\"a.c\")"), R"((fregex "f" "(?m)a.c"))");
+  EXPECT_EQ(Parsed("`my f` =~ regex(\"x\", flags=i)"), R"((fregex "my f" "(?i)x"))");
+  EXPECT_EQ(Parsed("not regex(\"a\") b"), R"((and (not (regex "(?m)a")) (text "b")))");
+  EXPECT_EQ(Parsed("regex(\"a\") or b"), R"((or (regex "(?m)a") (text "b")))");
+  EXPECT_EQ(Stages("regex(\"(?<n>a)\")"), "regex (?m)(?P<n>a) field=@rawstring groups=[n]");
+  EXPECT_EQ(ParseError("f =~ in(g, values=[a])"),
+            "parameter 'field' of in() given twice at position 0");
+  EXPECT_EQ(ParseError("f =~ count()"),
+            "expected a filter function such as in(), wildcard() or regex() after '=~' but found "
+            "'count' at position 5");
+  EXPECT_EQ(ParseError("f =~ x"),
+            "expected a filter function such as in(), wildcard() or regex() after '=~' but found "
+            "'x' at position 5");
+  EXPECT_EQ(ParseError("regex(\"a\", strict=false) or b"),
+            "regex(strict=false) keeps every event: it cannot be a filter at position 0");
+}
+
+TEST(ParserSyntaxTest, Match) {
+  // field match { pattern => stages ; ... }: a case { } on the field's value.
+  EXPECT_EQ(
+      Stages("status match { 200 => x := 1 ; \"4*\" => x := 2 ; * => x := 3 }"),
+      R"(case { (eq "status" "200") => eval x=#1; (glob "status" "4*") => eval x=#2; true => eval x=#3 })");
+  EXPECT_EQ(
+      Stages("m MATCH { in(values=[GET, PUT]) => a := 1 | b := 2 ; /^P(?<rest>.*)/ => a := 3 }"),
+      R"q(case { (or (eq "m" "GET") (eq "m" "PUT")) => eval a=#1 | eval b=#2; (fregex "m" "^P(?P<rest>.*)") => regex ^P(?P<rest>.*) field=m groups=[rest] | eval a=#3 })q");
+  // Filters after '=>' filter the branch (no fall-through); an empty branch keeps the record.
+  EXPECT_EQ(
+      Stages("`a b` match { x => y=1 | z := 1 ; wildcard(\"q*\") => ; regex(\"r\") => }"),
+      R"q(case { (eq "a b" "x") => filter (eq "y" "1") | eval z=#1; (glob "a b" "q*"); (fregex "a b" "(?m)r") })q");
+  EXPECT_EQ(Stages("a match { x => b := 1 } | count()"),
+            R"(case { (eq "a" "x") => eval b=#1 } | agg/none {count()})");
+  EXPECT_EQ(
+      ParseError("a match { x => count() }"),
+      "count() cannot be used in a match branch (only per-record functions can) at position 15");
+  EXPECT_EQ(ParseError("a match { x y }"),
+            "expected '=>' after the match pattern but found 'y' at position 12");
+  EXPECT_EQ(ParseError("a match { }"), "empty match { } at position 10");
+  EXPECT_EQ(ParseError("a match { x => b := 1"),
+            "missing '}' for 'match {' at position 8 at position 21");
+  EXPECT_EQ(ParseError("a match { head() => b := 1 }"),
+            "head() is not a filter: it cannot be a match pattern at position 10");
+  // `match` not followed by '{' is free text.
+  EXPECT_EQ(Parsed("a match b"), R"((and (and (text "a") (text "match")) (text "b")))");
+}
+
+TEST(ParserSyntaxTest, RegexInCaseIsACondition) {
+  // A record regex() rejects tries the next branch (as with /re/), instead of being dropped.
+  EXPECT_EQ(Stages("case { regex(\"x\") | a := 1 ; * | a := 2 }"),
+            R"q(case { (regex "(?m)x") => eval a=#1; true => eval a=#2 })q");
+  EXPECT_EQ(
+      Stages("case { regex(\"(?<n>x)\", field=f) | a := 1 ; * }"),
+      R"q(case { (fregex "f" "(?m)(?P<n>x)") => regex (?m)(?P<n>x) field=f groups=[n] | eval a=#1; true })q");
+  // After another stage it filters the branch, as any filter there.
+  EXPECT_EQ(Stages("case { a := 1 | regex(\"x\") ; * }"),
+            R"q(case { true => eval a=#1 | regex (?m)x field=@rawstring groups=[]; true })q");
+}
+
+TEST(ParserSyntaxTest, FieldNames) {
+  EXPECT_EQ(Parsed("`a b`=x"), R"((eq "a b" "x"))");
+  EXPECT_EQ(Parsed("a[0]=x"), R"((eq "a[0]" "x"))");
+  EXPECT_EQ(Parsed("a[0].b[12] != x"), R"((not (eq "a[0].b[12]" "x")))");
+  EXPECT_EQ(Parsed("a[1] > 3"), R"((cmp "a[1]" > 3))");
+  EXPECT_EQ(Parsed("a[x]"), "ERROR: unexpected '[' at position 1");
+  EXPECT_EQ(Stages("x := a[1]"), "eval x=a[1]");
+  EXPECT_EQ(Stages("\"a[0]\" := x"), "eval a[0]=x");
+  EXPECT_EQ(Stages("`a b` := `c d` + 1"), "eval a b=(+ c d #1)");
+  EXPECT_EQ(Stages("eval(`a b` = 1)"), "eval a b=#1");
+  EXPECT_EQ(Stages("groupBy(a[0])"), "agg/groupBy [a[0]] limit=20000 {count()}");
+  EXPECT_EQ(Stages("groupBy(`a b`)"), "agg/groupBy [a b] limit=20000 {count()}");
 }
 
 TEST(ParserErrorTest, NestingIsBounded) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,6 +40,13 @@ class CompiledQuery;
 // Parse errors are InvalidArgument with a message that contains "at position N" (0-based byte
 // offset into `text`).
 Result<std::shared_ptr<const CompiledQuery>> Compile(std::string_view text);
+// `text` with every query parameter (`?name`, `?{name=default}`) replaced by a string literal of
+// its value: `arguments[name]`, else its default. InvalidArgument "query parameter ?name has no
+// value ... at position N" when it has neither, or Compile's error when `text` does not parse.
+// The result compiles to the query the parameters stand for (and needs no arguments), so it is
+// what a coordinator sends to other nodes. Compile itself gives parameters their defaults.
+Result<std::string> BindParameters(std::string_view text,
+                                   const std::map<std::string, std::string>& arguments);
 
 struct SegmentSource {
   // How the file is opened: the node's SegmentStore, or a DirectorySegmentOpener in tools and

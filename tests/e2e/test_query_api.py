@@ -112,6 +112,33 @@ def test_json_and_ndjson_answer_the_same_rows_and_large_results_stream(api):
     assert small.status_code == 200 and "Content-Length" in small.headers and len(small.json()) == 3
 
 
+def test_query_parameters_take_their_values_from_arguments(api):
+    """LogScale's "arguments": ?name takes its value from the body, ?{name=default} its default."""
+    m, lines = seeded(api, 6, prefix="param")
+
+    def post(path, body):
+        return requests.post(api.url + path, json=body, timeout=15,
+                             headers={"Authorization": f"Bearer {API_TOKEN}"})
+
+    q = f"{m} | @rawstring=?{{line=\"*\"}} | count()"
+    assert int(api.query(q, "1h")[0]["_count"]) == 6
+    body = {"queryString": q, "start": "1h", "arguments": {"line": f"*{m} param 000003"}}
+    r = post(QUERY, body)
+    assert r.status_code == 200 and int(r.json()[0]["_count"]) == 1, r.text
+    # A number is its decimal text; a job binds the same way.
+    body = {"queryString": f"{m} | n := ?k | groupBy(n)", "start": "1h", "arguments": {"k": 7}}
+    r = post(QUERY, body)
+    rows = [(str(e["n"]), int(e["_count"])) for e in r.json()] if r.status_code == 200 else r.text
+    assert rows == [("7", 6)], rows
+    job = post(QUERYJOBS, body)
+    assert job.status_code == 200, job.text
+    events = query_job_wait(api, job.json()["id"])["events"]
+    assert [(str(e["n"]), int(e["_count"])) for e in events] == [("7", 6)], events
+    # Without a value (and no default): a 400 naming the parameter and its position.
+    r = post(QUERY, {"queryString": f"{m} | x=?missing", "start": "1h", "arguments": {"k": "1"}})
+    assert r.status_code == 400 and "query parameter ?missing has no value" in r.json()["error"], r.text
+
+
 # ---- query jobs ----
 
 def test_query_job_lifecycle(api):
@@ -388,6 +415,14 @@ BAD = [
     ("jobs-delete-unknown-id", "DELETE", QUERYJOBS + "/abc", "", API_TOKEN, 404, "abc"),
     ("live-with-end", "POST", QUERY, json.dumps({"queryString": "x", "isLive": True, "end": "1h"}), API_TOKEN, 400,
      "live"),
+    ("arguments-not-object", "POST", QUERY, json.dumps({"queryString": "x=?a", "arguments": ["a"]}), API_TOKEN,
+     400, "arguments"),
+    ("argument-not-scalar", "POST", QUERY, json.dumps({"queryString": "x=?a", "arguments": {"a": [1]}}), API_TOKEN,
+     400, "argument 'a'"),
+    ("parameter-without-value", "POST", QUERYJOBS, json.dumps({"queryString": "x=?a"}), API_TOKEN, 400,
+     r"query parameter \?a has no value .*position 2"),
+    ("saved-query-call", "POST", QUERY, json.dumps({"queryString": "$saved()"}), API_TOKEN, 400,
+     r"saved query call '\$saved'.*position 0"),
     ("live-parse-error", "POST", QUERY, json.dumps({"queryString": "x |", "isLive": True}), API_TOKEN, 400,
      "position"),
 ]
