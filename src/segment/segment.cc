@@ -417,7 +417,7 @@ class FileWriterImpl final : public SegmentFileWriter {
       const StoredBlock::Column& c = in.columns[k];
       const bool builtin = k < segment_v2::kBuiltinColumns;
       if ((builtin && (c.id != k || c.encoding != segment_v2::kPlain)) ||
-          (!builtin && (c.id <= in.columns[k - 1].id || c.name.empty())) || c.codec > kCodecZstd ||
+          (!builtin && c.id <= in.columns[k - 1].id) || c.codec > kCodecZstd ||
           c.encoding > segment_v2::kInt)
         return Status::InvalidArgument("segment: stored block with malformed columns");
       stored_total += c.stored_size;

@@ -527,6 +527,7 @@ TEST_F(SegmentTest, CopiedBlocksDecodeAsTheirSources) {
   std::vector<PositionedEvent> c = Shifted(MixedEvents(800, 3), 2000000);
   std::vector<PositionedEvent> loose = AccessLog(50, 4, 3000000);  // re-encoded between copies
   std::vector<PositionedEvent> d = AccessLog(400, 5, 4000000);
+  for (size_t k = 0; k < d.size(); k += 5) d[k].event.fields.push_back({"", "empty name"});
   std::vector<std::unique_ptr<SegmentReader>> sources;
   for (const auto* events : {&a, &b, &c, &d}) {
     const std::string path = Path("src" + std::to_string(sources.size()));
