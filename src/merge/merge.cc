@@ -487,7 +487,10 @@ Status Merger::CopyEvents(std::vector<std::unique_ptr<Input>>& inputs, SegmentFi
                                       Str(stored.info.max_pos) +
                                       " out of order or outside the segment's range"));
         }
-        RETURN_IF_ERROR(out->AddStoredBlock(stored));
+        st = out->AddStoredBlock(stored);
+        // Corruption: the block's layout chunk passed its checksum but does not decode.
+        if (st.code() == StatusCode::kCorruption) return InputFailed(seg, st);
+        RETURN_IF_ERROR(st);
         last = stored.info.max_pos;
         have_last = true;
         n += stored.info.event_count;
