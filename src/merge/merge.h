@@ -36,9 +36,8 @@
 namespace sediment {
 
 struct MergeOptions {
-  // Upper bound on the summed file sizes of one merge's inputs. It also bounds the memory of a
-  // merge: the inputs are decoded whole before the output is written (roughly their uncompressed
-  // size is held at once).
+  // Upper bound on the summed file sizes of one merge's inputs. (A merge streams its inputs a
+  // block at a time, so its memory does not grow with this.)
   uint64_t target_bytes = 128ull << 20;
   // Only segments whose file is smaller than this are merge candidates; it is also the top of the
   // size classes (merge/README.md "Size classes").
