@@ -418,7 +418,8 @@ class FileWriterImpl final : public SegmentFileWriter {
       const bool builtin = k < segment_v2::kBuiltinColumns;
       if ((builtin && (c.id != k || c.encoding != segment_v2::kPlain)) ||
           (!builtin && c.id <= in.columns[k - 1].id) || c.codec > kCodecZstd ||
-          c.encoding > segment_v2::kInt)
+          (c.codec == kCodecStored && c.stored_size != c.raw_size) ||
+          c.encoding > segment_v2::kInt || c.raw_size > kMaxBlockRawSize)
         return Status::InvalidArgument("segment: stored block with malformed columns");
       stored_total += c.stored_size;
     }
