@@ -442,6 +442,20 @@ def wait_settled(server, kind, settle, timeout, busy=None):
             return rb.process_cpu_seconds(pid), now, cur
 
 
+def merge_counters(server):
+    """sediment's merge counters (GET /api/v1/cluster, replication.merges): cumulative since the
+    server started, so after one ingest they are that ingest's merges."""
+    status, data = rb.http_request(server.port, "GET", "/api/v1/cluster", None,
+                                   {"Authorization": f"Bearer {server.api_token}"}, timeout=30)
+    if status != 200:
+        raise BenchError(f"sediment /api/v1/cluster: HTTP {status}")
+    merges = json.loads(data).get("replication", {}).get("merges")
+    if not isinstance(merges, dict):
+        raise BenchError("sediment /api/v1/cluster: no replication.merges")
+    return {k: int(merges.get(k, 0)) for k in ("merge_bytes_read", "merge_bytes_written",
+                                                "merge_blocks_copied", "merge_blocks_reencoded")}
+
+
 def ingest(server, kind, batches, clients, path, expected, rng, count, args, raw_bytes,
            busy=None):
     """Sends every batch, waits until count() sees all (searchable), then until the segments
@@ -471,6 +485,17 @@ def ingest(server, kind, batches, clients, path, expected, rng, count, args, raw
         "segment_bytes": state[0], "segment_files": state[1], "data_dir_bytes": state[2],
         "data_dir_files": state[3], "peak_rss_ingest_kb": proc_status_kb(pid, "VmHWM"),
     }
+    if kind == "sediment":
+        # Write amplification: bytes the merges wrote over the bytes ingested (raw), and over the
+        # segment bytes finally stored (how often the stored data was written again).
+        r.update(merge_counters(server))
+        r["merge_written_per_raw_byte"] = r["merge_bytes_written"] / raw_bytes
+        r["merge_written_per_segment_byte"] = r["merge_bytes_written"] / max(r["segment_bytes"], 1)
+        log(f"{kind}: merges read {human_bytes(r['merge_bytes_read'])}, wrote "
+            f"{human_bytes(r['merge_bytes_written'])} = {r['merge_written_per_raw_byte']:.3f} x "
+            f"the raw bytes ingested, {r['merge_written_per_segment_byte']:.2f} x the segment "
+            f"bytes stored; blocks copied {r['merge_blocks_copied']}, re-encoded "
+            f"{r['merge_blocks_reencoded']}")
     log(f"{kind}: {r['events_per_s_acked']:,.0f} events/s acked, searchable after "
         f"{r['seconds_to_searchable']:.1f}s, settled after {r['seconds_to_settled']:.1f}s, "
         f"CPU-s/GB {r['cpu_s_per_gb_searchable']:.1f} / {r['cpu_s_per_gb_settled']:.1f}, "
@@ -947,6 +972,12 @@ def print_report(r):
         row("ingest CPU-s per GB until settled", f"{s['cpu_s_per_gb_settled']:.1f}",
             f"{v['cpu_s_per_gb_settled']:.1f}" if v else None,
             ratio(s["cpu_s_per_gb_settled"], v["cpu_s_per_gb_settled"]) if v else None),
+        row("merge bytes written / raw bytes ingested",
+            f"{s['merge_written_per_raw_byte']:.3f}" if "merge_written_per_raw_byte" in s
+            else "-", None),
+        row("merge bytes written / segment bytes stored",
+            f"{s['merge_written_per_segment_byte']:.2f}" if "merge_written_per_segment_byte" in s
+            else "-", None),
         row("seconds until searchable / settled",
             f"{s['seconds_to_searchable']:.1f} / {s['seconds_to_settled']:.1f}",
             f"{v['seconds_to_searchable']:.1f} / {v['seconds_to_settled']:.1f}" if v else None),

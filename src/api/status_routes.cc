@@ -466,6 +466,9 @@ void StatusRoutes::WriteReplication(JsonWriter& w, const ClusterView& v) const {
     // Cumulative on this node since its start: write amplification = written / bytes ingested.
     w.Key("merge_bytes_read").Int(static_cast<int64_t>(ms.bytes_read));
     w.Key("merge_bytes_written").Int(static_cast<int64_t>(ms.bytes_written));
+    // Input blocks copied as stored / decoded and re-encoded (merge/README.md "One merge").
+    w.Key("merge_blocks_copied").Int(static_cast<int64_t>(ms.blocks_copied));
+    w.Key("merge_blocks_reencoded").Int(static_cast<int64_t>(ms.blocks_reencoded));
     w.Key("lastError").String(ms.last_error);
     w.EndObject();
   }

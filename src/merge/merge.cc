@@ -139,6 +139,8 @@ Merger::Merger(Env* env, Clock* clock, Global* global, SegmentStore* store, Segm
   options_.fan_in = std::max<size_t>(options_.fan_in, 2);
   options_.min_inputs = std::max<size_t>(options_.min_inputs, 2);
   options_.max_inputs = std::max(options_.max_inputs, options_.min_inputs);
+  if (options_.copy_block_raw_bytes == 0)
+    options_.copy_block_raw_bytes = std::max<uint64_t>(options_.segment.block_raw_bytes / 4, 1);
 }
 
 Merger::~Merger() { Stop(); }
@@ -462,13 +464,44 @@ Status Merger::OpenInputs(const Plan& plan, std::vector<std::unique_ptr<Input>>*
 
 Status Merger::CopyEvents(std::vector<std::unique_ptr<Input>>& inputs, SegmentFileWriter* out) {
   DecodedBlock block;
+  StoredBlock stored;
   PositionedEvent pe;  // reused: its strings keep their capacity
   bool have_last = false;
   Position last;
+  const bool v2_output = options_.segment.format_version == 2;
   for (auto& in : inputs) {
     const SegmentRecord& seg = *in->seg;
     uint64_t n = 0;
+    const bool v2_input = in->reader->format_version() == 2;
     for (size_t b = 0; b < in->reader->blocks().size(); ++b) {
+      const BlockInfo& info = in->reader->blocks()[b];
+      if (v2_output && v2_input && info.raw_bytes >= options_.copy_block_raw_bytes) {
+        // A full block: copied as stored (chunk checksums verified, timestamps and positions
+        // checked against its index entry), its range checked here as each event's is below.
+        Status st = in->reader->ReadStoredBlock(b, &stored);
+        if (!st.ok()) return InputFailed(seg, st);
+        if (stored.info.min_pos < seg.min_pos || seg.max_pos < stored.info.max_pos ||
+            (have_last && stored.info.min_pos <= last)) {
+          return InputFailed(
+              seg, Status::Corruption("block at positions " + Str(stored.info.min_pos) + ".." +
+                                      Str(stored.info.max_pos) +
+                                      " out of order or outside the segment's range"));
+        }
+        st = out->AddStoredBlock(stored);
+        // Corruption: the block's layout chunk passed its checksum but does not decode.
+        if (st.code() == StatusCode::kCorruption) return InputFailed(seg, st);
+        RETURN_IF_ERROR(st);
+        last = stored.info.max_pos;
+        have_last = true;
+        n += stored.info.event_count;
+        std::lock_guard lock(stats_mu_);
+        ++stats_.blocks_copied;
+        continue;
+      }
+      {
+        std::lock_guard lock(stats_mu_);
+        ++stats_.blocks_reencoded;
+      }
       Status st = in->reader->ReadBlock(b, &block);
       if (!st.ok()) return InputFailed(seg, st);
       for (size_t i = 0; i < block.size(); ++i) {

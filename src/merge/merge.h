@@ -36,9 +36,8 @@
 namespace sediment {
 
 struct MergeOptions {
-  // Upper bound on the summed file sizes of one merge's inputs. It also bounds the memory of a
-  // merge: the inputs are decoded whole before the output is written (roughly their uncompressed
-  // size is held at once).
+  // Upper bound on the summed file sizes of one merge's inputs. (A merge streams its inputs a
+  // block at a time, so its memory does not grow with this.)
   uint64_t target_bytes = 128ull << 20;
   // Only segments whose file is smaller than this are merge candidates; it is also the top of the
   // size classes (merge/README.md "Size classes").
@@ -61,6 +60,13 @@ struct MergeOptions {
   // kept before its file is deleted.
   std::chrono::milliseconds grace{30000};
   SegmentWriterOptions segment;
+  // Format 2 input blocks holding at least this many bytes of @rawstring are copied into the
+  // output as stored (SegmentFileWriter::AddStoredBlock: no decode, no re-compression); smaller
+  // ones are decoded and re-encoded together into full blocks. 0 (the default) means
+  // segment.block_raw_bytes / 4: the writer closes a block on an estimate that also counts field
+  // names and values, so a full block of parsed events holds about half of block_raw_bytes in raw
+  // text. UINT64_MAX re-encodes every block.
+  uint64_t copy_block_raw_bytes = 0;
 };
 
 struct MergeStats {
@@ -69,9 +75,11 @@ struct MergeStats {
   uint64_t merges_aborted = 0;        // staged outputs removed (input gone, output lost, abandoned)
   uint64_t merges_failed = 0;         // attempts given up before staging (corrupt input, I/O, ...)
   uint64_t segments_merged_away = 0;  // inputs removed by this node's commits
-  uint64_t bytes_read = 0;     // input file bytes of merges whose inputs were read and verified
-  uint64_t bytes_written = 0;  // output file bytes of merges written (published), staged or not
-  std::string last_error;      // most recent failure, empty when none yet
+  uint64_t bytes_read = 0;        // input file bytes of merges whose inputs were read and verified
+  uint64_t bytes_written = 0;     // output file bytes of merges written (published), staged or not
+  uint64_t blocks_copied = 0;     // input blocks copied as stored into outputs
+  uint64_t blocks_reencoded = 0;  // input blocks decoded and re-encoded
+  std::string last_error;         // most recent failure, empty when none yet
 };
 
 // Size class of a file of `file_size` bytes: 0 when file_size >= top (never a candidate), else the
@@ -139,8 +147,9 @@ class Merger {
   // Opens every input of `plan` (pinned by the caller) and checks its footer against its Global
   // record.
   Status OpenInputs(const Plan& plan, std::vector<std::unique_ptr<Input>>* inputs);
-  // Decodes the inputs' events in position order, verifying them, and adds them to `out` a block
-  // at a time (so a merge holds about one block of events, whatever its size).
+  // Adds the inputs' events to `out` in position order, verifying them: full blocks are copied as
+  // stored (options_.copy_block_raw_bytes), the others decoded and added a block at a time (so a
+  // merge holds about two blocks, whatever its size).
   Status CopyEvents(std::vector<std::unique_ptr<Input>>& inputs, SegmentFileWriter* out);
   // Marks `seg` as failing (left out of planning for a while) and names it in `st`.
   Status InputFailed(const SegmentRecord& seg, const Status& st);

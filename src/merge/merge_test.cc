@@ -522,6 +522,90 @@ TEST_F(MergeTest, AdjacentRunIsStagedThenCommittedWithExactlyTheInputsEvents) {
   EXPECT_EQ(merger_->stats().merges_staged, 1u);
 }
 
+// Full input blocks are copied as stored, the small tail blocks re-encoded together; the output
+// holds exactly the inputs' events whatever the inputs' field names (same order, another order,
+// disjoint), and equals, event for event, a merge that re-encodes everything.
+TEST_F(MergeTest, FullBlocksAreCopiedAndSmallOnesReencoded) {
+  options_.segment.block_raw_bytes = 4096;
+  auto e1 = Events("a", 0, 40), e2 = Events("a", 40, 3), e3 = Events("a", 43, 40);
+  auto e4 = Events("a", 83, 40);
+  for (PositionedEvent& e : e3) std::reverse(e.event.fields.begin(), e.event.fields.end());
+  for (PositionedEvent& e : e4) {
+    for (Field& f : e.event.fields) f.name = "other_" + f.name;
+  }
+  Register("a", e1), Register("a", e2), Register("a", e3), Register("a", e4);
+  std::vector<PositionedEvent> expected;
+  for (const auto* e : {&e1, &e2, &e3, &e4}) expected.insert(expected.end(), e->begin(), e->end());
+  uint64_t copyable = 0, input_blocks = 0;
+  for (const auto& [id, seg] : Segments()) {
+    auto r = SegmentReader::Open(env_, store_->PathOf(seg.file_name));
+    ASSERT_TRUE(r.ok());
+    for (const BlockInfo& b : (*r)->blocks()) {
+      ++input_blocks;
+      if (b.raw_bytes >= options_.segment.block_raw_bytes / 4) ++copyable;
+    }
+  }
+  ASSERT_GT(copyable, 3u);
+  ASSERT_LT(copyable, input_blocks);  // every input ends with a partial block; e2 has one only
+
+  MakeMerger();
+  Run();
+  auto staged = Staged();
+  ASSERT_EQ(staged.size(), 1u);
+  const std::string copied_path = store_->PathOf(staged[0].file_name);
+  EXPECT_EQ(ReadAll(copied_path), expected);
+  auto st = merger_->stats();
+  EXPECT_EQ(st.blocks_copied, copyable);
+  EXPECT_EQ(st.blocks_reencoded, input_blocks - copyable);
+  {
+    auto r = SegmentReader::Open(env_, copied_path);
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE((*r)->VerifyAll().ok());
+    EXPECT_LE((*r)->blocks().size(), input_blocks);
+  }
+
+  // The same merge re-encoding every block: the same events.
+  options_.copy_block_raw_bytes = UINT64_MAX;
+  merger_.reset();
+  ASSERT_TRUE(global_->Submit(RemoveSegments{{staged[0].id}}).ok());
+  MakeMerger();
+  Run();
+  staged = Staged();
+  ASSERT_EQ(staged.size(), 1u);
+  EXPECT_EQ(ReadAll(store_->PathOf(staged[0].file_name)), expected);
+  EXPECT_EQ(merger_->stats().blocks_copied, 0u);
+  EXPECT_EQ(merger_->stats().blocks_reencoded, input_blocks);
+}
+
+// A damaged chunk in a block the merge would copy is found (its checksum) and aborts the merge.
+TEST_F(MergeTest, CorruptChunkOfACopiedBlockAbortsWithoutStaging) {
+  options_.segment.block_raw_bytes = 4096;
+  SegmentId s1 = Register("a", Events("a", 0, 40));
+  SegmentId s2 = Register("a", Events("a", 40, 40));
+  const std::string victim = store_->PathOf(Segments()[s2].file_name);
+  {
+    auto r = SegmentReader::Open(env_, victim);
+    ASSERT_TRUE(r.ok());
+    const BlockInfo& b = (*r)->blocks()[0];
+    ASSERT_GE(b.raw_bytes, options_.segment.block_raw_bytes / 4);  // copied, not decoded
+    std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+    // The block's last byte: the end of its last field column.
+    f.seekg(static_cast<std::streamoff>(b.file_offset + b.stored_size - 1));
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x20);
+    f.seekp(static_cast<std::streamoff>(b.file_offset + b.stored_size - 1));
+    f.write(&c, 1);
+  }
+  MakeMerger();
+  auto st = merger_->RunOnce();
+  EXPECT_EQ(st.code(), StatusCode::kCorruption) << st.ToString();
+  EXPECT_NE(st.message().find("checksum"), std::string::npos) << st.ToString();
+  EXPECT_TRUE(Staged().empty());
+  EXPECT_EQ(Visible(), (std::vector<SegmentId>{s1, s2}));
+  for (const auto& name : DirFiles()) EXPECT_FALSE(name.starts_with("m-")) << name;
+}
+
 TEST_F(MergeTest, StagedOutputWaitsForTheReplicationFactor) {
   ASSERT_TRUE(global_->Submit(SetReplicationFactor{2}).ok());
   SegmentId s1 = Register("a", Events("a", 0, 4)), s2 = Register("a", Events("a", 4, 4));

@@ -72,6 +72,23 @@ bool GetPosition(std::string_view* in, Position* p) {
   return true;
 }
 
+// Per-thread zstd decompression context, shared by readers and by writers copying blocks.
+thread_local std::unique_ptr<ZSTD_DCtx, ZstdDCtxDeleter> tls_dctx;
+
+// Decompresses format 2 chunk `z` (codec zstd, `raw_size` bytes of content) into `*out`; false
+// when the frame's recorded size differs or it does not decompress to exactly raw_size bytes.
+bool DecompressChunk(std::string_view z, uint32_t raw_size, std::string* out) {
+  if (!tls_dctx) {
+    tls_dctx.reset(ZSTD_createDCtx());
+    if (!tls_dctx) return false;
+  }
+  if (ZSTD_getFrameContentSize(z.data(), z.size()) != raw_size) return false;
+  out->resize(raw_size);
+  const size_t got =
+      ZSTD_decompressDCtx(tls_dctx.get(), out->data(), out->size(), z.data(), z.size());
+  return !ZSTD_isError(got) && got == raw_size;
+}
+
 // ---- Writer ----
 
 // Appends to the file and feeds the content hash. The hash covers every byte but the last 8.
@@ -328,6 +345,13 @@ class FileWriterImpl final : public SegmentFileWriter {
     return status_;
   }
 
+  Status AddStoredBlock(const StoredBlock& block) override {
+    if (!status_.ok()) return status_;
+    if (finished_) return Status::FailedPrecondition("segment: already finished");
+    status_ = CopyBlock(block);
+    return status_;
+  }
+
   Result<SegmentInfo> Finish() override {
     if (!status_.ok()) return status_;
     if (finished_) return Status::FailedPrecondition("segment: already finished");
@@ -359,6 +383,165 @@ class FileWriterImpl final : public SegmentFileWriter {
   }
 
  private:
+  // Format 2: compresses `data` as a column chunk (stored when small or incompressible), appends
+  // it to block_bytes_ and sets c's codec, sizes and CRC.
+  Status AppendChunk(std::string_view data, ColumnEntry* c) {
+    std::string_view chunk = data;
+    c->codec = kCodecStored;
+    if (data.size() >= kMinCompressedChunk) {
+      ASSIGN_OR_RETURN(std::string_view z, Compress(cctx_.get(), data, &compressed_));
+      if (z.size() < data.size()) {
+        chunk = z;
+        c->codec = kCodecZstd;
+      }
+    }
+    c->stored_size = static_cast<uint32_t>(chunk.size());
+    c->raw_size = static_cast<uint32_t>(data.size());
+    c->crc = Crc32c(chunk);
+    block_bytes_.append(chunk);
+    return Status::OK();
+  }
+
+  // AddStoredBlock: checks `in`, writes the pending events, then appends `in` with its field
+  // columns renumbered to this file's name table (layout re-encoded only when an id changes).
+  Status CopyBlock(const StoredBlock& in) {
+    const BlockInfo& ib = in.info;
+    if (o_.format_version != kFormatVersion2)
+      return Status::InvalidArgument("segment: stored blocks need a format 2 writer");
+    if (ib.event_count == 0 || in.columns.size() < segment_v2::kBuiltinColumns)
+      return Status::InvalidArgument("segment: stored block without events or columns");
+    if (info_.event_count > 0 && !(info_.max_pos < ib.min_pos))
+      return Status::InvalidArgument("segment: events not strictly ordered by position");
+    uint64_t stored_total = 0;
+    for (size_t k = 0; k < in.columns.size(); ++k) {
+      const StoredBlock::Column& c = in.columns[k];
+      const bool builtin = k < segment_v2::kBuiltinColumns;
+      if ((builtin && (c.id != k || c.encoding != segment_v2::kPlain)) ||
+          (!builtin && c.id <= in.columns[k - 1].id) || c.codec > kCodecZstd ||
+          (c.codec == kCodecStored && c.stored_size != c.raw_size) ||
+          c.encoding > segment_v2::kInt || c.raw_size > kMaxBlockRawSize)
+        return Status::InvalidArgument("segment: stored block with malformed columns");
+      stored_total += c.stored_size;
+    }
+    if (stored_total != in.bytes.size())
+      return Status::InvalidArgument("segment: stored block sizes disagree with its bytes");
+    if (!pending_.empty()) RETURN_IF_ERROR(WriteBlock());
+
+    // Field columns in this file's id order: (new field index, source column index).
+    remap_.clear();
+    bool same_ids = true;
+    for (size_t k = segment_v2::kBuiltinColumns; k < in.columns.size(); ++k) {
+      const uint64_t id = names_.Id(in.columns[k].name);
+      same_ids = same_ids && id == in.columns[k].id - segment_v2::kFirstField;
+      remap_.emplace_back(id, k);
+    }
+    std::sort(remap_.begin(), remap_.end());
+    for (size_t j = 1; j < remap_.size(); ++j) {
+      if (remap_[j].first == remap_[j - 1].first)
+        return Status::InvalidArgument("segment: stored block names a field twice");
+    }
+    chunk_at_.resize(in.columns.size());
+    for (size_t k = 0, at = 0; k < in.columns.size(); ++k) {
+      chunk_at_[k] = at;
+      at += in.columns[k].stored_size;
+    }
+    auto chunk_of = [&](size_t k) {
+      return std::string_view(in.bytes.data() + chunk_at_[k], in.columns[k].stored_size);
+    };
+    auto entry_of = [&](const StoredBlock::Column& c) {
+      ColumnEntry e;
+      e.id = c.id;
+      e.codec = c.codec;
+      e.encoding = static_cast<segment_v2::Encoding>(c.encoding);
+      e.stored_size = c.stored_size;
+      e.raw_size = c.raw_size;
+      e.crc = c.crc;
+      e.min = c.min;
+      e.max = c.max;
+      return e;
+    };
+
+    BlockExtra x;
+    block_bytes_.clear();
+    uint64_t raw_size = 0;
+    for (size_t k = 0; k < segment_v2::kBuiltinColumns; ++k) {
+      ColumnEntry e = entry_of(in.columns[k]);
+      if (k == segment_v2::kLayout && !same_ids) {
+        RETURN_IF_ERROR(RemapLayout(in, chunk_of(k)));
+        RETURN_IF_ERROR(AppendChunk(layout_, &e));
+      } else {
+        block_bytes_.append(chunk_of(k));
+      }
+      raw_size += e.raw_size;
+      x.columns.push_back(e);
+    }
+    for (const auto& [id, k] : remap_) {
+      ColumnEntry e = entry_of(in.columns[k]);
+      e.id = segment_v2::kFirstField + id;
+      block_bytes_.append(chunk_of(k));
+      raw_size += e.raw_size;
+      x.columns.push_back(e);
+    }
+    if (raw_size > kMaxBlockRawSize) return Status::InvalidArgument("segment: block too large");
+    if (block_bytes_.size() > std::numeric_limits<uint32_t>::max())
+      return Status::Internal("segment: block too large");
+
+    BlockInfo b = ib;
+    b.file_offset = sink_->written();
+    b.stored_size = static_cast<uint32_t>(block_bytes_.size());
+    b.raw_size = static_cast<uint32_t>(raw_size);
+    if (info_.event_count == 0) info_.min_pos = ib.min_pos;
+    info_.max_pos = ib.max_pos;
+    info_.event_count += ib.event_count;
+    info_.raw_bytes += ib.raw_bytes;
+    info_.min_ts = std::min(info_.min_ts, ib.min_ts);
+    info_.max_ts = std::max(info_.max_ts, ib.max_ts);
+    x.filter_offset = filters_.size();
+    if (in.filter_hashes > 0) {
+      filters_.append(in.filter);
+      x.filter_size = in.filter.size();
+      x.filter_hashes = in.filter_hashes;
+    }
+    RETURN_IF_ERROR(sink_->Append(block_bytes_));
+    blocks_.push_back(b);
+    extra_.push_back(std::move(x));
+    return Status::OK();
+  }
+
+  // Rewrites the stored layout chunk `z` of `in` into layout_ with the field ids of remap_.
+  Status RemapLayout(const StoredBlock& in, std::string_view z) {
+    const StoredBlock::Column& c = in.columns[segment_v2::kLayout];
+    const Status bad =
+        Status::Corruption("segment: layout chunk of a copied block does not decode");
+    if (Crc32c(z) != c.crc) return bad;
+    std::string_view data = z;
+    if (c.codec == kCodecZstd) {
+      if (!DecompressChunk(z, c.raw_size, &layout_in_)) return bad;
+      data = layout_in_;
+    }
+    // Source field index -> new field index, by the source's (increasing) column ids.
+    old_ids_.clear();
+    new_ids_.assign(remap_.size(), 0);
+    for (size_t k = segment_v2::kBuiltinColumns; k < in.columns.size(); ++k)
+      old_ids_.push_back(in.columns[k].id - segment_v2::kFirstField);
+    for (const auto& [id, k] : remap_) new_ids_[k - segment_v2::kBuiltinColumns] = id;
+    segment_internal::Cursor cur{data.data(), data.data() + data.size()};
+    layout_.clear();
+    for (uint32_t i = 0; i < in.info.event_count; ++i) {
+      const uint64_t count = cur.V();
+      if (count > cur.left()) return bad;
+      PutVarint64(&layout_, count);
+      for (uint64_t r = 0; r < count; ++r) {
+        const uint64_t old = cur.V();
+        auto it = std::lower_bound(old_ids_.begin(), old_ids_.end(), old);
+        if (it == old_ids_.end() || *it != old) return bad;
+        PutVarint64(&layout_, new_ids_[static_cast<size_t>(it - old_ids_.begin())]);
+      }
+    }
+    if (!cur.ok || cur.p != cur.end) return bad;
+    return Status::OK();
+  }
+
   // Encodes, compresses and appends the pending events as one block.
   Status WriteBlock() {
     const PositionedEvent* ev = pending_.data();
@@ -384,19 +567,7 @@ class FileWriterImpl final : public SegmentFileWriter {
         c.min = col.min;
         c.max = col.max;
         raw_size += col.data.size();
-        std::string_view chunk = col.data;
-        c.codec = kCodecStored;
-        if (col.data.size() >= kMinCompressedChunk) {
-          ASSIGN_OR_RETURN(std::string_view z, Compress(cctx_.get(), col.data, &compressed_));
-          if (z.size() < col.data.size()) {
-            chunk = z;
-            c.codec = kCodecZstd;
-          }
-        }
-        c.stored_size = static_cast<uint32_t>(chunk.size());
-        c.raw_size = static_cast<uint32_t>(col.data.size());
-        c.crc = Crc32c(chunk);
-        block_bytes_.append(chunk);
+        RETURN_IF_ERROR(AppendChunk(col.data, &c));
         x.columns.push_back(c);
       }
       if (raw_size > kMaxBlockRawSize) return Status::InvalidArgument("segment: block too large");
@@ -461,6 +632,12 @@ class FileWriterImpl final : public SegmentFileWriter {
   segment_v2::NameTable names_;
   std::vector<segment_v2::EncodedColumn> columns_;
   segment_filter::FilterBuilder filter_;
+  // CopyBlock scratch: field columns by new id, chunk offsets, the layout before and after its
+  // ids are renumbered.
+  std::vector<std::pair<uint64_t, size_t>> remap_;
+  std::vector<size_t> chunk_at_;
+  std::vector<uint64_t> old_ids_, new_ids_;
+  std::string layout_in_, layout_;
 };
 
 Result<SegmentInfo> WriteSegmentTo(Env* env, const std::string& tmp, const Datasource& ds,
@@ -477,7 +654,6 @@ Result<SegmentInfo> WriteSegmentTo(Env* env, const std::string& tmp, const Datas
 
 using segment_internal::Cursor;
 
-thread_local std::unique_ptr<ZSTD_DCtx, ZstdDCtxDeleter> tls_dctx;
 thread_local std::string tls_stored;
 
 class SegmentReaderImpl final : public SegmentReader {
@@ -493,6 +669,7 @@ class SegmentReaderImpl final : public SegmentReader {
   Status ReadBlock(size_t i, DecodedBlock* out) const override;
   Status ReadBlockColumns(size_t i, const ColumnSelection& columns,
                           DecodedBlock* out) const override;
+  Status ReadStoredBlock(size_t i, StoredBlock* out) const override;
   uint32_t format_version() const override { return version_; }
   Status VerifyAll() const override;
 
@@ -829,6 +1006,68 @@ Status SegmentReaderImpl::ReadColumnsV2(size_t i, const ColumnSelection& selecti
     return Corrupt("block " + std::to_string(i) + ": inconsistent columns");
   }
   return Status::OK();
+}
+
+thread_local DecodedBlock tls_check_block;
+
+Status SegmentReaderImpl::ReadStoredBlock(size_t i, StoredBlock* out) const {
+  if (version_ != kFormatVersion2)
+    return Status::FailedPrecondition("segment " + path_ + ": stored blocks need format 2");
+  if (i >= blocks_.size()) return Status::InvalidArgument("segment: block index out of range");
+  const BlockInfo& b = blocks_[i];
+  const BlockExtra& x = extra_[i];
+  RETURN_IF_ERROR(ReadExact(b.file_offset, b.stored_size, &out->bytes, "block"));
+  out->info = b;
+  out->columns.resize(x.columns.size());
+  std::vector<segment_v2::Chunk>& chunks = tls_chunks;
+  chunks.assign(x.columns.size(), segment_v2::Chunk{});
+  // Sized once: chunks[] views point into these strings.
+  if (tls_check_block.chunks.size() < segment_v2::kBuiltinColumns)
+    tls_check_block.chunks.resize(segment_v2::kBuiltinColumns);
+  size_t at = 0;
+  for (size_t k = 0; k < x.columns.size(); ++k) {
+    const ColumnEntry& c = x.columns[k];
+    const std::string_view z(out->bytes.data() + at, c.stored_size);
+    at += c.stored_size;
+    if (Crc32c(z) != c.crc) {
+      return Corrupt("block " + std::to_string(i) + " column " + std::to_string(c.id) +
+                     ": checksum mismatch");
+    }
+    StoredBlock::Column& o = out->columns[k];
+    o.id = c.id;
+    if (c.id >= segment_v2::kFirstField) {
+      o.name = names_[c.id - segment_v2::kFirstField];
+    } else {
+      o.name.clear();
+    }
+    o.codec = c.codec;
+    o.encoding = c.encoding;
+    o.stored_size = c.stored_size;
+    o.raw_size = c.raw_size;
+    o.crc = c.crc;
+    o.min = c.min;
+    o.max = c.max;
+    chunks[k].id = c.id;
+    chunks[k].encoding = c.encoding;
+    // The timestamps and positions are decoded to check them against the index entry.
+    if (k == segment_v2::kTimestamps || k == segment_v2::kPositions) {
+      std::string& chunk = tls_check_block.chunks[k];
+      if (c.codec == kCodecStored) {
+        chunk.assign(z);
+      } else if (!DecompressChunk(z, c.raw_size, &chunk)) {
+        return Corrupt("block " + std::to_string(i) + " column " + std::to_string(c.id) +
+                       ": decompression failed");
+      }
+      chunks[k].data = chunk;
+      chunks[k].loaded = true;
+    }
+  }
+  out->filter.assign(filters_, x.filter_offset, x.filter_size);
+  out->filter_hashes = x.filter_hashes;
+  if (!segment_v2::DecodeBlock(b.event_count, chunks, names_, /*full=*/false, b.raw_bytes,
+                               &tls_check_block))
+    return Corrupt("block " + std::to_string(i) + ": inconsistent columns");
+  return CheckDecoded(i, tls_check_block);
 }
 
 // Cross-checks a decoded block with its (checksummed) index entry.

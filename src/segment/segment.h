@@ -68,6 +68,29 @@ Result<SegmentInfo> WriteSegmentFile(Env* env, const std::string& path, const Da
                                      const std::vector<PositionedEvent>& events,
                                      const SegmentWriterOptions& options = {});
 
+// A format 2 block as stored: its column chunks, still compressed, for copying it into another
+// segment without decoding its field columns (SegmentReader::ReadStoredBlock,
+// SegmentFileWriter::AddStoredBlock; a merge copies its inputs' full blocks this way). When
+// filled by ReadStoredBlock every chunk's CRC32C has been verified, and the timestamps and
+// positions decoded and checked against `info` (ordered, matching its ranges and event count).
+// Reusable across calls (keeps its capacity).
+struct StoredBlock {
+  BlockInfo info;  // as in the source's index (file_offset is the source's)
+  struct Column {
+    uint64_t id = 0;   // the source's column id (FORMAT.md "Format 2")
+    std::string name;  // field columns: the field name; empty for the five built-in columns
+    uint8_t codec = 0;
+    uint8_t encoding = 0;
+    uint32_t stored_size = 0, raw_size = 0;
+    uint32_t crc = 0;          // CRC32C of the stored chunk
+    int64_t min = 0, max = 0;  // integer-encoded columns: smallest and largest value
+  };
+  std::vector<Column> columns;  // in the source's order; their chunks lie back to back in `bytes`
+  std::string bytes;
+  std::string filter;         // the block's trigram filter (FORMAT.md "Block filter")
+  uint8_t filter_hashes = 0;  // probes per gram; 0 = no filter
+};
+
 // Writes a segment file incrementally: events are added in position order and written a block at
 // a time, so the writer holds about one block (`block_raw_bytes`) whatever the segment's size.
 // Same bytes as WriteSegmentFile for the same events. Finish writes the footer, fsyncs and closes
@@ -83,6 +106,14 @@ class SegmentFileWriter {
   virtual ~SegmentFileWriter() = default;
   // InvalidArgument when `event` does not follow the previous one's position or is too large.
   [[nodiscard]] virtual Status Add(const PositionedEvent& event) = 0;
+  // Appends `block` (from ReadStoredBlock of a format 2 segment of the same datasource) as one
+  // block of its own, after writing the events added so far as a block: its chunks are copied
+  // as they are, except the layout chunk when the block's field names get other ids in this
+  // file's name table (re-encoded with the new ids). Format 2 writers only (InvalidArgument
+  // otherwise); InvalidArgument when the block's first position does not follow the previous
+  // event's, or its field columns are malformed (ids not increasing, a name twice); Corruption
+  // when its layout chunk does not decode. The copy keeps the source's compression and filter.
+  [[nodiscard]] virtual Status AddStoredBlock(const StoredBlock& block) = 0;
   // InvalidArgument when no event was added.
   [[nodiscard]] virtual Result<SegmentInfo> Finish() = 0;
 };
@@ -200,6 +231,10 @@ class SegmentReader {
   // decompresses only the column chunks asked for.
   virtual Status ReadBlockColumns(size_t i, const ColumnSelection& columns,
                                   DecodedBlock* out) const = 0;
+  // Block i as stored, for SegmentFileWriter::AddStoredBlock (see StoredBlock: every chunk's
+  // checksum verified, timestamps and positions checked). Format 2 only (FailedPrecondition for
+  // format 1); Corruption as ReadBlock.
+  virtual Status ReadStoredBlock(size_t i, StoredBlock* out) const = 0;
   // The segment's format version (1 or 2).
   virtual uint32_t format_version() const = 0;
   // Reads every block and checks the whole-file content hash against info().content_hash.

@@ -496,6 +496,182 @@ TEST_F(SegmentTest, ColumnReadsCheckOnlyTheChunksTheyRead) {
   EXPECT_EQ(block.size(), 0u);
 }
 
+// Moves every position of `events` by `delta` offsets (to lay sources one after another).
+std::vector<PositionedEvent> Shifted(std::vector<PositionedEvent> events, int64_t delta) {
+  for (PositionedEvent& e : events) e.pos.offset = Offset(e.pos.offset.value + delta);
+  return events;
+}
+
+// Copies every block of `r` into `w` as stored.
+void CopyAllBlocks(const SegmentReader& r, SegmentFileWriter* w) {
+  StoredBlock block;
+  for (size_t i = 0; i < r.blocks().size(); ++i) {
+    Status st = r.ReadStoredBlock(i, &block);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    st = w->AddStoredBlock(block);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+}
+
+// A merge copies its inputs' full blocks as stored: the output decodes to exactly the inputs'
+// events, whether the copied block's field names keep their ids (same first-use order), get new
+// ids (other order: layout re-encoded) or are new to the output (disjoint names), interleaved with
+// re-encoded events; every column selection and the block filters still answer correctly.
+TEST_F(SegmentTest, CopiedBlocksDecodeAsTheirSources) {
+  SegmentWriterOptions opt;
+  opt.block_raw_bytes = 32 << 10;
+  // a: access log; b: the same names, another first-use order; c: disjoint names (f0..f11).
+  std::vector<PositionedEvent> a = AccessLog(800, 1, 100);
+  std::vector<PositionedEvent> b = AccessLog(800, 2, 1000000);
+  for (PositionedEvent& e : b) std::reverse(e.event.fields.begin(), e.event.fields.end());
+  std::vector<PositionedEvent> c = Shifted(MixedEvents(800, 3), 2000000);
+  std::vector<PositionedEvent> loose = AccessLog(50, 4, 3000000);  // re-encoded between copies
+  std::vector<PositionedEvent> d = AccessLog(400, 5, 4000000);
+  for (size_t k = 0; k < d.size(); k += 5) d[k].event.fields.push_back({"", "empty name"});
+  std::vector<std::unique_ptr<SegmentReader>> sources;
+  for (const auto* events : {&a, &b, &c, &d}) {
+    const std::string path = Path("src" + std::to_string(sources.size()));
+    ASSERT_TRUE(WriteSegment(env_, path, TestDs(), PartitionId(0), *events, opt).ok());
+    auto r = SegmentReader::Open(env_, path);
+    ASSERT_TRUE(r.ok());
+    ASSERT_GT((*r)->blocks().size(), 2u);
+    sources.push_back(std::move(*r));
+  }
+  const std::string out = Path("out");
+  auto w = SegmentFileWriter::Create(env_, out, TestDs(), PartitionId(0), opt);
+  ASSERT_TRUE(w.ok());
+  // Re-encoded events first: the pending partial block is written before the copied ones.
+  std::vector<PositionedEvent> all = AccessLog(30, 8, 10);
+  ASSERT_LT(all.back().pos, a.front().pos);
+  for (const PositionedEvent& e : all) ASSERT_TRUE((*w)->Add(e).ok());
+  CopyAllBlocks(*sources[0], w->get());
+  all.insert(all.end(), a.begin(), a.end());
+  CopyAllBlocks(*sources[1], w->get());
+  all.insert(all.end(), b.begin(), b.end());
+  CopyAllBlocks(*sources[2], w->get());
+  all.insert(all.end(), c.begin(), c.end());
+  for (const PositionedEvent& e : loose) ASSERT_TRUE((*w)->Add(e).ok());
+  all.insert(all.end(), loose.begin(), loose.end());
+  CopyAllBlocks(*sources[3], w->get());
+  all.insert(all.end(), d.begin(), d.end());
+  auto info = (*w)->Finish();
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->event_count, all.size());
+  EXPECT_EQ(info->min_pos, all.front().pos);
+  EXPECT_EQ(info->max_pos, all.back().pos);
+
+  auto r = SegmentReader::Open(env_, out);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  size_t copied_blocks = 0;
+  for (const auto& s : sources) copied_blocks += s->blocks().size();
+  EXPECT_EQ((*r)->blocks().size(), copied_blocks + 2);  // + the two re-encoded blocks
+  EXPECT_TRUE((*r)->VerifyAll().ok());
+  ExpectSameEvents(**r, all);
+  for (const char* name : {"status", "url", "f3", "useragent"}) {
+    ColumnSelection sel;
+    sel.all = false;
+    sel.fields = {name};
+    ExpectSelectedFields(**r, all, sel);
+  }
+  // Copied filters still admit their events' text.
+  size_t k = 0;
+  for (size_t i = 0; i < (*r)->blocks().size(); ++i) {
+    const PositionedEvent& e = all[k];
+    if (e.event.raw.size() >= 8 && e.event.raw.find('\0') == std::string::npos) {
+      std::string term = e.event.raw.substr(0, 8);
+      for (char& ch : term) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      EXPECT_TRUE((*r)->BlockMayContainAll(i, {term})) << i;
+    }
+    k += (*r)->blocks()[i].event_count;
+  }
+  // Copied chunks are byte-identical to their source's (a's names keep their ids).
+  StoredBlock src, dst;
+  ASSERT_TRUE(sources[0]->ReadStoredBlock(0, &src).ok());
+  ASSERT_TRUE((*r)->ReadStoredBlock(1, &dst).ok());
+  EXPECT_EQ(src.bytes, dst.bytes);
+}
+
+// Copying checks what it copies: a damaged chunk is Corruption at ReadStoredBlock (whichever
+// column it hits), a format 1 source has no stored blocks, a format 1 writer takes none, and a
+// copied block must follow the events already written.
+TEST_F(SegmentTest, StoredBlockCopiesAreChecked) {
+  SegmentWriterOptions opt;
+  opt.block_raw_bytes = 32 << 10;
+  std::vector<PositionedEvent> events = AccessLog(600, 7);
+  const std::string path = Path("src");
+  ASSERT_TRUE(WriteSegment(env_, path, TestDs(), PartitionId(0), events, opt).ok());
+  auto clean = SegmentReader::Open(env_, path);
+  ASSERT_TRUE(clean.ok());
+  const BlockInfo b0 = (*clean)->blocks()[0];
+  const std::string bytes = *env_->ReadFile(path);
+  // Flip one byte in each of several places of block 0: first chunk (timestamps), middle, last
+  // chunk (a field column).
+  for (uint64_t at :
+       {b0.file_offset, b0.file_offset + b0.stored_size / 2, b0.file_offset + b0.stored_size - 1}) {
+    std::string damaged = bytes;
+    damaged[at] ^= 0x10;
+    const std::string p = Path("damaged");
+    WriteRaw(p, damaged);
+    auto r = SegmentReader::Open(env_, p);
+    ASSERT_TRUE(r.ok());
+    StoredBlock block;
+    Status st = (*r)->ReadStoredBlock(0, &block);
+    EXPECT_EQ(st.code(), StatusCode::kCorruption) << at << " " << st.ToString();
+    EXPECT_TRUE((*r)->ReadStoredBlock(1, &block).ok());
+  }
+  {
+    // A tiny block (short chunks), read first on a fresh thread (fresh per-thread buffers), and
+    // copied.
+    std::vector<PositionedEvent> two = AccessLog(2, 8);
+    ASSERT_TRUE(WriteSegment(env_, Path("two"), TestDs(), PartitionId(0), two, opt).ok());
+    auto r = SegmentReader::Open(env_, Path("two"));
+    ASSERT_TRUE(r.ok());
+    Status st;
+    std::thread([&] {
+      StoredBlock tiny;
+      st = (*r)->ReadStoredBlock(0, &tiny);
+      if (!st.ok()) return;
+      auto w = SegmentFileWriter::Create(env_, Path("two-copy"), TestDs(), PartitionId(0), opt);
+      st = w.ok() ? (*w)->AddStoredBlock(tiny) : w.status();
+      if (st.ok()) st = (*w)->Finish().status();
+    }).join();
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    auto copy = SegmentReader::Open(env_, Path("two-copy"));
+    ASSERT_TRUE(copy.ok());
+    ExpectSameEvents(**copy, two);
+  }
+  StoredBlock block;
+  ASSERT_TRUE((*clean)->ReadStoredBlock(1, &block).ok());
+  EXPECT_EQ((*clean)->ReadStoredBlock(99, &block).code(), StatusCode::kInvalidArgument);
+  {
+    // Out of order: block 1 after block 1's own last event.
+    auto w = SegmentFileWriter::Create(env_, Path("order"), TestDs(), PartitionId(0), opt);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->Add(events.back()).ok());
+    EXPECT_EQ((*w)->AddStoredBlock(block).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ((*w)->Finish().status().code(), StatusCode::kInvalidArgument);
+  }
+  {
+    // A stored block whose columns name one field twice.
+    StoredBlock twice = block;
+    twice.columns.back().name = twice.columns[twice.columns.size() - 2].name;
+    auto w = SegmentFileWriter::Create(env_, Path("twice"), TestDs(), PartitionId(0), opt);
+    ASSERT_TRUE(w.ok());
+    EXPECT_EQ((*w)->AddStoredBlock(twice).code(), StatusCode::kInvalidArgument);
+  }
+  {
+    SegmentWriterOptions v1 = opt;
+    v1.format_version = 1;
+    auto w = SegmentFileWriter::Create(env_, Path("v1out"), TestDs(), PartitionId(0), v1);
+    ASSERT_TRUE(w.ok());
+    EXPECT_EQ((*w)->AddStoredBlock(block).code(), StatusCode::kInvalidArgument);
+    ASSERT_TRUE(WriteSegment(env_, Path("v1"), TestDs(), PartitionId(0), events, v1).ok());
+    auto r1 = SegmentReader::Open(env_, Path("v1"));
+    ASSERT_TRUE(r1.ok());
+    EXPECT_EQ((*r1)->ReadStoredBlock(0, &block).code(), StatusCode::kFailedPrecondition);
+  }
+}
+
 TEST_F(SegmentTest, SingleEventAndDefaultOptions) {
   std::vector<PositionedEvent> events = AccessLog(1, 1);
   const std::string path = Path("one");
