@@ -1064,8 +1064,9 @@ Status SegmentReaderImpl::ReadStoredBlock(size_t i, StoredBlock* out) const {
   }
   out->filter.assign(filters_, x.filter_offset, x.filter_size);
   out->filter_hashes = x.filter_hashes;
+  int64_t min_ts = 0, max_ts = 0;
   if (!segment_v2::DecodeBlock(b.event_count, chunks, names_, /*full=*/false, b.raw_bytes,
-                               &tls_check_block))
+                               &tls_check_block, &min_ts, &max_ts))
     return Corrupt("block " + std::to_string(i) + ": inconsistent columns");
   return CheckDecoded(i, tls_check_block);
 }

@@ -143,6 +143,9 @@ class SharedReader final : public SegmentReader {
                           DecodedBlock* out) const override {
     return reader_->ReadBlockColumns(i, columns, out);
   }
+  Status ReadStoredBlock(size_t i, StoredBlock* out) const override {
+    return reader_->ReadStoredBlock(i, out);
+  }
   uint32_t format_version() const override { return reader_->format_version(); }
   Status VerifyAll() const override { return reader_->VerifyAll(); }
 
