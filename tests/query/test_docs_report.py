@@ -5,10 +5,14 @@ check the report's own machinery without a server."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
+import threading
+import types
 
 import pytest
+import requests
 
 import docs_report as dr
 from corpus_server import bounded_test  # noqa: F401 - fixture
@@ -89,3 +93,46 @@ def test_report_figures() -> None:
     assert f["by_source"] == {"https://a": {"ran": 1, "refused": 1}, "https://b": {"refused": 1, "error": 1}}
     assert f["by_reason"] == {"unknown function 'g'": 2}
     assert "ERRORS" in dr.render(rep)
+
+
+class _Stub(http.server.BaseHTTPRequestHandler):
+    """Answers every query with the status and body of its path's test (class attributes)."""
+    status = 500
+    body = b'{"error": "boom"}'
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(self.status)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("status, body, kind, reason", [
+    (500, b'{"error": "boom"}', "error", "HTTP 500"),
+    (408, b'{"error": "query timed out"}', "error", "HTTP 408"),
+    (400, b'{"error": "unknown function \'x\' at position 3"}', "refused", "unknown function 'x'"),
+    (200, b"[]", "ran", ""),
+    (200, b"{}", "error", "200 without a JSON array"),
+])
+def test_classification_of_answers(status, body, kind, reason) -> None:
+    """run_example against a loopback stub: a 5xx or 408 is an error (fails the suite), a 4xx a
+    refusal, 200 with a JSON array a run."""
+    handler = type("Stub", (_Stub,), {"status": status, "body": body})
+    srv = http.server.HTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    t.start()
+    try:
+        import corpus as corpus_lib
+
+        server = types.SimpleNamespace(url=f"http://127.0.0.1:{srv.server_address[1]}", api_token="t",
+                                       session=requests.Session())
+        ds = types.SimpleNamespace(server=server, corpus_lib=corpus_lib, alive=lambda: True)
+        o = dr.run_example(ds, dr.Example("https://p", "f", "count()", 7), timeout=10)
+        assert (o.kind, o.reason, o.line) == (kind, reason, 7)
+    finally:
+        srv.shutdown()
+        srv.server_close()
