@@ -5,10 +5,11 @@ read back and deleted there; kept in Global, so they survive a crash and restart
 from __future__ import annotations
 
 import json
+import time
 
 import requests
 
-from conftest import API_TOKEN, SedimentServer, commit_log
+from conftest import API_TOKEN, SedimentServer, commit_log, wait_until
 
 USERS_CSV = 'userid,name\n1,chr\n2,krab\n"4","p,m"\n7,mgr\n'
 USERS_JSON = [{"userid": "1", "name": "chr"}, {"userid": "2", "name": "krab"}]
@@ -109,3 +110,49 @@ def test_files_survive_a_crash_and_restart(server: SedimentServer) -> None:
     s.restart(hard=True)
     assert listing(s) == [{"name": "users.csv", "size": len(USERS_CSV)}]
     assert requests.get(files_url(s, name="users.csv"), headers=auth(), timeout=15).text == USERS_CSV
+
+
+def ingest_users_events(s: SedimentServer) -> int:
+    """Five events: ids 1, 2, 4 are in USERS_CSV, 5 and 9 are not."""
+    now = int(time.time() * 1000)
+    events = [{"timestamp": now - 1000 * i, "attributes": {"id": uid, "userid": uid}, "rawstring": f"id={uid}"}
+              for i, uid in enumerate(["1", "2", "4", "5", "9"])]
+    r = s.ingest("/api/v1/ingest/humio-structured", [{"tags": {"type": "login"}, "events": events}])
+    assert r.status_code == 200, r.text
+    wait_until(lambda: s.count() == len(events), timeout=20, what="events searchable")
+    return len(events)
+
+
+@IN_GLOBAL
+def test_match_enriches_and_filters_with_an_uploaded_file(server: SedimentServer) -> None:
+    """match() reads the repository's lookup file (LogScale's documented examples: the lookup API
+    page's users.csv, examples-match-id-value-column and examples-match-strict-false)."""
+    s = server
+    assert upload(s, "users.csv", USERS_CSV).status_code == 200
+    ingest_users_events(s)
+
+    def rows(q: str) -> list[tuple]:
+        return sorted((r.get("id"), r.get("name")) for r in s.query(q, start=0))
+
+    # Defaults: column = field, every other column added, strict.
+    assert rows('match(file="users.csv", field=userid)') == [("1", "chr"), ("2", "krab"), ("4", "p,m")]
+    # include=[]: only filters.
+    assert rows('match(file="users.csv", column=userid, field=id, include=[])') == [
+        ("1", None), ("2", None), ("4", None)]
+    # strict=false: every event passes, the matching ones enriched.
+    assert rows('match(file="users.csv", field=id, column=userid, strict=false)') == [
+        ("1", "chr"), ("2", "krab"), ("4", "p,m"), ("5", None), ("9", None)]
+    # Aggregating after match (the stage runs where the data is read).
+    assert s.query('match(file="users.csv", field=userid) | groupBy(name)', start=0) is not None
+    # A JSON file, replaced by a new upload: the next query sees the new content.
+    r = requests.post(files_url(s), params={"name": "users.json"}, data=json.dumps(USERS_JSON),
+                      headers=auth(), timeout=15)
+    assert r.status_code == 200, r.text
+    assert rows('match(file="users.json", field=userid)') == [("1", "chr"), ("2", "krab")]
+    assert upload(s, "users.csv", "userid,name\n9,nine\n").status_code == 200
+    assert rows('match(file="users.csv", field=userid)') == [("9", "nine")]
+    # A missing file or column is a 400 naming it.
+    for q, wanted in [('match(file="nope.csv", field=id)', "nope.csv"),
+                      ('match(file="users.csv", field=id)', "no column 'id'")]:
+        r = s.query_raw(q, start=0)
+        assert r.status_code == 400 and wanted in r.json()["error"], (q, r.text)

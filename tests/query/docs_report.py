@@ -3,7 +3,7 @@
 
 Starts ONE real `sediment server` (binary from $SEDIMENT_BIN or --bin; tests/e2e/harness.py's
 SedimentServer, loopback only), ingests the small generic dataset docs/events.ndjson into the
-repository `docs`, runs every example of docs/examples.jsonl once and classifies the answer:
+repository `docs` and uploads the lookup files of docs/files/ (the ones the examples name), runs every example of docs/examples.jsonl once and classifies the answer:
 
 - `ran`     HTTP 200 (whatever the rows: the events are generic, the examples' fields mostly absent)
 - `refused` HTTP 4xx other than 408: the engine declined the query (unknown function, syntax,
@@ -39,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 DOCS_DIR = HERE / "docs"
 EXAMPLES = DOCS_DIR / "examples.jsonl"
 EVENTS = DOCS_DIR / "events.ndjson"
+FILES = DOCS_DIR / "files"  # lookup files the examples name (users.csv, ...), uploaded to `docs`
 FLOOR = DOCS_DIR / "floor.txt"
 REPO = "docs"
 INGEST_TOKEN = "docs-report-ingest-0123456789"
@@ -178,6 +179,12 @@ class DocsServer:
                      token=INGEST_TOKEN)
         if r.status_code != 200:
             raise RuntimeError(f"ingest of {EVENTS.name}: {r.status_code} {r.text}\n{s.describe()}")
+        for f in sorted(FILES.glob("*")):
+            r = s.session.post(f"{s.url}/api/v1/repositories/{REPO}/files", params={"name": f.name},
+                               data=f.read_bytes(), headers={"Authorization": f"Bearer {s.api_token}"},
+                               timeout=15)
+            if r.status_code != 200:
+                raise RuntimeError(f"upload of lookup file {f.name}: {r.status_code} {r.text}")
         if self.storage == "segments":
             wait_until(s.quiet, timeout=20, what="every buffer flushed to segments")
         else:
