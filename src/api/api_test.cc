@@ -3,6 +3,7 @@
 // crash the test.
 #include <gtest/gtest.h>
 
+#include "api/lookup_files.h"
 #include "api/node.h"
 #include "api/routes.h"
 
@@ -149,6 +150,85 @@ TEST_F(ApiRoutingTest, TheIndexListsThePublicRoutesOnly) {
   EXPECT_NE(r->body.find("GET /api/v1/status"), std::string::npos);
   EXPECT_NE(r->body.find("POST /api/v1/repositories/{repo}/query"), std::string::npos);
   EXPECT_EQ(r->body.find("/internal/"), std::string::npos);
+}
+
+TEST_F(ApiRoutingTest, LookupFileRoutesNeedAnApiToken) {
+  for (const auto& [method, path] : std::vector<std::pair<std::string, std::string>>{
+           {"POST", "/api/v1/repositories/web/files"},
+           {"GET", "/api/v1/repositories/web/files"},
+           {"GET", "/api/v1/repositories/web/files/users.csv"},
+           {"DELETE", "/api/v1/dataspaces/web/files/users.csv"}}) {
+    auto r = Send(method, path);
+    ASSERT_TRUE(r.has_value()) << method << " " << path;
+    EXPECT_EQ(r->status, 401) << method << " " << path;
+  }
+  auto r = Send("PUT", "/api/v1/repositories/web/files/users.csv");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 405);
+}
+
+const std::map<std::string, std::string> kNoQuery;
+
+TEST(LookupUpload, MultipartFilePartAsCurlSendsIt) {
+  const std::string body =
+      "--XyZ\r\nContent-Disposition: form-data; name=\"comment\"\r\n\r\nignored\r\n"
+      "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"dir/users.csv\"\r\n"
+      "Content-Type: text/csv\r\n\r\nuserid,name\r\n1,chr\n\r\n--XyZ--\r\n";
+  auto up = ParseLookupUpload("multipart/form-data; boundary=XyZ", body, kNoQuery);
+  ASSERT_TRUE(up.ok()) << up.status().ToString();
+  EXPECT_EQ(up->name, "users.csv");  // the last component of the filename
+  EXPECT_EQ(up->content, "userid,name\r\n1,chr\n");
+  // A quoted boundary; ?name= overrides the filename.
+  auto renamed =
+      ParseLookupUpload("Multipart/Form-Data; boundary=\"XyZ\"", body, {{"name", "other.csv"}});
+  ASSERT_TRUE(renamed.ok()) << renamed.status().ToString();
+  EXPECT_EQ(renamed->name, "other.csv");
+  EXPECT_EQ(renamed->content, up->content);
+}
+
+TEST(LookupUpload, RawBodyTakesTheNameFromTheQuery) {
+  auto up = ParseLookupUpload("text/csv", "a,b\n1,2\n", {{"name", "t.csv"}});
+  ASSERT_TRUE(up.ok());
+  EXPECT_EQ(up->name, "t.csv");
+  EXPECT_EQ(up->content, "a,b\n1,2\n");
+  EXPECT_EQ(ParseLookupUpload("text/csv", "a,b\n", kNoQuery).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(LookupUpload, MalformedMultipartIsInvalidArgument) {
+  const std::string part =
+      "--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.csv\"\r\n\r\nx,y\r\n";
+  for (const auto& [ct, body] : std::vector<std::pair<std::string, std::string>>{
+           {"multipart/form-data", part + "--b--"},              // no boundary
+           {"multipart/form-data; boundary=b", "no delimiter"},  // no boundary in the body
+           {"multipart/form-data; boundary=b", part},            // unterminated part
+           {"multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data"},
+           {"multipart/form-data; boundary=b",  // no part named file
+            "--b\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\nx\r\n--b--"}}) {
+    EXPECT_EQ(ParseLookupUpload(ct, body, kNoQuery).status().code(), StatusCode::kInvalidArgument)
+        << body;
+  }
+  EXPECT_TRUE(ParseLookupUpload("multipart/form-data; boundary=b", part + "--b--", kNoQuery).ok());
+}
+
+TEST(LookupUpload, ContentChecks) {
+  EXPECT_TRUE(CheckLookupFile("users.csv", "userid,name\n1,chr\n").ok());
+  EXPECT_TRUE(CheckLookupFile("USERS.CSV", "userid\n").ok());
+  EXPECT_TRUE(CheckLookupFile("ids.json", R"({"1": {"name": "chr"}})").ok());
+  EXPECT_TRUE(CheckLookupFile("ids.json", R"([{"userid": "1"}])").ok());
+  EXPECT_TRUE(CheckLookupFile("big.csv", "a\n" + std::string(kMaxLookupFileBytes - 2, 'x')).ok());
+  EXPECT_EQ(CheckLookupFile("big.csv", "a\n" + std::string(kMaxLookupFileBytes - 1, 'x')).code(),
+            StatusCode::kTooLarge);
+  for (const auto& [name, content] : std::vector<std::pair<std::string, std::string>>{
+           {"users.txt", "a\n"},         // neither .csv nor .json
+           {"a/b.csv", "a\n"},           // not a valid name
+           {"users.csv", ""},            // no header
+           {"users.csv", "\n1,2\n"},     // empty header
+           {"users.csv", "a\xff\n"},     // not UTF-8
+           {"ids.json", "12"},           // not an object or array
+           {"ids.json", "{\"a\": "}}) {  // not JSON
+    EXPECT_EQ(CheckLookupFile(name, content).code(), StatusCode::kInvalidArgument) << name;
+  }
 }
 
 }  // namespace

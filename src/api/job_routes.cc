@@ -10,6 +10,7 @@
 #include "api/query_common.h"
 #include "common/clock.h"
 #include "common/json_writer.h"
+#include "coordinator/lookup_files.h"
 #include "coordinator/query_jobs.h"
 #include "http/status_code.h"
 
@@ -82,9 +83,10 @@ std::string PollJson(const JobView& v) {
   return w.Take();
 }
 
-http::Response CreateJob(QueryJobs& jobs, const std::string& repo, const QueryRequestBody& body,
-                         int64_t now_ms) {
-  auto compiled = query::Compile(body.query_string);
+http::Response CreateJob(QueryJobs& jobs, const Global* global, const std::string& repo,
+                         const QueryRequestBody& body, int64_t now_ms) {
+  const coordinator::GlobalLookupFiles files(global, repo);
+  auto compiled = query::Compile(body.query_string, &files);
   if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
   auto range = query::ParseTimeRange(body.start, body.end, now_ms);
   if (!range.ok()) return http::JsonError(400, range.status().message());
@@ -114,7 +116,7 @@ http::Response HandleQueryJobs(const Node& n, const http::Request& req, const st
     if (req.method != "POST") return http::JsonError(405, "use POST for " + req.path);
     QueryRequestBody body;
     if (auto err = ParseQueryRequest(req.body, &body)) return *err;
-    return CreateJob(*n.query_jobs, repo, body, n.clock->NowMillis());
+    return CreateJob(*n.query_jobs, n.global, repo, body, n.clock->NowMillis());
   }
   if (req.method == "GET") {
     auto view = n.query_jobs->Poll(repo, id);

@@ -13,6 +13,7 @@
 #include "api/routes.h"
 #include "common/json_writer.h"
 #include "coordinator/internal_query.h"
+#include "coordinator/lookup_files.h"
 #include "http/status_code.h"
 #include "query/query.h"
 
@@ -65,7 +66,8 @@ Result<CoordinatedResult> QueryRoutes::RunQuery(const std::string& repo,
 http::Response QueryRoutes::HandleQuery(const http::Request& req, const std::string& repo) const {
   QueryRequestBody body;
   if (auto err = ParseQueryRequest(req.body, &body)) return *err;
-  auto compiled = query::Compile(body.query_string);
+  const coordinator::GlobalLookupFiles files(global, repo);
+  auto compiled = query::Compile(body.query_string, &files);
   if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
   if (body.live) return api::StreamLiveQuery(*this, req, repo, body, *compiled);
   auto range = query::ParseTimeRange(body.start, body.end, clock->NowMillis());

@@ -11,6 +11,7 @@ void AddIngestRoutes(http::Router& router, const Node& node);   // ingest_routes
 void AddQueryRoutes(http::Router& router, const Node& node);    // query_routes.cc, job_routes.cc
 void AddStatusRoutes(http::Router& router, const Node& node);   // status_routes.cc
 void AddStorageRoutes(http::Router& router, const Node& node);  // storage_routes.cc
+void AddLookupRoutes(http::Router& router, const Node& node);   // lookup_routes.cc
 
 // Every module's routes. `router` must outlive its handlers' calls (GET / lists its routes).
 inline void AddRoutes(http::Router& router, const Node& node) {
@@ -18,6 +19,7 @@ inline void AddRoutes(http::Router& router, const Node& node) {
   AddQueryRoutes(router, node);
   AddStatusRoutes(router, node);
   AddStorageRoutes(router, node);
+  AddLookupRoutes(router, node);
 }
 
 }  // namespace sediment::api

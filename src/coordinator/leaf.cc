@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "common/json_writer.h"
+#include "coordinator/lookup_files.h"
 #include "http/status_code.h"
 #include "query/wire.h"
 
@@ -26,11 +27,13 @@ query::ExecOptions ExecOptionsFor(const InternalQuery& q, int threads,
 }
 
 // The internal query in `req`'s body and its compiled form; the 400 answer when either is bad.
-std::optional<http::Response> Parse(const http::Request& req, InternalQuery* q,
+std::optional<http::Response> Parse(const http::Request& req, const Global* global,
+                                    InternalQuery* q,
                                     std::shared_ptr<const query::CompiledQuery>* compiled) {
   auto decoded = DecodeInternalQuery(req.body);
   if (!decoded.ok()) return http::JsonError(400, decoded.status().message());
-  auto c = query::Compile(decoded->query_string);
+  const GlobalLookupFiles files(global, decoded->repo);
+  auto c = query::Compile(decoded->query_string, &files);
   if (!c.ok()) return http::JsonError(400, c.status().message());
   *q = std::move(*decoded);
   *compiled = std::move(*c);
@@ -140,7 +143,7 @@ Leaf::Held Leaf::HoldSegments(const InternalQuery& q) {
 http::Response Leaf::Buffers(const http::Request& req) {
   InternalQuery q;
   std::shared_ptr<const query::CompiledQuery> compiled;
-  if (auto err = Parse(req, &q, &compiled)) return *err;
+  if (auto err = Parse(req, global_, &q, &compiled)) return *err;
   Running running(this, q.query_id);
   std::map<int32_t, Epoch> want;
   for (const auto& [p, e] : q.partitions) want[p.value] = e;
@@ -165,7 +168,7 @@ http::Response Leaf::Buffers(const http::Request& req) {
 http::Response Leaf::Segments(const http::Request& req) {
   InternalQuery q;
   std::shared_ptr<const query::CompiledQuery> compiled;
-  if (auto err = Parse(req, &q, &compiled)) return *err;
+  if (auto err = Parse(req, global_, &q, &compiled)) return *err;
   Running running(this, q.query_id);
   Held held = HoldSegments(q);
   auto set = query::CollectMatches(env_, *compiled, q.range, held.input,
@@ -181,7 +184,7 @@ http::Response Leaf::Segments(const http::Request& req) {
 http::Response Leaf::Partial(const http::Request& req) {
   InternalQuery q;
   std::shared_ptr<const query::CompiledQuery> compiled;
-  if (auto err = Parse(req, &q, &compiled)) return *err;
+  if (auto err = Parse(req, global_, &q, &compiled)) return *err;
   Running running(this, q.query_id);
   Held held = HoldSegments(q);
   auto partial = query::ExecutePartial(env_, *compiled, q.range, held.input,

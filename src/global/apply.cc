@@ -294,6 +294,30 @@ class Applier {
     return Status::OK();
   }
 
+  Status operator()(const PutLookupFile& e) {
+    auto it = s_->repos.find(e.repo);
+    if (it == s_->repos.end()) {
+      return Status::Rejected("PutLookupFile: unknown repository '" + e.repo + "'");
+    }
+    if (!IsValidLookupFileName(e.name)) {
+      return Status::Rejected("PutLookupFile: invalid file name '" + e.name + "'");
+    }
+    it->second.lookup_files[e.name] = e.content;
+    return Status::OK();
+  }
+
+  Status operator()(const DeleteLookupFile& e) {
+    auto it = s_->repos.find(e.repo);
+    if (it == s_->repos.end()) {
+      return Status::Rejected("DeleteLookupFile: unknown repository '" + e.repo + "'");
+    }
+    if (it->second.lookup_files.erase(e.name) == 0) {
+      return Status::Rejected("DeleteLookupFile: no file '" + e.name + "' in repository '" +
+                              e.repo + "'");
+    }
+    return Status::OK();
+  }
+
   Status operator()(const ReplaceSegment& e) {
     const SegmentRecord& seg = e.rebuilt;
     const std::string where = "ReplaceSegment (segment " + std::to_string(e.old_segment.value) +
@@ -442,6 +466,16 @@ std::string BucketSnapshotKey(uint32_t generation, Offset applied_through) {
   return std::string(kBucketSnapshotPrefix) + buf;
 }
 
+bool IsValidLookupFileName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxLookupFileNameBytes || name == "." || name == "..") {
+    return false;
+  }
+  for (unsigned char c : name) {
+    if (c < 0x20 || c == 0x7f || c == '/' || c == '\\') return false;
+  }
+  return true;
+}
+
 const char* GlobalEventName(const GlobalEvent& ev) {
   static constexpr const char* kNames[] = {
       "SetClusterId",
@@ -466,6 +500,8 @@ const char* GlobalEventName(const GlobalEvent& ev) {
       "SegmentUploaded",
       "BeginRecovery",
       "BucketObjectsCollected",
+      "PutLookupFile",
+      "DeleteLookupFile",
   };
   static_assert(std::size(kNames) == std::variant_size_v<GlobalEvent>);
   return kNames[ev.index()];

@@ -21,16 +21,17 @@ constexpr uint8_t kEventVersion = 3;
 constexpr uint8_t kEventVersionMin = 1;
 // Snapshot v2 appends the cluster secret; v3 replicas, staged merges, retention bytes, the
 // replication factor and the node set; v4 the bucket fields; v5 the bucket GC report; v6 holds
-// tokens and the cluster secret only as salted hashes (same layout). v1 to v5 are still read:
-// their tokens are hashed with LegacyTokenHash and their secret becomes the verifier.
-constexpr uint8_t kStateVersion = 6;
+// tokens and the cluster secret only as salted hashes (same layout); v7 appends each
+// repository's lookup files. v1 to v5 are still read: their tokens are hashed with
+// LegacyTokenHash and their secret becomes the verifier; v1 to v6 are read with no lookup files.
+constexpr uint8_t kStateVersion = 7;
 constexpr uint8_t kStateVersionMin = 1;
 constexpr size_t kEventHeader = 4;  // magic(2) version(1) type(1)
 constexpr size_t kStateHeader = 5;  // magic(4) version(1)
 constexpr size_t kCrcSize = 4;
 
 // Type tags: the variant index plus one. Never renumber: they are on disk.
-static_assert(std::variant_size_v<GlobalEvent> == 22, "new events need a tag in FORMAT.md");
+static_assert(std::variant_size_v<GlobalEvent> == 24, "new events need a tag in FORMAT.md");
 
 // ---- writing ----
 void PutI64(std::string* out, int64_t v) { PutVarsint64(out, v); }
@@ -124,6 +125,15 @@ void PutBody(std::string* out, const SetRetention& e) {
   PutLengthPrefixed(out, e.repo);
   PutI64(out, e.retention_ms);
   PutVarint64(out, e.retention_bytes);
+}
+void PutBody(std::string* out, const PutLookupFile& e) {
+  PutLengthPrefixed(out, e.repo);
+  PutLengthPrefixed(out, e.name);
+  PutLengthPrefixed(out, e.content);
+}
+void PutBody(std::string* out, const DeleteLookupFile& e) {
+  PutLengthPrefixed(out, e.repo);
+  PutLengthPrefixed(out, e.name);
 }
 void PutBody(std::string* out, const ReplaceSegment& e) {
   PutI64(out, e.old_segment.value);
@@ -338,6 +348,13 @@ bool GetBody(Reader* r, SetRetention* e) {
   return r->Str(&e->repo, "repo") && r->I64(&e->retention_ms, "retention_ms") &&
          r->U64(&e->retention_bytes, "retention_bytes");
 }
+bool GetBody(Reader* r, PutLookupFile* e) {
+  return r->Str(&e->repo, "repo") && r->Str(&e->name, "lookup file name") &&
+         r->Str(&e->content, "lookup file content");
+}
+bool GetBody(Reader* r, DeleteLookupFile* e) {
+  return r->Str(&e->repo, "repo") && r->Str(&e->name, "lookup file name");
+}
 bool GetBody(Reader* r, ReplaceSegment* e) {
   return r->Strong64(&e->old_segment, "segment id") && r->Segment(&e->rebuilt);
 }
@@ -524,6 +541,14 @@ std::string EncodeGlobalState(const GlobalState& s) {
   PutI64(&out, gc.last_ms);
   PutVarint64(&out, gc.last_files.size());
   for (const std::string& f : gc.last_files) PutLengthPrefixed(&out, f);
+  // v7
+  for (const auto& [name, repo] : s.repos) {
+    PutVarint64(&out, repo.lookup_files.size());
+    for (const auto& [file, content] : repo.lookup_files) {
+      PutLengthPrefixed(&out, file);
+      PutLengthPrefixed(&out, content);
+    }
+  }
   AppendCrc(&out);
   return out;
 }
@@ -679,6 +704,20 @@ bool DecodeStateBody(Reader* r, GlobalState* s, uint8_t version) {
   gc.last_files.resize(n);
   for (std::string& f : gc.last_files) {
     if (!r->Str(&f, "bucket gc file name")) return false;
+  }
+  if (version < 7) return true;  // no lookup files
+  for (auto& [name, repo] : s->repos) {
+    if (!r->Count(&n, "lookup file count")) return false;
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string file, content;
+      if (!r->Str(&file, "lookup file name") ||
+          !r->Check(IsValidLookupFileName(file), "lookup file name", "not a valid name") ||
+          !r->Increasing(repo.lookup_files, file, "lookup file name") ||
+          !r->Str(&content, "lookup file content")) {
+        return false;
+      }
+      repo.lookup_files.emplace_hint(repo.lookup_files.end(), std::move(file), std::move(content));
+    }
   }
   return true;
 }

@@ -31,7 +31,16 @@ struct RepoInfo {
   uint64_t retention_bytes =
       0;  // keep at most this many stored bytes (oldest go first); 0 = no bound
   std::set<std::string> ingest_token_hashes;  // of this repository's tokens (global/tokens.h)
+  // Lookup files (CSV or JSON tables for match()/readFile(), uploaded through the API): name ->
+  // content, as uploaded. Put by PutLookupFile, removed by DeleteLookupFile.
+  std::map<std::string, std::string> lookup_files;
 };
+
+// The longest lookup file name (bytes).
+inline constexpr size_t kMaxLookupFileNameBytes = 255;
+// A lookup file name: 1 to kMaxLookupFileNameBytes bytes, not "." or "..", no '/', '\\' or
+// control character (bytes below 0x20 and 0x7f). The apply rule and the API check it alike.
+bool IsValidLookupFileName(std::string_view name);
 
 struct SegmentRecord {
   SegmentId id;           // assigned by the apply rule
@@ -313,12 +322,27 @@ struct BucketObjectsCollected {
   std::vector<BucketSegmentFile> files;
 };
 
+// Stores the lookup file `name` of `repo` with `content`, replacing one of that name. Rejected
+// for an unknown repository or a name that is not IsValidLookupFileName. The content's size and
+// shape are the API's to check (the rule takes what was accepted).
+struct PutLookupFile {
+  std::string repo;
+  std::string name;
+  std::string content;
+};
+// Removes the lookup file `name` of `repo`. Rejected for an unknown repository or file.
+struct DeleteLookupFile {
+  std::string repo;
+  std::string name;
+};
+
 using GlobalEvent =
     std::variant<SetClusterId, CreateRepo, AddIngestToken, AddApiToken, ClaimPartition,
                  RegisterSegment, AdvanceReplayPoint, SetTruncationPoint, RemoveSegments,
                  SetClusterSecret, RegisterNode, AddSegmentReplica, RemoveSegmentReplica,
                  StageMerge, CommitMerge, SetReplicationFactor, SetRetention, ReplaceSegment,
-                 SetBucket, SegmentUploaded, BeginRecovery, BucketObjectsCollected>;
+                 SetBucket, SegmentUploaded, BeginRecovery, BucketObjectsCollected, PutLookupFile,
+                 DeleteLookupFile>;
 
 std::string EncodeGlobalEvent(const GlobalEvent& ev);
 Result<GlobalEvent> DecodeGlobalEvent(std::string_view data);

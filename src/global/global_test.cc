@@ -155,6 +155,8 @@ std::vector<GlobalEvent> OneOfEach() {
       SegmentUploaded{SegmentId(12)},
       BeginRecovery{3},
       BucketObjectsCollected{NodeId(3), -7, {{"p0-e1-o0-i0.seg", 1234}, {"\x00odd", 0}}},
+      PutLookupFile{"web", "users.csv", std::string("userid,name\n1,chr\n\x00", 19)},
+      DeleteLookupFile{"web", "users.csv"},
   };
 }
 
@@ -511,6 +513,19 @@ std::string V4Suffix(const GlobalState& s) {
   return out;
 }
 
+// The bytes snapshot v7 appends to v6 (FORMAT.md), written independently of the encoder.
+std::string V7Suffix(const GlobalState& s) {
+  std::string out;
+  for (const auto& [name, repo] : s.repos) {
+    PutVarint64(&out, repo.lookup_files.size());
+    for (const auto& [file, content] : repo.lookup_files) {
+      PutLengthPrefixed(&out, file);
+      PutLengthPrefixed(&out, content);
+    }
+  }
+  return out;
+}
+
 // The bytes snapshot v5 appends to v4 (FORMAT.md), written independently of the encoder.
 std::string V5Suffix(const GlobalState& s) {
   std::string out;
@@ -548,11 +563,18 @@ GlobalState WithClearTokens(GlobalState s, const std::string& secret, GlobalStat
 TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   GlobalState hashed;
   GlobalState s = WithClearTokens(Populated(), "", &hashed);
-  const std::string v6 = EncodeGlobalState(hashed);
-  ASSERT_EQ(v6[4], 6);
+  const std::string v7 = EncodeGlobalState(hashed);
+  ASSERT_EQ(v7[4], 7);
+  // v6 = v7 without the v7 suffix (no lookup files: one 0x00 count per repository).
+  const std::string suffix7 = V7Suffix(hashed);
+  ASSERT_EQ(suffix7, std::string(hashed.repos.size(), '\0'));
+  std::string body6 = v7.substr(0, v7.size() - 4);
+  ASSERT_EQ(body6.substr(body6.size() - suffix7.size()), suffix7);
+  body6 = body6.substr(0, body6.size() - suffix7.size());
+  body6[4] = 6;
   // Version 5 is version 6's layout with the tokens in clear.
   std::string body5 = EncodeGlobalState(s);
-  body5 = body5.substr(0, body5.size() - 4);
+  body5 = body5.substr(0, body5.size() - 4 - suffix7.size());
   body5[4] = 5;
   const std::string v5 = WithCrc(body5);
   // v4 = v5 without the v5 suffix (an empty GC report); v3 = v4 without the v4 suffix; v2 = v3
@@ -574,10 +596,11 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   v2[4] = 2;
   std::string v1 = v2.substr(0, v2.size() - 1);
   v1[4] = 1;
-  for (const std::string& old : {WithCrc(v1), WithCrc(v2), WithCrc(v3), WithCrc(body), v5}) {
+  for (const std::string& old :
+       {WithCrc(v1), WithCrc(v2), WithCrc(v3), WithCrc(body), v5, WithCrc(body6)}) {
     Result<GlobalState> dec = DecodeGlobalState(old);
     ASSERT_TRUE(dec.ok()) << "version " << int(old[4]) << ": " << dec.status().ToString();
-    EXPECT_EQ(EncodeGlobalState(*dec), v6) << "version " << int(old[4]);
+    EXPECT_EQ(EncodeGlobalState(*dec), v7) << "version " << int(old[4]);
     EXPECT_EQ(IngestRepoForToken(*dec, "t2"), "web") << "version " << int(old[4]);
     EXPECT_TRUE(IsApiToken(*dec, "a1"));
     EXPECT_TRUE(dec->cluster_secret_verifier.empty());
@@ -593,16 +616,20 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
     EXPECT_EQ(dec->recovery.generation, 0u);
     EXPECT_EQ(dec->recovery.snapshot_applied_through, Offset(-1));
     EXPECT_TRUE(dec->recovery.lost.empty());
+    for (const auto& [name, repo] : dec->repos) EXPECT_TRUE(repo.lookup_files.empty());
   }
   // An older version header on v5 bytes leaves trailing bytes; a v5 header on v4 bytes or a v4
-  // header on v3 bytes is truncated; a v6 header on clear tokens is no hash; versions 0 and 7 are
-  // refused.
-  for (char version : {0, 1, 2, 3, 4, 6, 7}) {
+  // header on v3 bytes is truncated; a v6 or v7 header on clear tokens is no hash; versions 0 and
+  // 8 are refused; a v7 header on v6 bytes is truncated.
+  for (char version : {0, 1, 2, 3, 4, 6, 7, 8}) {
     std::string wrong = body5;
     wrong[4] = version;
     EXPECT_EQ(DecodeGlobalState(WithCrc(wrong)).status().code(), StatusCode::kCorruption)
         << "version " << int(version);
   }
+  std::string short7 = body6;
+  short7[4] = 7;
+  EXPECT_EQ(DecodeGlobalState(WithCrc(short7)).status().code(), StatusCode::kCorruption);
   std::string short5 = body;
   short5[4] = 5;
   EXPECT_EQ(DecodeGlobalState(WithCrc(short5)).status().code(), StatusCode::kCorruption);
@@ -618,7 +645,7 @@ TEST(GlobalCodec, OldSnapshotSecretBecomesAVerifier) {
   GlobalState hashed;
   GlobalState s = WithClearTokens(Populated(), "old-secret", &hashed);
   std::string body5 = EncodeGlobalState(s);
-  body5 = body5.substr(0, body5.size() - 4);
+  body5 = body5.substr(0, body5.size() - 4 - V7Suffix(s).size());
   body5[4] = 5;
   Result<GlobalState> dec = DecodeGlobalState(WithCrc(body5));
   ASSERT_TRUE(dec.ok()) << dec.status().ToString();
@@ -741,7 +768,7 @@ TEST(GlobalCodec, BucketAndRecoveryStateRoundTrips) {
   const std::string enc = EncodeGlobalState(s);
   // The v4 fields are laid out as FORMAT.md says, at the end of the body.
   const std::string body = enc.substr(0, enc.size() - 4);
-  const std::string suffix = V4Suffix(s) + V5Suffix(s);
+  const std::string suffix = V4Suffix(s) + V5Suffix(s) + V7Suffix(s);
   ASSERT_GT(body.size(), suffix.size());
   EXPECT_EQ(body.substr(body.size() - suffix.size()), suffix);
 
@@ -791,7 +818,7 @@ TEST(GlobalCodec, UploadedFlagOtherThanZeroOrOneIsCorruption) {
   const std::string enc = EncodeGlobalState(s);
   const std::string body = enc.substr(0, enc.size() - 4);
   // The first byte of the v4 suffix is segment 1's uploaded flag (1).
-  const size_t flag = body.size() - V4Suffix(s).size() - V5Suffix(s).size();
+  const size_t flag = body.size() - V4Suffix(s).size() - V5Suffix(s).size() - V7Suffix(s).size();
   ASSERT_EQ(body[flag], 1);
   std::string bad = body;
   bad[flag] = 2;
@@ -930,6 +957,81 @@ TEST(GlobalApply, CommitMergeRefusedWhenAnInputWasRemoved) {
   ASSERT_TRUE(ApplyGlobalEvent(&s, StageMerge{out, {SegmentId(1)}}, &id).ok());
   ASSERT_TRUE(ApplyGlobalEvent(&s, RemoveSegments{{SegmentId(1)}}).ok());  // retention
   ExpectRejected(&s, CommitMerge{id});
+}
+
+TEST(GlobalApply, LookupFiles) {
+  GlobalState s = Populated();
+  ExpectRejected(&s, PutLookupFile{"nope", "a.csv", "x\n"});
+  for (const std::string& bad :
+       std::vector<std::string>{"", ".", "..", "a/b.csv", "a\\b", "a\nb", "a\x7f",
+                                std::string(kMaxLookupFileNameBytes + 1, 'f')}) {
+    ExpectRejected(&s, PutLookupFile{"web", bad, "x\n"});
+  }
+  ExpectRejected(&s, DeleteLookupFile{"web", "a.csv"});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutLookupFile{"web", "a.csv", "userid,name\n1,chr\n"}).ok());
+  ASSERT_TRUE(
+      ApplyGlobalEvent(&s, PutLookupFile{"web", std::string(kMaxLookupFileNameBytes, 'f'), ""})
+          .ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutLookupFile{"db", "a.csv", "{}"}).ok());
+  // A second upload replaces the content; files are per repository.
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutLookupFile{"web", "a.csv", "userid,name\n2,krab\n"}).ok());
+  EXPECT_EQ(s.repos.at("web").lookup_files.at("a.csv"), "userid,name\n2,krab\n");
+  EXPECT_EQ(s.repos.at("web").lookup_files.size(), 2u);
+  EXPECT_EQ(s.repos.at("db").lookup_files.at("a.csv"), "{}");
+  ExpectRejected(&s, DeleteLookupFile{"nope", "a.csv"});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, DeleteLookupFile{"web", "a.csv"}).ok());
+  ExpectRejected(&s, DeleteLookupFile{"web", "a.csv"});
+  EXPECT_EQ(s.repos.at("web").lookup_files.count("a.csv"), 0u);
+  EXPECT_EQ(s.repos.at("db").lookup_files.size(), 1u);
+  // The files are in the snapshot (v7) and come back from it.
+  const std::string enc = EncodeGlobalState(s);
+  Result<GlobalState> dec = DecodeGlobalState(enc);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_EQ(dec->repos.at("db").lookup_files, s.repos.at("db").lookup_files);
+  EXPECT_EQ(dec->repos.at("web").lookup_files, s.repos.at("web").lookup_files);
+  EXPECT_EQ(EncodeGlobalState(*dec), enc);
+  std::string body = enc.substr(0, enc.size() - 4);
+  EXPECT_EQ(body.substr(body.size() - V7Suffix(s).size()), V7Suffix(s));
+}
+
+TEST(GlobalCodec, LookupFileEventsHaveTheDocumentedBytes) {
+  // FORMAT.md: type 23 = str repo, str name, str content; type 24 = str repo, str name; version 1.
+  std::string put = "GE";
+  put.push_back(1);
+  put.push_back(23);
+  PutLengthPrefixed(&put, "web");
+  PutLengthPrefixed(&put, "u.csv");
+  PutLengthPrefixed(&put, "a,b\n");
+  EXPECT_EQ(EncodeGlobalEvent(PutLookupFile{"web", "u.csv", "a,b\n"}), WithCrc(put));
+  std::string del = "GE";
+  del.push_back(1);
+  del.push_back(24);
+  PutLengthPrefixed(&del, "web");
+  PutLengthPrefixed(&del, "u.csv");
+  EXPECT_EQ(EncodeGlobalEvent(DeleteLookupFile{"web", "u.csv"}), WithCrc(del));
+  Result<GlobalEvent> dec = DecodeGlobalEvent(WithCrc(put));
+  ASSERT_TRUE(dec.ok());
+  EXPECT_EQ(std::get<PutLookupFile>(*dec).content, "a,b\n");
+}
+
+TEST(GlobalCodec, SnapshotLookupFileNamesAreCheckedAndOrdered) {
+  GlobalState s = Populated();
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutLookupFile{"web", "a.csv", "1"}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutLookupFile{"web", "b.csv", "2"}).ok());
+  const std::string enc = EncodeGlobalState(s);
+  std::string body = enc.substr(0, enc.size() - 4);
+  // Swap the two names: out of order. Rename one to "a/b.csv"'s length twin "a/csv": invalid.
+  std::string swapped = body;
+  const size_t a = swapped.rfind("a.csv"), b = swapped.rfind("b.csv");
+  ASSERT_NE(a, std::string::npos);
+  ASSERT_NE(b, std::string::npos);
+  swapped[a] = 'b';
+  swapped[b] = 'a';
+  EXPECT_EQ(DecodeGlobalState(WithCrc(swapped)).status().code(), StatusCode::kCorruption);
+  std::string invalid = body;
+  invalid[a + 1] = '/';
+  EXPECT_EQ(DecodeGlobalState(WithCrc(invalid)).status().code(), StatusCode::kCorruption);
+  EXPECT_TRUE(DecodeGlobalState(WithCrc(body)).ok());
 }
 
 TEST(GlobalApply, RetentionAndReplaceSegment) {

@@ -22,6 +22,8 @@ class RE2;
 
 namespace sediment::query {
 
+struct MatchTable;  // query/lookup.h
+
 // ---- filters ----
 
 struct FilterNode {
@@ -129,6 +131,8 @@ struct Stage {
     kDrop,        // drop([fields])
     kRename,      // rename(field, as) / rename(field=[[a, b], ...]): `renames`
     kSelect,      // select([fields]): keep only those fields, in that order
+    kMatch,       // match(file, field, column, include, strict): `match_table` looked up by
+                  // `field`; a match adds the table's included columns, `strict` drops the rest
     // Collecting stages: need their whole input; the first one is computed as partial states
     // on the nodes that read the data and merged at the coordinator.
     kHead,       // head(limit=200): the oldest records
@@ -176,6 +180,7 @@ struct Stage {
   std::string timezone = "UTC";      // kFormatTime: "UTC"/"Z" or a fixed offset like "+02:00"
   std::vector<CaseBranch> branches;  // kCase
   std::vector<std::pair<std::string, std::string>> renames;  // kRename: from, to
+  std::shared_ptr<const MatchTable> match_table;             // kMatch (built while compiling)
   std::vector<std::string> fields;  // kDrop/kSelect/kTable columns; kSort keys; group keys
                                     // (kGroupBy/kTop; kBucket: the series field, if any)
   int64_t limit = 200;              // kHead/kTail/kSort/kTable rows; kGroupBy groups; kTop rows;

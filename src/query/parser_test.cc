@@ -123,6 +123,8 @@ std::string StageString(const Stage& st) {
       return "length " + st.field + " as=" + st.as;
     case K::kSplit:
       return "split " + st.field;
+    case K::kMatch:
+      return "match field=" + st.field + (st.strict ? "" : " nonstrict");
     case K::kDrop:
       return "drop " + Join(st.fields);
     case K::kRename: {

@@ -26,6 +26,7 @@
 
 #include "common/coding.h"
 #include "query/functions/transforms.h"
+#include "query/lookup.h"
 #include "query/text_util.h"
 
 namespace sediment::query {
@@ -776,6 +777,8 @@ bool ApplyTransformInPlace(const Stage& st, Record& r) {
     case SK::kSelect:
       functions::ApplySelect(st, r);
       return true;
+    case SK::kMatch:
+      return ApplyMatch(st, r);
     default:
       // kCase and kSplit go through ApplyTransform; not a transform: the record passes unchanged.
       return true;

@@ -10,6 +10,8 @@ import pytest
 
 import corpus as c
 
+pytest_plugins = ["pytester"]  # test_xfail_mark_accepts_only_a_mismatch runs a pytest of its own
+
 
 def parse(tmp_path: Path, text: str) -> list[c.Case]:
     p = tmp_path / "t.test"
@@ -177,3 +179,47 @@ def test_the_corpus_parses():
     cases = c.load_cases(Path(__file__).resolve().parent / "cases")
     assert len(cases) >= 150
     assert len({x.id for x in cases}) == len(cases)
+
+
+def test_xfail_marks_only_the_next_case(tmp_path):
+    cases = parse(tmp_path, "dataset web\n\n# why\nxfail createEvents() is not implemented\nquery count\nfoo\n----\n1\n\n"
+                            "query count\nbar\n----\n2\n")
+    assert [(x.query, x.xfail) for x in cases] == [("foo", "createEvents() is not implemented"), ("bar", "")]
+
+
+@pytest.mark.parametrize("text, where", [
+    ("dataset web\nxfail\nquery count\nfoo\n----\n1\n", "want: xfail REASON"),
+    ("dataset web\nxfail soon\n", "must be followed by the query"),
+    ("dataset web\nxfail soon\ndataset kv\nquery count\nfoo\n----\n1\n", "must be followed by the query"),
+    ("dataset web\nxfail soon\nxfail twice\nquery count\nfoo\n----\n1\n", "must be followed by the query"),
+])
+def test_malformed_xfail_names_the_problem(tmp_path, text, where):
+    with pytest.raises(c.CorpusError, match=where):
+        parse(tmp_path, text)
+
+
+def test_xfail_mark_accepts_only_a_mismatch(pytester):
+    """The mark test_corpus.py gives an xfail case (xfail_mark): a mismatch (CaseMismatch) is an expected
+    failure, a pass fails (strict), any other failure (a 5xx) fails."""
+    pytester.syspathinsert(str(Path(c.__file__).parent))
+    pytester.makepyfile(test_marks="""
+        import pytest
+        import corpus as c
+        from test_corpus import xfail_mark
+
+        mark = xfail_mark("r")
+
+        @mark
+        def test_mismatch():
+            raise c.CaseMismatch("differs")
+
+        @mark
+        def test_passes():
+            pass
+
+        @mark
+        def test_server_error():
+            pytest.fail("HTTP 500")
+    """)
+    r = pytester.runpytest("-p", "no:cacheprovider")
+    r.assert_outcomes(xfailed=1, failed=2)

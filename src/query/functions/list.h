@@ -35,6 +35,7 @@
   X(kLower)      /* lower_length.cc */                                       \
   X(kLength)     /* lower_length.cc */                                       \
   X(kSplit)      /* split.cc */                                              \
+  X(kMatch)      /* match.cc */                                              \
   X(kExprLower)  /* expression_functions.cc: the functions of expressions */ \
   X(kExprUpper)                                                              \
   X(kExprLength)                                                             \

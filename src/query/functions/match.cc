@@ -1,0 +1,83 @@
+// match(file, field, column=field, include=all other columns, strict=true, mode=string,
+// ignoreCase=false): enriches (and with strict, filters) events with the rows of a lookup file
+// whose `column` equals the event's `field`. The file is read and indexed while the query
+// compiles, through the LookupFiles the caller of Compile gives (query/lookup.h); a per-record
+// stage.
+#include "query/functions/list.h"
+#include "query/lookup.h"
+
+namespace sediment::query::functions {
+namespace {
+
+constexpr Param kMatchParams[] = {
+    {.name = "file", .type = Type::kString, .unnamed = true, .required = true},
+    {.name = "field", .type = Type::kField, .required = true},
+    {.name = "column", .type = Type::kField},
+    {.name = "include", .type = Type::kRaw},
+    {.name = "strict", .type = Type::kBool, .default_value = "true"},
+    {.name = "mode", .type = Type::kString, .default_value = "string"},
+    {.name = "ignoreCase", .type = Type::kBool, .default_value = "false"},
+    {.name = "table", .type = Type::kUnsupported},
+    {.name = "glob", .type = Type::kUnsupported},
+    {.name = "nrows", .type = Type::kUnsupported},
+    {.name = "cidr", .type = Type::kUnsupported},
+};
+
+bool Build(Call& c, Stage* st) {
+  st->kind = Stage::Kind::kMatch;
+  st->field = c.String("field");
+  st->strict = c.Bool("strict");
+  const std::string& file = c.String("file");
+  const std::string column = c.Given("column") ? c.String("column") : st->field;
+  if (c.String("mode") != "string") {
+    c.BadParam("mode", "string (glob and cidr are not supported)");
+    return false;
+  }
+  std::vector<std::string> include;
+  const bool include_all = !c.Given("include");
+  if (!include_all) {
+    for (const ArgValue* item : ItemsOf(*c.Value("include"))) {
+      if (item->kind != ArgValue::Kind::kScalar || item->text.empty()) {
+        c.BadValue("include", *item, "a column name or a list of column names");
+        return false;
+      }
+      include.push_back(item->text);
+    }
+  }
+  const size_t at = c.Value("file") ? c.Value("file")->position : c.position();
+  const LookupFiles* files = CurrentLookupFiles();
+  if (files == nullptr) {
+    c.Error(at, "match(): no lookup files here (upload them to the repository)");
+    return false;
+  }
+  Result<std::string> content = files->Read(file);
+  if (!content.ok()) {
+    c.Error(at, "match(): " + content.status().message());
+    return false;
+  }
+  Result<LookupTable> table = ParseLookupTable(file, *content);
+  if (!table.ok()) {
+    c.Error(at, "match(): file '" + file + "': " + table.status().message());
+    return false;
+  }
+  auto built =
+      BuildMatchTable(*table, column, std::move(include), include_all, c.Bool("ignoreCase"));
+  if (!built.ok()) {
+    c.Error(at, "match(): file '" + file + "': " + built.status().message());
+    return false;
+  }
+  st->match_table = std::move(*built);
+  return true;
+}
+
+}  // namespace
+
+const Function kMatch = {
+    .name = "match",
+    .kind = Kind::kTransform,
+    .params = kMatchParams,
+    .doc = "events enriched with the lookup file's row whose column equals the field",
+    .stage = &Build,
+};
+
+}  // namespace sediment::query::functions

@@ -1,0 +1,199 @@
+// Lookup files for match(): the compile-time scope, the CSV/JSON table parser and the per-record
+// step (lookup.h).
+#include "query/lookup.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "query/compiled.h"
+#include "query/query.h"
+#include "query/record.h"
+
+namespace sediment::query {
+namespace {
+
+thread_local const LookupFiles* t_files = nullptr;
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool EndsWithNoCase(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && Lower(s.substr(s.size() - suffix.size())) == suffix;
+}
+
+Result<LookupTable> ParseCsv(std::string_view in) {
+  std::vector<std::vector<std::string>> records;
+  std::vector<std::string> record;
+  std::string cell;
+  bool quoted = false, in_quotes = false, any = false;
+  auto end_cell = [&] {
+    record.push_back(std::move(cell));
+    cell.clear();
+    quoted = false;
+  };
+  auto end_record = [&] {
+    end_cell();
+    if (!(record.size() == 1 && record[0].empty())) records.push_back(std::move(record));
+    record.clear();
+  };
+  for (size_t i = 0; i < in.size(); ++i) {
+    const char c = in[i];
+    any = true;
+    if (in_quotes) {
+      if (c == '"') {
+        if (i + 1 < in.size() && in[i + 1] == '"') {
+          cell.push_back('"');
+          ++i;
+        } else {
+          in_quotes = false;
+        }
+      } else {
+        cell.push_back(c);
+      }
+      continue;
+    }
+    if (c == '"' && cell.empty() && !quoted) {
+      in_quotes = quoted = true;
+    } else if (c == ',') {
+      end_cell();
+    } else if (c == '\n') {
+      end_record();
+    } else if (c == '\r' && i + 1 < in.size() && in[i + 1] == '\n') {
+      // CRLF: the '\n' ends the record
+    } else {
+      cell.push_back(c);
+    }
+  }
+  if (in_quotes) return Status::InvalidArgument("CSV: a quoted value is not closed");
+  if (any && (!cell.empty() || !record.empty())) end_record();
+  if (records.empty()) return Status::InvalidArgument("CSV: no header line");
+  LookupTable t;
+  t.columns = std::move(records.front());
+  t.rows.assign(std::make_move_iterator(records.begin() + 1),
+                std::make_move_iterator(records.end()));
+  return t;
+}
+
+Result<LookupTable> ParseJson(std::string_view in) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  simdjson::dom::array rows;
+  if (parser.parse(in.data(), in.size()).get(doc) || doc.get_array().get(rows)) {
+    return Status::InvalidArgument("JSON: match() reads a JSON array of objects");
+  }
+  LookupTable t;
+  std::unordered_map<std::string, size_t> index;
+  std::vector<std::vector<std::pair<size_t, std::string>>> cells;
+  for (simdjson::dom::element row : rows) {
+    simdjson::dom::object obj;
+    if (row.get_object().get(obj)) {
+      return Status::InvalidArgument("JSON: every element of the array must be an object");
+    }
+    auto& out = cells.emplace_back();
+    for (auto [key, value] : obj) {
+      std::string text;
+      std::string_view sv;
+      if (!value.get_string().get(sv)) {
+        text = std::string(sv);
+      } else if (value.is_object() || value.is_array()) {
+        return Status::InvalidArgument("JSON: values must be strings, numbers or booleans");
+      } else if (value.is_null()) {
+        continue;
+      } else {
+        text = simdjson::minify(value);
+      }
+      auto [it, added] = index.emplace(std::string(key), t.columns.size());
+      if (added) t.columns.emplace_back(key);
+      out.emplace_back(it->second, std::move(text));
+    }
+  }
+  for (auto& row : cells) {
+    std::vector<std::string> r(t.columns.size());
+    for (auto& [col, text] : row) r[col] = std::move(text);
+    t.rows.push_back(std::move(r));
+  }
+  return t;
+}
+
+}  // namespace
+
+const LookupFiles* CurrentLookupFiles() { return t_files; }
+
+Result<std::shared_ptr<const CompiledQuery>> Compile(std::string_view text,
+                                                     const LookupFiles* files) {
+  const LookupFiles* outer = t_files;
+  t_files = files;
+  auto result = Compile(text);
+  t_files = outer;
+  return result;
+}
+
+Result<LookupTable> ParseLookupTable(std::string_view name, std::string_view content) {
+  if (EndsWithNoCase(name, ".csv")) return ParseCsv(content);
+  if (EndsWithNoCase(name, ".json")) return ParseJson(content);
+  return Status::InvalidArgument("lookup file '" + std::string(name) +
+                                 "': the name must end in .csv or .json");
+}
+
+Result<std::shared_ptr<const MatchTable>> BuildMatchTable(const LookupTable& table,
+                                                          const std::string& column,
+                                                          std::vector<std::string> include,
+                                                          bool include_all, bool ignore_case) {
+  auto col_of = [&](const std::string& name) -> std::optional<size_t> {
+    auto it = std::find(table.columns.begin(), table.columns.end(), name);
+    if (it == table.columns.end()) return std::nullopt;
+    return static_cast<size_t>(it - table.columns.begin());
+  };
+  std::optional<size_t> key = col_of(column);
+  if (!key) return Status::InvalidArgument("the file has no column '" + column + "'");
+  if (include_all) {
+    include.clear();
+    for (const std::string& c : table.columns) {
+      if (c != column) include.push_back(c);
+    }
+  }
+  std::vector<size_t> cols;
+  for (const std::string& name : include) {
+    std::optional<size_t> c = col_of(name);
+    if (!c) return Status::InvalidArgument("the file has no column '" + name + "' to include");
+    cols.push_back(*c);
+  }
+  auto m = std::make_shared<MatchTable>();
+  m->ignore_case = ignore_case;
+  m->include = std::move(include);
+  for (const auto& row : table.rows) {
+    if (*key >= row.size()) continue;
+    std::string k = ignore_case ? Lower(row[*key]) : row[*key];
+    if (m->rows.count(k)) continue;  // the first row of a value wins
+    MatchTable::Row r;
+    for (size_t c : cols) {
+      r.present.push_back(c < row.size());
+      r.cells.push_back(c < row.size() ? row[c] : std::string());
+    }
+    m->rows.emplace(std::move(k), std::move(r));
+  }
+  return std::shared_ptr<const MatchTable>(std::move(m));
+}
+
+bool ApplyMatch(const Stage& st, Record& r) {
+  const MatchTable& t = *st.match_table;
+  std::string scratch;
+  std::optional<std::string_view> v = r.Get(st.field, &scratch);
+  const MatchTable::Row* row = nullptr;
+  if (v) {
+    auto it = t.ignore_case ? t.rows.find(Lower(*v)) : t.rows.find(std::string(*v));
+    if (it != t.rows.end()) row = &it->second;
+  }
+  if (!row) return !st.strict;
+  for (size_t i = 0; i < t.include.size(); ++i) {
+    if (row->present[i]) r.Set(t.include[i], Value(row->cells[i]));
+  }
+  return true;
+}
+
+}  // namespace sediment::query
