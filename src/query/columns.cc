@@ -96,6 +96,10 @@ class Needs {
         return;
       case S::kDrop:
         return;
+      case S::kFunction:
+        if (st.function_reads_all) All();
+        for (const std::string& f : st.function_fields) Field(f);
+        return;
       default:
         // kSplit reads every field under a prefix; anything new is read whole.
         All();

@@ -22,6 +22,8 @@ class RE2;
 
 namespace sediment::query {
 
+class Record;
+
 // ---- filters ----
 
 struct FilterNode {
@@ -102,6 +104,16 @@ struct Metric {
 
 // ---- stages ----
 
+// The per-record implementation of a function defined in its own file under functions/ (format(),
+// replace(), parseTimestamp(), ...): a Stage::Kind::kFunction stage holds one. Immutable once
+// built and shared by every worker: Apply must be reentrant.
+class RecordFunction {
+ public:
+  virtual ~RecordFunction() = default;
+  // Applies the function to `r`; false when `r` is dropped. Never fails on data.
+  virtual bool Apply(Record& r) const = 0;
+};
+
 struct Stage;
 struct CaseBranch {
   FilterPtr condition;        // kTrue for the `*` branch
@@ -129,6 +141,7 @@ struct Stage {
     kDrop,        // drop([fields])
     kRename,      // rename(field, as) / rename(field=[[a, b], ...]): `renames`
     kSelect,      // select([fields]): keep only those fields, in that order
+    kFunction,    // a function with its own RecordFunction (`record_function`)
     // Collecting stages: need their whole input; the first one is computed as partial states
     // on the nodes that read the data and merged at the coordinator.
     kHead,       // head(limit=200): the oldest records
@@ -183,8 +196,13 @@ struct Stage {
   bool descending = true;           // kSort
   Grouping grouping = Grouping::kNone;  // kAggregate
   std::vector<Metric> metrics;          // kAggregate (never empty)
-  int64_t span_ms = 0;       // kBucket; 0 = chosen from the query's time range (about 100
-                             // buckets, rounded to 1s/5s/10s/30s/1m/5m/10m/30m/1h/3h/12h/1d)
+  int64_t span_ms = 0;  // kBucket; 0 = chosen from the query's time range (about 100
+                        // buckets, rounded to 1s/5s/10s/30s/1m/5m/10m/30m/1h/3h/12h/1d)
+  // kFunction: the implementation, and every field it reads or writes (for the column
+  // selection of columns.h); function_reads_all: it may read any field.
+  std::shared_ptr<const RecordFunction> record_function;
+  std::vector<std::string> function_fields;
+  bool function_reads_all = false;
   std::string top_sum;       // kTop: sum this field instead of counting
   bool top_percent = false;  // kTop: add `percent`
 

@@ -132,6 +132,9 @@ std::string StageString(const Stage& st) {
     }
     case K::kSelect:
       return "select " + Join(st.fields);
+    case K::kFunction:
+      return st.function + " fields=[" + Join(st.function_fields) + "]" +
+             (st.function_reads_all ? " all" : "");
     case K::kHead:
       return "head " + std::to_string(st.limit);
     case K::kTail:

@@ -132,6 +132,10 @@ constexpr std::string_view kMonLong[] = {"January",   "February", "March",    "A
 
 }  // namespace
 
+int64_t CivilDays(int64_t year, unsigned month, unsigned day) {
+  return DaysFromCivil(year, month, day);
+}
+
 std::optional<int32_t> ParseTimezone(std::string_view tz) {
   if (tz.size() >= 3 &&
       (EqualsIgnoreCase(tz.substr(0, 3), "utc") || EqualsIgnoreCase(tz.substr(0, 3), "gmt"))) {

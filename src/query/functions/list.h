@@ -35,6 +35,19 @@
   X(kLower)      /* lower_length.cc */                                       \
   X(kLength)     /* lower_length.cc */                                       \
   X(kSplit)      /* split.cc */                                              \
+  X(kFormat)     /* format.cc */                                             \
+  X(kParseTimestamp) /* parse_timestamp.cc */                                \
+  X(kTest)       /* test.cc */                                               \
+  X(kReplace)    /* replace.cc */                                            \
+  X(kDefault)    /* default.cc */                                            \
+  X(kCoalesce)   /* coalesce.cc */                                           \
+  X(kSplitString) /* split_string.cc */                                      \
+  X(kConcatArray) /* concat_array.cc */                                      \
+  X(kLowercase)  /* lowercase.cc */                                          \
+  X(kUpper)      /* upper.cc */                                              \
+  X(kUrlDecode)  /* decode.cc */                                             \
+  X(kBase64Decode) /* decode.cc */                                           \
+  X(kDropEvent)  /* drop_event.cc */                                         \
   X(kExprLower)  /* expression_functions.cc: the functions of expressions */ \
   X(kExprUpper)                                                              \
   X(kExprLength)                                                             \
