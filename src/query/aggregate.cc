@@ -724,7 +724,16 @@ struct MetricSpec {
   bool distinct = false;            // kCount with a field
   std::vector<double> percentiles;  // kPercentile
   std::vector<std::string> names;   // output field(s)
+  std::string separator;            // kCollect
+  int64_t limit = 0;                // kCollect
   bool IsDistinct() const { return kind == Metric::Kind::kCount && distinct && !field.empty(); }
+  // The state is a set of distinct values (sets_): count(distinct=true), collect().
+  bool UsesSet() const { return IsDistinct() || kind == Metric::Kind::kCollect; }
+  // The state is the list of numeric values (pvals_): percentile(), stdDev(), range().
+  bool UsesValues() const {
+    return kind == Metric::Kind::kPercentile || kind == Metric::Kind::kStdDev ||
+           kind == Metric::Kind::kRange;
+  }
 };
 
 // Wire codes of groupings and metric kinds (WIRE.md), independent of the enums' order.
@@ -755,6 +764,12 @@ uint8_t WireKind(Metric::Kind k) {
       return 4;
     case Metric::Kind::kPercentile:
       return 5;
+    case Metric::Kind::kStdDev:
+      return 6;
+    case Metric::Kind::kRange:
+      return 7;
+    case Metric::Kind::kCollect:
+      return 8;
   }
   return 255;
 }
@@ -771,7 +786,12 @@ std::string DefaultName(Metric::Kind k) {
       return "_min";
     case Metric::Kind::kMax:
       return "_max";
+    case Metric::Kind::kStdDev:
+      return "_stddev";
+    case Metric::Kind::kRange:
+      return "_range";
     case Metric::Kind::kPercentile:
+    case Metric::Kind::kCollect:
       return "";
   }
   return "";
@@ -786,6 +806,10 @@ MetricSpec SpecOf(const Metric& m) {
     s.percentiles = m.percentiles;
     if (s.percentiles.empty()) s.percentiles = {50, 75, 99};
     for (double p : s.percentiles) s.names.push_back(m.as + "_" + FormatPercentile(p));
+  } else if (m.kind == Metric::Kind::kCollect) {
+    s.names.push_back(m.as.empty() ? m.field : m.as);
+    s.separator = m.separator;
+    s.limit = m.limit;
   } else {
     s.names.push_back(m.as.empty() ? DefaultName(m.kind) : m.as);
   }
@@ -1029,10 +1053,10 @@ class AggregateCollector final : public Collector {
     accs_.resize(accs_.size() + stride());
     Acc* a = AccsOf(g);
     for (size_t m = 0; m < stride(); ++m) {
-      if (metrics_[m].IsDistinct()) {
+      if (metrics_[m].UsesSet()) {
         a[m].aux = static_cast<uint32_t>(sets_.size());
         sets_.emplace_back();
-      } else if (metrics_[m].kind == Metric::Kind::kPercentile) {
+      } else if (metrics_[m].UsesValues()) {
         a[m].aux = static_cast<uint32_t>(pvals_.size());
         pvals_.emplace_back();
       }
@@ -1091,6 +1115,10 @@ class AggregateCollector final : public Collector {
         }
         continue;
       }
+      if (spec.kind == Metric::Kind::kCollect) {
+        AddDistinct(a[m], *v);
+        continue;
+      }
       Num x;
       if (!ParseNum(*v, &x)) continue;
       switch (spec.kind) {
@@ -1105,11 +1133,14 @@ class AggregateCollector final : public Collector {
           AddBest(a[m], x, true);
           break;
         case Metric::Kind::kPercentile:
-          pvals_[a[m].aux].push_back(x.d);
+        case Metric::Kind::kStdDev:
+        case Metric::Kind::kRange:
+          pvals_[a[m].aux].push_back(x.is_int ? static_cast<double>(x.i) : x.d);
           ++a[m].n;
           bytes_ += sizeof(double);
           break;
         case Metric::Kind::kCount:
+        case Metric::Kind::kCollect:
           break;
       }
     }
@@ -1120,7 +1151,7 @@ class AggregateCollector final : public Collector {
     Acc* b = o->AccsOf(og);
     for (size_t m = 0; m < stride(); ++m) {
       const MetricSpec& spec = metrics_[m];
-      if (spec.IsDistinct()) {
+      if (spec.UsesSet()) {
         StringSet& src = o->sets_[b[m].aux];
         StringSet& dst = sets_[a[m].aux];
         size_t moved = 0;
@@ -1150,7 +1181,11 @@ class AggregateCollector final : public Collector {
             a[m].n = n + b[m].n;
           }
           break;
-        case Metric::Kind::kPercentile: {
+        case Metric::Kind::kCollect:
+          break;  // a set: merged above
+        case Metric::Kind::kPercentile:
+        case Metric::Kind::kStdDev:
+        case Metric::Kind::kRange: {
           std::vector<double>& dst = pvals_[a[m].aux];
           std::vector<double>& src = o->pvals_[b[m].aux];
           dst.insert(dst.end(), src.begin(), src.end());
@@ -1181,6 +1216,10 @@ class AggregateCollector final : public Collector {
         SetColumn(row, spec.names[0], Value(count));
         continue;
       }
+      if (spec.kind == Metric::Kind::kCollect) {
+        AppendCollected(spec, m, groups, row);
+        continue;
+      }
       Acc sum;
       std::vector<double> merged;
       std::vector<double>* vals = &merged;
@@ -1206,7 +1245,11 @@ class AggregateCollector final : public Collector {
               sum.n = n + a.n;
             }
             break;
+          case Metric::Kind::kCollect:
+            break;
           case Metric::Kind::kPercentile:
+          case Metric::Kind::kStdDev:
+          case Metric::Kind::kRange:
             if (groups.size() == 1) {
               vals = &pvals_[a.aux];
             } else {
@@ -1250,8 +1293,53 @@ class AggregateCollector final : public Collector {
             }
           }
           break;
+        case Metric::Kind::kStdDev:
+          if (!vals->empty()) {
+            // Population standard deviation, two passes for accuracy.
+            const double n = static_cast<double>(vals->size());
+            double mean = 0;
+            for (double v : *vals) mean += v;
+            mean /= n;
+            double sq = 0;
+            for (double v : *vals) sq += (v - mean) * (v - mean);
+            SetColumn(row, spec.names[0], Value(std::sqrt(sq / n)));
+          }
+          break;
+        case Metric::Kind::kRange:
+          if (!vals->empty()) {
+            auto [lo, hi] = std::minmax_element(vals->begin(), vals->end());
+            const double r = *hi - *lo;
+            SetColumn(row, spec.names[0],
+                      FitsInt64Exactly(r) ? Value(static_cast<int64_t>(r)) : Value(r));
+          }
+          break;
+        case Metric::Kind::kCollect:
+          break;
       }
     }
+  }
+
+  // collect(): the distinct values of metric m over `groups`, in ascending byte order, the first
+  // spec.limit of them joined by spec.separator (nothing when there are none).
+  void AppendCollected(const MetricSpec& spec, size_t m, const std::vector<uint32_t>& groups,
+                       Row* row) {
+    std::vector<std::string_view> all;
+    for (uint32_t g : groups) {
+      for (const std::string& v : sets_[AccsOf(g)[m].aux]) all.push_back(v);
+    }
+    if (all.empty()) return;
+    std::sort(all.begin(), all.end());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+    if (spec.limit > 0 && all.size() > static_cast<size_t>(spec.limit)) all.resize(spec.limit);
+    std::string out;
+    for (size_t k = 0; k < all.size(); ++k) {
+      if (k > 0) out += spec.separator;
+      out += all[k];
+    }
+    SetColumn(row, spec.names[0], Value(std::move(out)));
+  }
+  static bool FitsInt64Exactly(double d) {
+    return std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 9007199254740992.0;
   }
 
   std::vector<Row> FinishGroupBy(std::vector<std::string>* warnings);
@@ -1303,7 +1391,7 @@ void AggregateCollector::Encode(std::string* out) const {
     const Acc* a = AccsOf(g);
     for (size_t m = 0; m < stride(); ++m) {
       const MetricSpec& spec = metrics_[m];
-      if (spec.IsDistinct()) {
+      if (spec.UsesSet()) {
         const StringSet& set = sets_[a[m].aux];
         values.clear();
         for (const std::string& s : set) values.push_back(&s);
@@ -1338,7 +1426,11 @@ void AggregateCollector::Encode(std::string* out) const {
             }
           }
           break;
-        case Metric::Kind::kPercentile: {
+        case Metric::Kind::kCollect:
+          break;  // a set: encoded above
+        case Metric::Kind::kPercentile:
+        case Metric::Kind::kStdDev:
+        case Metric::Kind::kRange: {
           const std::vector<double>& vals = pvals_[a[m].aux];
           PutVarint64(out, vals.size());
           for (double d : vals) PutDouble(out, d);
@@ -1393,7 +1485,7 @@ Status AggregateCollector::Decode(std::string_view bytes) {
     Acc* a = AccsOf(g);
     for (size_t m = 0; m < stride(); ++m) {
       const MetricSpec& spec = metrics_[m];
-      if (spec.IsDistinct()) {
+      if (spec.UsesSet()) {
         uint64_t n;
         if (!in.Count(&n, 1)) return Malformed("truncated distinct value set");
         StringSet& set = sets_[a[m].aux];
@@ -1451,7 +1543,11 @@ Status AggregateCollector::Decode(std::string_view bytes) {
             }
           }
           break;
-        case Metric::Kind::kPercentile: {
+        case Metric::Kind::kCollect:
+          break;  // a set: decoded above
+        case Metric::Kind::kPercentile:
+        case Metric::Kind::kStdDev:
+        case Metric::Kind::kRange: {
           if (!in.Fits(n, 8)) return Malformed("truncated percentile values");
           std::vector<double>& vals = pvals_[a[m].aux];
           vals.reserve(n);

@@ -444,6 +444,42 @@ TEST(AggregateTest, PercentilesAreNearestRankWithLogScaleNames) {
       << Show(o.rows);
 }
 
+// stdDev, range and collect: split over two collectors, merged once directly and once after a
+// wire round trip of each part, give the answer of one collector over all the input.
+TEST(AggregateTest, StdDevRangeCollectMergeAndRoundTrip) {
+  CollectorContext ctx;
+  Metric collect = M(Metric::Kind::kCollect, "s");
+  collect.separator = ",";
+  collect.limit = 3;
+  Metric all = M(Metric::Kind::kCollect, "s");
+  all.as = "every";
+  Stage st = Agg(Stage::Grouping::kNone, {},
+                 {M(Metric::Kind::kStdDev, "x"), M(Metric::Kind::kRange, "x"), collect, all});
+  const int64_t xs[] = {2, 4, 4, 4, 5, 5, 7, 9};  // mean 5, population stddev 2
+  const char* ss[] = {"d", "b", "a", "b", "e", "c", "a", "d"};
+  auto one = NewCollector(st, ctx);
+  auto left = NewCollector(st, ctx), right = NewCollector(st, ctx);
+  for (int i = 0; i < 8; ++i) {
+    Record r = R({{"x", xs[i]}, {"s", std::string(ss[i])}}, Key(i));
+    one->Add(r);
+    (i % 2 ? right : left)->Add(r);
+  }
+  const Row want = {{"_stddev", 2.0},
+                    {"_range", int64_t{7}},
+                    {"s", std::string("a,b,c")},
+                    {"every", std::string("a\nb\nc\nd\ne")}};
+  EXPECT_EQ(Finish(*one).rows, std::vector<Row>{want}) << Show(Finish(*one).rows);
+  auto l2 = RoundTrip(*left, &st, ctx), r2 = RoundTrip(*right, &st, ctx);
+  ASSERT_TRUE(l2 && r2);
+  l2->Merge(*r2);
+  EXPECT_EQ(Finish(*l2).rows, std::vector<Row>{want}) << Show(Finish(*l2).rows);
+  left->Merge(*right);
+  EXPECT_EQ(Finish(*left).rows, std::vector<Row>{want});
+  // No value: the metrics are missing.
+  auto empty = NewCollector(st, ctx);
+  EXPECT_EQ(Finish(*empty).rows, std::vector<Row>{Row{}});
+}
+
 // ---------- groupBy ----------
 
 TEST(GroupByTest, RowsPerCombinationInKeyOrder) {

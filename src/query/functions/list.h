@@ -15,6 +15,9 @@
   X(kMin)        /* numeric_metrics.cc */                                    \
   X(kMax)        /* numeric_metrics.cc */                                    \
   X(kPercentile) /* percentile.cc */                                         \
+  X(kStdDev)     /* std_dev_range.cc */                                      \
+  X(kRange)      /* std_dev_range.cc */                                      \
+  X(kCollect)    /* collect.cc */                                            \
   X(kStats)      /* stats.cc */                                              \
   X(kGroupBy)    /* group_by.cc */                                           \
   X(kTimeChart)  /* time_chart.cc */                                         \
