@@ -192,6 +192,7 @@ class Case:
     count: int = 0  # count
     status: int = 0  # error
     substrings: list[str] = field(default_factory=list)  # error
+    skip: str = ""  # a `skip REASON` line above it: the case is reported as skipped
 
     @property
     def id(self) -> str:
@@ -206,6 +207,7 @@ def parse_file(path: Path) -> list[Case]:
     lines = path.read_text(encoding="utf-8").split("\n")
     cases: list[Case] = []
     dataset: str | None = None
+    skip = ""
     start, end = parse_time(DEFAULT_RANGE[0]), parse_time(DEFAULT_RANGE[1])
     i = 0
 
@@ -226,6 +228,12 @@ def parse_file(path: Path) -> list[Case]:
             dataset = words[1]
             i += 1
             continue
+        if words[0] == "skip":
+            if len(words) < 2:
+                raise fail(lineno, "want: skip REASON")
+            skip = s[len("skip"):].strip()
+            i += 1
+            continue
         if words[0] == "range":
             if len(words) != 3:
                 raise fail(lineno, "want: range START END")
@@ -236,12 +244,13 @@ def parse_file(path: Path) -> list[Case]:
             i += 1
             continue
         if words[0] != "query":
-            raise fail(lineno, f"expected 'query', 'dataset' or 'range', found {words[0]!r}")
+            raise fail(lineno, f"expected 'query', 'dataset', 'range' or 'skip', found {words[0]!r}")
         if dataset is None:
             raise fail(lineno, "no 'dataset' line before this query")
         if len(words) < 2 or words[1] not in MODES:
             raise fail(lineno, f"want: query {{{'|'.join(MODES)}}} [start=T] [end=T]")
-        case = Case(file=name, line=lineno, dataset=dataset, mode=words[1], query="", start=start, end=end)
+        case = Case(file=name, line=lineno, dataset=dataset, mode=words[1], query="", start=start, end=end,
+                    skip=skip)
         for opt in words[2:]:
             k, _, v = opt.partition("=")
             try:

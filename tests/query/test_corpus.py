@@ -16,6 +16,8 @@ CASES = corpus_lib.load_cases(Path(__file__).resolve().parent / "cases")
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_query(corpus, case: corpus_lib.Case) -> None:
+    if case.skip:
+        pytest.skip(case.skip)
     s = corpus.server
     assert case.dataset in corpus.expected_counts, (
         f"{case.id}: no dataset {case.dataset!r} in data/ (have {sorted(corpus.expected_counts)})")

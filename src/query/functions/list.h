@@ -51,6 +51,47 @@
   X(kUrlDecode)  /* decode.cc */                                             \
   X(kBase64Decode) /* decode.cc */                                           \
   X(kDropEvent)  /* drop_event.cc */                                         \
+  X(kMathAbs) /* math.cc: math:* */                                          \
+  X(kMathCeil)                                                               \
+  X(kMathFloor)                                                              \
+  X(kMathSqrt)                                                               \
+  X(kMathCbrt)                                                               \
+  X(kMathExp)                                                                \
+  X(kMathExpm1)                                                              \
+  X(kMathLog)                                                                \
+  X(kMathLog10)                                                              \
+  X(kMathLog2)                                                               \
+  X(kMathLog1p)                                                              \
+  X(kMathSin)                                                                \
+  X(kMathCos)                                                                \
+  X(kMathTan)                                                                \
+  X(kMathArcsin)                                                             \
+  X(kMathArccos)                                                             \
+  X(kMathArctan)                                                             \
+  X(kMathSinh)                                                               \
+  X(kMathCosh)                                                               \
+  X(kMathTanh)                                                               \
+  X(kMathDeg2Rad)                                                            \
+  X(kMathRad2Deg)                                                            \
+  X(kMathPow)                                                                \
+  X(kMathArctan2)                                                            \
+  X(kTextLength) /* text.cc: text:* */                                       \
+  X(kTextSubstring)                                                          \
+  X(kTextContains)                                                           \
+  X(kTextStartsWith)                                                         \
+  X(kTextEndsWith)                                                           \
+  X(kTimeYear) /* time.cc: time:* */                                         \
+  X(kTimeMonth)                                                              \
+  X(kTimeDayOfMonth)                                                         \
+  X(kTimeHour)                                                               \
+  X(kTimeMinute)                                                             \
+  X(kTimeSecond)                                                             \
+  X(kTimeMillisecond)                                                        \
+  X(kTimeDayOfWeek)                                                          \
+  X(kTimeDayOfWeekName)                                                      \
+  X(kTimeMonthName)                                                          \
+  X(kTimeDayOfYear)                                                          \
+  X(kTimeWeekOfYear)                                                         \
   X(kExprLower)  /* expression_functions.cc: the functions of expressions */ \
   X(kExprUpper)                                                              \
   X(kExprLength)                                                             \
