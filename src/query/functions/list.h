@@ -51,6 +51,8 @@
   X(kUrlDecode)  /* decode.cc */                                             \
   X(kBase64Decode) /* decode.cc */                                           \
   X(kDropEvent)  /* drop_event.cc */                                         \
+  X(kParseUrl)   /* parse_url_csv.cc */                                      \
+  X(kParseCsv)                                                               \
   X(kMathAbs) /* math.cc: math:* */                                          \
   X(kMathCeil)                                                               \
   X(kMathFloor)                                                              \
