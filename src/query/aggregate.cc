@@ -726,6 +726,11 @@ struct MetricSpec {
   std::vector<std::string> names;   // output field(s)
   std::string separator;            // kCollect
   int64_t limit = 0;                // kCollect
+  std::vector<std::string> select;  // kSelectMax/kSelectMin/kSelectLast: the output fields
+  bool IsSelect() const {
+    return kind == Metric::Kind::kSelectMax || kind == Metric::Kind::kSelectMin ||
+           kind == Metric::Kind::kSelectLast;
+  }
   bool IsDistinct() const { return kind == Metric::Kind::kCount && distinct && !field.empty(); }
   // The state is a set of distinct values (sets_): count(distinct=true), collect().
   bool UsesSet() const { return IsDistinct() || kind == Metric::Kind::kCollect; }
@@ -770,6 +775,12 @@ uint8_t WireKind(Metric::Kind k) {
       return 7;
     case Metric::Kind::kCollect:
       return 8;
+    case Metric::Kind::kSelectMax:
+      return 9;
+    case Metric::Kind::kSelectMin:
+      return 10;
+    case Metric::Kind::kSelectLast:
+      return 11;
   }
   return 255;
 }
@@ -792,6 +803,9 @@ std::string DefaultName(Metric::Kind k) {
       return "_range";
     case Metric::Kind::kPercentile:
     case Metric::Kind::kCollect:
+    case Metric::Kind::kSelectMax:
+    case Metric::Kind::kSelectMin:
+    case Metric::Kind::kSelectLast:
       return "";
   }
   return "";
@@ -806,6 +820,10 @@ MetricSpec SpecOf(const Metric& m) {
     s.percentiles = m.percentiles;
     if (s.percentiles.empty()) s.percentiles = {50, 75, 99};
     for (double p : s.percentiles) s.names.push_back(m.as + "_" + FormatPercentile(p));
+  } else if (m.kind == Metric::Kind::kSelectMax || m.kind == Metric::Kind::kSelectMin ||
+             m.kind == Metric::Kind::kSelectLast) {
+    s.select = m.select_fields;
+    s.names = m.select_fields;
   } else if (m.kind == Metric::Kind::kCollect) {
     s.names.push_back(m.as.empty() ? m.field : m.as);
     s.separator = m.separator;
@@ -848,6 +866,26 @@ int CompareNumeric(const Value& a, const Value& b) {
 
 bool PartsLess(const std::vector<std::string_view>& a, const std::vector<std::string_view>& b) {
   return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end());
+}
+
+// The state of selectFromMax/selectFromMin (the chosen record's ordering value, key and included
+// fields) or selectLast (per output field, its newest value and the key of its record).
+struct Selected {
+  bool has = false;
+  Num best;
+  RecordKey key;
+  Row row;
+  std::vector<std::optional<std::pair<RecordKey, Value>>> last;
+};
+
+// Whether a record with value `x` and key `k` replaces `cur` for selectFromMax (max) or
+// selectFromMin: a better value, or an equal one with a larger (max) / smaller (min) key, so that
+// the choice does not depend on the order of the input.
+bool SelectBeats(const Num& x, const RecordKey& k, const Selected& cur, bool max) {
+  if (!cur.has) return true;
+  const int c = CompareNum(x, cur.best);
+  if (c != 0) return max ? c > 0 : c < 0;
+  return max ? k > cur.key : k < cur.key;
 }
 
 class AggregateCollector final : public Collector {
@@ -1056,6 +1094,12 @@ class AggregateCollector final : public Collector {
       if (metrics_[m].UsesSet()) {
         a[m].aux = static_cast<uint32_t>(sets_.size());
         sets_.emplace_back();
+      } else if (metrics_[m].IsSelect()) {
+        a[m].aux = static_cast<uint32_t>(sels_.size());
+        sels_.emplace_back();
+        if (metrics_[m].kind == Metric::Kind::kSelectLast) {
+          sels_.back().last.resize(metrics_[m].select.size());
+        }
       } else if (metrics_[m].UsesValues()) {
         a[m].aux = static_cast<uint32_t>(pvals_.size());
         pvals_.emplace_back();
@@ -1105,6 +1149,10 @@ class AggregateCollector final : public Collector {
         ++a[m].n;
         continue;
       }
+      if (spec.IsSelect()) {
+        AddSelected(spec, sels_[a[m].aux], r);
+        continue;
+      }
       std::optional<std::string_view> v = r.Get(spec.field, &scratch2_);
       if (!v) continue;
       if (spec.kind == Metric::Kind::kCount) {
@@ -1141,8 +1189,53 @@ class AggregateCollector final : public Collector {
           break;
         case Metric::Kind::kCount:
         case Metric::Kind::kCollect:
+        case Metric::Kind::kSelectMax:
+        case Metric::Kind::kSelectMin:
+        case Metric::Kind::kSelectLast:
           break;
       }
+    }
+  }
+
+  void AddSelected(const MetricSpec& spec, Selected& sel, const Record& r) {
+    if (spec.kind == Metric::Kind::kSelectLast) {
+      for (size_t k = 0; k < spec.select.size(); ++k) {
+        if (sel.last[k] && !(r.key() > sel.last[k]->first)) continue;
+        std::optional<Value> v = r.GetValue(spec.select[k]);
+        if (!v) continue;
+        const size_t old = sel.last[k] ? RowBytes(Row{{spec.select[k], sel.last[k]->second}}) : 0;
+        sel.last[k].emplace(r.key(), std::move(*v));
+        bytes_ += RowBytes(Row{{spec.select[k], sel.last[k]->second}}) - old;
+      }
+      return;
+    }
+    std::optional<std::string_view> v = r.Get(spec.field, &scratch2_);
+    Num x;
+    if (!v || !ParseNum(*v, &x)) return;
+    if (!SelectBeats(x, r.key(), sel, spec.kind == Metric::Kind::kSelectMax)) return;
+    const size_t old = sel.has ? RowBytes(sel.row) : 0;
+    sel.has = true;
+    sel.best = x;
+    sel.key = r.key();
+    sel.row.clear();
+    for (const std::string& f : spec.select) {
+      if (std::optional<Value> fv = r.GetValue(f)) sel.row.emplace_back(f, std::move(*fv));
+    }
+    bytes_ += RowBytes(sel.row) - old;
+  }
+
+  // Folds `src` into `dst` (both states of metric `spec`).
+  static void MergeSelected(const MetricSpec& spec, Selected& dst, Selected&& src) {
+    if (spec.kind == Metric::Kind::kSelectLast) {
+      for (size_t k = 0; k < dst.last.size() && k < src.last.size(); ++k) {
+        if (src.last[k] && (!dst.last[k] || src.last[k]->first > dst.last[k]->first)) {
+          dst.last[k] = std::move(src.last[k]);
+        }
+      }
+      return;
+    }
+    if (src.has && SelectBeats(src.best, src.key, dst, spec.kind == Metric::Kind::kSelectMax)) {
+      dst = std::move(src);
     }
   }
 
@@ -1159,6 +1252,12 @@ class AggregateCollector final : public Collector {
         dst.merge(src);
         for (const std::string& s : src) moved -= s.size() + 48;  // duplicates stay in src
         bytes_ += moved;
+        continue;
+      }
+      if (spec.IsSelect()) {
+        const size_t before = SelectedBytes(sels_[a[m].aux]);
+        MergeSelected(spec, sels_[a[m].aux], std::move(o->sels_[b[m].aux]));
+        bytes_ += SelectedBytes(sels_[a[m].aux]) - before;
         continue;
       }
       switch (spec.kind) {
@@ -1182,7 +1281,10 @@ class AggregateCollector final : public Collector {
           }
           break;
         case Metric::Kind::kCollect:
-          break;  // a set: merged above
+        case Metric::Kind::kSelectMax:
+        case Metric::Kind::kSelectMin:
+        case Metric::Kind::kSelectLast:
+          break;  // merged above
         case Metric::Kind::kPercentile:
         case Metric::Kind::kStdDev:
         case Metric::Kind::kRange: {
@@ -1220,6 +1322,22 @@ class AggregateCollector final : public Collector {
         AppendCollected(spec, m, groups, row);
         continue;
       }
+      if (spec.IsSelect()) {
+        Selected best;
+        best.last.resize(spec.kind == Metric::Kind::kSelectLast ? spec.select.size() : 0);
+        for (uint32_t g : groups) {
+          Selected copy = sels_[AccsOf(g)[m].aux];
+          MergeSelected(spec, best, std::move(copy));
+        }
+        if (spec.kind == Metric::Kind::kSelectLast) {
+          for (size_t k = 0; k < spec.select.size(); ++k) {
+            if (best.last[k]) SetColumn(row, spec.select[k], best.last[k]->second);
+          }
+        } else if (best.has) {
+          for (auto& [f, v] : best.row) SetColumn(row, f, v);
+        }
+        continue;
+      }
       Acc sum;
       std::vector<double> merged;
       std::vector<double>* vals = &merged;
@@ -1246,6 +1364,9 @@ class AggregateCollector final : public Collector {
             }
             break;
           case Metric::Kind::kCollect:
+          case Metric::Kind::kSelectMax:
+          case Metric::Kind::kSelectMin:
+          case Metric::Kind::kSelectLast:
             break;
           case Metric::Kind::kPercentile:
           case Metric::Kind::kStdDev:
@@ -1314,6 +1435,9 @@ class AggregateCollector final : public Collector {
           }
           break;
         case Metric::Kind::kCollect:
+        case Metric::Kind::kSelectMax:
+        case Metric::Kind::kSelectMin:
+        case Metric::Kind::kSelectLast:
           break;
       }
     }
@@ -1364,7 +1488,19 @@ class AggregateCollector final : public Collector {
   std::vector<Acc> accs_;
   std::vector<StringSet> sets_;
   std::vector<std::vector<double>> pvals_;
+  std::vector<Selected> sels_;
   size_t bytes_ = 0;
+
+  static size_t SelectedBytes(const Selected& s) {
+    size_t n = RowBytes(s.row);
+    for (const auto& l : s.last) {
+      if (l)
+        n += sizeof(*l) + (std::holds_alternative<std::string>(l->second)
+                               ? std::get<std::string>(l->second).size()
+                               : 0);
+    }
+    return n;
+  }
 
   // Scratch reused by Add.
   std::string key_buf_, scratch_, scratch2_;
@@ -1428,6 +1564,33 @@ void AggregateCollector::Encode(std::string* out) const {
           break;
         case Metric::Kind::kCollect:
           break;  // a set: encoded above
+        case Metric::Kind::kSelectMax:
+        case Metric::Kind::kSelectMin: {
+          const Selected& sel = sels_[a[m].aux];
+          out->push_back(sel.has ? 1 : 0);
+          if (sel.has) {
+            out->push_back(sel.best.is_int ? 1 : 0);
+            if (sel.best.is_int) {
+              PutVarsint64(out, sel.best.i);
+            } else {
+              PutDouble(out, sel.best.d);
+            }
+            PutKey(out, sel.key);
+            PutRow(out, sel.row);
+          }
+          break;
+        }
+        case Metric::Kind::kSelectLast: {
+          const Selected& sel = sels_[a[m].aux];
+          for (const auto& l : sel.last) {
+            out->push_back(l ? 1 : 0);
+            if (l) {
+              PutKey(out, l->first);
+              PutValue(out, l->second);
+            }
+          }
+          break;
+        }
         case Metric::Kind::kPercentile:
         case Metric::Kind::kStdDev:
         case Metric::Kind::kRange: {
@@ -1467,6 +1630,7 @@ Status AggregateCollector::Decode(std::string_view bytes) {
   accs_.clear();
   sets_.clear();
   pvals_.clear();
+  sels_.clear();
   bytes_ = 0;
   uint64_t ngroups;
   if (!in.Count(&ngroups, 1 + stride())) return Malformed("truncated group count");
@@ -1499,6 +1663,40 @@ Status AggregateCollector::Decode(std::string_view bytes) {
           bytes_ += v.size() + 48;
           prev = v;
         }
+        continue;
+      }
+      if (spec.IsSelect()) {
+        Selected& sel = sels_[a[m].aux];
+        if (spec.kind == Metric::Kind::kSelectLast) {
+          for (size_t k = 0; k < sel.last.size(); ++k) {
+            uint8_t has;
+            if (!in.Byte(&has) || has > 1) return Malformed("truncated or malformed selectLast");
+            if (!has) continue;
+            RecordKey key;
+            Value v;
+            if (!in.Key(&key) || !in.GetValue(&v)) return Malformed("truncated selectLast value");
+            sel.last[k].emplace(key, std::move(v));
+          }
+        } else {
+          uint8_t has;
+          if (!in.Byte(&has) || has > 1) return Malformed("truncated or malformed selection");
+          if (has) {
+            uint8_t is_int;
+            if (!in.Byte(&is_int) || is_int > 1) return Malformed("malformed selection value");
+            sel.has = true;
+            sel.best.is_int = is_int == 1;
+            if (is_int) {
+              if (!in.Svarint(&sel.best.i)) return Malformed("truncated selection value");
+              sel.best.d = static_cast<double>(sel.best.i);
+            } else if (!in.Double(&sel.best.d) || std::isnan(sel.best.d)) {
+              return Malformed("malformed selection value");
+            }
+            if (!in.Key(&sel.key) || !in.GetRow(&sel.row)) {
+              return Malformed("truncated selection row");
+            }
+          }
+        }
+        bytes_ += SelectedBytes(sel);
         continue;
       }
       uint64_t n;
@@ -1544,7 +1742,10 @@ Status AggregateCollector::Decode(std::string_view bytes) {
           }
           break;
         case Metric::Kind::kCollect:
-          break;  // a set: decoded above
+        case Metric::Kind::kSelectMax:
+        case Metric::Kind::kSelectMin:
+        case Metric::Kind::kSelectLast:
+          break;  // decoded above
         case Metric::Kind::kPercentile:
         case Metric::Kind::kStdDev:
         case Metric::Kind::kRange: {

@@ -114,7 +114,10 @@ class Needs {
         return;
       case S::kAggregate:
         for (const std::string& f : st.fields) Field(f);
-        for (const Metric& m : st.metrics) Field(m.field);
+        for (const Metric& m : st.metrics) {
+          Field(m.field);
+          for (const std::string& f : m.select_fields) Field(f);
+        }
         Field(st.top_sum);
         return;
       default:

@@ -92,13 +92,27 @@ struct Expr {
 // One metric of an aggregate: count(), sum(x), avg(x), min(x), max(x), percentile(x, ...),
 // stdDev(x), range(x), collect(x).
 struct Metric {
-  enum class Kind { kCount, kSum, kAvg, kMin, kMax, kPercentile, kStdDev, kRange, kCollect };
+  enum class Kind {
+    kCount,
+    kSum,
+    kAvg,
+    kMin,
+    kMax,
+    kPercentile,
+    kStdDev,
+    kRange,
+    kCollect,
+    kSelectMax,   // selectFromMax(field, include): `select_fields` of the record with the max
+    kSelectMin,   // selectFromMin(field, include): ... with the min
+    kSelectLast,  // selectLast(fields): each of `select_fields` from the newest record having it
+  };
   Kind kind = Kind::kCount;
-  std::string field;                // empty for count() without field=
-  bool distinct = false;            // count(field, distinct=true)
-  std::vector<double> percentiles;  // kPercentile (default 50, 75, 99)
-  std::string separator = "\n";     // kCollect: between the values
-  int64_t limit = 2000;             // kCollect: most distinct values output
+  std::string field;                       // empty for count() without field=
+  bool distinct = false;                   // count(field, distinct=true)
+  std::vector<double> percentiles;         // kPercentile (default 50, 75, 99)
+  std::string separator = "\n";            // kCollect: between the values
+  int64_t limit = 2000;                    // kCollect: most distinct values output
+  std::vector<std::string> select_fields;  // kSelectMax/kSelectMin/kSelectLast: the output
   // Output field name(s): `as` when given, else _count / _sum / _avg / _min / _max / _stddev /
   // _range, collect the field's own name; percentile gives "<as>_<p>" per percentile (as empty
   // by default: _50, _99, _99.9).

@@ -18,6 +18,9 @@
   X(kStdDev)     /* std_dev_range.cc */                                      \
   X(kRange)      /* std_dev_range.cc */                                      \
   X(kCollect)    /* collect.cc */                                            \
+  X(kSelectFromMax) /* select_from.cc */                                     \
+  X(kSelectFromMin)                                                          \
+  X(kSelectLast)                                                             \
   X(kStats)      /* stats.cc */                                              \
   X(kGroupBy)    /* group_by.cc */                                           \
   X(kTimeChart)  /* time_chart.cc */                                         \
