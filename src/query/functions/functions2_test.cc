@@ -154,6 +154,22 @@ TEST(SplitStringTest, JavaSplitSemantics) {
             std::nullopt);
 }
 
+TEST(ParseCefTest, EscapesAndPrefixes) {
+  Outcome o = RunCall("parseCEF", {{"", "m"}, {"prefix", "\"x.\""}, {"headerprefix", "\"h.\""}},
+                      Row{{"m", S("CEF:0|v\\|x|p|1|id|a\\\\b|5|k=a\\=b c\tj=1 2\\n  ")}});
+  ASSERT_EQ(o.records.size(), 1u);
+  const Record& r = o.records[0];
+  EXPECT_EQ(r.GetValue("h.device.vendor"), S("v|x"));
+  EXPECT_EQ(r.GetValue("h.name"), S("a\\b"));
+  EXPECT_EQ(r.GetValue("h.severity"), S("5"));
+  EXPECT_EQ(r.GetValue("x.k"), S("a=b c"));
+  EXPECT_EQ(r.GetValue("x.j"), S("1 2\n"));
+  // Fewer than seven header values: nothing is set.
+  o = RunCall("parseCEF", {{"", "m"}}, Row{{"m", S("CEF:0|a|b|c")}});
+  ASSERT_EQ(o.records.size(), 1u);
+  EXPECT_FALSE(o.records[0].Has("cef.version"));
+}
+
 TEST(NamespacedTest, RegisteredUnderTheirNames) {
   for (const char* name : {"math:abs", "math:pow", "math:arctan2", "text:length", "text:contains",
                            "time:dayOfWeek", "time:dayofweek", "time:weekOfYear"}) {

@@ -56,6 +56,7 @@
   X(kDropEvent)  /* drop_event.cc */                                         \
   X(kParseUrl)   /* parse_url_csv.cc */                                      \
   X(kParseCsv)                                                               \
+  X(kParseCEF)   /* parse_cef.cc */                                          \
   X(kMathAbs) /* math.cc: math:* */                                          \
   X(kMathCeil)                                                               \
   X(kMathFloor)                                                              \
