@@ -43,6 +43,7 @@
   X(kSplit)      /* split.cc */                                              \
   X(kFormat)     /* format.cc */                                             \
   X(kParseTimestamp) /* parse_timestamp.cc */                                \
+  X(kFindTimestamp) /* parse_timestamp.cc */                                 \
   X(kTest)       /* test.cc */                                               \
   X(kReplace)    /* replace.cc */                                            \
   X(kDefault)    /* default.cc */                                            \

@@ -151,9 +151,13 @@ class Parser {
  public:
   Parser(std::string_view s, bool case_sensitive) : s_(s), cs_(case_sensitive) {}
 
-  bool Run(const std::vector<Token>& tokens, Parsed* out) {
+  // Whether `tokens` match the whole text (or, with `prefix`, a prefix of it; then `*used` is
+  // its length).
+  bool Run(const std::vector<Token>& tokens, Parsed* out, bool prefix = false,
+           size_t* used = nullptr) {
     if (!Seq(tokens, out)) return false;
-    return pos_ == s_.size();
+    if (used != nullptr) *used = pos_;
+    return prefix || pos_ == s_.size();
   }
 
  private:
@@ -375,6 +379,9 @@ struct Spec {
 };
 
 // Milliseconds of `s`, or the reason it does not parse.
+// Milliseconds of a parsed time, or the reason it has none.
+std::optional<int64_t> ToMillis(Parsed p, std::optional<int32_t> timezone, std::string* why);
+
 std::optional<int64_t> ParseTime(const Spec& spec, std::string_view s, std::string* why) {
   if (spec.epoch != Epoch::kNone) {
     std::optional<int64_t> ms = EpochMillis(s, spec.epoch);
@@ -387,8 +394,12 @@ std::optional<int64_t> ParseTime(const Spec& spec, std::string_view s, std::stri
     *why = "does not match the format";
     return std::nullopt;
   }
+  return ToMillis(p, spec.timezone, why);
+}
+
+std::optional<int64_t> ToMillis(Parsed p, std::optional<int32_t> timezone, std::string* why) {
   if (p.hour12 && p.ampm == 1) p.hour += 12;
-  std::optional<int32_t> offset = p.offset ? p.offset : spec.timezone;
+  std::optional<int32_t> offset = p.offset ? p.offset : timezone;
   if (!offset) {
     *why = "has no time zone and no timezone= is given";
     return std::nullopt;
@@ -462,7 +473,107 @@ bool Build(Call& c, Stage* st) {
   return true;
 }
 
+// ---- findTimestamp ----
+
+// The formats findTimestamp tries, in order, at each position.
+const std::vector<std::vector<Token>>& FindFormats() {
+  static const std::vector<std::vector<Token>> kFormats = [] {
+    std::vector<std::vector<Token>> out;
+    for (std::string_view f : {
+             "yyyy-MM-dd'T'HH:mm:ss[.SSSSSSSSS][,SSSSSSSSS][XXXXX]",
+             "yyyy-MM-dd HH:mm:ss[.SSSSSSSSS][,SSSSSSSSS][ XXXXX][XXXXX]",
+             "dd/MMM/yyyy:HH:mm:ss[ Z]",
+             "yyyy/MM/dd HH:mm:ss[.SSSSSSSSS][ XXXXX]",
+             "EEE MMM dd HH:mm:ss[.SSSSSSSSS] yyyy",
+             "EEE, dd MMM yyyy HH:mm:ss[ Z]",
+         }) {
+      std::vector<Token> tokens;
+      size_t i = 0;
+      (void)CompilePattern(f, &i, 0, &tokens);
+      out.push_back(std::move(tokens));
+    }
+    return out;
+  }();
+  return kFormats;
+}
+
+// The first time in the first `window` bytes of `s` (starting at a word boundary) that one of
+// FindFormats() reads, in milliseconds; or why there is none.
+std::optional<int64_t> FindTime(std::string_view s, std::optional<int32_t> timezone,
+                                std::string* why) {
+  constexpr size_t kWindow = 128;
+  *why = "no timestamp found";
+  auto alnum = [](char c) { return IsDigit(c) || IsAlpha(c); };
+  for (size_t i = 0; i < s.size() && i < kWindow; ++i) {
+    if (!alnum(s[i]) || (i > 0 && alnum(s[i - 1]))) continue;
+    for (const std::vector<Token>& tokens : FindFormats()) {
+      Parsed p;
+      Parser parser(s.substr(i), /*case_sensitive=*/true);
+      size_t used = 0;
+      if (!parser.Run(tokens, &p, /*prefix=*/true, &used)) continue;
+      if (i + used < s.size() && alnum(s[i + used])) continue;  // ends inside a word
+      std::string reason;
+      if (std::optional<int64_t> ms = ToMillis(p, timezone, &reason)) return ms;
+      *why = "found a timestamp that " + reason;
+    }
+  }
+  return std::nullopt;
+}
+
+constexpr Param kFindParams[] = {
+    {.name = "field", .type = Type::kField, .unnamed = true, .default_value = "@rawstring"},
+    {.name = "as", .type = Type::kField, .default_value = "@timestamp"},
+    {.name = "timezone", .type = Type::kString},
+    {.name = "addErrors", .type = Type::kBool, .default_value = "true"},
+    {.name = "timezoneAs", .type = Type::kUnsupported},
+    {.name = "timezoneField", .type = Type::kUnsupported},
+};
+
+bool BuildFind(Call& c, Stage* st) {
+  std::optional<int32_t> timezone;
+  if (c.Given("timezone")) {
+    timezone = ParseTimezone(c.String("timezone"));
+    if (!timezone) {
+      c.BadParam("timezone", "UTC, Z or a fixed offset such as +02:00");
+      return false;
+    }
+  }
+  std::string field = c.String("field");
+  std::string as = c.String("as");
+  const bool add_errors = c.Bool("addErrors");
+  std::vector<std::string> touched = {field, as, "@error", "@error_msg"};
+  SetRecordFunction(
+      st,
+      [field, as, timezone, add_errors](Record& r) {
+        std::string scratch, why;
+        std::optional<std::string_view> text = r.Get(field, &scratch);
+        std::optional<int64_t> ms;
+        if (text) {
+          ms = FindTime(*text, timezone, &why);
+        } else {
+          why = "field '" + field + "' is missing";
+        }
+        if (ms) {
+          r.Set(as, Value(*ms));
+        } else if (add_errors) {
+          r.Set("@error", Value(std::string("true")));
+          r.Set("@error_msg", Value("findTimestamp(): " + why));
+        }
+        return true;
+      },
+      std::move(touched));
+  return true;
+}
+
 }  // namespace
+
+const Function kFindTimestamp = {
+    .name = "findTimestamp",
+    .kind = Kind::kTransform,
+    .params = kFindParams,
+    .doc = "finds and parses a timestamp in a text",
+    .stage = &BuildFind,
+};
 
 const Function kParseTimestamp = {
     .name = "parseTimestamp",
