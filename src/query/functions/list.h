@@ -12,7 +12,7 @@
 // default default.cc, coalesce coalesce.cc, splitString split_string.cc, concatArray
 // concat_array.cc, lowercase lowercase.cc, upper upper.cc, urlDecode/base64Decode decode.cc,
 // dropEvent drop_event.cc, parseUrl/parseCsv parse_url_csv.cc, parseCEF parse_cef.cc, kMath*
-// math.cc, kText* text.cc, kTime* time.cc.
+// math.cc, kText* text.cc, kTime* time.cc, sankey sankey.cc.
 #define SEDIMENT_QUERY_FUNCTIONS(X)                                          \
   X(kIn)         /* in.cc */                                                 \
   X(kWildcard)   /* wildcard.cc */                                           \
@@ -122,7 +122,8 @@
   X(kTimeDayOfWeekName)                                                      \
   X(kTimeMonthName)                                                          \
   X(kTimeDayOfYear)                                                          \
-  X(kTimeWeekOfYear)
+  X(kTimeWeekOfYear)                                                         \
+  X(kSankey)
 
 namespace sediment::query::functions {
 #define SEDIMENT_QUERY_DECLARE_FUNCTION(f) extern const Function f;
