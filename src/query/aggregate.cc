@@ -724,7 +724,21 @@ struct MetricSpec {
   bool distinct = false;            // kCount with a field
   std::vector<double> percentiles;  // kPercentile
   std::vector<std::string> names;   // output field(s)
+  std::string separator;            // kCollect
+  int64_t limit = 0;                // kCollect
+  std::vector<std::string> select;  // kSelectMax/kSelectMin/kSelectLast: the output fields
+  bool IsSelect() const {
+    return kind == Metric::Kind::kSelectMax || kind == Metric::Kind::kSelectMin ||
+           kind == Metric::Kind::kSelectLast;
+  }
   bool IsDistinct() const { return kind == Metric::Kind::kCount && distinct && !field.empty(); }
+  // The state is a set of distinct values (sets_): count(distinct=true), collect().
+  bool UsesSet() const { return IsDistinct() || kind == Metric::Kind::kCollect; }
+  // The state is the list of numeric values (pvals_): percentile(), stdDev(), range().
+  bool UsesValues() const {
+    return kind == Metric::Kind::kPercentile || kind == Metric::Kind::kStdDev ||
+           kind == Metric::Kind::kRange;
+  }
 };
 
 // Wire codes of groupings and metric kinds (WIRE.md), independent of the enums' order.
@@ -755,6 +769,18 @@ uint8_t WireKind(Metric::Kind k) {
       return 4;
     case Metric::Kind::kPercentile:
       return 5;
+    case Metric::Kind::kStdDev:
+      return 6;
+    case Metric::Kind::kRange:
+      return 7;
+    case Metric::Kind::kCollect:
+      return 8;
+    case Metric::Kind::kSelectMax:
+      return 9;
+    case Metric::Kind::kSelectMin:
+      return 10;
+    case Metric::Kind::kSelectLast:
+      return 11;
   }
   return 255;
 }
@@ -771,7 +797,15 @@ std::string DefaultName(Metric::Kind k) {
       return "_min";
     case Metric::Kind::kMax:
       return "_max";
+    case Metric::Kind::kStdDev:
+      return "_stddev";
+    case Metric::Kind::kRange:
+      return "_range";
     case Metric::Kind::kPercentile:
+    case Metric::Kind::kCollect:
+    case Metric::Kind::kSelectMax:
+    case Metric::Kind::kSelectMin:
+    case Metric::Kind::kSelectLast:
       return "";
   }
   return "";
@@ -786,6 +820,14 @@ MetricSpec SpecOf(const Metric& m) {
     s.percentiles = m.percentiles;
     if (s.percentiles.empty()) s.percentiles = {50, 75, 99};
     for (double p : s.percentiles) s.names.push_back(m.as + "_" + FormatPercentile(p));
+  } else if (m.kind == Metric::Kind::kSelectMax || m.kind == Metric::Kind::kSelectMin ||
+             m.kind == Metric::Kind::kSelectLast) {
+    s.select = m.select_fields;
+    s.names = m.select_fields;
+  } else if (m.kind == Metric::Kind::kCollect) {
+    s.names.push_back(m.as.empty() ? m.field : m.as);
+    s.separator = m.separator;
+    s.limit = m.limit;
   } else {
     s.names.push_back(m.as.empty() ? DefaultName(m.kind) : m.as);
   }
@@ -868,6 +910,26 @@ void SortDistinct(const std::vector<std::string_view>& keys, std::vector<uint32_
 
 bool PartsLess(const std::vector<std::string_view>& a, const std::vector<std::string_view>& b) {
   return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end());
+}
+
+// The state of selectFromMax/selectFromMin (the chosen record's ordering value, key and included
+// fields) or selectLast (per output field, its newest value and the key of its record).
+struct Selected {
+  bool has = false;
+  Num best;
+  RecordKey key;
+  Row row;
+  std::vector<std::optional<std::pair<RecordKey, Value>>> last;
+};
+
+// Whether a record with value `x` and key `k` replaces `cur` for selectFromMax (max) or
+// selectFromMin: a better value, or an equal one with a larger (max) / smaller (min) key, so that
+// the choice does not depend on the order of the input.
+bool SelectBeats(const Num& x, const RecordKey& k, const Selected& cur, bool max) {
+  if (!cur.has) return true;
+  const int c = CompareNum(x, cur.best);
+  if (c != 0) return max ? c > 0 : c < 0;
+  return max ? k > cur.key : k < cur.key;
 }
 
 class AggregateCollector final : public Collector {
@@ -1073,10 +1135,16 @@ class AggregateCollector final : public Collector {
     accs_.resize(accs_.size() + stride());
     Acc* a = AccsOf(g);
     for (size_t m = 0; m < stride(); ++m) {
-      if (metrics_[m].IsDistinct()) {
+      if (metrics_[m].UsesSet()) {
         a[m].aux = static_cast<uint32_t>(sets_.size());
         sets_.emplace_back();
-      } else if (metrics_[m].kind == Metric::Kind::kPercentile) {
+      } else if (metrics_[m].IsSelect()) {
+        a[m].aux = static_cast<uint32_t>(sels_.size());
+        sels_.emplace_back();
+        if (metrics_[m].kind == Metric::Kind::kSelectLast) {
+          sels_.back().last.resize(metrics_[m].select.size());
+        }
+      } else if (metrics_[m].UsesValues()) {
         a[m].aux = static_cast<uint32_t>(pvals_.size());
         pvals_.emplace_back();
       }
@@ -1125,6 +1193,10 @@ class AggregateCollector final : public Collector {
         ++a[m].n;
         continue;
       }
+      if (spec.IsSelect()) {
+        AddSelected(spec, sels_[a[m].aux], r);
+        continue;
+      }
       std::optional<std::string_view> v = r.Get(spec.field, &scratch2_);
       if (!v) continue;
       if (spec.kind == Metric::Kind::kCount) {
@@ -1133,6 +1205,10 @@ class AggregateCollector final : public Collector {
         } else {
           ++a[m].n;
         }
+        continue;
+      }
+      if (spec.kind == Metric::Kind::kCollect) {
+        AddDistinct(a[m], *v);
         continue;
       }
       Num x;
@@ -1149,13 +1225,61 @@ class AggregateCollector final : public Collector {
           AddBest(a[m], x, true);
           break;
         case Metric::Kind::kPercentile:
-          pvals_[a[m].aux].push_back(x.d);
+        case Metric::Kind::kStdDev:
+        case Metric::Kind::kRange:
+          pvals_[a[m].aux].push_back(x.is_int ? static_cast<double>(x.i) : x.d);
           ++a[m].n;
           bytes_ += sizeof(double);
           break;
         case Metric::Kind::kCount:
+        case Metric::Kind::kCollect:
+        case Metric::Kind::kSelectMax:
+        case Metric::Kind::kSelectMin:
+        case Metric::Kind::kSelectLast:
           break;
       }
+    }
+  }
+
+  void AddSelected(const MetricSpec& spec, Selected& sel, const Record& r) {
+    if (spec.kind == Metric::Kind::kSelectLast) {
+      for (size_t k = 0; k < spec.select.size(); ++k) {
+        if (sel.last[k] && !(r.key() > sel.last[k]->first)) continue;
+        std::optional<Value> v = r.GetValue(spec.select[k]);
+        if (!v) continue;
+        const size_t old = sel.last[k] ? RowBytes(Row{{spec.select[k], sel.last[k]->second}}) : 0;
+        sel.last[k].emplace(r.key(), std::move(*v));
+        bytes_ += RowBytes(Row{{spec.select[k], sel.last[k]->second}}) - old;
+      }
+      return;
+    }
+    std::optional<std::string_view> v = r.Get(spec.field, &scratch2_);
+    Num x;
+    if (!v || !ParseNum(*v, &x)) return;
+    if (!SelectBeats(x, r.key(), sel, spec.kind == Metric::Kind::kSelectMax)) return;
+    const size_t old = sel.has ? RowBytes(sel.row) : 0;
+    sel.has = true;
+    sel.best = x;
+    sel.key = r.key();
+    sel.row.clear();
+    for (const std::string& f : spec.select) {
+      if (std::optional<Value> fv = r.GetValue(f)) sel.row.emplace_back(f, std::move(*fv));
+    }
+    bytes_ += RowBytes(sel.row) - old;
+  }
+
+  // Folds `src` into `dst` (both states of metric `spec`).
+  static void MergeSelected(const MetricSpec& spec, Selected& dst, Selected&& src) {
+    if (spec.kind == Metric::Kind::kSelectLast) {
+      for (size_t k = 0; k < dst.last.size() && k < src.last.size(); ++k) {
+        if (src.last[k] && (!dst.last[k] || src.last[k]->first > dst.last[k]->first)) {
+          dst.last[k] = std::move(src.last[k]);
+        }
+      }
+      return;
+    }
+    if (src.has && SelectBeats(src.best, src.key, dst, spec.kind == Metric::Kind::kSelectMax)) {
+      dst = std::move(src);
     }
   }
 
@@ -1164,7 +1288,7 @@ class AggregateCollector final : public Collector {
     Acc* b = o->AccsOf(og);
     for (size_t m = 0; m < stride(); ++m) {
       const MetricSpec& spec = metrics_[m];
-      if (spec.IsDistinct()) {
+      if (spec.UsesSet()) {
         StringSet& src = o->sets_[b[m].aux];
         StringSet& dst = sets_[a[m].aux];
         size_t moved = 0;
@@ -1172,6 +1296,12 @@ class AggregateCollector final : public Collector {
         dst.merge(src);
         for (const std::string& s : src) moved -= s.size() + 48;  // duplicates stay in src
         bytes_ += moved;
+        continue;
+      }
+      if (spec.IsSelect()) {
+        const size_t before = SelectedBytes(sels_[a[m].aux]);
+        MergeSelected(spec, sels_[a[m].aux], std::move(o->sels_[b[m].aux]));
+        bytes_ += SelectedBytes(sels_[a[m].aux]) - before;
         continue;
       }
       switch (spec.kind) {
@@ -1194,7 +1324,14 @@ class AggregateCollector final : public Collector {
             a[m].n = n + b[m].n;
           }
           break;
-        case Metric::Kind::kPercentile: {
+        case Metric::Kind::kCollect:
+        case Metric::Kind::kSelectMax:
+        case Metric::Kind::kSelectMin:
+        case Metric::Kind::kSelectLast:
+          break;  // merged above
+        case Metric::Kind::kPercentile:
+        case Metric::Kind::kStdDev:
+        case Metric::Kind::kRange: {
           std::vector<double>& dst = pvals_[a[m].aux];
           std::vector<double>& src = o->pvals_[b[m].aux];
           dst.insert(dst.end(), src.begin(), src.end());
@@ -1225,6 +1362,26 @@ class AggregateCollector final : public Collector {
         SetColumn(row, spec.names[0], Value(count));
         continue;
       }
+      if (spec.kind == Metric::Kind::kCollect) {
+        AppendCollected(spec, m, groups, row);
+        continue;
+      }
+      if (spec.IsSelect()) {
+        Selected best;
+        best.last.resize(spec.kind == Metric::Kind::kSelectLast ? spec.select.size() : 0);
+        for (uint32_t g : groups) {
+          Selected copy = sels_[AccsOf(g)[m].aux];
+          MergeSelected(spec, best, std::move(copy));
+        }
+        if (spec.kind == Metric::Kind::kSelectLast) {
+          for (size_t k = 0; k < spec.select.size(); ++k) {
+            if (best.last[k]) SetColumn(row, spec.select[k], best.last[k]->second);
+          }
+        } else if (best.has) {
+          for (auto& [f, v] : best.row) SetColumn(row, f, v);
+        }
+        continue;
+      }
       Acc sum;
       std::vector<double> merged;
       std::vector<double>* vals = &merged;
@@ -1250,7 +1407,14 @@ class AggregateCollector final : public Collector {
               sum.n = n + a.n;
             }
             break;
+          case Metric::Kind::kCollect:
+          case Metric::Kind::kSelectMax:
+          case Metric::Kind::kSelectMin:
+          case Metric::Kind::kSelectLast:
+            break;
           case Metric::Kind::kPercentile:
+          case Metric::Kind::kStdDev:
+          case Metric::Kind::kRange:
             if (groups.size() == 1) {
               vals = &pvals_[a.aux];
             } else {
@@ -1294,8 +1458,60 @@ class AggregateCollector final : public Collector {
             }
           }
           break;
+        case Metric::Kind::kStdDev:
+          if (!vals->empty()) {
+            // Population standard deviation, two passes for accuracy, over the values in
+            // ascending order: the sums, and so the answer, do not depend on the order in which
+            // blocks, workers and nodes delivered them.
+            std::vector<double> sorted(*vals);
+            std::sort(sorted.begin(), sorted.end());
+            const double n = static_cast<double>(sorted.size());
+            double mean = 0;
+            for (double v : sorted) mean += v;
+            mean /= n;
+            double sq = 0;
+            for (double v : sorted) sq += (v - mean) * (v - mean);
+            SetColumn(row, spec.names[0], Value(std::sqrt(sq / n)));
+          }
+          break;
+        case Metric::Kind::kRange:
+          if (!vals->empty()) {
+            auto [lo, hi] = std::minmax_element(vals->begin(), vals->end());
+            const double r = *hi - *lo;
+            SetColumn(row, spec.names[0],
+                      FitsInt64Exactly(r) ? Value(static_cast<int64_t>(r)) : Value(r));
+          }
+          break;
+        case Metric::Kind::kCollect:
+        case Metric::Kind::kSelectMax:
+        case Metric::Kind::kSelectMin:
+        case Metric::Kind::kSelectLast:
+          break;
       }
     }
+  }
+
+  // collect(): the distinct values of metric m over `groups`, in ascending byte order, the first
+  // spec.limit of them joined by spec.separator (nothing when there are none).
+  void AppendCollected(const MetricSpec& spec, size_t m, const std::vector<uint32_t>& groups,
+                       Row* row) {
+    std::vector<std::string_view> all;
+    for (uint32_t g : groups) {
+      for (const std::string& v : sets_[AccsOf(g)[m].aux]) all.push_back(v);
+    }
+    if (all.empty()) return;
+    std::sort(all.begin(), all.end());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+    if (spec.limit > 0 && all.size() > static_cast<size_t>(spec.limit)) all.resize(spec.limit);
+    std::string out;
+    for (size_t k = 0; k < all.size(); ++k) {
+      if (k > 0) out += spec.separator;
+      out += all[k];
+    }
+    SetColumn(row, spec.names[0], Value(std::move(out)));
+  }
+  static bool FitsInt64Exactly(double d) {
+    return std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 9007199254740992.0;
   }
 
   std::vector<Row> FinishGroupBy(std::vector<std::string>* warnings);
@@ -1320,7 +1536,19 @@ class AggregateCollector final : public Collector {
   std::vector<Acc> accs_;
   std::vector<StringSet> sets_;
   std::vector<std::vector<double>> pvals_;
+  std::vector<Selected> sels_;
   size_t bytes_ = 0;
+
+  static size_t SelectedBytes(const Selected& s) {
+    size_t n = RowBytes(s.row);
+    for (const auto& l : s.last) {
+      if (l)
+        n += sizeof(*l) + (std::holds_alternative<std::string>(l->second)
+                               ? std::get<std::string>(l->second).size()
+                               : 0);
+    }
+    return n;
+  }
 
   // Scratch reused by Add.
   std::string key_buf_, scratch_, scratch2_;
@@ -1347,7 +1575,7 @@ void AggregateCollector::Encode(std::string* out) const {
     const Acc* a = AccsOf(g);
     for (size_t m = 0; m < stride(); ++m) {
       const MetricSpec& spec = metrics_[m];
-      if (spec.IsDistinct()) {
+      if (spec.UsesSet()) {
         const StringSet& set = sets_[a[m].aux];
         values.clear();
         for (const std::string& s : set) values.push_back(&s);
@@ -1382,7 +1610,38 @@ void AggregateCollector::Encode(std::string* out) const {
             }
           }
           break;
-        case Metric::Kind::kPercentile: {
+        case Metric::Kind::kCollect:
+          break;  // a set: encoded above
+        case Metric::Kind::kSelectMax:
+        case Metric::Kind::kSelectMin: {
+          const Selected& sel = sels_[a[m].aux];
+          out->push_back(sel.has ? 1 : 0);
+          if (sel.has) {
+            out->push_back(sel.best.is_int ? 1 : 0);
+            if (sel.best.is_int) {
+              PutVarsint64(out, sel.best.i);
+            } else {
+              PutDouble(out, sel.best.d);
+            }
+            PutKey(out, sel.key);
+            PutRow(out, sel.row);
+          }
+          break;
+        }
+        case Metric::Kind::kSelectLast: {
+          const Selected& sel = sels_[a[m].aux];
+          for (const auto& l : sel.last) {
+            out->push_back(l ? 1 : 0);
+            if (l) {
+              PutKey(out, l->first);
+              PutValue(out, l->second);
+            }
+          }
+          break;
+        }
+        case Metric::Kind::kPercentile:
+        case Metric::Kind::kStdDev:
+        case Metric::Kind::kRange: {
           const std::vector<double>& vals = pvals_[a[m].aux];
           PutVarint64(out, vals.size());
           for (double d : vals) PutDouble(out, d);
@@ -1419,6 +1678,7 @@ Status AggregateCollector::Decode(std::string_view bytes) {
   accs_.clear();
   sets_.clear();
   pvals_.clear();
+  sels_.clear();
   bytes_ = 0;
   uint64_t ngroups;
   if (!in.Count(&ngroups, 1 + stride())) return Malformed("truncated group count");
@@ -1437,7 +1697,7 @@ Status AggregateCollector::Decode(std::string_view bytes) {
     Acc* a = AccsOf(g);
     for (size_t m = 0; m < stride(); ++m) {
       const MetricSpec& spec = metrics_[m];
-      if (spec.IsDistinct()) {
+      if (spec.UsesSet()) {
         uint64_t n;
         if (!in.Count(&n, 1)) return Malformed("truncated distinct value set");
         StringSet& set = sets_[a[m].aux];
@@ -1451,6 +1711,40 @@ Status AggregateCollector::Decode(std::string_view bytes) {
           bytes_ += v.size() + 48;
           prev = v;
         }
+        continue;
+      }
+      if (spec.IsSelect()) {
+        Selected& sel = sels_[a[m].aux];
+        if (spec.kind == Metric::Kind::kSelectLast) {
+          for (size_t k = 0; k < sel.last.size(); ++k) {
+            uint8_t has;
+            if (!in.Byte(&has) || has > 1) return Malformed("truncated or malformed selectLast");
+            if (!has) continue;
+            RecordKey key;
+            Value v;
+            if (!in.Key(&key) || !in.GetValue(&v)) return Malformed("truncated selectLast value");
+            sel.last[k].emplace(key, std::move(v));
+          }
+        } else {
+          uint8_t has;
+          if (!in.Byte(&has) || has > 1) return Malformed("truncated or malformed selection");
+          if (has) {
+            uint8_t is_int;
+            if (!in.Byte(&is_int) || is_int > 1) return Malformed("malformed selection value");
+            sel.has = true;
+            sel.best.is_int = is_int == 1;
+            if (is_int) {
+              if (!in.Svarint(&sel.best.i)) return Malformed("truncated selection value");
+              sel.best.d = static_cast<double>(sel.best.i);
+            } else if (!in.Double(&sel.best.d) || std::isnan(sel.best.d)) {
+              return Malformed("malformed selection value");
+            }
+            if (!in.Key(&sel.key) || !in.GetRow(&sel.row)) {
+              return Malformed("truncated selection row");
+            }
+          }
+        }
+        bytes_ += SelectedBytes(sel);
         continue;
       }
       uint64_t n;
@@ -1495,7 +1789,14 @@ Status AggregateCollector::Decode(std::string_view bytes) {
             }
           }
           break;
-        case Metric::Kind::kPercentile: {
+        case Metric::Kind::kCollect:
+        case Metric::Kind::kSelectMax:
+        case Metric::Kind::kSelectMin:
+        case Metric::Kind::kSelectLast:
+          break;  // decoded above
+        case Metric::Kind::kPercentile:
+        case Metric::Kind::kStdDev:
+        case Metric::Kind::kRange: {
           if (!in.Fits(n, 8)) return Malformed("truncated percentile values");
           std::vector<double>& vals = pvals_[a[m].aux];
           vals.reserve(n);

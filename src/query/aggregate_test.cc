@@ -444,6 +444,95 @@ TEST(AggregateTest, PercentilesAreNearestRankWithLogScaleNames) {
       << Show(o.rows);
 }
 
+// stdDev, range and collect: split over two collectors, merged once directly and once after a
+// wire round trip of each part, give the answer of one collector over all the input.
+TEST(AggregateTest, StdDevRangeCollectMergeAndRoundTrip) {
+  CollectorContext ctx;
+  Metric collect = M(Metric::Kind::kCollect, "s");
+  collect.separator = ",";
+  collect.limit = 3;
+  Metric all = M(Metric::Kind::kCollect, "s");
+  all.as = "every";
+  Stage st = Agg(Stage::Grouping::kNone, {},
+                 {M(Metric::Kind::kStdDev, "x"), M(Metric::Kind::kRange, "x"), collect, all});
+  const int64_t xs[] = {2, 4, 4, 4, 5, 5, 7, 9};  // mean 5, population stddev 2
+  const char* ss[] = {"d", "b", "a", "b", "e", "c", "a", "d"};
+  auto one = NewCollector(st, ctx);
+  auto left = NewCollector(st, ctx), right = NewCollector(st, ctx);
+  for (int i = 0; i < 8; ++i) {
+    Record r = R({{"x", xs[i]}, {"s", std::string(ss[i])}}, Key(i));
+    one->Add(r);
+    (i % 2 ? right : left)->Add(r);
+  }
+  const Row want = {{"_stddev", 2.0},
+                    {"_range", int64_t{7}},
+                    {"s", std::string("a,b,c")},
+                    {"every", std::string("a\nb\nc\nd\ne")}};
+  EXPECT_EQ(Finish(*one).rows, std::vector<Row>{want}) << Show(Finish(*one).rows);
+  auto l2 = RoundTrip(*left, &st, ctx), r2 = RoundTrip(*right, &st, ctx);
+  ASSERT_TRUE(l2 && r2);
+  l2->Merge(*r2);
+  EXPECT_EQ(Finish(*l2).rows, std::vector<Row>{want}) << Show(Finish(*l2).rows);
+  left->Merge(*right);
+  EXPECT_EQ(Finish(*left).rows, std::vector<Row>{want});
+  // No value: the metrics are missing.
+  auto empty = NewCollector(st, ctx);
+  EXPECT_EQ(Finish(*empty).rows, std::vector<Row>{Row{}});
+}
+
+// selectFromMax/Min and selectLast: the same answer from one collector, from two merged ones,
+// and from two sent over the wire; ties go to the larger (max, last) / smaller (min) key.
+TEST(AggregateTest, SelectMetricsMergeAndRoundTrip) {
+  CollectorContext ctx;
+  Metric mx = M(Metric::Kind::kSelectMax, "x");
+  mx.select_fields = {"name", "x"};
+  Metric mn = M(Metric::Kind::kSelectMin, "x");
+  mn.select_fields = {"name", "missing"};
+  Metric last = M(Metric::Kind::kSelectLast);
+  last.select_fields = {"y", "z"};
+  Stage st = Agg(Stage::Grouping::kNone, {}, {mx, mn, last});
+  // x: 5 (a), 9 (b), 9 (c, later key), 1 (d), 1 (e, later key); y on every record but the
+  // last; z only on the first.
+  struct In {
+    int64_t x;
+    const char* name;
+  } in[] = {{5, "a"}, {9, "b"}, {9, "c"}, {1, "d"}, {1, "e"}};
+  auto one = NewCollector(st, ctx), left = NewCollector(st, ctx), right = NewCollector(st, ctx);
+  for (int i = 0; i < 5; ++i) {
+    Row row = {{"x", in[i].x}, {"name", std::string(in[i].name)}};
+    if (i < 4) row.emplace_back("y", static_cast<int64_t>(i));
+    if (i == 0) row.emplace_back("z", std::string("first"));
+    Record r = R(std::move(row), Key(i));
+    one->Add(r);
+    (i % 2 ? left : right)->Add(r);
+  }
+  auto row_of = [](Collector& c) {
+    Output o = Finish(c);
+    EXPECT_EQ(o.rows.size(), 1u);
+    return o.rows.empty() ? Row{} : o.rows[0];
+  };
+  // selectFromMax picks c (9, later key), selectFromMin picks d (1, earlier key): name ends as d.
+  Row got = row_of(*one);
+  EXPECT_EQ(got, (Row{{"name", std::string("d")},
+                      {"x", int64_t{9}},
+                      {"y", int64_t{3}},
+                      {"z", std::string("first")}}))
+      << Show({got});
+  auto l2 = RoundTrip(*left, &st, ctx), r2 = RoundTrip(*right, &st, ctx);
+  ASSERT_TRUE(l2 && r2);
+  l2->Merge(*r2);
+  EXPECT_EQ(row_of(*l2), got);
+  left->Merge(*right);
+  EXPECT_EQ(row_of(*left), got);
+  // The chosen record of selectFromMax alone.
+  Stage only_max = Agg(Stage::Grouping::kNone, {}, {mx});
+  auto c = NewCollector(only_max, ctx);
+  for (int i = 0; i < 5; ++i) {
+    c->Add(R({{"x", in[i].x}, {"name", std::string(in[i].name)}}, Key(i)));
+  }
+  EXPECT_EQ(row_of(*c), (Row{{"name", std::string("c")}, {"x", int64_t{9}}}));
+}
+
 // ---------- groupBy ----------
 
 TEST(GroupByTest, RowsPerCombinationInKeyOrder) {

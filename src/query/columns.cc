@@ -96,6 +96,10 @@ class Needs {
         return;
       case S::kDrop:
         return;
+      case S::kFunction:
+        if (st.function_reads_all) All();
+        for (const std::string& f : st.function_fields) Field(f);
+        return;
       default:
         // kSplit reads every field under a prefix; anything new is read whole.
         All();
@@ -110,7 +114,10 @@ class Needs {
         return;
       case S::kAggregate:
         for (const std::string& f : st.fields) Field(f);
-        for (const Metric& m : st.metrics) Field(m.field);
+        for (const Metric& m : st.metrics) {
+          Field(m.field);
+          for (const std::string& f : m.select_fields) Field(f);
+        }
         Field(st.top_sum);
         return;
       default:

@@ -23,6 +23,7 @@ class RE2;
 namespace sediment::query {
 
 struct MatchTable;  // query/lookup.h
+class Record;
 
 // ---- filters ----
 
@@ -89,20 +90,48 @@ struct Expr {
 
 // ---- aggregate metrics ----
 
-// One metric of an aggregate: count(), sum(x), avg(x), min(x), max(x), percentile(x, ...).
+// One metric of an aggregate: count(), sum(x), avg(x), min(x), max(x), percentile(x, ...),
+// stdDev(x), range(x), collect(x).
 struct Metric {
-  enum class Kind { kCount, kSum, kAvg, kMin, kMax, kPercentile };
+  enum class Kind {
+    kCount,
+    kSum,
+    kAvg,
+    kMin,
+    kMax,
+    kPercentile,
+    kStdDev,
+    kRange,
+    kCollect,
+    kSelectMax,   // selectFromMax(field, include): `select_fields` of the record with the max
+    kSelectMin,   // selectFromMin(field, include): ... with the min
+    kSelectLast,  // selectLast(fields): each of `select_fields` from the newest record having it
+  };
   Kind kind = Kind::kCount;
-  std::string field;                // empty for count() without field=
-  bool distinct = false;            // count(field, distinct=true)
-  std::vector<double> percentiles;  // kPercentile (default 50, 75, 99)
-  // Output field name(s): `as` when given, else _count / _sum / _avg / _min / _max; percentile
-  // gives "<as>_<p>" per percentile (as empty by default: _50, _99, _99.9).
+  std::string field;                       // empty for count() without field=
+  bool distinct = false;                   // count(field, distinct=true)
+  std::vector<double> percentiles;         // kPercentile (default 50, 75, 99)
+  std::string separator = "\n";            // kCollect: between the values
+  int64_t limit = 2000;                    // kCollect: most distinct values output
+  std::vector<std::string> select_fields;  // kSelectMax/kSelectMin/kSelectLast: the output
+  // Output field name(s): `as` when given, else _count / _sum / _avg / _min / _max / _stddev /
+  // _range, collect the field's own name; percentile gives "<as>_<p>" per percentile (as empty
+  // by default: _50, _99, _99.9).
   std::string as;
   size_t position = 0;
 };
 
 // ---- stages ----
+
+// The per-record implementation of a function defined in its own file under functions/ (format(),
+// replace(), parseTimestamp(), ...): a Stage::Kind::kFunction stage holds one. Immutable once
+// built and shared by every worker: Apply must be reentrant.
+class RecordFunction {
+ public:
+  virtual ~RecordFunction() = default;
+  // Applies the function to `r`; false when `r` is dropped. Never fails on data.
+  virtual bool Apply(Record& r) const = 0;
+};
 
 struct Stage;
 struct CaseBranch {
@@ -133,6 +162,7 @@ struct Stage {
     kSelect,      // select([fields]): keep only those fields, in that order
     kMatch,       // match(file, field, column, include, strict): `match_table` looked up by
                   // `field`; a match adds the table's included columns, `strict` drops the rest
+    kFunction,    // a function with its own RecordFunction (`record_function`)
     // Collecting stages: need their whole input; the first one is computed as partial states
     // on the nodes that read the data and merged at the coordinator.
     kHead,       // head(limit=200): the oldest records
@@ -188,8 +218,13 @@ struct Stage {
   bool descending = true;           // kSort
   Grouping grouping = Grouping::kNone;  // kAggregate
   std::vector<Metric> metrics;          // kAggregate (never empty)
-  int64_t span_ms = 0;       // kBucket; 0 = chosen from the query's time range (about 100
-                             // buckets, rounded to 1s/5s/10s/30s/1m/5m/10m/30m/1h/3h/12h/1d)
+  int64_t span_ms = 0;  // kBucket; 0 = chosen from the query's time range (about 100
+                        // buckets, rounded to 1s/5s/10s/30s/1m/5m/10m/30m/1h/3h/12h/1d)
+  // kFunction: the implementation, and every field it reads or writes (for the column
+  // selection of columns.h); function_reads_all: it may read any field.
+  std::shared_ptr<const RecordFunction> record_function;
+  std::vector<std::string> function_fields;
+  bool function_reads_all = false;
   std::string top_sum;       // kTop: sum this field instead of counting
   bool top_percent = false;  // kTop: add `percent`
 

@@ -1541,6 +1541,15 @@ class Parser {
     }
     if (fn.syntax == functions::Syntax::kAssignments) {
       if (!ParseAssignments(&call.assignments)) return false;
+    } else if (fn.syntax == functions::Syntax::kExpression) {
+      const size_t open = pos_ - 1;
+      SkipWs();
+      if (Peek() == ')') {
+        Error(start, std::string("missing required expression for ") + fn.name + "()");
+        return false;
+      }
+      call.expression = ParseExpr();
+      if (!call.expression || !CloseParen(open)) return false;
     } else {
       if (!ParseArgs(&args)) return false;
       if (as != nullptr) args.push_back(*as);

@@ -134,6 +134,9 @@ std::string StageString(const Stage& st) {
     }
     case K::kSelect:
       return "select " + Join(st.fields);
+    case K::kFunction:
+      return st.function + " fields=[" + Join(st.function_fields) + "]" +
+             (st.function_reads_all ? " all" : "");
     case K::kHead:
       return "head " + std::to_string(st.limit);
     case K::kTail:
@@ -594,8 +597,8 @@ TEST(ParserFunctionTest, StatsAndShorthand) {
   EXPECT_EQ(ParseError("| [a]"),
             "expected an aggregate function such as count() in [...] but found 'a' at position 3");
   EXPECT_EQ(ParseError("| [head()]"), "unknown aggregate function 'head' in [...] at position 3");
-  EXPECT_EQ(ParseError("| stats(function=[collect(x)])"),
-            "unknown aggregate function 'collect' in stats(function=...) at position 18");
+  EXPECT_EQ(ParseError("| stats(function=[nosuchagg(x)])"),
+            "unknown aggregate function 'nosuchagg' in stats(function=...) at position 18");
 }
 
 TEST(ParserFunctionTest, GroupBy) {
@@ -1249,8 +1252,9 @@ TEST(ParserSyntaxTest, NamespacedFunctionNames) {
   EXPECT_EQ(ParseError("a | text:foo(a, b)"), "unknown function 'text:foo' at position 4");
   EXPECT_EQ(ParseError("a or array:contains(\"a[]\", value=x)"),
             "unknown function 'array:contains' at position 5");
-  EXPECT_EQ(ParseError("x := math:abs(y)"),
-            "unknown function 'math:abs' in expression at position 5");
+  EXPECT_EQ(ParseError("x := math:nosuch(y)"),
+            "unknown function 'math:nosuch' in expression at position 5");
+  EXPECT_EQ(ParseError("x := math:abs(y)"), "OK");  // the step math:abs(y, as=x)
   EXPECT_EQ(ParseError("groupBy(a, function=time:hour(b))"),
             "unknown aggregate function 'time:hour' in groupBy(function=...) at position 20");
   EXPECT_EQ(ParseError("f =~ text:foo(x)"), "unknown function 'text:foo' at position 5");

@@ -527,6 +527,18 @@ TEST_F(SegmentExecTest, ColumnSelectiveReadsAnswerAsFullReads) {
       "| head(4)",
       "@ingesttimestamp > 2000 | count()",
       "| max(@ingesttimestamp)",
+      // Issue 17's functions (their own RecordFunction stages and new metric kinds).
+      "| format(\"%s-%s\", field=[method, user], as=mu) | groupBy(mu)",
+      "| replace(\"u1\", with=\"U\", field=user, as=ru) | groupBy(ru)",
+      "| test(size > 2500) | count()",
+      "| default(field=note, \"none\") | groupBy(note)",
+      "| coalesce([note, method]) | groupBy(_coalesce)",
+      "| splitString(by=\" \", index=1, as=p) | groupBy(p)",
+      "| parseCsv(delimiter=\" \", columns=[m, path, st]) | groupBy(st)",
+      "| upper(method) | groupBy(_upper)",
+      "| groupBy(method, function=[stdDev(size), range(size), collect(status)])",
+      "| groupBy(status, function=selectFromMax(size, include=[user, size]))",
+      "| selectLast([note, level, user])",
       "",
   };
   // The whole range (every block inside it) and one that cuts blocks.

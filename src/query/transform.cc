@@ -670,6 +670,10 @@ void ApplyCase(const Stage& st, Record&& r, std::vector<Record>* out) {
 
 }  // namespace
 
+namespace functions {
+std::string MapCaseText(std::string_view s, bool upper) { return MapCase(s, upper); }
+}  // namespace functions
+
 bool Matches(const FilterNode& f, const Record& r) {
   switch (f.kind) {
     case FK::kTrue:
@@ -779,6 +783,8 @@ bool ApplyTransformInPlace(const Stage& st, Record& r) {
       return true;
     case SK::kMatch:
       return ApplyMatch(st, r);
+    case SK::kFunction:
+      return !st.record_function || st.record_function->Apply(r);
     default:
       // kCase and kSplit go through ApplyTransform; not a transform: the record passes unchanged.
       return true;

@@ -198,6 +198,7 @@ class Case:
     status: int = 0  # error
     substrings: list[str] = field(default_factory=list)  # error
     xfail: str = ""  # reason given by an `xfail` line before the case: expected to fail today
+    skip: str = ""  # a `skip REASON` line above it: the case is reported as skipped
 
     @property
     def id(self) -> str:
@@ -212,6 +213,7 @@ def parse_file(path: Path) -> list[Case]:
     lines = path.read_text(encoding="utf-8").split("\n")
     cases: list[Case] = []
     dataset: str | None = None
+    skip = ""
     start, end = parse_time(DEFAULT_RANGE[0]), parse_time(DEFAULT_RANGE[1])
     xfail: tuple[int, str] | None = None  # (line, reason) of an `xfail` line awaiting its query
     i = 0
@@ -242,6 +244,12 @@ def parse_file(path: Path) -> list[Case]:
             dataset = words[1]
             i += 1
             continue
+        if words[0] == "skip":
+            if len(words) < 2:
+                raise fail(lineno, "want: skip REASON")
+            skip = s[len("skip"):].strip()
+            i += 1
+            continue
         if words[0] == "range":
             if len(words) != 3:
                 raise fail(lineno, "want: range START END")
@@ -252,13 +260,13 @@ def parse_file(path: Path) -> list[Case]:
             i += 1
             continue
         if words[0] != "query":
-            raise fail(lineno, f"expected 'query', 'dataset', 'range' or 'xfail', found {words[0]!r}")
+            raise fail(lineno, f"expected 'query', 'dataset', 'range', 'xfail' or 'skip', found {words[0]!r}")
         if dataset is None:
             raise fail(lineno, "no 'dataset' line before this query")
         if len(words) < 2 or words[1] not in MODES:
             raise fail(lineno, f"want: query {{{'|'.join(MODES)}}} [start=T] [end=T]")
         case = Case(file=name, line=lineno, dataset=dataset, mode=words[1], query="", start=start, end=end,
-                    xfail=xfail[1] if xfail else "")
+                    xfail=xfail[1] if xfail else "", skip=skip)
         xfail = None
         for opt in words[2:]:
             k, _, v = opt.partition("=")

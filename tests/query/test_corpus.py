@@ -26,6 +26,8 @@ PARAMS = [pytest.param(c, id=c.id, marks=xfail_mark(c.xfail)) if c.xfail else py
 
 @pytest.mark.parametrize("case", PARAMS)
 def test_query(corpus, case: corpus_lib.Case) -> None:
+    if case.skip:
+        pytest.skip(case.skip)
     s = corpus.server
     assert case.dataset in corpus.expected_counts, (
         f"{case.id}: no dataset {case.dataset!r} in data/ (have {sorted(corpus.expected_counts)})")

@@ -50,6 +50,12 @@ def test_records_directives_and_ids(tmp_path):
     assert (e.dataset, e.status, e.substrings) == ("kv", 400, ["at position"])
 
 
+def test_skip_holds_for_the_rest_of_the_file(tmp_path):
+    cases = parse(tmp_path, "dataset web\nquery count\na\n----\n1\n\n"
+                            "skip needs the parser change\nquery count\nb\n----\n2\n")
+    assert [c.skip for c in cases] == ["", "needs the parser change"]
+
+
 @pytest.mark.parametrize("text, where", [
     ("query rows\nfoo\n----\n_count\n1\n", "no 'dataset'"),
     ("dataset web\nquery sorted\nfoo\n----\n1\n", "want: query"),
@@ -60,6 +66,7 @@ def test_records_directives_and_ids(tmp_path):
     ("dataset web\nquery count\nfoo\n----\nmany\n", "one line with the number"),
     ("dataset web\nquery count bogus=1\nfoo\n----\n1\n", "unknown option"),
     ("dataset web\nselect 1\n", "expected 'query'"),
+    ("dataset web\nskip\n", "want: skip REASON"),
 ])
 def test_malformed_files_name_the_problem(tmp_path, text, where):
     with pytest.raises(c.CorpusError, match=where):

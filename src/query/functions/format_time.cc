@@ -4,8 +4,8 @@
 //
 // Choice where LogScale's documentation leaves room: the Java Formatter conventions LogScale
 // documents: %e is not padded, %p is "am"/"pm", %Z is "UTC" or the offset ("+02:00"); %A %B %h
-// %k %l %N %Q %C %D %R are supported too. The source value is milliseconds; without `as` the
-// source field is replaced.
+// %k %l %N %Q %C %D %R %u (ISO weekday, 1 = Monday) are supported too. The source value is
+// milliseconds; without `as` the source field is replaced.
 #include <charconv>
 #include <cmath>
 #include <optional>
@@ -132,6 +132,10 @@ constexpr std::string_view kMonLong[] = {"January",   "February", "March",    "A
 
 }  // namespace
 
+int64_t CivilDays(int64_t year, unsigned month, unsigned day) {
+  return DaysFromCivil(year, month, day);
+}
+
 std::optional<int32_t> ParseTimezone(std::string_view tz) {
   if (tz.size() >= 3 &&
       (EqualsIgnoreCase(tz.substr(0, 3), "utc") || EqualsIgnoreCase(tz.substr(0, 3), "gmt"))) {
@@ -246,6 +250,9 @@ std::string FormatTime(std::string_view format, int64_t ms, std::string_view tim
         break;
       case 'e':
         AppendPadded(&out, mday, 1);
+        break;
+      case 'u':
+        AppendPadded(&out, wday == 0 ? 7 : wday, 1);
         break;
       case 'j':
         AppendPadded(&out, yday, 3);

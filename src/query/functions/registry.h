@@ -104,6 +104,7 @@ enum class Kind {
 enum class Syntax {
   kArguments,    // name=value, ... (generic values bound to the parameter table)
   kAssignments,  // field = expression, ... (eval(); Call::assignments)
+  kExpression,   // one expression (test(); Call::expression)
 };
 
 class Call;
@@ -183,6 +184,8 @@ class Call {
 
   // Syntax::kAssignments: the parsed `field = expression` pairs.
   std::vector<std::pair<std::string, ExprPtr>> assignments;
+  // Syntax::kExpression: the parsed expression.
+  ExprPtr expression;
 
  private:
   // One parameter of the table: what was given (or defaulted) and its converted value.

@@ -30,7 +30,10 @@ std::string ReadFunctionsMd() {
   return ss.str();
 }
 
-bool IsIdentChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+// Also ':' for the namespaced names (math:abs).
+bool IsIdentChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ':';
+}
 
 // The functions a `### ` heading documents: the identifiers directly followed by '(' outside
 // parentheses and backquotes ("sum(field, as=_sum), avg(field, as=_avg)" -> sum, avg;
@@ -185,6 +188,8 @@ TEST(FunctionsMdTest, HeadingFunctions) {
             (std::vector<std::string>{"sum", "avg"}));
   EXPECT_EQ(HeadingFunctions("stats(function=[count()]) and `[f1(), f2()]`"),
             (std::vector<std::string>{"stats"}));
+  EXPECT_EQ(HeadingFunctions("math:abs(field, as=_abs), text:length(string)"),
+            (std::vector<std::string>{"math:abs", "text:length"}));
   EXPECT_EQ(HeadingFunctions("case { condition | stages ; ... ; * | stages }"),
             (std::vector<std::string>{}));
 }

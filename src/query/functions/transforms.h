@@ -7,9 +7,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "query/compiled.h"
@@ -34,8 +36,39 @@ void ApplySelect(const Stage& st, Record& r);
 // format_time.cc: offset in seconds east of UTC: "UTC", "GMT", "Z" (any case), optionally
 // followed by an offset, or an offset "+HH", "+HHMM", "+HH:MM" (sign required, at most 18:00).
 std::optional<int32_t> ParseTimezone(std::string_view tz);
+// format_time.cc: days since 1970-01-01 of a proleptic Gregorian date (month 1-12, day 1-31).
+int64_t CivilDays(int64_t year, unsigned month, unsigned day);
+// transform.cc: `s` lower- or upper-cased as lower()/upper() map it (ASCII, Latin-1, Latin
+// Extended-A, Greek, Cyrillic).
+std::string MapCaseText(std::string_view s, bool upper);
+// test.cc: the fields an expression reads, appended to *out.
+void ExpressionFields(const Expr& e, std::vector<std::string>* out);
+// test.cc: whether a value counts as true (no value, 0, "", "false" and numeric text equal to 0
+// are false), as if() and the logical operators of expressions count it.
+bool ValueIsTrue(const std::optional<Value>& v);
 
 // ---- helpers shared by the implementations ----
+
+// A RecordFunction calling `f` (a callable `bool(Record&) const`, copied in; it must be reentrant).
+template <typename F>
+class LambdaRecordFunction final : public RecordFunction {
+ public:
+  explicit LambdaRecordFunction(F f) : f_(std::move(f)) {}
+  bool Apply(Record& r) const override { return f_(r); }
+
+ private:
+  F f_;
+};
+
+// Makes `st` a kFunction stage running `f` for each record; `fields` are every field it reads or
+// writes (columns.h), `reads_all` when it may read any field.
+template <typename F>
+void SetRecordFunction(Stage* st, F f, std::vector<std::string> fields, bool reads_all = false) {
+  st->kind = Stage::Kind::kFunction;
+  st->record_function = std::make_shared<const LambdaRecordFunction<F>>(std::move(f));
+  st->function_fields = std::move(fields);
+  st->function_reads_all = reads_all;
+}
 
 inline const std::string kRawstringField = "@rawstring";
 

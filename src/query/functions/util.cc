@@ -243,6 +243,16 @@ std::vector<std::string> MetricOutputNames(const Metric& m) {
       return {m.as.empty() ? "_min" : m.as};
     case Metric::Kind::kMax:
       return {m.as.empty() ? "_max" : m.as};
+    case Metric::Kind::kStdDev:
+      return {m.as.empty() ? "_stddev" : m.as};
+    case Metric::Kind::kRange:
+      return {m.as.empty() ? "_range" : m.as};
+    case Metric::Kind::kCollect:
+      return {m.as.empty() ? m.field : m.as};
+    case Metric::Kind::kSelectMax:
+    case Metric::Kind::kSelectMin:
+    case Metric::Kind::kSelectLast:
+      return m.select_fields;
     case Metric::Kind::kPercentile: {
       std::vector<std::string> out;
       for (double p : m.percentiles) out.push_back(m.as + "_" + FormatNumber(p));
