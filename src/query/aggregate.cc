@@ -571,10 +571,61 @@ class KeptRowsCollector final : public Collector {
 // sort(fields, order, limit): the first `limit` rows in sort order.
 // =====================================================================================
 
+// A hexadecimal number (an optional sign, an optional 0x / 0X, 1-16 hex digits), or nullopt.
+std::optional<double> HexValue(const Value& v) {
+  if (const auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
+  if (!std::holds_alternative<std::string>(v)) return std::nullopt;
+  std::string_view s = std::get<std::string>(v);
+  bool negative = false;
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) {
+    negative = s[0] == '-';
+    s.remove_prefix(1);
+  }
+  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) s.remove_prefix(2);
+  if (s.empty() || s.size() > 16) return std::nullopt;
+  uint64_t x = 0;
+  for (char ch : s) {
+    int d;
+    if (ch >= '0' && ch <= '9') {
+      d = ch - '0';
+    } else if (ch >= 'a' && ch <= 'f') {
+      d = ch - 'a' + 10;
+    } else if (ch >= 'A' && ch <= 'F') {
+      d = ch - 'A' + 10;
+    } else {
+      return std::nullopt;
+    }
+    x = x * 16 + static_cast<uint64_t>(d);
+  }
+  const double out = static_cast<double>(x);
+  return negative ? -out : out;
+}
+
+// sort()'s comparison of two values of one field under its type (Stage::SortType).
+int CompareSortValues(const Value& a, const Value& b, Stage::SortType type) {
+  switch (type) {
+    case Stage::SortType::kNumber:
+      return CompareValues(a, b);
+    case Stage::SortType::kString: {
+      const std::string sa = ValueToString(a), sb = ValueToString(b);
+      return sa < sb ? -1 : (sa > sb ? 1 : 0);
+    }
+    case Stage::SortType::kHex: {
+      const std::optional<double> ha = HexValue(a), hb = HexValue(b);
+      if (ha && hb) return *ha < *hb ? -1 : (*ha > *hb ? 1 : 0);
+      if (ha) return -1;  // hex numbers before other values, as numbers before text
+      if (hb) return 1;
+      const std::string sa = ValueToString(a), sb = ValueToString(b);
+      return sa < sb ? -1 : (sa > sb ? 1 : 0);
+    }
+  }
+  return 0;
+}
+
 class SortCollector final : public Collector {
  public:
-  SortCollector(std::vector<std::string> fields, bool descending, size_t cap)
-      : fields_(std::move(fields)), descending_(descending), cap_(cap) {}
+  SortCollector(std::vector<std::string> fields, std::vector<Stage::SortKey> keys, size_t cap)
+      : fields_(std::move(fields)), keys_(std::move(keys)), cap_(cap) {}
 
   void Add(const Record& r) override {
     ++total_;
@@ -667,8 +718,8 @@ class SortCollector final : public Collector {
         if (!va && !vb) continue;
         return vb == std::nullopt;
       }
-      const int c = CompareValues(*va, *vb);
-      if (c != 0) return descending_ ? c > 0 : c < 0;
+      const int c = CompareSortValues(*va, *vb, keys_[i].type);
+      if (c != 0) return keys_[i].descending ? c > 0 : c < 0;
     }
     return a.key < b.key;
   }
@@ -693,7 +744,7 @@ class SortCollector final : public Collector {
   }
 
   std::vector<std::string> fields_;
-  bool descending_;
+  std::vector<Stage::SortKey> keys_;  // one per field
   size_t cap_;
   uint64_t total_ = 0;
   std::vector<Entry> entries_;
@@ -2026,8 +2077,13 @@ std::unique_ptr<Collector> Make(const Stage& st, const CollectorContext& ctx) {
       return std::make_unique<KeptRowsCollector>(M::kTail, LimitOf(st), std::vector<std::string>{});
     case Stage::Kind::kTable:
       return std::make_unique<KeptRowsCollector>(M::kTable, LimitOf(st), st.fields);
-    case Stage::Kind::kSort:
-      return std::make_unique<SortCollector>(st.fields, st.descending, LimitOf(st));
+    case Stage::Kind::kSort: {
+      std::vector<Stage::SortKey> keys = st.sort_keys;
+      if (keys.size() != st.fields.size()) {
+        keys.assign(st.fields.size(), Stage::SortKey{st.descending, Stage::SortType::kNumber});
+      }
+      return std::make_unique<SortCollector>(st.fields, std::move(keys), LimitOf(st));
+    }
     case Stage::Kind::kAggregate:
       return std::make_unique<AggregateCollector>(st, ctx);
     default:

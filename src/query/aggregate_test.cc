@@ -281,6 +281,43 @@ TEST(SortCollectorTest, AscendingMultiFieldAndLimitWarning) {
 
 // ---------- table ----------
 
+// sort(type=hex): hexadecimal numbers (0x optional, any case) numerically, before other values;
+// type=string: text order even for numbers; per-field orders.
+TEST(SortCollectorTest, TypesAndPerFieldOrders) {
+  auto run = [](std::vector<Stage::SortKey> keys, std::vector<std::string> fields,
+                std::vector<Row> rows) {
+    Stage st = Simple(Stage::Kind::kSort, 10, fields);
+    st.sort_keys = std::move(keys);
+    CollectorContext ctx;
+    auto c = NewCollector(st, ctx);
+    int64_t k = 0;
+    for (Row& r : rows) c->Add(R(std::move(r), Key(++k)));
+    std::vector<std::string> out;
+    for (const Row& r : Finish(*c).rows) {
+      std::string line;
+      for (const auto& [name, v] : r) line += (line.empty() ? "" : ",") + ValueToString(v);
+      out.push_back(line);
+    }
+    return out;
+  };
+  using T = Stage::SortType;
+  EXPECT_EQ(run({{false, T::kHex}}, {"h"},
+                {{{"h", std::string("ff")}},
+                 {{"h", std::string("0x10")}},
+                 {{"h", std::string("zz")}},
+                 {{"h", std::string("9")}},
+                 {{"h", std::string("0XA")}}}),
+            (std::vector<std::string>{"9", "0XA", "0x10", "ff", "zz"}));
+  EXPECT_EQ(run({{true, T::kString}}, {"s"},
+                {{{"s", int64_t{9}}}, {{"s", int64_t{10}}}, {{"s", std::string("a")}}}),
+            (std::vector<std::string>{"a", "9", "10"}));
+  EXPECT_EQ(run({{false, T::kNumber}, {true, T::kNumber}}, {"a", "b"},
+                {{{"a", int64_t{2}}, {"b", int64_t{1}}},
+                 {{"a", int64_t{1}}, {"b", int64_t{1}}},
+                 {{"a", int64_t{1}}, {"b", int64_t{5}}}}),
+            (std::vector<std::string>{"1,5", "1,1", "2,1"}));
+}
+
 TEST(TableCollectorTest, KeepsTheNewestRowsWithOnlyTheColumns) {
   CollectorContext ctx;
   Stage st = Simple(Stage::Kind::kTable, 2, {"b", "a"});

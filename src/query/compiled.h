@@ -215,7 +215,19 @@ struct Stage {
                                     // (kGroupBy/kTop; kBucket: the series field, if any)
   int64_t limit = 200;              // kHead/kTail/kSort/kTable rows; kGroupBy groups; kTop rows;
                                     // kBucket series
-  bool descending = true;           // kSort
+  bool descending = true;           // kSort (when sort_keys is empty: every field)
+  // kSort: per field of `fields`, its order and how its values compare (sort(order=[...],
+  // type=[...])); empty = every field `descending` and kNumber.
+  enum class SortType : uint8_t {
+    kNumber,  // numbers numerically, before text; text bytewise (also LogScale's `any`)
+    kString,  // the values as text, bytewise
+    kHex,     // hexadecimal numbers (0x optional), numerically, before other values
+  };
+  struct SortKey {
+    bool descending = true;
+    SortType type = SortType::kNumber;
+  };
+  std::vector<SortKey> sort_keys;
   Grouping grouping = Grouping::kNone;  // kAggregate
   std::vector<Metric> metrics;          // kAggregate (never empty)
   int64_t span_ms = 0;  // kBucket; 0 = chosen from the query's time range (about 100

@@ -141,9 +141,26 @@ std::string StageString(const Stage& st) {
       return "head " + std::to_string(st.limit);
     case K::kTail:
       return "tail " + std::to_string(st.limit);
-    case K::kSort:
-      return "sort " + Join(st.fields) + (st.descending ? " desc " : " asc ") +
-             std::to_string(st.limit);
+    case K::kSort: {
+      // One order (and the default type) for all fields: "sort a,b desc 200"; else per field
+      // "sort a:asc:string,b:desc 200".
+      bool uniform = true;
+      for (const Stage::SortKey& k : st.sort_keys) {
+        uniform = uniform && k.descending == st.descending && k.type == Stage::SortType::kNumber;
+      }
+      if (uniform) {
+        return "sort " + Join(st.fields) + (st.descending ? " desc " : " asc ") +
+               std::to_string(st.limit);
+      }
+      static const char* kType[] = {"", ":string", ":hex"};
+      std::string out = "sort ";
+      for (size_t i = 0; i < st.fields.size(); ++i) {
+        const Stage::SortKey& k = st.sort_keys[i];
+        out += (i ? "," : "") + st.fields[i] + (k.descending ? ":desc" : ":asc") +
+               kType[static_cast<int>(k.type)];
+      }
+      return out + " " + std::to_string(st.limit);
+    }
     case K::kTable:
       return "table " + Join(st.fields) + " " + std::to_string(st.limit);
     case K::kAggregate: {
@@ -700,13 +717,19 @@ TEST(ParserFunctionTest, RowFunctions) {
   EXPECT_EQ(ParseError("| head(x=1)"), "unknown parameter 'x' for head() at position 7");
   EXPECT_EQ(ParseError("| head(1, 2)"), "parameter 'limit' of head() given twice at position 10");
   EXPECT_EQ(ParseError("| sort(a, order=up)"),
-            "invalid value 'up' for parameter 'order' of sort(): expected asc or desc (one order "
-            "for all fields) at position 16");
-  EXPECT_EQ(ParseError("| sort([a, b], order=[asc, desc])"),
-            "invalid value 'desc' for parameter 'order' of sort(): expected asc or desc (one "
-            "order for all fields) at position 27");
-  EXPECT_EQ(ParseError("| sort(a, type=number)"),
-            "parameter 'type' of sort() is not supported at position 10");
+            "invalid value 'up' for parameter 'order' of sort(): expected asc or desc at position "
+            "16");
+  EXPECT_EQ(ParseError("| sort([a, b, c], order=[asc, desc])"),
+            "invalid value '[...]' for parameter 'order' of sort(): expected one value, or a list "
+            "with one value per field (3) at position 24");
+  EXPECT_EQ(ParseError("| sort(a, type=date)"),
+            "invalid value 'date' for parameter 'type' of sort(): expected number, string, hex or "
+            "any at position 15");
+  EXPECT_EQ(Stages("| sort([a, b], order=[asc, desc])"), "sort a:asc,b:desc 200");
+  EXPECT_EQ(Stages("| sort([a, b], type=[string, hex], order=asc, limit=5)"),
+            "sort a:asc:string,b:asc:hex 5");
+  EXPECT_EQ(Stages("| sort(a, type=number, order=asc)"), "sort a asc 200");
+  EXPECT_EQ(Stages("| sort(a, type=ANY)"), "sort a desc 200");
   EXPECT_EQ(ParseError("| sort(a, order=asc, reverse=true)"),
             "sort() takes order or reverse, not both at position 21");
   EXPECT_EQ(ParseError("| table()"),
