@@ -348,11 +348,12 @@ void RoundTrip(bool format1, uint8_t block_choice, std::string_view in) {
       for (const Field& f : events[next].event.fields) {
         if (f.name == name) want.push_back(f.value);
       }
-      for (uint32_t k = block.field_begin[i]; k < block.field_begin[i + 1]; ++k) {
-        if (r.format_version() == 1 && block.fields[k].name != name) continue;
-        if (block.fields[k].name != name) __builtin_trap();
-        got.push_back(block.fields[k].value);
-      }
+      // Both homes of a partial read's values: `fields` and the dictionary columns.
+      block.ForEachField(i, [&](std::string_view field, std::string_view value) {
+        if (r.format_version() == 1 && field != name) return;
+        if (field != name) __builtin_trap();
+        got.push_back(value);
+      });
       if (got != want || block.positions[i] != events[next].pos) __builtin_trap();
     }
   }
