@@ -535,10 +535,13 @@ TEST_F(ReplicatorTest, BackgroundThreadReplicatesAndStops) {
   std::vector<SegmentId> ids;
   for (int i = 0; i < 5; ++i) ids.push_back(AddSegment());
   for (auto& [id, node] : nodes_) node.rep->Start();
+  // Done when every segment has its two copies and every node's thread has begun a pass (a
+  // node whose thread was scheduled late may not have, even after the others copied everything).
   bool done = false;
   for (int i = 0; i < 1000 && !done; ++i) {
     done = true;
     for (SegmentId id : ids) done = done && Replicas(id).size() == 2;
+    for (auto& [id, node] : nodes_) done = done && node.rep->progress().passes > 0;
     if (!done) std::this_thread::sleep_for(10ms);
   }
   EXPECT_TRUE(done);
