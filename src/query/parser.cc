@@ -513,23 +513,31 @@ class Parser {
     }
   }
 
+  // A field name at pos_ ("quoted", `backquoted` or bare) for a construct that may not be
+  // there: on success *name is set and pos_ is after it; otherwise pos_ and err_ are unchanged
+  // (a malformed name is reported again by the filter parser).
+  bool TryFieldNameAt(std::string* name) {
+    const size_t start = pos_;
+    const char c = Peek();
+    if (c == '"' || c == '`') {
+      if (c == '"' ? !ParseQuoted(name) : !ParseBackquoted(name)) {
+        pos_ = start;
+        err_ = Status::OK();
+        return false;
+      }
+      return true;
+    }
+    if (!IsFieldNameChar(c)) return false;
+    pos_ = FieldNameEnd(start);
+    *name = std::string(s_.substr(start, pos_ - start));
+    return true;
+  }
+
   // Whether `field match {` starts at pos_ (field a field name, "quoted" or `backquoted`); then
   // *field is set and pos_ is at '{'. Otherwise pos_ is unchanged.
   bool MatchAt(std::string* field) {
     const size_t start = pos_;
-    const char c = Peek();
-    if (c == '"' || c == '`') {
-      if (c == '"' ? !ParseQuoted(field) : !ParseBackquoted(field)) {
-        pos_ = start;
-        err_ = Status::OK();  // not a match: the filter parser reports it again
-        return false;
-      }
-    } else if (IsFieldNameChar(c)) {
-      pos_ = FieldNameEnd(start);
-      *field = std::string(s_.substr(start, pos_ - start));
-    } else {
-      return false;
-    }
+    if (!TryFieldNameAt(field)) return false;
     size_t k = SkipWsFrom(pos_);
     if (k + 5 <= s_.size() && EqualsIgnoreCase(s_.substr(k, 5), "match")) {
       size_t b = SkipWsFrom(k + 5);
@@ -699,19 +707,7 @@ class Parser {
   // *target is set and pos_ is after ':='. Otherwise pos_ is unchanged.
   bool AssignmentAt(std::string* target) {
     const size_t start = pos_;
-    const char c = Peek();
-    if (c == '"' || c == '`') {
-      if (c == '"' ? !ParseQuoted(target) : !ParseBackquoted(target)) {
-        pos_ = start;
-        err_ = Status::OK();  // not an assignment: the filter parser reports it again
-        return false;
-      }
-    } else if (IsFieldNameChar(c)) {
-      pos_ = FieldNameEnd(start);
-      *target = std::string(s_.substr(start, pos_ - start));
-    } else {
-      return false;
-    }
+    if (!TryFieldNameAt(target)) return false;
     size_t k = SkipWsFrom(pos_);
     if (k + 1 < s_.size() && s_[k] == ':' && s_[k + 1] == '=') {
       pos_ = k + 2;

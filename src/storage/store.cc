@@ -93,16 +93,11 @@ Status BadName(const std::string& file_name) {
                                  "' is not a valid segment file name");
 }
 
-// A reader of a temporary copy (SegmentStore::OpenCopy) that removes the file when destroyed.
-class CopyReader final : public SegmentReader {
+// A reader that forwards every call to another (shared) reader.
+class ForwardingReader : public SegmentReader {
  public:
-  CopyReader(Env* env, std::string path, std::unique_ptr<SegmentReader> reader)
-      : env_(env), path_(std::move(path)), reader_(std::move(reader)) {}
-  ~CopyReader() override {
-    reader_.reset();
-    Status st = env_->RemoveFile(path_);
-    if (!st.ok()) spdlog::warn("storage: cannot delete {}: {}", path_, st.ToString());
-  }
+  explicit ForwardingReader(std::shared_ptr<const SegmentReader> reader)
+      : reader_(std::move(reader)) {}
   const SegmentInfo& info() const override { return reader_->info(); }
   const std::vector<BlockInfo>& blocks() const override { return reader_->blocks(); }
   bool BlockMayContainAll(size_t i, const std::vector<std::string>& terms) const override {
@@ -120,37 +115,25 @@ class CopyReader final : public SegmentReader {
   }
   uint32_t format_version() const override { return reader_->format_version(); }
   Status VerifyAll() const override { return reader_->VerifyAll(); }
+
+ protected:
+  std::shared_ptr<const SegmentReader> reader_;
+};
+
+// A reader of a temporary copy (SegmentStore::OpenCopy) that removes the file when destroyed.
+class CopyReader final : public ForwardingReader {
+ public:
+  CopyReader(Env* env, std::string path, std::unique_ptr<SegmentReader> reader)
+      : ForwardingReader(std::move(reader)), env_(env), path_(std::move(path)) {}
+  ~CopyReader() override {
+    reader_.reset();  // closes the file before it is deleted
+    Status st = env_->RemoveFile(path_);
+    if (!st.ok()) spdlog::warn("storage: cannot delete {}: {}", path_, st.ToString());
+  }
 
  private:
   Env* env_;
   std::string path_;
-  std::unique_ptr<SegmentReader> reader_;
-};
-
-// A reader shared with the store's reader cache (SegmentStore::Open).
-class SharedReader final : public SegmentReader {
- public:
-  explicit SharedReader(std::shared_ptr<const SegmentReader> reader) : reader_(std::move(reader)) {}
-  const SegmentInfo& info() const override { return reader_->info(); }
-  const std::vector<BlockInfo>& blocks() const override { return reader_->blocks(); }
-  bool BlockMayContainAll(size_t i, const std::vector<std::string>& terms) const override {
-    return reader_->BlockMayContainAll(i, terms);
-  }
-  Status ReadBlock(size_t i, DecodedBlock* out) const override {
-    return reader_->ReadBlock(i, out);
-  }
-  Status ReadBlockColumns(size_t i, const ColumnSelection& columns,
-                          DecodedBlock* out) const override {
-    return reader_->ReadBlockColumns(i, columns, out);
-  }
-  Status ReadStoredBlock(size_t i, StoredBlock* out) const override {
-    return reader_->ReadStoredBlock(i, out);
-  }
-  uint32_t format_version() const override { return reader_->format_version(); }
-  Status VerifyAll() const override { return reader_->VerifyAll(); }
-
- private:
-  std::shared_ptr<const SegmentReader> reader_;
 };
 
 }  // namespace
@@ -351,7 +334,7 @@ Result<std::unique_ptr<SegmentReader>> SegmentStore::Open(const std::string& fil
     if (it != readers_.end()) {
       if (exists) {
         readers_lru_.splice(readers_lru_.begin(), readers_lru_, it->second.second);
-        return std::unique_ptr<SegmentReader>(new SharedReader(it->second.first));
+        return std::unique_ptr<SegmentReader>(new ForwardingReader(it->second.first));
       }
       DropReaderLocked(file_name);  // removed behind the store's back
     }
@@ -369,7 +352,7 @@ Result<std::unique_ptr<SegmentReader>> SegmentStore::Open(const std::string& fil
       readers_lru_.pop_back();
     }
   }
-  return std::unique_ptr<SegmentReader>(new SharedReader(std::move(reader)));
+  return std::unique_ptr<SegmentReader>(new ForwardingReader(std::move(reader)));
 }
 
 void SegmentStore::DropReaderLocked(const std::string& file_name) const {

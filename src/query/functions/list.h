@@ -7,7 +7,7 @@
 
 // X(variable): the Function object; the comment names the file defining it. Issue 17's entries
 // (without comments, so that the list keeps its formatting) are defined in: stdDev/range
-// std_dev_range.cc, collect collect.cc, selectFromMax/Min/selectLast select_from.cc, format
+// numeric_metrics.cc, collect collect.cc, selectFromMax/Min/selectLast select_from.cc, format
 // format.cc, parseTimestamp/findTimestamp parse_timestamp.cc, test test.cc, replace replace.cc,
 // default default.cc, coalesce coalesce.cc, splitString split_string.cc, concatArray
 // concat_array.cc, lowercase lowercase.cc, upper upper.cc, urlDecode/base64Decode decode.cc,

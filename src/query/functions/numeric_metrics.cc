@@ -1,5 +1,10 @@
-// sum(field, as=_sum), avg(field, as=_avg), min(field, as=_min), max(field, as=_max) over the
-// numeric values of a field. Aggregates: a step of their own or a metric in function=.
+// sum(field, as=_sum), avg(field, as=_avg), min(field, as=_min), max(field, as=_max),
+// stdDev(field, as=_stddev) and range(field, as=_range) over the numeric values of a field.
+// Aggregates: a step of their own or a metric in function=. stdDev and range keep the list of
+// values (as percentile()), so they are exact.
+//
+// Choice where LogScale's documentation leaves room: stdDev is the population standard
+// deviation (divided by n, not n - 1). range is max - min (an integer when both are).
 #include "query/functions/list.h"
 
 namespace sediment::query::functions {
@@ -51,6 +56,23 @@ const Function kMax = {
     .doc = "the largest value of a numeric field",
     .stage = &MetricAsStage,
     .metric = &BuildMetric<Metric::Kind::kMax>,
+};
+
+const Function kStdDev = {
+    .name = "stdDev",
+    .kind = Kind::kAggregate,
+    .params = kParams,
+    .doc = "the standard deviation of a numeric field",
+    .stage = &MetricAsStage,
+    .metric = &BuildMetric<Metric::Kind::kStdDev>,
+};
+const Function kRange = {
+    .name = "range",
+    .kind = Kind::kAggregate,
+    .params = kParams,
+    .doc = "the largest minus the smallest value of a numeric field",
+    .stage = &MetricAsStage,
+    .metric = &BuildMetric<Metric::Kind::kRange>,
 };
 
 }  // namespace sediment::query::functions

@@ -418,6 +418,41 @@ std::optional<int64_t> ToMillis(Parsed p, std::optional<int32_t> timezone, std::
   return secs * 1000 + p.nanos / 1000000;
 }
 
+// The record function of parseTimestamp() and findTimestamp(), with their `field`, `as` and
+// `addErrors` parameters: parse(text, &why) gives the milliseconds of the text of `field` (or
+// nullopt and why not). On success `as` is set; on failure, with addErrors, @error=true and
+// @error_msg = "<name>(): ['<text>' when quote_text]<why>". The event is always kept.
+template <typename Parse>
+bool SetTimeStage(Call& c, Stage* st, const char* name, bool quote_text, Parse parse) {
+  std::string field = c.String("field");
+  std::string as = c.String("as");
+  const bool add_errors = c.Bool("addErrors");
+  std::vector<std::string> touched = {field, as, "@error", "@error_msg"};
+  SetRecordFunction(
+      st,
+      [field, as, add_errors, name, quote_text, parse](Record& r) {
+        std::string scratch, why;
+        std::optional<std::string_view> text = r.Get(field, &scratch);
+        std::optional<int64_t> ms;
+        if (text) {
+          ms = parse(*text, &why);
+        } else {
+          why = "field '" + field + "' is missing";
+        }
+        if (ms) {
+          r.Set(as, Value(*ms));
+        } else if (add_errors) {
+          std::string msg = std::string(name) + "(): ";
+          if (text && quote_text) msg += "'" + std::string(*text) + "' ";
+          r.Set("@error", Value(std::string("true")));
+          r.Set("@error_msg", Value(msg + why));
+        }
+        return true;
+      },
+      std::move(touched));
+  return true;
+}
+
 bool Build(Call& c, Stage* st) {
   auto spec = std::make_shared<Spec>();
   const std::string& format = c.String("format");
@@ -444,33 +479,9 @@ bool Build(Call& c, Stage* st) {
     }
   }
   spec->case_sensitive = c.Bool("caseSensitive");
-  std::string field = c.String("field");
-  std::string as = c.String("as");
-  const bool add_errors = c.Bool("addErrors");
-  std::vector<std::string> touched = {field, as, "@error", "@error_msg"};
-  SetRecordFunction(
-      st,
-      [spec, field, as, add_errors](Record& r) {
-        std::string scratch, why;
-        std::optional<std::string_view> text = r.Get(field, &scratch);
-        std::optional<int64_t> ms;
-        if (text) {
-          ms = ParseTime(*spec, *text, &why);
-        } else {
-          why = "field '" + field + "' is missing";
-        }
-        if (ms) {
-          r.Set(as, Value(*ms));
-        } else if (add_errors) {
-          std::string msg = text ? "parseTimestamp(): '" + std::string(*text) + "' " + why
-                                 : "parseTimestamp(): " + why;
-          r.Set("@error", Value(std::string("true")));
-          r.Set("@error_msg", Value(std::move(msg)));
-        }
-        return true;
-      },
-      std::move(touched));
-  return true;
+  return SetTimeStage(
+      c, st, "parseTimestamp", /*quote_text=*/true,
+      [spec](std::string_view text, std::string* why) { return ParseTime(*spec, text, why); });
 }
 
 // ---- findTimestamp ----
@@ -538,31 +549,10 @@ bool BuildFind(Call& c, Stage* st) {
       return false;
     }
   }
-  std::string field = c.String("field");
-  std::string as = c.String("as");
-  const bool add_errors = c.Bool("addErrors");
-  std::vector<std::string> touched = {field, as, "@error", "@error_msg"};
-  SetRecordFunction(
-      st,
-      [field, as, timezone, add_errors](Record& r) {
-        std::string scratch, why;
-        std::optional<std::string_view> text = r.Get(field, &scratch);
-        std::optional<int64_t> ms;
-        if (text) {
-          ms = FindTime(*text, timezone, &why);
-        } else {
-          why = "field '" + field + "' is missing";
-        }
-        if (ms) {
-          r.Set(as, Value(*ms));
-        } else if (add_errors) {
-          r.Set("@error", Value(std::string("true")));
-          r.Set("@error_msg", Value("findTimestamp(): " + why));
-        }
-        return true;
-      },
-      std::move(touched));
-  return true;
+  return SetTimeStage(c, st, "findTimestamp", /*quote_text=*/false,
+                      [timezone](std::string_view text, std::string* why) {
+                        return FindTime(text, timezone, why);
+                      });
 }
 
 }  // namespace
