@@ -10,6 +10,7 @@
 #include "common/json_writer.h"
 #include "http/status_code.h"
 #include "ingest/ingest.h"
+#include "ingest/otlp.h"
 
 namespace sediment::api {
 namespace {
@@ -18,6 +19,8 @@ class IngestRoutes : public Node {
  public:
   explicit IngestRoutes(const Node& node) : Node(node) {}
   http::Response HandleIngest(const http::Request& req, ingest::Format format, bool hec) const;
+  // OTLP/HTTP logs: answers in the request's encoding (ingest/otlp.h).
+  http::Response HandleOtlpLogs(const http::Request& req) const;
 };
 
 http::Response IngestRoutes::HandleIngest(const http::Request& req, ingest::Format format,
@@ -63,6 +66,54 @@ http::Response IngestRoutes::HandleIngest(const http::Request& req, ingest::Form
   return r;
 }
 
+http::Response IngestRoutes::HandleOtlpLogs(const http::Request& req) const {
+  const std::string content_type(req.Header("Content-Type"));
+  const std::optional<ingest::OtlpEncoding> encoding = ingest::OtlpEncodingFor(content_type);
+  if (!encoding) {
+    return http::JsonError(415,
+                           "unsupported Content-Type '" + content_type +
+                               "': OTLP/HTTP sends application/x-protobuf or application/json");
+  }
+  auto answer = [&](int status, std::string body) {
+    http::Response r;
+    r.status = status;
+    r.content_type = ingest::OtlpContentType(*encoding);
+    r.body = std::move(body);
+    return r;
+  };
+  auto fail = [&](int status, const std::string& message) {
+    return answer(status, ingest::OtlpErrorBody(*encoding, status, message));
+  };
+  const std::string repo = IngestRepo(req, false);
+  if (repo.empty()) return fail(401, "unknown ingest token");
+
+  ingest::ParseOptions options;
+  options.repo = repo;
+  options.now_ms = clock->NowMillis();
+  options.max_event_bytes = config.max_event_bytes;
+  options.max_json_depth = config.max_json_depth;
+  options.max_fields_per_event = static_cast<size_t>(config.max_fields_per_event);
+  options.content_type = content_type;
+  auto parsed = ingest::ParseRequest(ingest::Format::kOtlpLogs, req.body, options);
+  if (!parsed.ok()) {
+    return fail(http::StatusCodeFor(parsed.status()), parsed.status().message());
+  }
+  ingest::ParseResult result;
+  result.event_count = parsed->event_count;
+  result.rejected_count = parsed->rejected_count;
+  result.rejected_message = std::move(parsed->rejected_message);
+  const auto ack_timeout = std::chrono::milliseconds(
+      config.kafka_brokers.empty() ? 30000 : config.kafka_produce_timeout_ms + 1000);
+  Status st = ingest::AppendAll(ingest_log, std::move(parsed->messages), ack_timeout);
+  if (!st.ok()) {
+    spdlog::warn("ingest: OTLP append failed: {}", st.ToString());
+    http::Response r = fail(503, "events were not stored durably, retry: " + st.message());
+    r.headers.emplace_back("Retry-After", "1");
+    return r;
+  }
+  return answer(200, ingest::OtlpLogsResponse(*encoding, result));
+}
+
 }  // namespace
 
 void AddIngestRoutes(http::Router& router, const Node& node) {
@@ -87,6 +138,16 @@ void AddIngestRoutes(http::Router& router, const Node& node) {
           return self->HandleIngest(req, format, hec);
         },
         node.IngestGate(how.second));
+  }
+  // OTLP/HTTP logs: LogScale's path (an exporter's endpoint `.../api/v1/ingest/otlp` plus the
+  // signal path) and OTLP's default path.
+  for (const char* path : {"/api/v1/ingest/otlp/v1/logs", "/v1/logs"}) {
+    router.Add(
+        "POST", path,
+        [self](const http::Request& req, const http::PathParams&) {
+          return self->HandleOtlpLogs(req);
+        },
+        node.IngestGate(false));
   }
 }
 

@@ -218,6 +218,7 @@ std::optional<Format> FormatForPath(std::string_view path) {
       path == "/services/collector/raw/1.0") {
     return Format::kHecRaw;
   }
+  if (path == "/api/v1/ingest/otlp/v1/logs" || path == "/v1/logs") return Format::kOtlpLogs;
   return std::nullopt;
 }
 
@@ -233,6 +234,8 @@ const char* FormatName(Format format) {
       return "hec";
     case Format::kHecRaw:
       return "hec-raw";
+    case Format::kOtlpLogs:
+      return "otlp-logs";
   }
   return "unknown";
 }
@@ -252,6 +255,8 @@ Result<ParseResult> ParseRequest(Format format, std::string_view body,
         return internal::ParseHecEvents(body, options);
       case Format::kHecRaw:
         return internal::ParseLines(body, options, /*hec=*/true);
+      case Format::kOtlpLogs:
+        return internal::ParseOtlpLogs(body, options);
     }
   } catch (const std::bad_alloc&) {
     return Status::TooLarge("out of memory while parsing the request");

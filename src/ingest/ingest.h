@@ -23,6 +23,7 @@ enum class Format {
   kRaw,                // POST /api/v1/ingest/raw: one event per line
   kHecEvent,           // /api/v1/ingest/hec, /services/collector, /services/collector/event
   kHecRaw,             // /api/v1/ingest/hec/raw, /services/collector/raw
+  kOtlpLogs,           // /api/v1/ingest/otlp/v1/logs, /v1/logs: OTLP/HTTP logs (otlp.h)
 };
 
 struct ParseOptions {
@@ -37,17 +38,23 @@ struct ParseOptions {
   size_t max_message_bytes = 900 * 1024;
   // URL query parameters (HEC raw: host, source, sourcetype; raw: none yet).
   std::map<std::string, std::string> params;
+  // The request's Content-Type (OTLP: protobuf or JSON, see otlp.h).
+  std::string content_type;
 };
 
 struct ParseResult {
   std::vector<IngestMessage> messages;
   size_t event_count = 0;
+  // Events refused one by one while the others are kept (OTLP's partial success): how many, and
+  // the first one's reason. Formats that refuse a whole request instead leave these 0 and empty.
+  size_t rejected_count = 0;
+  std::string rejected_message;
 };
 
 // The format served at an ingest endpoint path (no query string; a trailing '/' is ignored), e.g.
 // "/services/collector/raw" -> kHecRaw; nullopt for any other path. README.md lists the paths.
 std::optional<Format> FormatForPath(std::string_view path);
-// "humio-structured", "humio-unstructured", "raw", "hec", "hec-raw".
+// "humio-structured", "humio-unstructured", "raw", "hec", "hec-raw", "otlp-logs".
 const char* FormatName(Format format);
 
 // InvalidArgument (malformed JSON, wrong shape, bad timestamp; the message names the event index

@@ -68,5 +68,7 @@ Result<ParseResult> ParseHecEvents(std::string_view body, const ParseOptions& op
 // raw and HEC raw: one event per line. `hec` adds host/source/sourcetype/channel from params and
 // also splits on a lone '\r'.
 Result<ParseResult> ParseLines(std::string_view body, const ParseOptions& options, bool hec);
+// OTLP/HTTP logs (parse_otlp.cc), protobuf or JSON by options.content_type.
+Result<ParseResult> ParseOtlpLogs(std::string_view body, const ParseOptions& options);
 
 }  // namespace sediment::ingest::internal
