@@ -63,7 +63,8 @@ TEST_F(ApiRoutingTest, InternalRoutesNeedTheClusterSecret) {
 TEST_F(ApiRoutingTest, IngestAndQueryWithoutATokenAre401) {
   for (const char* path :
        {"/api/v1/ingest/humio-structured", "/api/v1/ingest/raw", "/api/v1/repositories/web/query",
-        "/api/v1/dataspaces/web/query", "/api/v1/repositories/web/queryjobs"}) {
+        "/api/v1/dataspaces/web/query", "/api/v1/repositories/web/queryjobs",
+        "/api/v1/ingest/otlp/v1/logs", "/v1/logs"}) {
     auto r = Send("POST", path);
     ASSERT_TRUE(r.has_value()) << path;
     EXPECT_EQ(r->status, 401) << path;
