@@ -19,6 +19,7 @@
 #include "global/global.h"
 #include "log/local_log.h"
 #include "model/event.h"
+#include "otlp/otlp_logs.pb.h"
 #include "query/query.h"
 #include "query/wire.h"
 #include "segment/segment.h"
@@ -393,6 +394,57 @@ void EventSeeds() {
 
 }  // namespace
 
+// otlp_fuzz: byte 0 bit 0 = JSON, bit 1 = small bounds.
+void OtlpSeeds() {
+  namespace pb = ::sediment::otlp;
+  pb::ExportLogsServiceRequest req;
+  pb::ResourceLogs* rl = req.add_resource_logs();
+  pb::KeyValue* svc = rl->mutable_resource()->add_attributes();
+  svc->set_key("service.name");
+  svc->mutable_value()->set_string_value("checkout");
+  pb::ScopeLogs* sl = rl->add_scope_logs();
+  sl->mutable_scope()->set_name("app");
+  sl->mutable_scope()->set_version("1.0");
+  pb::LogRecord* rec = sl->add_log_records();
+  rec->set_time_unix_nano(1700000000123456789);
+  rec->set_severity_number(17);
+  rec->set_severity_text("ERROR");
+  rec->set_trace_id(std::string(16, '\x5b'));
+  rec->set_span_id(std::string(8, '\xee'));
+  rec->set_flags(1);
+  rec->mutable_body()->set_string_value("payment failed");
+  pb::AnyValue* v = rec->add_attributes()->mutable_value();
+  rec->mutable_attributes(0)->set_key("map");
+  pb::KeyValue* inner = v->mutable_kvlist_value()->add_values();
+  inner->set_key("list");
+  pb::ArrayValue* arr = inner->mutable_value()->mutable_array_value();
+  arr->add_values()->set_int_value(-5);
+  arr->add_values()->set_double_value(1.5);
+  arr->add_values()->set_bool_value(true);
+  arr->add_values()->set_bytes_value("\x01\x02");
+  arr->add_values();
+  pb::LogRecord* structured = sl->add_log_records();
+  structured->set_observed_time_unix_nano(1700000000000000000);
+  pb::KeyValue* member = structured->mutable_body()->mutable_kvlist_value()->add_values();
+  member->set_key("msg");
+  member->mutable_value()->set_string_value("structured");
+  const std::string bytes = req.SerializeAsString();
+  Write("otlp_fuzz", "protobuf", Byte(0), bytes);
+  Write("otlp_fuzz", "protobuf-small-bounds", Byte(2), bytes);
+  const char* json =
+      R"({"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"s"}}]},)"
+      R"("scopeLogs":[{"scope":{"name":"lib","version":"1","attributes":[{"key":"k","value":{"intValue":"7"}}]},)"
+      R"("logRecords":[{"timeUnixNano":"1544712660300000000","observedTimeUnixNano":1544712660300000000,)"
+      R"("severityNumber":10,"severityText":"Information","traceId":"5B8EFFF798038103D269B633813FC60C",)"
+      R"("spanId":"EEE19B7EC3C1B174","flags":1,"body":{"stringValue":"Example"},"attributes":[)"
+      R"({"key":"b","value":{"boolValue":true}},{"key":"d","value":{"doubleValue":"NaN"}},)"
+      R"({"key":"by","value":{"bytesValue":"AP9oaQ=="}},{"key":"a","value":{"arrayValue":{"values":[{"stringValue":"x"}]}}},)"
+      R"({"key":"m","value":{"kvlistValue":{"values":[{"key":"k","value":{"intValue":3}}]}}}]},)"
+      R"({"time_unix_nano":0,"body":{"kvlist_value":{"values":[{"key":"n","value":null}]}}}]}]}]})";
+  Write("otlp_fuzz", "json", Byte(1), json);
+  Write("otlp_fuzz", "json-small-bounds", Byte(3), json);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s <repo dir>\n", argv[0]);
@@ -409,5 +461,6 @@ int main(int argc, char** argv) {
   QueryWireSeeds();
   InternalSeeds();
   EventSeeds();
+  OtlpSeeds();
   return 0;
 }
