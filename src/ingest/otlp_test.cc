@@ -373,6 +373,18 @@ TEST(Otlp, RecordOverABoundIsRefusedAloneAsPartialSuccess) {
       << json;
 }
 
+TEST(Otlp, EveryRecordRefusedIsStillAPartialSuccess) {
+  ParseOptions o = Opts();
+  o.max_event_bytes = 64;
+  ParseResult r = MustParse(Request(3).SerializeAsString(), o);  // resource fields alone are over
+  EXPECT_EQ(r.event_count, 0u);
+  EXPECT_TRUE(r.messages.empty());
+  EXPECT_EQ(r.rejected_count, 3u);
+  pb::ExportLogsServiceResponse resp;
+  ASSERT_TRUE(resp.ParseFromString(OtlpLogsResponse(OtlpEncoding::kProtobuf, r)));
+  EXPECT_EQ(resp.partial_success().rejected_log_records(), 3);
+}
+
 TEST(Otlp, FullSuccessAnswers) {
   ParseResult r = MustParse(Request(2).SerializeAsString());
   EXPECT_EQ(OtlpLogsResponse(OtlpEncoding::kJson, r), "{}");
