@@ -218,6 +218,13 @@ std::optional<Format> FormatForPath(std::string_view path) {
       path == "/services/collector/raw/1.0") {
     return Format::kHecRaw;
   }
+  if (path == "/api/v1/ingest/elastic-bulk" || path == "/_bulk") return Format::kElasticBulk;
+  // POST /{index}/_bulk: one non-empty segment before "/_bulk".
+  if (path.size() > 7 && path.substr(path.size() - 6) == "/_bulk" && path[0] == '/' &&
+      path.find('/', 1) == path.size() - 6) {
+    return Format::kElasticBulk;
+  }
+  if (path == "/api/v1/ingest/json") return Format::kJson;
   return std::nullopt;
 }
 
@@ -233,6 +240,10 @@ const char* FormatName(Format format) {
       return "hec";
     case Format::kHecRaw:
       return "hec-raw";
+    case Format::kElasticBulk:
+      return "elastic-bulk";
+    case Format::kJson:
+      return "json";
   }
   return "unknown";
 }
@@ -252,6 +263,10 @@ Result<ParseResult> ParseRequest(Format format, std::string_view body,
         return internal::ParseHecEvents(body, options);
       case Format::kHecRaw:
         return internal::ParseLines(body, options, /*hec=*/true);
+      case Format::kElasticBulk:
+        return internal::ParseElasticBulk(body, options);
+      case Format::kJson:
+        return internal::ParseLogScaleJson(body, options);
     }
   } catch (const std::bad_alloc&) {
     return Status::TooLarge("out of memory while parsing the request");

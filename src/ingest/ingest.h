@@ -23,6 +23,8 @@ enum class Format {
   kRaw,                // POST /api/v1/ingest/raw: one event per line
   kHecEvent,           // /api/v1/ingest/hec, /services/collector, /services/collector/event
   kHecRaw,             // /api/v1/ingest/hec/raw, /services/collector/raw
+  kElasticBulk,        // /api/v1/ingest/elastic-bulk, /_bulk, /{index}/_bulk (parse_elastic_bulk.cc)
+  kJson,               // /api/v1/ingest/json: an object or an array of objects (parse_logscale_json.cc)
 };
 
 struct ParseOptions {
@@ -37,17 +39,35 @@ struct ParseOptions {
   size_t max_message_bytes = 900 * 1024;
   // URL query parameters (HEC raw: host, source, sourcetype; raw: none yet).
   std::map<std::string, std::string> params;
+  // Elastic bulk: the {index} of POST /{index}/_bulk, the default of actions without "_index".
+  std::string bulk_index;
+};
+
+// Elastic bulk: the outcome of one action of the body, in body order (parse_elastic_bulk.cc).
+// status 201: the action's document is one of the result's events (appended with them); any other
+// status: nothing of the action is appended and `error_*` say why, in Elastic's terms.
+struct BulkItem {
+  std::string action;  // "index", "create", "delete", "update"
+  std::string index;   // the action's "_index", else ParseOptions::bulk_index
+  std::string id;      // the action's "_id", else a generated one
+  int status = 201;
+  std::string error_type;    // e.g. "mapper_parsing_exception"
+  std::string error_reason;  // Elastic's wording where it has one, else sediment's
+  std::string cause_type;    // "caused_by" (empty: none)
+  std::string cause_reason;
 };
 
 struct ParseResult {
   std::vector<IngestMessage> messages;
   size_t event_count = 0;
+  // kElasticBulk only: one per action (see BulkItem); empty for the other formats.
+  std::vector<BulkItem> items;
 };
 
 // The format served at an ingest endpoint path (no query string; a trailing '/' is ignored), e.g.
 // "/services/collector/raw" -> kHecRaw; nullopt for any other path. README.md lists the paths.
 std::optional<Format> FormatForPath(std::string_view path);
-// "humio-structured", "humio-unstructured", "raw", "hec", "hec-raw".
+// "humio-structured", "humio-unstructured", "raw", "hec", "hec-raw", "elastic-bulk", "json".
 const char* FormatName(Format format);
 
 // InvalidArgument (malformed JSON, wrong shape, bad timestamp; the message names the event index
