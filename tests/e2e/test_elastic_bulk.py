@@ -173,7 +173,7 @@ def test_bulk_paths_and_credentials(srv):
 def test_root_answers_browsers_and_elastic_clients(srv):
     plain = requests.get(srv.url + "/", timeout=10)
     assert plain.status_code == 200 and plain.headers["Content-Type"].startswith("text/plain")
-    assert "POST /_bulk" in plain.text and "X-Elastic-Product" not in plain.headers
+    assert "POST|PUT /_bulk" in plain.text and "X-Elastic-Product" not in plain.headers
     for headers in (basic(srv.ingest_token),
                     {"Accept": "application/vnd.elasticsearch+json; compatible-with=9"},
                     {"User-Agent": "Elastic-Filebeat/8.12.2 (linux; amd64; abc; 2024-02-01)"}):
