@@ -41,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (e.fields.size() > options.max_fields_per_event + 2) __builtin_trap();  // + _index, _id
       std::set<std::string_view> names;
       for (const Field& f : e.fields) {
-        if (!names.insert(f.name).second) __builtin_trap();  // field names are unique
+        if (!names.insert(f.name).second) __builtin_trap();    // field names are unique
         if (f.name == "@timestamp" && bulk) __builtin_trap();  // taken as the event's time
       }
     }

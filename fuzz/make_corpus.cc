@@ -103,9 +103,11 @@ void BulkSeeds() {
   const Seed seeds[] = {
       {0, "bulk",
        "{\"index\":{\"_index\":\"web\",\"_id\":\"1\"}}\n{\"@timestamp\":\"2024-01-02T03:04:05Z\","
-       "\"message\":\"GET / 200\",\"http\":{\"status\":200}}\n{\"create\":{}}\n{\"a\":[1,{\"b\":null}]}\n"},
+       "\"message\":\"GET / "
+       "200\",\"http\":{\"status\":200}}\n{\"create\":{}}\n{\"a\":[1,{\"b\":null}]}\n"},
       {0x80, "bulk-errors",
-       "{\"index\":{}}\n{\"message\": \"x\n{\"delete\":{\"_id\":\"7\"}}\n{\"update\":{\"_id\":\"8\"}}\n"
+       "{\"index\":{}}\n{\"message\": "
+       "\"x\n{\"delete\":{\"_id\":\"7\"}}\n{\"update\":{\"_id\":\"8\"}}\n"
        "{\"doc\":{}}\n{\"index\":{}}\n[1]\n{\"index\":{}}\n{\"@timestamp\":1704164645678}\n"},
       {1, "json-array", R"([{"msg":"event 1"},{"msg":"event 2","n":{"a":[1,true]}}])"},
       {1, "json-object", R"({"msg":"one","@timestamp":"x"})"},

@@ -260,7 +260,8 @@ TEST_F(ApiRoutingTest, ElasticRoutesAndTheRootDocument) {
   EXPECT_EQ(info->content_type, "application/vnd.elasticsearch+json;compatible-with=8");
   EXPECT_NE(info->body.find("\"number\":\"8.17.0\""), std::string::npos) << info->body;
   bool product = false;
-  for (const auto& [k, v] : info->headers) product |= k == "X-Elastic-Product" && v == "Elasticsearch";
+  for (const auto& [k, v] : info->headers)
+    product |= k == "X-Elastic-Product" && v == "Elasticsearch";
   EXPECT_TRUE(product);
   es.headers.emplace_back("Authorization", "Basic dXNlcjpub3Bl");
   EXPECT_EQ(router_.Dispatch(es)->status, 401);  // credentials that are no ingest token

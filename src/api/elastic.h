@@ -19,8 +19,8 @@ void ElasticHeaders(const http::Request& req, http::Response* r);
 
 // The bulk answer, {"took", "errors", "items": [{ACTION: {_index, _id, status, result | error}}]},
 // one item per action in body order (ingest::BulkItem).
-http::Response ElasticBulkAnswer(const http::Request& req, const std::vector<ingest::BulkItem>& items,
-                                 int64_t took_ms);
+http::Response ElasticBulkAnswer(const http::Request& req,
+                                 const std::vector<ingest::BulkItem>& items, int64_t took_ms);
 
 // GET /: Elastic's info document {name, cluster_name, cluster_uuid, version: {number, ...},
 // tagline} when the request looks like an Elastic client's (Basic or ApiKey credentials, an

@@ -30,8 +30,8 @@ int CompatibleWith(const http::Request& req) {
     size_t at = h.find(kKey);
     if (at == std::string_view::npos) continue;
     int n = 0;
-    for (size_t i = at + kKey.size(); i < h.size() && std::isdigit(static_cast<unsigned char>(h[i]));
-         ++i) {
+    for (size_t i = at + kKey.size();
+         i < h.size() && std::isdigit(static_cast<unsigned char>(h[i])); ++i) {
       n = n * 10 + (h[i] - '0');
       if (n > 1000) return 0;
     }
@@ -141,8 +141,9 @@ std::string Existing(std::string_view kind, const std::string& name) {
 void ElasticHeaders(const http::Request& req, http::Response* r) {
   r->headers.emplace_back("X-Elastic-Product", "Elasticsearch");
   const int n = CompatibleWith(req);
-  r->content_type = n > 0 ? "application/vnd.elasticsearch+json;compatible-with=" + std::to_string(n)
-                          : "application/json";
+  r->content_type = n > 0
+                        ? "application/vnd.elasticsearch+json;compatible-with=" + std::to_string(n)
+                        : "application/json";
 }
 
 http::Response ElasticBulkAnswer(const http::Request& req,

@@ -42,8 +42,8 @@ std::string HecChannel(const http::Request& req) {
   return it == req.query.end() ? std::string() : it->second;
 }
 
-http::Response IngestRoutes::HandleIngest(const http::Request& req, ingest::Format format,
-                                          bool hec, const http::PathParams* params) const {
+http::Response IngestRoutes::HandleIngest(const http::Request& req, ingest::Format format, bool hec,
+                                          const http::PathParams* params) const {
   const bool elastic = format == ingest::Format::kElasticBulk;
   const auto started = SteadyNow();
   // hec_code: Splunk HEC's error code (2 token required, 4 invalid token, 5 no data, 6 invalid
@@ -115,8 +115,8 @@ http::Response IngestRoutes::HandleIngest(const http::Request& req, ingest::Form
   }
   if (hec && !channel.empty()) {
     // Every event is durable: the ack id is acknowledged from now on.
-    r.body = R"({"text":"Success","code":0,"ackId":)" +
-             std::to_string(hec_acks->Issue(channel)) + "}";
+    r.body =
+        R"({"text":"Success","code":0,"ackId":)" + std::to_string(hec_acks->Issue(channel)) + "}";
   } else if (hec) {
     r.body = R"({"text":"Success","code":0})";
   } else {

@@ -60,7 +60,8 @@ std::vector<std::string> ElasticTokens(const http::Request& req) {
   while (!cred.empty() && cred.back() == ' ') cred.remove_suffix(1);
   if (cred.empty()) return out;
   auto is = [&](std::string_view name) {
-    return scheme.size() == name.size() && strncasecmp(scheme.data(), name.data(), name.size()) == 0;
+    return scheme.size() == name.size() &&
+           strncasecmp(scheme.data(), name.data(), name.size()) == 0;
   };
   if (is("Basic")) {
     if (auto userpass = DecodeBase64(cred)) {

@@ -64,7 +64,7 @@ TEST(ElasticBulkTest, IndexAndCreateBecomeEvents) {
   EXPECT_EQ(r->items[0].id, "a1");
   EXPECT_EQ(r->items[0].status, 201);
   EXPECT_EQ(r->items[1].action, "create");
-  EXPECT_EQ(r->items[1].index, "dflt");  // the path's {index}
+  EXPECT_EQ(r->items[1].index, "dflt");   // the path's {index}
   EXPECT_EQ(r->items[1].id.size(), 20u);  // generated
   EXPECT_EQ(r->items[1].status, 201);
   auto events = Events(*r);
@@ -87,9 +87,9 @@ TEST(ElasticBulkTest, IndexAndCreateBecomeEvents) {
 }
 
 TEST(ElasticBulkTest, EpochMillisTimestamp) {
-  auto r = ParseRequest(Format::kElasticBulk,
-                        "{\"index\":{}}\n{\"@timestamp\":1704164645678,\"message\":\"x\"}\n",
-                        Options());
+  auto r =
+      ParseRequest(Format::kElasticBulk,
+                   "{\"index\":{}}\n{\"@timestamp\":1704164645678,\"message\":\"x\"}\n", Options());
   ASSERT_TRUE(r.ok());
   auto events = Events(*r);
   ASSERT_EQ(events.size(), 1u);
@@ -133,9 +133,9 @@ TEST(ElasticBulkTest, OversizedDocumentIsAnItemError) {
   ParseOptions o = Options();
   o.max_event_bytes = 100;
   const std::string big(200, 'x');
-  auto r = ParseRequest(Format::kElasticBulk,
-                        "{\"index\":{}}\n{\"message\":\"" + big + "\"}\n{\"index\":{}}\n{\"a\":1}\n",
-                        o);
+  auto r =
+      ParseRequest(Format::kElasticBulk,
+                   "{\"index\":{}}\n{\"message\":\"" + big + "\"}\n{\"index\":{}}\n{\"a\":1}\n", o);
   ASSERT_TRUE(r.ok());
   ASSERT_EQ(r->items.size(), 2u);
   EXPECT_EQ(r->items[0].status, 400);
@@ -149,7 +149,7 @@ TEST(ElasticBulkTest, MalformedBodiesAreRefused) {
   for (const char* body : {
            "not json\n{\"a\":1}\n",
            "{\"index\":{}}\n{\"a\":1}\n{\"frobnicate\":{}}\n{\"a\":1}\n",  // unknown action
-           "{\"index\":{},\"create\":{}}\n{\"a\":1}\n",                   // two actions
+           "{\"index\":{},\"create\":{}}\n{\"a\":1}\n",                    // two actions
            "{\"index\":{}}\n",                                             // no source line
            "{\"index\":[]}\n{\"a\":1}\n",
            "{\"index\":{\"_index\":{}}}\n{\"a\":1}\n",

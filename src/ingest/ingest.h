@@ -23,8 +23,8 @@ enum class Format {
   kRaw,                // POST /api/v1/ingest/raw: one event per line
   kHecEvent,           // /api/v1/ingest/hec, /services/collector, /services/collector/event
   kHecRaw,             // /api/v1/ingest/hec/raw, /services/collector/raw
-  kElasticBulk,        // /api/v1/ingest/elastic-bulk, /_bulk, /{index}/_bulk (parse_elastic_bulk.cc)
-  kJson,               // /api/v1/ingest/json: an object or an array of objects (parse_logscale_json.cc)
+  kElasticBulk,  // /api/v1/ingest/elastic-bulk, /_bulk, /{index}/_bulk (parse_elastic_bulk.cc)
+  kJson,         // /api/v1/ingest/json: an object or an array of objects (parse_logscale_json.cc)
 };
 
 struct ParseOptions {

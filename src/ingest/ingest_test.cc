@@ -394,7 +394,8 @@ TEST(Ingest, AMissingEventFieldHasItsOwnSubcode) {
   auto missing = ParseRequest(Format::kHecEvent, R"({"time": 1})", Opts());
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().subcode(), StatusSubcode::kEventFieldRequired);
-  for (const char* body : {R"({"event": ""})", R"({"event": null})", R"({"event": "a"}{"event": ""})"}) {
+  for (const char* body :
+       {R"({"event": ""})", R"({"event": null})", R"({"event": "a"}{"event": ""})"}) {
     auto blank = ParseRequest(Format::kHecEvent, body, Opts());
     ASSERT_FALSE(blank.ok()) << body;
     EXPECT_EQ(blank.status().subcode(), StatusSubcode::kEventFieldBlank) << body;

@@ -82,13 +82,13 @@ void Refuse(BulkItem* item, std::string type, std::string reason, std::string ca
 
 // The document of an index / create action as an event; false with `item` refused when Elastic
 // would refuse the document (the rest of the body goes on).
-bool SourceEvent(dom::parser& parser, const Line& line, const ParseOptions& options,
-                 BulkItem* item, Event* e) {
+bool SourceEvent(dom::parser& parser, const Line& line, const ParseOptions& options, BulkItem* item,
+                 Event* e) {
   dom::element doc;
   if (auto err = ParseLine(parser, line.text, &doc)) {
-    Refuse(item, "mapper_parsing_exception", "failed to parse", "json_parse_exception",
-           std::string("line [") + std::to_string(line.number) +
-               "]: " + simdjson::error_message(err));
+    Refuse(
+        item, "mapper_parsing_exception", "failed to parse", "json_parse_exception",
+        std::string("line [") + std::to_string(line.number) + "]: " + simdjson::error_message(err));
     return false;
   }
   dom::object obj;
@@ -104,8 +104,8 @@ bool SourceEvent(dom::parser& parser, const Line& line, const ParseOptions& opti
   std::optional<std::string_view> message;
   for (auto [key, value] : obj) {
     if (key == "@timestamp") {
-      Status st = JsonTimestampMillis(value, "@timestamp", EpochUnit::kAuto, true, where,
-                                      &e->timestamp_ms);
+      Status st =
+          JsonTimestampMillis(value, "@timestamp", EpochUnit::kAuto, true, where, &e->timestamp_ms);
       if (!st.ok()) {
         Refuse(item, "mapper_parsing_exception",
                "failed to parse field [@timestamp] of type [date] in document with id '" +
@@ -152,8 +152,9 @@ Result<ParseResult> ParseElasticBulk(std::string_view body, const ParseOptions& 
     }
     dom::object action_obj;
     if (action_doc.get_object().get(action_obj) || action_obj.size() != 1) {
-      return Malformed(line, "expected an object with one of [create], [delete], [index] or "
-                             "[update]");
+      return Malformed(line,
+                       "expected an object with one of [create], [delete], [index] or "
+                       "[update]");
     }
     auto [action_key, meta_value] = *action_obj.begin();
     const std::string action(action_key);
@@ -163,18 +164,17 @@ Result<ParseResult> ParseElasticBulk(std::string_view body, const ParseOptions& 
     }
     dom::object meta;
     if (meta_value.get_object().get(meta)) {
-      return Malformed(line, "the value of [" + action + "] must be an object, got " +
-                                 JsonTypeName(meta_value));
+      return Malformed(
+          line, "the value of [" + action + "] must be an object, got " + JsonTypeName(meta_value));
     }
     BulkItem& item = items.emplace_back();
     item.action = action;
     item.index = options.bulk_index;
     for (auto [key, value] : meta) {
       if (key == "_index" || key == "_id") {
-        if (value.type() == dom::element_type::OBJECT ||
-            value.type() == dom::element_type::ARRAY) {
-          return Malformed(line, "[" + std::string(key) + "] must be a string, got " +
-                                     JsonTypeName(value));
+        if (value.type() == dom::element_type::OBJECT || value.type() == dom::element_type::ARRAY) {
+          return Malformed(
+              line, "[" + std::string(key) + "] must be a string, got " + JsonTypeName(value));
         }
         std::string text;
         if (value.type() == dom::element_type::STRING) {

@@ -43,8 +43,8 @@ Result<ParseResult> ParseLogScaleJson(std::string_view body, const ParseOptions&
     std::ignore = root.get_array().get(arr);
     size_t i = 0;
     for (dom::element item : arr) {
-      RETURN_IF_ERROR(JsonEvent(item, "event " + std::to_string(i++), options,
-                                &events->emplace_back()));
+      RETURN_IF_ERROR(
+          JsonEvent(item, "event " + std::to_string(i++), options, &events->emplace_back()));
     }
   } else if (root.type() == dom::element_type::OBJECT) {
     RETURN_IF_ERROR(JsonEvent(root, "event 0", options, &events->emplace_back()));
