@@ -105,11 +105,13 @@ def test_health(srv):
 ])
 def test_error_codes(srv, path, body, code):
     m = marker()
+    log_end = srv.log_end_sum()
     r = srv.ingest(path, body.replace('"ok"', f'"{m}"'), scheme="Splunk")
     assert r.status_code == 400, r.text
+    assert srv.log_end_sum() == log_end  # a refused request appends nothing
     assert r.json()["code"] == code, r.text
     if code == 13:
         assert r.json()["text"].endswith("Event field cannot be blank")
     if '"ok"' in body:
         time.sleep(0.5)
-        assert srv.count(m) == 0  # a refused request appends nothing
+        assert srv.count(m) == 0
