@@ -94,6 +94,28 @@ void IngestSeeds() {
   for (const Seed& s : seeds) Write("ingest_fuzz", s.name, Byte(s.format), s.body);
 }
 
+// bulk_fuzz: byte 0 bit 0 = JSON (else Elastic bulk), bit 7 = a path {index}.
+void BulkSeeds() {
+  struct Seed {
+    int flags;
+    const char* name;
+    const char* body;
+  };
+  const Seed seeds[] = {
+      {0, "bulk",
+       "{\"index\":{\"_index\":\"web\",\"_id\":\"1\"}}\n{\"@timestamp\":\"2024-01-02T03:04:05Z\","
+       "\"message\":\"GET / "
+       "200\",\"http\":{\"status\":200}}\n{\"create\":{}}\n{\"a\":[1,{\"b\":null}]}\n"},
+      {0x80, "bulk-errors",
+       "{\"index\":{}}\n{\"message\": "
+       "\"x\n{\"delete\":{\"_id\":\"7\"}}\n{\"update\":{\"_id\":\"8\"}}\n"
+       "{\"doc\":{}}\n{\"index\":{}}\n[1]\n{\"index\":{}}\n{\"@timestamp\":1704164645678}\n"},
+      {1, "json-array", R"([{"msg":"event 1"},{"msg":"event 2","n":{"a":[1,true]}}])"},
+      {1, "json-object", R"({"msg":"one","@timestamp":"x"})"},
+  };
+  for (const Seed& s : seeds) Write("bulk_fuzz", s.name, Byte(s.flags), s.body);
+}
+
 void QuerySeeds(const fs::path& repo) {
   int n = 0;
   for (const auto& entry : fs::directory_iterator(repo / "tests/query/cases")) {
@@ -453,6 +475,7 @@ int main(int argc, char** argv) {
   const fs::path repo = argv[1];
   g_out = repo / "fuzz/corpus";
   IngestSeeds();
+  BulkSeeds();
   QuerySeeds(repo);
   SegmentSeeds();
   CommitLogSeeds();

@@ -15,7 +15,10 @@ if [[ "${1:-}" == "--test" ]]; then
   # clang-16: the thread-safety analysis (scripts/thread_safety.sh; the default clang, 14, cannot
   # compile the tree's lambdas that capture structured bindings).
   # libclang-rt-16-dev: clang-16's runtime libraries, libFuzzer among them (scripts/fuzz.sh).
+  # syslog-ng-core, -mod-http, -scl: its elasticsearch-http() destination delivers a log file
+  # in tests/e2e/test_elastic_bulk.py (run as a child process with its own config).
   PACKAGES+=(openjdk-17-jre-headless maven gdb clang-16 libclang-rt-16-dev)
+  PACKAGES+=(syslog-ng-core syslog-ng-mod-http syslog-ng-scl)
 fi
 
 missing=()

@@ -232,5 +232,55 @@ TEST(LookupUpload, ContentChecks) {
   }
 }
 
+// Elastic routes refuse without an ingest token in Elastic's shape, before the body; GET / answers
+// Elastic clients with the info document and everyone else with the route index.
+TEST_F(ApiRoutingTest, ElasticRoutesAndTheRootDocument) {
+  for (const char* path : {"/_bulk", "/web/_bulk", "/api/v1/ingest/elastic-bulk", "/_license"}) {
+    http::Request req;
+    req.method = std::string(path) == "/_license" ? "GET" : "POST";
+    req.path = path;
+    req.headers.emplace_back("Authorization", "Basic dXNlcjpub3Bl");  // user:nope
+    auto refused = router_.Admit(req);
+    ASSERT_TRUE(refused.has_value()) << path;
+    EXPECT_EQ(refused->status, 401) << path;
+    EXPECT_NE(refused->body.find("security_exception"), std::string::npos) << refused->body;
+  }
+  http::Request plain;
+  plain.method = "GET";
+  plain.path = "/";
+  auto index = router_.Dispatch(plain);
+  ASSERT_TRUE(index.has_value());
+  EXPECT_EQ(index->content_type, "text/plain");
+  EXPECT_NE(index->body.find("POST|PUT /_bulk"), std::string::npos) << index->body;
+
+  http::Request es = plain;
+  es.headers.emplace_back("Accept", "application/vnd.elasticsearch+json; compatible-with=8");
+  auto info = router_.Dispatch(es);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->status, 200);
+  EXPECT_EQ(info->content_type, "application/vnd.elasticsearch+json;compatible-with=8");
+  EXPECT_NE(info->body.find("\"number\":\"8.17.0\""), std::string::npos) << info->body;
+  bool product = false;
+  for (const auto& [k, v] : info->headers)
+    product |= k == "X-Elastic-Product" && v == "Elasticsearch";
+  EXPECT_TRUE(product);
+  es.headers.emplace_back("Authorization", "Basic dXNlcjpub3Bl");
+  EXPECT_EQ(router_.Dispatch(es)->status, 401);  // credentials that are no ingest token
+}
+
+TEST(ElasticTokensTest, BasicApiKeyBearer) {
+  http::Request req;
+  req.headers.emplace_back("Authorization", "Basic YW55OnRvay1lbg==");  // any:tok-en
+  EXPECT_EQ(ElasticTokens(req), std::vector<std::string>{"tok-en"});
+  req.headers[0].second = "ApiKey aWQ6a2V5";  // id:key
+  EXPECT_EQ(ElasticTokens(req), (std::vector<std::string>{"aWQ6a2V5", "key"}));
+  req.headers[0].second = "Bearer abc";
+  EXPECT_EQ(ElasticTokens(req), std::vector<std::string>{"abc"});
+  req.headers[0].second = "Basic bm9jb2xvbg==";  // "nocolon"
+  EXPECT_TRUE(ElasticTokens(req).empty());
+  req.headers[0].second = "Basic !!!";
+  EXPECT_TRUE(ElasticTokens(req).empty());
+}
+
 }  // namespace
 }  // namespace sediment::api

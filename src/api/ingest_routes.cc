@@ -1,10 +1,16 @@
-// Ingest routes: LogScale's structured, unstructured and raw formats and Splunk HEC. An ingest
+// Ingest routes: LogScale's structured, unstructured, raw and JSON formats, Splunk HEC (with
+// channels and indexer acknowledgement) and Elastic bulk. An ingest
 // token names the repository; the request is answered 200 only once every event in it is durable
 // in the commit log (P1), 503 with Retry-After when the log cannot say so in time.
 #include <spdlog/spdlog.h>
 
-#include <chrono>
+#include <simdjson.h>
 
+#include <chrono>
+#include <memory>
+
+#include "api/elastic.h"
+#include "api/hec_acks.h"
 #include "api/node.h"
 #include "api/routes.h"
 #include "common/json_writer.h"
@@ -18,39 +24,94 @@ namespace {
 class IngestRoutes : public Node {
  public:
   explicit IngestRoutes(const Node& node) : Node(node) {}
-  http::Response HandleIngest(const http::Request& req, ingest::Format format, bool hec) const;
   // OTLP/HTTP logs: answers in the request's encoding (ingest/otlp.h).
   http::Response HandleOtlpLogs(const http::Request& req) const;
+  // `params`: the route's path parameters ({index} of POST /{index}/_bulk).
+  http::Response HandleIngest(const http::Request& req, ingest::Format format, bool hec,
+                              const http::PathParams* params = nullptr) const;
+  // The parse options every format shares: the repository, ingest time and the configured bounds.
+  ingest::ParseOptions BaseOptions(const std::string& repo) const {
+    ingest::ParseOptions options;
+    options.repo = repo;
+    options.now_ms = clock->NowMillis();
+    options.max_event_bytes = config.max_event_bytes;
+    options.max_json_depth = config.max_json_depth;
+    options.max_fields_per_event = static_cast<size_t>(config.max_fields_per_event);
+    return options;
+  }
+  // P1 with a bound: a commit log that cannot acknowledge in this time gets the client a 503.
+  std::chrono::milliseconds AckTimeout() const {
+    return std::chrono::milliseconds(
+        config.kafka_brokers.empty() ? 30000 : config.kafka_produce_timeout_ms + 1000);
+  }
+  // POST /services/collector/ack: {"acks": [ids]} -> {"acks": {"id": bool}} of the channel.
+  http::Response HandleHecAck(const http::Request& req) const;
+
+  // The ack ids issued to HEC requests that named a data channel.
+  std::shared_ptr<HecAcks> hec_acks = std::make_shared<HecAcks>();
 };
 
-http::Response IngestRoutes::HandleIngest(const http::Request& req, ingest::Format format,
-                                          bool hec) const {
-  // hec_code: Splunk HEC's error code (2 token required, 4 invalid token, 6 invalid data
-  // format, 12 event field required, 9 server busy).
+// The HEC data channel of a request (X-Splunk-Request-Channel, else the channel query parameter);
+// empty: none.
+std::string HecChannel(const http::Request& req) {
+  std::string_view h = req.Header("X-Splunk-Request-Channel");
+  if (!h.empty()) return std::string(h);
+  auto it = req.query.find("channel");
+  return it == req.query.end() ? std::string() : it->second;
+}
+
+http::Response IngestRoutes::HandleIngest(const http::Request& req, ingest::Format format, bool hec,
+                                          const http::PathParams* params) const {
+  const bool elastic = format == ingest::Format::kElasticBulk;
+  const auto started = SteadyNow();
+  // hec_code: Splunk HEC's error code (2 token required, 4 invalid token, 5 no data, 6 invalid
+  // data format, 9 server busy, 11 invalid data channel, 12 event field required, 13 event field
+  // blank). Elastic: the whole request refused in Elastic's error shape.
   auto fail = [&](int status, const std::string& message, int hec_code) {
+    if (elastic) {
+      const char* type = status == 400   ? "illegal_argument_exception"
+                         : status == 413 ? "content_too_long_exception"
+                         : status == 503 ? "unavailable_shards_exception"
+                                         : "exception";
+      return ElasticError(status, type, message);
+    }
     return hec ? HecError(status, message, hec_code) : http::JsonError(status, message);
   };
-  // The route's IngestGate admitted the token (a cached lookup here).
-  const std::string repo = IngestRepo(req, hec);
+  // The route's gate admitted the token (a cached lookup here).
+  const std::string repo = elastic ? ElasticIngestRepo(req) : IngestRepo(req, hec);
   if (repo.empty()) return fail(hec ? 403 : 401, "unknown ingest token", 4);
+  std::string channel;
+  if (hec) {
+    channel = HecChannel(req);
+    if (!channel.empty() && !IsHecChannel(channel)) {
+      return fail(400, "Invalid data channel", 11);
+    }
+    // Splunk refuses a request without events (LogScale's formats answer 200 for it).
+    if (req.body.find_first_not_of(" \t\r\n") == std::string::npos) {
+      return fail(400, "No data", 5);
+    }
+  }
 
-  ingest::ParseOptions options;
-  options.repo = repo;
-  options.now_ms = clock->NowMillis();
-  options.max_event_bytes = config.max_event_bytes;
-  options.max_json_depth = config.max_json_depth;
-  options.max_fields_per_event = static_cast<size_t>(config.max_fields_per_event);
+  ingest::ParseOptions options = BaseOptions(repo);
   options.params = req.query;
+  if (hec && !channel.empty()) options.params["channel"] = channel;
+  if (params != nullptr) {
+    if (auto it = params->find("index"); it != params->end()) options.bulk_index = it->second;
+  }
   auto parsed = ingest::ParseRequest(format, req.body, options);
   if (!parsed.ok()) {
     const std::string& m = parsed.status().message();
-    const int code = parsed.status().subcode() == StatusSubcode::kEventFieldRequired ? 12 : 6;
+    const StatusSubcode sub = parsed.status().subcode();
+    const int code = sub == StatusSubcode::kEventFieldRequired ? 12
+                     : sub == StatusSubcode::kEventFieldBlank  ? 13
+                                                               : 6;
     return fail(http::StatusCodeFor(parsed.status()), m, code);
   }
-  // P1 with a bound: a commit log that cannot acknowledge gets the client a 503 in time.
-  const auto ack_timeout = std::chrono::milliseconds(
-      config.kafka_brokers.empty() ? 30000 : config.kafka_produce_timeout_ms + 1000);
-  Status st = ingest::AppendAll(ingest_log, std::move(parsed->messages), ack_timeout);
+  if (elastic && parsed->items.empty()) {
+    return ElasticError(400, "action_request_validation_exception",
+                        "Validation Failed: 1: no requests added;");
+  }
+  Status st = ingest::AppendAll(ingest_log, std::move(parsed->messages), AckTimeout());
   if (!st.ok()) {
     spdlog::warn("ingest: append failed: {}", st.ToString());
     http::Response r = fail(503, "events were not stored durably, retry: " + st.message(), 9);
@@ -58,7 +119,15 @@ http::Response IngestRoutes::HandleIngest(const http::Request& req, ingest::Form
     return r;
   }
   http::Response r;
-  if (hec) {
+  if (elastic) {
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyNow() - started);
+    return ElasticBulkAnswer(req, parsed->items, took.count());
+  }
+  if (hec && !channel.empty()) {
+    // Every event is durable: the ack id is acknowledged from now on.
+    r.body =
+        R"({"text":"Success","code":0,"ackId":)" + std::to_string(hec_acks->Issue(channel)) + "}";
+  } else if (hec) {
     r.body = R"({"text":"Success","code":0})";
   } else {
     r.body = "{}";
@@ -87,12 +156,7 @@ http::Response IngestRoutes::HandleOtlpLogs(const http::Request& req) const {
   const std::string repo = IngestRepo(req, false);
   if (repo.empty()) return fail(401, "unknown ingest token");
 
-  ingest::ParseOptions options;
-  options.repo = repo;
-  options.now_ms = clock->NowMillis();
-  options.max_event_bytes = config.max_event_bytes;
-  options.max_json_depth = config.max_json_depth;
-  options.max_fields_per_event = static_cast<size_t>(config.max_fields_per_event);
+  ingest::ParseOptions options = BaseOptions(repo);
   options.content_type = content_type;
   auto parsed = ingest::ParseRequest(ingest::Format::kOtlpLogs, req.body, options);
   if (!parsed.ok()) {
@@ -102,9 +166,7 @@ http::Response IngestRoutes::HandleOtlpLogs(const http::Request& req) const {
   result.event_count = parsed->event_count;
   result.rejected_count = parsed->rejected_count;
   result.rejected_message = std::move(parsed->rejected_message);
-  const auto ack_timeout = std::chrono::milliseconds(
-      config.kafka_brokers.empty() ? 30000 : config.kafka_produce_timeout_ms + 1000);
-  Status st = ingest::AppendAll(ingest_log, std::move(parsed->messages), ack_timeout);
+  Status st = ingest::AppendAll(ingest_log, std::move(parsed->messages), AckTimeout());
   if (!st.ok()) {
     spdlog::warn("ingest: OTLP append failed: {}", st.ToString());
     http::Response r = fail(503, "events were not stored durably, retry: " + st.message());
@@ -112,6 +174,29 @@ http::Response IngestRoutes::HandleOtlpLogs(const http::Request& req) const {
     return r;
   }
   return answer(200, ingest::OtlpLogsResponse(*encoding, result));
+}
+
+http::Response IngestRoutes::HandleHecAck(const http::Request& req) const {
+  const std::string channel = HecChannel(req);
+  if (channel.empty()) return HecError(400, "Data channel is missing", 10);
+  if (!IsHecChannel(channel)) return HecError(400, "Invalid data channel", 11);
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  simdjson::dom::array ids;
+  if (parser.parse(req.body).get(root) || root["acks"].get_array().get(ids)) {
+    return HecError(400, "Invalid data format", 6);
+  }
+  JsonWriter w;
+  w.BeginObject().Key("acks").BeginObject();
+  for (simdjson::dom::element id : ids) {
+    uint64_t n = 0;
+    if (id.get_uint64().get(n)) return HecError(400, "Invalid data format", 6);
+    w.Key(std::to_string(n)).Bool(hec_acks->Acknowledged(channel, n));
+  }
+  w.EndObject().EndObject();
+  http::Response r;
+  r.body = w.Take();
+  return r;
 }
 
 }  // namespace
@@ -129,6 +214,7 @@ void AddIngestRoutes(http::Router& router, const Node& node) {
       {"/services/collector/event/1.0", {ingest::Format::kHecEvent, true}},
       {"/services/collector/raw", {ingest::Format::kHecRaw, true}},
       {"/services/collector/raw/1.0", {ingest::Format::kHecRaw, true}},
+      {"/api/v1/ingest/json", {ingest::Format::kJson, false}},
   };
   for (const auto& [path, how] : kIngest) {
     router.Add(
@@ -148,6 +234,23 @@ void AddIngestRoutes(http::Router& router, const Node& node) {
           return self->HandleOtlpLogs(req);
         },
         node.IngestGate(false));
+  }
+  for (const char* path : {"/services/collector/ack", "/services/collector/ack/1.0"}) {
+    router.Add(
+        "POST", path,
+        [self](const http::Request& req, const http::PathParams&) {
+          return self->HandleHecAck(req);
+        },
+        node.IngestGate(true));
+  }
+  // Elastic bulk (parse_elastic_bulk.cc); the answers are shaped in elastic_routes.cc.
+  for (const char* path : {"/api/v1/ingest/elastic-bulk", "/_bulk", "/{index}/_bulk"}) {
+    router.Add(
+        "POST|PUT", path,
+        [self](const http::Request& req, const http::PathParams& params) {
+          return self->HandleIngest(req, ingest::Format::kElasticBulk, false, &params);
+        },
+        node.ElasticGate());
   }
 }
 

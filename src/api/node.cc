@@ -16,7 +16,73 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+// Standard or URL-safe base64, padding optional; nullopt for anything else.
+std::optional<std::string> DecodeBase64(std::string_view in) {
+  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : in) {
+    int v;
+    if (c >= 'A' && c <= 'Z') {
+      v = c - 'A';
+    } else if (c >= 'a' && c <= 'z') {
+      v = c - 'a' + 26;
+    } else if (c >= '0' && c <= '9') {
+      v = c - '0' + 52;
+    } else if (c == '+' || c == '-') {
+      v = 62;
+    } else if (c == '/' || c == '_') {
+      v = 63;
+    } else {
+      return std::nullopt;
+    }
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string> ElasticTokens(const http::Request& req) {
+  std::vector<std::string> out;
+  std::string_view h = req.Header("Authorization");
+  const size_t space = h.find(' ');
+  if (space == std::string_view::npos) return out;
+  const std::string_view scheme = h.substr(0, space);
+  std::string_view cred = h.substr(space + 1);
+  while (!cred.empty() && cred.front() == ' ') cred.remove_prefix(1);
+  while (!cred.empty() && cred.back() == ' ') cred.remove_suffix(1);
+  if (cred.empty()) return out;
+  auto is = [&](std::string_view name) {
+    return scheme.size() == name.size() &&
+           strncasecmp(scheme.data(), name.data(), name.size()) == 0;
+  };
+  if (is("Basic")) {
+    if (auto userpass = DecodeBase64(cred)) {
+      const size_t colon = userpass->find(':');
+      if (colon != std::string::npos && colon + 1 < userpass->size()) {
+        out.push_back(userpass->substr(colon + 1));
+      }
+    }
+  } else if (is("ApiKey")) {
+    out.emplace_back(cred);
+    if (auto idkey = DecodeBase64(cred)) {
+      const size_t colon = idkey->find(':');
+      if (colon != std::string::npos && colon + 1 < idkey->size()) {
+        out.push_back(idkey->substr(colon + 1));
+      }
+    }
+  } else if (is("Bearer")) {
+    out.emplace_back(cred);
+  }
+  return out;
+}
 
 // Token from "Authorization: Bearer T" (or "Splunk T" when allow_splunk).
 std::string TokenFrom(const http::Request& req, bool allow_splunk) {
@@ -75,6 +141,14 @@ std::string Node::IngestRepo(const http::Request& req, bool hec) const {
   return tokens->IngestRepo(TokenFrom(req, hec)).value_or("");
 }
 
+std::string Node::ElasticIngestRepo(const http::Request& req) const {
+  if (tokens == nullptr) return "";
+  for (const std::string& token : ElasticTokens(req)) {
+    if (auto repo = tokens->IngestRepo(token)) return *repo;
+  }
+  return "";
+}
+
 http::RouteGate Node::InternalGate() const {
   return [self = *this](const http::Request& req,
                         const http::PathParams&) -> std::optional<http::Response> {
@@ -124,6 +198,36 @@ http::RouteGate Node::IngestGate(bool hec) const {
     return hec ? HecError(403, "unknown ingest token", 4)
                : http::JsonError(401, "unknown ingest token");
   };
+}
+
+http::RouteGate Node::ElasticGate() const {
+  return [self = *this](const http::Request& req,
+                        const http::PathParams&) -> std::optional<http::Response> {
+    if (!self.ElasticIngestRepo(req).empty()) return std::nullopt;
+    const bool missing = ElasticTokens(req).empty();
+    http::Response r = ElasticError(
+        401, "security_exception",
+        missing ? "missing authentication credentials for REST request [" + req.path + "]"
+                : "unable to authenticate with the provided credentials: the password (Basic) or "
+                  "API key must be an ingest token");
+    r.headers.emplace_back("WWW-Authenticate", "Basic realm=\"security\" charset=\"UTF-8\"");
+    r.headers.emplace_back("WWW-Authenticate", "ApiKey");
+    return r;
+  };
+}
+
+http::Response ElasticError(int status, std::string_view type, std::string_view reason) {
+  JsonWriter w;
+  w.BeginObject().Key("error").BeginObject();
+  w.Key("root_cause").BeginArray().BeginObject();
+  w.Key("type").String(type).Key("reason").String(reason).EndObject().EndArray();
+  w.Key("type").String(type).Key("reason").String(reason).EndObject();
+  w.Key("status").Int(status).EndObject();
+  http::Response r;
+  r.status = status;
+  r.body = w.Take();
+  r.headers.emplace_back("X-Elastic-Product", "Elasticsearch");
+  return r;
 }
 
 http::Response HecError(int status, const std::string& message, int hec_code) {

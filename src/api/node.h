@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "bucket/bucket.h"
 #include "cluster/membership.h"
@@ -81,6 +83,8 @@ struct Node {
   bool IsApiCaller(const http::Request& req) const;
   // The repository of the request's ingest token (Bearer, or Splunk when hec); empty: none.
   std::string IngestRepo(const http::Request& req, bool hec) const;
+  // The same for Elastic clients (ElasticTokens); empty: none.
+  std::string ElasticIngestRepo(const http::Request& req) const;
 
   // The routes' authentication (http::RouteGate: decided from the header, before the body is
   // read; the handlers behind them do not check again). Each keeps a copy of this Node.
@@ -93,12 +97,21 @@ struct Node {
   // A known ingest token: LogScale answers 401 without one or for an unknown one; Splunk HEC
   // (hec) 401 with code 2 without one, 403 with code 4 for an unknown one.
   http::RouteGate IngestGate(bool hec) const;
+  // A known ingest token as Elastic clients send it (ElasticTokens): 401 in Elastic's shape
+  // (security_exception, WWW-Authenticate) without one or for an unknown one.
+  http::RouteGate ElasticGate() const;
   // The configured query limits from now (--query-timeout-ms, --query-memory-bytes).
   coordinator::QueryControl LimitsFromNow() const;
 };
 
 // An error answer in Splunk HEC's shape: {"text", "code", "error"}.
 http::Response HecError(int status, const std::string& message, int hec_code);
+// An error answer in Elasticsearch's shape, {"error": {"root_cause": [{type, reason}], type,
+// reason}, "status"}, with the X-Elastic-Product header Elastic clients check.
+http::Response ElasticError(int status, std::string_view type, std::string_view reason);
+// The ingest tokens an Elastic client may carry, in the order tried: "Basic" (the password; any
+// user name), "ApiKey" (the key as given, and the key part of base64 "id:key"), "Bearer".
+std::vector<std::string> ElasticTokens(const http::Request& req);
 // The unauthenticated health answers (GET /api/v1/health in LogScale's status shape
 // {"status": "OK"|"DOWN"}, GET /services/collector/health in Splunk HEC's {"text", "code"}):
 // 200 when `up`, else 503. nullopt for any other path.

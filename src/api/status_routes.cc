@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "api/elastic.h"
 #include "api/node.h"
 #include "api/routes.h"
 #include "common/json_writer.h"
@@ -673,7 +674,9 @@ void AddStatusRoutes(http::Router& router, const Node& node) {
       return *HealthAnswer(req, self->Up());
     });
   }
-  router.Add("GET", "/", [&router](const http::Request&, const http::PathParams&) {
+  // Elastic clients get Elastic's info document (elastic_routes.cc), everyone else the index.
+  router.Add("GET", "/", [&router, self](const http::Request& req, const http::PathParams&) {
+    if (auto elastic = ElasticRootAnswer(req, *self)) return *elastic;
     http::Response r;
     r.content_type = "text/plain";
     r.body = std::string("sediment ") + kVersion + "\nAPI:\n";

@@ -61,6 +61,8 @@ const char* StatusSubcodeName(StatusSubcode subcode) {
       return "ConcurrencyLimit";
     case StatusSubcode::kEventFieldRequired:
       return "EventFieldRequired";
+    case StatusSubcode::kEventFieldBlank:
+      return "EventFieldBlank";
   }
   return "Unknown";
 }

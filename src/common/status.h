@@ -51,6 +51,8 @@ enum class StatusSubcode {
   kConcurrencyLimit,
   // Ingest: a HEC event object without its "event" field (Splunk's code 12).
   kEventFieldRequired,
+  // Ingest: a HEC event whose "event" is null or "" (Splunk's code 13).
+  kEventFieldBlank,
 };
 
 const char* StatusSubcodeName(StatusSubcode subcode);

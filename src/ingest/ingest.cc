@@ -219,6 +219,13 @@ std::optional<Format> FormatForPath(std::string_view path) {
     return Format::kHecRaw;
   }
   if (path == "/api/v1/ingest/otlp/v1/logs" || path == "/v1/logs") return Format::kOtlpLogs;
+  if (path == "/api/v1/ingest/elastic-bulk" || path == "/_bulk") return Format::kElasticBulk;
+  // POST /{index}/_bulk: one non-empty segment before "/_bulk".
+  if (path.size() > 7 && path.substr(path.size() - 6) == "/_bulk" && path[0] == '/' &&
+      path.find('/', 1) == path.size() - 6) {
+    return Format::kElasticBulk;
+  }
+  if (path == "/api/v1/ingest/json") return Format::kJson;
   return std::nullopt;
 }
 
@@ -236,6 +243,10 @@ const char* FormatName(Format format) {
       return "hec-raw";
     case Format::kOtlpLogs:
       return "otlp-logs";
+    case Format::kElasticBulk:
+      return "elastic-bulk";
+    case Format::kJson:
+      return "json";
   }
   return "unknown";
 }
@@ -257,6 +268,10 @@ Result<ParseResult> ParseRequest(Format format, std::string_view body,
         return internal::ParseLines(body, options, /*hec=*/true);
       case Format::kOtlpLogs:
         return internal::ParseOtlpLogs(body, options);
+      case Format::kElasticBulk:
+        return internal::ParseElasticBulk(body, options);
+      case Format::kJson:
+        return internal::ParseLogScaleJson(body, options);
     }
   } catch (const std::bad_alloc&) {
     return Status::TooLarge("out of memory while parsing the request");

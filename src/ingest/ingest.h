@@ -24,6 +24,8 @@ enum class Format {
   kHecEvent,           // /api/v1/ingest/hec, /services/collector, /services/collector/event
   kHecRaw,             // /api/v1/ingest/hec/raw, /services/collector/raw
   kOtlpLogs,           // /api/v1/ingest/otlp/v1/logs, /v1/logs: OTLP/HTTP logs (otlp.h)
+  kElasticBulk,  // /api/v1/ingest/elastic-bulk, /_bulk, /{index}/_bulk (parse_elastic_bulk.cc)
+  kJson,         // /api/v1/ingest/json: an object or an array of objects (parse_logscale_json.cc)
 };
 
 struct ParseOptions {
@@ -40,6 +42,22 @@ struct ParseOptions {
   std::map<std::string, std::string> params;
   // The request's Content-Type (OTLP: protobuf or JSON, see otlp.h).
   std::string content_type;
+  // Elastic bulk: the {index} of POST /{index}/_bulk, the default of actions without "_index".
+  std::string bulk_index;
+};
+
+// Elastic bulk: the outcome of one action of the body, in body order (parse_elastic_bulk.cc).
+// status 201: the action's document is one of the result's events (appended with them); any other
+// status: nothing of the action is appended and `error_*` say why, in Elastic's terms.
+struct BulkItem {
+  std::string action;  // "index", "create", "delete", "update"
+  std::string index;   // the action's "_index", else ParseOptions::bulk_index
+  std::string id;      // the action's "_id", else a generated one
+  int status = 201;
+  std::string error_type;    // e.g. "mapper_parsing_exception"
+  std::string error_reason;  // Elastic's wording where it has one, else sediment's
+  std::string cause_type;    // "caused_by" (empty: none)
+  std::string cause_reason;
 };
 
 struct ParseResult {
@@ -49,12 +67,15 @@ struct ParseResult {
   // the first one's reason. Formats that refuse a whole request instead leave these 0 and empty.
   size_t rejected_count = 0;
   std::string rejected_message;
+  // kElasticBulk only: one per action (see BulkItem); empty for the other formats.
+  std::vector<BulkItem> items;
 };
 
 // The format served at an ingest endpoint path (no query string; a trailing '/' is ignored), e.g.
 // "/services/collector/raw" -> kHecRaw; nullopt for any other path. README.md lists the paths.
 std::optional<Format> FormatForPath(std::string_view path);
-// "humio-structured", "humio-unstructured", "raw", "hec", "hec-raw", "otlp-logs".
+// "humio-structured", "humio-unstructured", "raw", "hec", "hec-raw", "otlp-logs", "elastic-bulk",
+// "json".
 const char* FormatName(Format format);
 
 // InvalidArgument (malformed JSON, wrong shape, bad timestamp; the message names the event index

@@ -388,15 +388,21 @@ TEST(Ingest, BadBodies) {
   }
 }
 
-// Splunk answers code 12 (not 6) for an event object without "event": the server tells it from
-// the subcode, never from the message.
+// Splunk answers code 12 (not 6) for an event object without "event" and code 13 for a blank
+// one: the server tells them from the subcode, never from the message.
 TEST(Ingest, AMissingEventFieldHasItsOwnSubcode) {
   auto missing = ParseRequest(Format::kHecEvent, R"({"time": 1})", Opts());
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().subcode(), StatusSubcode::kEventFieldRequired);
-  auto blank = ParseRequest(Format::kHecEvent, R"({"event": ""})", Opts());
-  ASSERT_FALSE(blank.ok());
-  EXPECT_EQ(blank.status().subcode(), StatusSubcode::kNone);
+  for (const char* body :
+       {R"({"event": ""})", R"({"event": null})", R"({"event": "a"}{"event": ""})"}) {
+    auto blank = ParseRequest(Format::kHecEvent, body, Opts());
+    ASSERT_FALSE(blank.ok()) << body;
+    EXPECT_EQ(blank.status().subcode(), StatusSubcode::kEventFieldBlank) << body;
+  }
+  auto malformed = ParseRequest(Format::kHecEvent, R"({"event": 1)", Opts());
+  ASSERT_FALSE(malformed.ok());
+  EXPECT_EQ(malformed.status().subcode(), StatusSubcode::kNone);
 }
 
 TEST(Ingest, TooLargeNamesTheEvent) {
@@ -566,7 +572,8 @@ TEST(Ingest, FormatForPath) {
   EXPECT_EQ(FormatForPath("/api/v1/ingest/hec/raw"), Format::kHecRaw);
   EXPECT_EQ(FormatForPath("/services/collector/raw"), Format::kHecRaw);
   EXPECT_EQ(FormatForPath("/services/collector/health"), std::nullopt);
-  EXPECT_EQ(FormatForPath("/api/v1/ingest/json"), std::nullopt);
+  EXPECT_EQ(FormatForPath("/api/v1/ingest/json"), Format::kJson);  // issue 18
+  EXPECT_EQ(FormatForPath("/api/v1/ingest/nothing"), std::nullopt);
 }
 
 // In-memory commit log. Appends complete on a background thread after a short delay, so

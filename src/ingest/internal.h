@@ -70,5 +70,10 @@ Result<ParseResult> ParseHecEvents(std::string_view body, const ParseOptions& op
 Result<ParseResult> ParseLines(std::string_view body, const ParseOptions& options, bool hec);
 // OTLP/HTTP logs (parse_otlp.cc), protobuf or JSON by options.content_type.
 Result<ParseResult> ParseOtlpLogs(std::string_view body, const ParseOptions& options);
+// Elastic bulk NDJSON (parse_elastic_bulk.cc): per-action outcomes in ParseResult::items; an error
+// only when the body is not a bulk body (a malformed or unknown action line, a missing source).
+Result<ParseResult> ParseElasticBulk(std::string_view body, const ParseOptions& options);
+// LogScale's /api/v1/ingest/json (parse_logscale_json.cc): an object, or an array of objects.
+Result<ParseResult> ParseLogScaleJson(std::string_view body, const ParseOptions& options);
 
 }  // namespace sediment::ingest::internal

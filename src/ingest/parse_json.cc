@@ -9,6 +9,7 @@
 
 #include "common/time_parse.h"
 #include "ingest/internal.h"
+#include "ingest/json_util.h"
 
 namespace sediment::ingest::internal {
 namespace {
@@ -562,11 +563,15 @@ Status HecEvent(dom::element doc, size_t index, const ParseOptions& options,
   Flattener flattener(options, &e->fields);  // the event object and 'fields' share the bounds
   switch (event->type()) {
     case dom::element_type::NULL_VALUE:
-      return Status::InvalidArgument(where() + ": Event field cannot be blank");
+      return Status::InvalidArgument(where() + ": Event field cannot be blank")
+          .WithSubcode(StatusSubcode::kEventFieldBlank);
     case dom::element_type::STRING: {
       std::string_view sv;
       std::ignore = event->get_string().get(sv);
-      if (sv.empty()) return Status::InvalidArgument(where() + ": Event field cannot be blank");
+      if (sv.empty()) {
+        return Status::InvalidArgument(where() + ": Event field cannot be blank")
+            .WithSubcode(StatusSubcode::kEventFieldBlank);
+      }
       if (sv.size() > options.max_event_bytes) return CheckRawSize(sv.size(), options, where());
       e->raw.assign(sv);
       break;
@@ -650,6 +655,18 @@ Result<ParseResult> ParseHecEvents(std::string_view body, const ParseOptions& op
     ++index_no;
   }
   return builder.Finish();
+}
+
+// json_util.h: the helpers above for the parsers in other files.
+const char* JsonTypeName(dom::element e) { return TypeName(e); }
+std::string QuoteForMessage(std::string_view s) { return Quote(s); }
+Status FlattenJsonObject(dom::object obj, const ParseOptions& options, const std::string& where,
+                         std::vector<Field>* out) {
+  return Flattener(options, out).Members(obj, where);
+}
+Status JsonTimestampMillis(dom::element v, const char* name, EpochUnit unit, bool allow_iso,
+                           const std::string& where, int64_t* out) {
+  return JsonTimestamp(v, name, unit, allow_iso, where, out);
 }
 
 }  // namespace sediment::ingest::internal

@@ -824,6 +824,7 @@ class LiveStream:
 
 
 HUMIOLIB_VERSION = "0.2.6"
+ELASTICSEARCH_VERSION = "9.5.1"  # the `elasticsearch` client (PyPI) of tests/e2e/test_elastic_bulk.py
 
 
 def humiolib_python() -> tuple[Path | None, str]:
@@ -857,3 +858,40 @@ def humiolib_python() -> tuple[Path | None, str]:
         return py, ""
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, f"installing humiolib failed: {e}"
+
+
+def elasticsearch_python() -> tuple[Path | None, str]:
+    """(python of a virtualenv with elasticsearch==ELASTICSEARCH_VERSION, "") — made and filled on
+    first use in ${SEDIMENT_CACHE:-~/.cache/sediment}/elasticsearch-venv as humiolib_python's — or
+    (None, why it could not be installed)."""
+    return _pip_venv_python("elasticsearch-venv", "elasticsearch", ELASTICSEARCH_VERSION)
+
+
+def _pip_venv_python(venv: str, package: str, version: str) -> tuple[Path | None, str]:
+    base = os.environ.get("SEDIMENT_CACHE")
+    vdir = (Path(base) if base else Path.home() / ".cache" / "sediment") / venv
+    py = vdir / "bin" / "python"
+    check = [str(py), "-c", f"import importlib.metadata as m; print(m.version({package!r}))"]
+    try:
+        if py.exists():
+            got = subprocess.run(check, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=60)
+            if got.returncode == 0 and got.stdout.strip() == version:
+                return py, ""
+        vdir.parent.mkdir(parents=True, exist_ok=True)
+        import sys
+
+        made = subprocess.run([sys.executable, "-m", "venv", "--clear", str(vdir)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, timeout=300)
+        if made.returncode != 0:
+            return None, f"python -m venv failed: {made.stdout[-1000:]}"
+        pip = subprocess.run([str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q",
+                              f"{package}=={version}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, timeout=600)
+        if pip.returncode != 0:
+            return None, f"pip install {package}=={version} failed: {pip.stdout[-1500:]}"
+        got = subprocess.run(check, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+        if got.returncode != 0 or got.stdout.strip() != version:
+            return None, f"after pip install the venv reports {got.stdout.strip()!r}"
+        return py, ""
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, f"installing {package} failed: {e}"

@@ -203,12 +203,22 @@ def test_accounting_sees_a_valid_request_and_no_late_appends(srv):
 
 
 @pytest.mark.parametrize("path, body", [(S, ""), (S, "[]"), (S, '[{"events": []}]'), (U, "  \n"), (R, ""),
-                                        (R, "\n\n"), (H, ""), (HR, "\n")])
+                                        (R, "\n\n")])
 def test_empty_requests_are_accepted_and_append_nothing(srv, path, body):
     """Documented (src/ingest/README.md): a blank body or batches without events are OK, 0 events."""
     before = snapshot(srv)
     r = srv.ingest(path, body)
     assert r.status_code == 200, r.text
+    assert snapshot(srv) == before
+
+
+@pytest.mark.parametrize("path, body", [(H, ""), (HR, "\n")])
+def test_empty_hec_requests_are_splunks_no_data(srv, path, body):
+    """Splunk answers a request without events 400 with code 5 "No data" (src/api/README.md)."""
+    before = snapshot(srv)
+    r = srv.ingest(path, body)
+    assert r.status_code == 400, r.text
+    assert r.json()["code"] == 5 and r.json()["text"] == "No data", r.text
     assert snapshot(srv) == before
 
 
