@@ -10,6 +10,7 @@
 #include "common/json_writer.h"
 #include "http/status_code.h"
 #include "ingest/ingest.h"
+#include "parsers/parsers.h"
 
 namespace sediment::api {
 namespace {
@@ -18,7 +19,59 @@ class IngestRoutes : public Node {
  public:
   explicit IngestRoutes(const Node& node) : Node(node) {}
   http::Response HandleIngest(const http::Request& req, ingest::Format format, bool hec) const;
+  // Runs the request's events through their parsers (parsers::ApplyParsers), before the append.
+  void Parse(const http::Request& req, ingest::Format format, bool hec, const std::string& repo,
+             const ingest::ParseOptions& options, ingest::ParseResult* parsed) const;
+
+ private:
+  // Compiled custom parsers, shared by every request (parsers::ParserCache is thread-safe).
+  std::shared_ptr<parsers::ParserCache> parser_cache_ = std::make_shared<parsers::ParserCache>();
 };
+
+void IngestRoutes::Parse(const http::Request& req, ingest::Format format, bool hec,
+                         const std::string& repo, const ingest::ParseOptions& options,
+                         ingest::ParseResult* parsed) const {
+  if (format == ingest::Format::kHumioStructured || parsed->event_count == 0) return;
+  parsers::Selection selection;
+  selection.format = format;
+  const std::string token = TokenFrom(req, hec);
+  for (const std::string& spec : config.ingest_tokens) {
+    IngestTokenSpec t;
+    if (ParseIngestTokenSpec(spec, &t) && t.repo == repo && t.token == token) {
+      selection.token_parser = t.parser;
+      break;
+    }
+  }
+  // Names resolved once per request: a built-in, else the repository's custom parser.
+  auto resolved =
+      std::make_shared<std::map<std::string, std::shared_ptr<const parsers::Parser>, std::less<>>>();
+  selection.resolve = [&, resolved](std::string_view name) -> std::shared_ptr<const parsers::Parser> {
+    auto it = resolved->find(name);
+    if (it != resolved->end()) return it->second;
+    std::shared_ptr<const parsers::Parser> p = parsers::Builtin(name);
+    if (p == nullptr) {
+      std::optional<ParserDef> def;
+      global->Read([&](const GlobalState& st) {
+        auto r = st.repos.find(repo);
+        if (r == st.repos.end()) return;
+        auto d = r->second.parsers.find(std::string(name));
+        if (d != r->second.parsers.end()) def = d->second;
+      });
+      if (def) {
+        auto c = parser_cache_->Get(repo, std::string(name), def->script, def->tag_fields);
+        if (c.ok()) {
+          p = *c;
+        } else {
+          spdlog::warn("ingest: parser '{}' of repository '{}' does not compile: {}", name, repo,
+                       c.status().ToString());
+        }
+      }
+    }
+    resolved->emplace(std::string(name), p);
+    return p;
+  };
+  parsers::ApplyParsers(selection, options, parsed);
+}
 
 http::Response IngestRoutes::HandleIngest(const http::Request& req, ingest::Format format,
                                           bool hec) const {
@@ -44,6 +97,8 @@ http::Response IngestRoutes::HandleIngest(const http::Request& req, ingest::Form
     const int code = parsed.status().subcode() == StatusSubcode::kEventFieldRequired ? 12 : 6;
     return fail(http::StatusCodeFor(parsed.status()), m, code);
   }
+  // Parsers run before the append: the commit log holds parsed events.
+  Parse(req, format, hec, repo, options, &*parsed);
   // P1 with a bound: a commit log that cannot acknowledge gets the client a 503 in time.
   const auto ack_timeout = std::chrono::milliseconds(
       config.kafka_brokers.empty() ? 30000 : config.kafka_produce_timeout_ms + 1000);

@@ -12,6 +12,7 @@ void AddQueryRoutes(http::Router& router, const Node& node);    // query_routes.
 void AddStatusRoutes(http::Router& router, const Node& node);   // status_routes.cc
 void AddStorageRoutes(http::Router& router, const Node& node);  // storage_routes.cc
 void AddLookupRoutes(http::Router& router, const Node& node);   // lookup_routes.cc
+void AddParserRoutes(http::Router& router, const Node& node);   // parser_routes.cc
 
 // Every module's routes. `router` must outlive its handlers' calls (GET / lists its routes).
 inline void AddRoutes(http::Router& router, const Node& node) {
@@ -20,6 +21,7 @@ inline void AddRoutes(http::Router& router, const Node& node) {
   AddStatusRoutes(router, node);
   AddStorageRoutes(router, node);
   AddLookupRoutes(router, node);
+  AddParserRoutes(router, node);
 }
 
 }  // namespace sediment::api
