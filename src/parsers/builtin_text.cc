@@ -1,6 +1,8 @@
 // The built-in parsers written natively: accesslog (Apache/NGINX common and combined log format)
 // and syslog (RFC 5424 and RFC 3164). They read the line once, without a regex, because they run
 // on every event of a request (README.md, cost).
+#include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -64,7 +66,16 @@ std::string_view Token(std::string_view s, size_t* i) {
 std::optional<std::string_view> Quoted(std::string_view s, size_t* i) {
   if (*i >= s.size() || s[*i] != '"') return std::nullopt;
   size_t k = *i + 1;
-  while (k < s.size() && s[k] != '"') k += s[k] == '\\' ? 2 : 1;
+  while (k < s.size()) {
+    const void* q = std::memchr(s.data() + k, '"', s.size() - k);
+    if (q == nullptr) return std::nullopt;
+    size_t at = static_cast<size_t>(static_cast<const char*>(q) - s.data());
+    size_t backslashes = 0;  // an odd run of backslashes before the quote escapes it
+    while (at - backslashes > k && s[at - backslashes - 1] == '\\') ++backslashes;
+    k = at;
+    if (backslashes % 2 == 0) break;
+    ++k;
+  }
   if (k >= s.size()) return std::nullopt;
   std::string_view v = s.substr(*i + 1, k - *i - 1);
   *i = k + 1;
@@ -73,6 +84,28 @@ std::optional<std::string_view> Quoted(std::string_view s, size_t* i) {
 
 void SkipSpaces(std::string_view s, size_t* i) {
   while (*i < s.size() && s[*i] == ' ') ++*i;
+}
+
+// What a native parser read from a line, applied to the event only when the whole line parsed.
+struct Parsed {
+  std::optional<int64_t> timestamp_ms;
+  std::vector<Field> fields;
+};
+
+// Adds a field unless the value is empty or "-" (a NILVALUE / absent value).
+void Add(Parsed* e, std::string_view name, std::string_view v) {
+  if (v.empty() || v == "-") return;
+  e->fields.push_back(Field{std::string(name), std::string(v)});
+}
+
+// Moves `p` into `e`: the time, and the fields (replacing fields of the same name the event had).
+void Commit(Parsed* p, Event* e) {
+  if (p->timestamp_ms) e->timestamp_ms = *p->timestamp_ms;
+  if (e->fields.empty()) {
+    e->fields = std::move(p->fields);
+    return;
+  }
+  for (Field& f : p->fields) SetField(e, f.name, f.value);
 }
 
 // Apache/NGINX access log lines: common log format
@@ -85,23 +118,20 @@ class AccessLogParser final : public Parser {
  public:
   AccessLogParser() : Parser("accesslog") {}
 
-  void Run(const TaggedEvent& in, std::vector<TaggedEvent>* out) const override {
-    TaggedEvent& t = out->emplace_back(in);
-    const char* why = Parse(in.event.raw, &t.event);
-    if (why != nullptr) {
-      t.event = in.event;
+  void Run(TaggedEvent in, std::vector<TaggedEvent>* out) const override {
+    TaggedEvent& t = out->emplace_back(std::move(in));
+    Parsed p;
+    if (const char* why = Parse(t.event.raw, &p)) {
       SetError(&t.event, std::string("accesslog: ") + why);
+      return;
     }
+    Commit(&p, &t.event);
   }
+  bool Bounded() const override { return true; }
 
  private:
-  static void Add(Event* e, std::string_view name, std::string_view v) {
-    if (v.empty() || v == "-") return;
-    SetField(e, name, v);
-  }
-
-  // nullptr when the line parsed (fields added to `e`), else why not.
-  static const char* Parse(std::string_view s, Event* e) {
+  // nullptr when the line parsed (fields and time in `e`), else why not.
+  static const char* Parse(std::string_view s, Parsed* e) {
     size_t i = 0;
     std::string_view client = Token(s, &i);
     std::string_view ident = Token(s, &i);
@@ -131,7 +161,7 @@ class AccessLogParser final : public Parser {
       if (referrer) agent = Quoted(s, &i);
     }
     e->timestamp_ms = *ms;
-    e->fields.reserve(e->fields.size() + 11);
+    e->fields.reserve(11);
     Add(e, "client", client);
     Add(e, "ident", ident);
     Add(e, "authuser", authuser);
@@ -165,22 +195,19 @@ class SyslogParser final : public Parser {
  public:
   SyslogParser() : Parser("syslog") {}
 
-  void Run(const TaggedEvent& in, std::vector<TaggedEvent>* out) const override {
-    TaggedEvent& t = out->emplace_back(in);
-    const char* why = Parse(in.event.raw, in.event.ingest_ms, &t.event);
-    if (why != nullptr) {
-      t.event = in.event;
+  void Run(TaggedEvent in, std::vector<TaggedEvent>* out) const override {
+    TaggedEvent& t = out->emplace_back(std::move(in));
+    Parsed p;
+    if (const char* why = Parse(t.event.raw, t.event.ingest_ms, &p)) {
       SetError(&t.event, std::string("syslog: ") + why);
+      return;
     }
+    Commit(&p, &t.event);
   }
+  bool Bounded() const override { return true; }
 
  private:
-  static void Add(Event* e, std::string_view name, std::string_view v) {
-    if (v.empty() || v == "-") return;
-    SetField(e, name, v);
-  }
-
-  static const char* Parse(std::string_view s, int64_t now_ms, Event* e) {
+  static const char* Parse(std::string_view s, int64_t now_ms, Parsed* e) {
     size_t i = 0;
     int pri = -1;
     if (!s.empty() && s[0] == '<') {
@@ -200,14 +227,14 @@ class SyslogParser final : public Parser {
     return Parse3164(s, i, pri, now_ms, e);
   }
 
-  static void AddPri(Event* e, int pri) {
+  static void AddPri(Parsed* e, int pri) {
     if (pri < 0) return;
-    SetField(e, "priority", std::to_string(pri));
-    SetField(e, "facility", std::to_string(pri / 8));
-    SetField(e, "severity", std::to_string(pri % 8));
+    e->fields.push_back(Field{"priority", std::to_string(pri)});
+    e->fields.push_back(Field{"facility", std::to_string(pri / 8)});
+    e->fields.push_back(Field{"severity", std::to_string(pri % 8)});
   }
 
-  static const char* Parse5424(std::string_view s, size_t i, int pri, Event* e) {
+  static const char* Parse5424(std::string_view s, size_t i, int pri, Parsed* e) {
     std::string_view version = Token(s, &i);
     std::string_view time = Token(s, &i);
     std::string_view host = Token(s, &i);
@@ -273,12 +300,13 @@ class SyslogParser final : public Parser {
     Add(e, "app", app);
     Add(e, "pid", procid);
     Add(e, "msgid", msgid);
-    for (auto& [name, value] : sd) SetField(e, name, value);
+    for (auto& [name, value] : sd) e->fields.push_back(Field{std::move(name), std::move(value)});
     Add(e, "message", msg);
     return nullptr;
   }
 
-  static const char* Parse3164(std::string_view s, size_t i, int pri, int64_t now_ms, Event* e) {
+  static const char* Parse3164(std::string_view s, size_t i, int pri, int64_t now_ms,
+                               Parsed* e) {
     // TIMESTAMP: "Mmm dd hh:mm:ss" (day space-padded), or RFC 3339 as some daemons write.
     std::optional<int64_t> ms;
     if (i + 15 <= s.size()) ms = ParseBsdTime(s.substr(i, 15), now_ms);

@@ -112,13 +112,15 @@ class PipelineParser final : public Parser {
                  std::vector<std::string> tag_fields)
       : Parser(std::move(name)), q_(std::move(q)), tag_fields_(std::move(tag_fields)) {}
 
-  void Run(const TaggedEvent& in, std::vector<TaggedEvent>* out) const override {
+  void Run(TaggedEvent in, std::vector<TaggedEvent>* out) const override {
     query::Row row;
     row.reserve(in.event.fields.size() + in.tags.size() + 2);
-    row.emplace_back("@rawstring", query::Value(in.event.raw));
+    row.emplace_back("@rawstring", query::Value(std::move(in.event.raw)));
     row.emplace_back("@timestamp", query::Value(in.event.timestamp_ms));
-    for (const auto& [name, value] : in.tags) row.emplace_back(name, query::Value(value));
-    for (const Field& f : in.event.fields) row.emplace_back(f.name, query::Value(f.value));
+    for (auto& [name, value] : in.tags) row.emplace_back(std::move(name), query::Value(std::move(value)));
+    for (Field& f : in.event.fields) {
+      row.emplace_back(std::move(f.name), query::Value(std::move(f.value)));
+    }
     query::Record rec = query::Record::FromRow(std::move(row), query::RecordKey{});
     if (q_->filter->kind != query::FilterNode::Kind::kTrue && !query::Matches(*q_->filter, rec)) {
       return;
@@ -189,9 +191,10 @@ class PipelineParser final : public Parser {
 class NoneParser final : public Parser {
  public:
   NoneParser() : Parser("none") {}
-  void Run(const TaggedEvent& in, std::vector<TaggedEvent>* out) const override {
-    out->push_back(in);
+  void Run(TaggedEvent in, std::vector<TaggedEvent>* out) const override {
+    out->push_back(std::move(in));
   }
+  bool Bounded() const override { return true; }
 };
 
 std::shared_ptr<const Parser> CompileBuiltin(const char* name, const char* script) {
@@ -352,7 +355,7 @@ void ApplyParsers(const Selection& selection, const ingest::ParseOptions& option
   ingest::TaggedEvents all;
   all.reserve(result->event_count);
   std::vector<TaggedEvent> out;
-  TaggedEvent in;
+  TaggedEvent in;  // the tags of the current message
   for (IngestMessage& msg : result->messages) {
     in.tags = msg.datasource.tags;
     for (Event& e : msg.events) {
@@ -361,13 +364,20 @@ void ApplyParsers(const Selection& selection, const ingest::ParseOptions& option
         all.emplace_back(in.tags, std::move(e));
         continue;
       }
-      in.event = std::move(e);
+      // The input is kept for the over-the-limit fallback only when the parser could exceed it.
+      const bool keep = !parser->Bounded() ||
+                        2 * e.ByteSize() + 1024 > options.max_event_bytes;
+      std::optional<Event> original;
+      if (keep) original = e;
       out.clear();
-      parser->Run(in, &out);
+      parser->Run(TaggedEvent{in.tags, std::move(e)}, &out);
       for (TaggedEvent& t : out) {
         if (t.event.raw.size() > options.max_event_bytes ||
             t.event.ByteSize() > options.max_event_bytes) {
-          TaggedEvent kept = in;
+          // (Bounded parsers cannot get here without `original`; the fallback keeps the line.)
+          TaggedEvent kept{in.tags, original ? std::move(*original)
+                                             : Event{t.event.timestamp_ms, t.event.ingest_ms,
+                                                     t.event.raw, {}}};
           internal::SetError(&kept.event, "parser '" + parser->name() +
                                               "': the parsed event exceeds the event limit of " +
                                               std::to_string(options.max_event_bytes) + " bytes");
