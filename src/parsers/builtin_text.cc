@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -99,13 +100,20 @@ void Add(Parsed* e, std::string_view name, std::string_view v) {
 }
 
 // Moves `p` into `e`: the time, and the fields (replacing fields of the same name the event had).
-void Commit(Parsed* p, Event* e) {
+// False (and `e` unchanged) when the fields would take more than the event's size + 512 bytes
+// (Parser::Bounded: at most 2x + 1 KiB with the error fields; RFC 5424 structured data repeats
+// its SD-ID in every parameter's field name, so a line of many short parameters could grow).
+bool Commit(Parsed* p, Event* e) {
+  size_t added = 0;
+  for (const Field& f : p->fields) added += f.name.size() + f.value.size() + 4;
+  if (added > e->ByteSize() + 512) return false;
   if (p->timestamp_ms) e->timestamp_ms = *p->timestamp_ms;
   if (e->fields.empty()) {
     e->fields = std::move(p->fields);
-    return;
+    return true;
   }
   for (Field& f : p->fields) SetField(e, f.name, f.value);
+  return true;
 }
 
 // Apache/NGINX access log lines: common log format
@@ -125,7 +133,7 @@ class AccessLogParser final : public Parser {
       SetError(&t.event, std::string("accesslog: ") + why);
       return;
     }
-    Commit(&p, &t.event);
+    if (!Commit(&p, &t.event)) SetError(&t.event, "accesslog: the fields exceed the line's size");
   }
   bool Bounded() const override { return true; }
 
@@ -202,7 +210,7 @@ class SyslogParser final : public Parser {
       SetError(&t.event, std::string("syslog: ") + why);
       return;
     }
-    Commit(&p, &t.event);
+    if (!Commit(&p, &t.event)) SetError(&t.event, "syslog: the fields exceed the line's size");
   }
   bool Bounded() const override { return true; }
 
@@ -249,6 +257,7 @@ class SyslogParser final : public Parser {
       if (!ms) return "RFC 5424: the TIMESTAMP is not RFC 3339";
     }
     std::vector<std::pair<std::string, std::string>> sd;
+    std::unordered_map<std::string, size_t> sd_index;
     if (i < s.size() && s[i] == '-') {
       ++i;
     } else {
@@ -281,7 +290,14 @@ class SyslogParser final : public Parser {
           std::string field(id);
           field.push_back('.');
           field.append(name);
-          sd.emplace_back(std::move(field), std::move(value));
+          // A name repeated (in one element, or an SD-ID repeated) keeps its first place and
+          // takes the last value: event field names are unique.
+          auto [it, added] = sd_index.emplace(field, sd.size());
+          if (added) {
+            sd.emplace_back(std::move(field), std::move(value));
+          } else {
+            sd[it->second].second = std::move(value);
+          }
         }
         if (i >= s.size() || s[i] != ']') return "RFC 5424: unterminated structured data";
         ++i;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "common/time_parse.h"
 #include "parsers/internal.h"
 
@@ -150,6 +152,34 @@ TEST(BuiltinTest, Syslog5424WithStructuredData) {
   EXPECT_EQ(FieldOf(e, "exampleSDID@32473.eventID"), "1011");
   EXPECT_EQ(FieldOf(e, "ex@1.q"), "a\"b]");
   EXPECT_EQ(FieldOf(e, "message"), "An application event log entry");
+}
+
+TEST(BuiltinTest, Syslog5424RepeatedParamsGiveUniqueFields) {
+  // Found by parser_fuzz: a parameter named twice gave two fields of one name.
+  auto out = RunParser(*Builtin("syslog"),
+                       Line(R"(<34>1 2003-10-11T22:14:15Z h a - - [x@1 b="1" c="2" b="3"][x@1 c="4"] m)"));
+  ASSERT_EQ(out.size(), 1u);
+  const Event& e = out[0].event;
+  std::vector<std::string> names;
+  for (const Field& f : e.fields) names.push_back(f.name);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "x@1.b"), 1);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "x@1.c"), 1);
+  EXPECT_EQ(FieldOf(e, "x@1.b"), "3");
+  EXPECT_EQ(FieldOf(e, "x@1.c"), "4");
+}
+
+TEST(BuiltinTest, Syslog5424FieldsBoundedByTheLine) {
+  // Found by parser_fuzz: a long SD-ID with many empty parameters grew the event far beyond the
+  // line (the SD-ID is in every field name). Kept unparsed with @error instead.
+  std::string line = "<34>1 2003-10-11T22:14:15Z h a - - [" + std::string(200, 'i');
+  for (int k = 0; k < 300; ++k) line += " p" + std::to_string(k) + "=\"\"";
+  line += "] m";
+  TaggedEvent in = Line(line);
+  auto out = RunParser(*Builtin("syslog"), in);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(FieldOf(out[0].event, "@error"), "true");
+  EXPECT_EQ(out[0].event.timestamp_ms, kNow);
+  EXPECT_LE(out[0].event.ByteSize(), 2 * in.event.ByteSize() + 1024);
 }
 
 TEST(BuiltinTest, Syslog5424NilValues) {
