@@ -1,7 +1,8 @@
 // Fuzz target: the built-in parsers at ingest (parsers::Builtin), on one line of outside bytes.
 // Input: byte 0 picks the parser (value % 5: accesslog, syslog, kv, json, csv(a,b,c)); the rest is
 // the line (@rawstring). Checks the contract of parsers/README.md for built-ins: exactly one event
-// out, field names unique; for a native parser the line kept as it came, a failure marked with @error and
+// out, field names unique; for a native parser the line kept as it came, a failure marked with
+// @error and
 // @error_msg and its output within its bound (Parser::Bounded) for a native parser.
 #include <cstddef>
 #include <cstdint>

@@ -43,9 +43,10 @@ void IngestRoutes::Parse(const http::Request& req, ingest::Format format, bool h
     }
   }
   // Names resolved once per request: a built-in, else the repository's custom parser.
-  auto resolved =
-      std::make_shared<std::map<std::string, std::shared_ptr<const parsers::Parser>, std::less<>>>();
-  selection.resolve = [&, resolved](std::string_view name) -> std::shared_ptr<const parsers::Parser> {
+  auto resolved = std::make_shared<
+      std::map<std::string, std::shared_ptr<const parsers::Parser>, std::less<>>>();
+  selection.resolve = [&,
+                       resolved](std::string_view name) -> std::shared_ptr<const parsers::Parser> {
     auto it = resolved->find(name);
     if (it != resolved->end()) return it->second;
     std::shared_ptr<const parsers::Parser> p = parsers::Builtin(name);

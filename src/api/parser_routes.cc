@@ -23,6 +23,8 @@
 namespace sediment::api {
 namespace {
 
+constexpr size_t kMaxParserScriptBytes = 64 * 1024;
+
 // A request body: JSON object (when it starts with '{') or plain text.
 struct ParserBody {
   std::optional<std::string> script;
@@ -125,6 +127,11 @@ class ParserRoutes : public Node {
     auto body = ReadBody(req.body, /*text_is_script=*/true);
     if (!body.ok()) return http::JsonErrorFor(body.status());
     if (!body->script) return http::JsonError(400, "no 'script' in the body");
+    // One Global event carries it (a commit-log record).
+    if (body->script->size() > kMaxParserScriptBytes) {
+      return http::JsonError(413, "the script has " + std::to_string(body->script->size()) +
+                                      " bytes, more than " + std::to_string(kMaxParserScriptBytes));
+    }
     auto compiled = parsers::CompileCustom(name, *body->script, body->tag_fields);
     if (!compiled.ok()) return http::JsonErrorFor(compiled.status());
     ParserDef def{std::move(*body->script), std::move(body->tag_fields)};

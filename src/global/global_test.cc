@@ -621,8 +621,7 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   std::string v1 = v2.substr(0, v2.size() - 1);
   v1[4] = 1;
   for (const std::string& old :
-       {WithCrc(v1), WithCrc(v2), WithCrc(v3), WithCrc(body), v5, WithCrc(body6),
-        WithCrc(body7)}) {
+       {WithCrc(v1), WithCrc(v2), WithCrc(v3), WithCrc(body), v5, WithCrc(body6), WithCrc(body7)}) {
     Result<GlobalState> dec = DecodeGlobalState(old);
     ASSERT_TRUE(dec.ok()) << "version " << int(old[4]) << ": " << dec.status().ToString();
     EXPECT_EQ(EncodeGlobalState(*dec), v8) << "version " << int(old[4]);
@@ -847,8 +846,8 @@ TEST(GlobalCodec, UploadedFlagOtherThanZeroOrOneIsCorruption) {
   const std::string enc = EncodeGlobalState(s);
   const std::string body = enc.substr(0, enc.size() - 4);
   // The first byte of the v4 suffix is segment 1's uploaded flag (1).
-  const size_t flag = body.size() - V4Suffix(s).size() - V5Suffix(s).size() -
-                     V7Suffix(s).size() - V8Suffix(s).size();
+  const size_t flag = body.size() - V4Suffix(s).size() - V5Suffix(s).size() - V7Suffix(s).size() -
+                      V8Suffix(s).size();
   ASSERT_EQ(body[flag], 1);
   std::string bad = body;
   bad[flag] = 2;
@@ -1028,8 +1027,8 @@ TEST(GlobalApply, Parsers) {
   GlobalState s = Populated();
   const ParserDef web{"kvParse() | status := code", {"host"}};
   ExpectRejected(&s, PutParser{"nope", "p", web});
-  for (const std::string& bad : std::vector<std::string>{"", ".", "..", "a/b", "a b", "a\nb",
-                                                         std::string(101, 'p')}) {
+  for (const std::string& bad :
+       std::vector<std::string>{"", ".", "..", "a/b", "a b", "a\nb", std::string(101, 'p')}) {
     ExpectRejected(&s, PutParser{"web", bad, web});
   }
   ExpectRejected(&s, DeleteParser{"web", "p"});

@@ -49,7 +49,8 @@ bool ValidClock(int h, int mi, int sec) { return h < 24 && mi < 60 && sec < 61; 
 
 int64_t Millis(int y, int mo, int d, int h, int mi, int sec) {
   return ((DaysFromCivil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d)) * 24 + h) * 60 +
-          mi) * 60000 +
+          mi) *
+             60000 +
          static_cast<int64_t>(sec) * 1000;
 }
 
@@ -249,8 +250,9 @@ class SyslogParser final : public Parser {
     std::string_view app = Token(s, &i);
     std::string_view procid = Token(s, &i);
     std::string_view msgid = Token(s, &i);
-    if (msgid.empty()) return "RFC 5424: fewer header fields than VERSION TIMESTAMP HOSTNAME "
-                              "APP-NAME PROCID MSGID";
+    if (msgid.empty())
+      return "RFC 5424: fewer header fields than VERSION TIMESTAMP HOSTNAME "
+             "APP-NAME PROCID MSGID";
     std::optional<int64_t> ms;
     if (time != "-") {
       ms = ParseIso8601Millis(time);
@@ -321,8 +323,7 @@ class SyslogParser final : public Parser {
     return nullptr;
   }
 
-  static const char* Parse3164(std::string_view s, size_t i, int pri, int64_t now_ms,
-                               Parsed* e) {
+  static const char* Parse3164(std::string_view s, size_t i, int pri, int64_t now_ms, Parsed* e) {
     // TIMESTAMP: "Mmm dd hh:mm:ss" (day space-padded), or RFC 3339 as some daemons write.
     std::optional<int64_t> ms;
     if (i + 15 <= s.size()) ms = ParseBsdTime(s.substr(i, 15), now_ms);

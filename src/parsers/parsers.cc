@@ -94,7 +94,8 @@ std::string CollectingName(const query::Stage& st) {
     case K::kTable:
       return "table()";
     case K::kAggregate:
-      if (st.grouping != query::Stage::Grouping::kNone) return "groupBy()/timeChart()/bucket()/top()";
+      if (st.grouping != query::Stage::Grouping::kNone)
+        return "groupBy()/timeChart()/bucket()/top()";
       if (!st.metrics.empty()) {
         return std::string(MetricName(st.metrics[0].kind)) + " at position " +
                std::to_string(st.metrics[0].position);
@@ -117,7 +118,8 @@ class PipelineParser final : public Parser {
     row.reserve(in.event.fields.size() + in.tags.size() + 2);
     row.emplace_back("@rawstring", query::Value(std::move(in.event.raw)));
     row.emplace_back("@timestamp", query::Value(in.event.timestamp_ms));
-    for (auto& [name, value] : in.tags) row.emplace_back(std::move(name), query::Value(std::move(value)));
+    for (auto& [name, value] : in.tags)
+      row.emplace_back(std::move(name), query::Value(std::move(value)));
     for (Field& f : in.event.fields) {
       row.emplace_back(std::move(f.name), query::Value(std::move(f.value)));
     }
@@ -365,8 +367,7 @@ void ApplyParsers(const Selection& selection, const ingest::ParseOptions& option
         continue;
       }
       // The input is kept for the over-the-limit fallback only when the parser could exceed it.
-      const bool keep = !parser->Bounded() ||
-                        2 * e.ByteSize() + 1024 > options.max_event_bytes;
+      const bool keep = !parser->Bounded() || 2 * e.ByteSize() + 1024 > options.max_event_bytes;
       std::optional<Event> original;
       if (keep) original = e;
       out.clear();
@@ -375,9 +376,9 @@ void ApplyParsers(const Selection& selection, const ingest::ParseOptions& option
         if (t.event.raw.size() > options.max_event_bytes ||
             t.event.ByteSize() > options.max_event_bytes) {
           // (Bounded parsers cannot get here without `original`; the fallback keeps the line.)
-          TaggedEvent kept{in.tags, original ? std::move(*original)
-                                             : Event{t.event.timestamp_ms, t.event.ingest_ms,
-                                                     t.event.raw, {}}};
+          TaggedEvent kept{
+              in.tags, original ? std::move(*original)
+                                : Event{t.event.timestamp_ms, t.event.ingest_ms, t.event.raw, {}}};
           internal::SetError(&kept.event, "parser '" + parser->name() +
                                               "': the parsed event exceeds the event limit of " +
                                               std::to_string(options.max_event_bytes) + " bytes");

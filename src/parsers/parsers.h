@@ -35,12 +35,12 @@ class Parser {
   virtual ~Parser() = default;
   const std::string& name() const { return name_; }
 
-  // Parses `in` (taken by value: callers move it; its tags are readable as "#name" fields) and appends what it gives to `out`:
-  // usually one event; none when the script drops it (a filter, dropEvent()); several after
-  // split(). Never fails on data: a timestamp that does not parse leaves @timestamp as it was and
-  // sets @error=true and @error_msg; a built-in whose line does not have its shape keeps the event
-  // as it came, with @error=true and @error_msg. Fields whose names start with '#' and the
-  // parser's tag fields become tags (the field is then not kept as a field).
+  // Parses `in` (taken by value: callers move it; its tags are readable as "#name" fields) and
+  // appends what it gives to `out`: usually one event; none when the script drops it (a filter,
+  // dropEvent()); several after split(). Never fails on data: a timestamp that does not parse
+  // leaves @timestamp as it was and sets @error=true and @error_msg; a built-in whose line does not
+  // have its shape keeps the event as it came, with @error=true and @error_msg. Fields whose names
+  // start with '#' and the parser's tag fields become tags (the field is then not kept as a field).
   virtual void Run(TaggedEvent in, std::vector<TaggedEvent>* out) const = 0;
 
   // True when every event Run gives is at most 2 x in.event.ByteSize() + 1 KiB (the native

@@ -82,7 +82,8 @@ TEST(BuiltinTest, JsonFieldsAndTimestamp) {
 TEST(BuiltinTest, AccessLogCommon) {
   auto out = RunParser(
       *Builtin("accesslog"),
-      Line(R"(127.0.0.1 - frank [10/Oct/2000:13:55:36 -0700] "GET /apache_pb.gif HTTP/1.0" 200 2326)"));
+      Line(
+          R"(127.0.0.1 - frank [10/Oct/2000:13:55:36 -0700] "GET /apache_pb.gif HTTP/1.0" 200 2326)"));
   ASSERT_EQ(out.size(), 1u);
   const Event& e = out[0].event;
   EXPECT_EQ(e.timestamp_ms, Iso("2000-10-10T20:55:36Z"));
@@ -133,9 +134,10 @@ TEST(BuiltinTest, AccessLogBadLineKeptWithError) {
 TEST(BuiltinTest, Syslog5424WithStructuredData) {
   auto out = RunParser(
       *Builtin("syslog"),
-      Line(R"(<165>1 2003-10-11T22:14:15.003Z mymachine.example.com evntslog - ID47 )"
-           R"([exampleSDID@32473 iut="3" eventSource="Application" eventID="1011"][ex@1 q="a\"b\]"] )"
-           R"(An application event log entry)"));
+      Line(
+          R"(<165>1 2003-10-11T22:14:15.003Z mymachine.example.com evntslog - ID47 )"
+          R"([exampleSDID@32473 iut="3" eventSource="Application" eventID="1011"][ex@1 q="a\"b\]"] )"
+          R"(An application event log entry)"));
   ASSERT_EQ(out.size(), 1u);
   const Event& e = out[0].event;
   EXPECT_EQ(e.timestamp_ms, Iso("2003-10-11T22:14:15.003Z"));
@@ -156,8 +158,9 @@ TEST(BuiltinTest, Syslog5424WithStructuredData) {
 
 TEST(BuiltinTest, Syslog5424RepeatedParamsGiveUniqueFields) {
   // Found by parser_fuzz: a parameter named twice gave two fields of one name.
-  auto out = RunParser(*Builtin("syslog"),
-                       Line(R"(<34>1 2003-10-11T22:14:15Z h a - - [x@1 b="1" c="2" b="3"][x@1 c="4"] m)"));
+  auto out =
+      RunParser(*Builtin("syslog"),
+                Line(R"(<34>1 2003-10-11T22:14:15Z h a - - [x@1 b="1" c="2" b="3"][x@1 c="4"] m)"));
   ASSERT_EQ(out.size(), 1u);
   const Event& e = out[0].event;
   std::vector<std::string> names;
@@ -193,8 +196,9 @@ TEST(BuiltinTest, Syslog5424NilValues) {
 }
 
 TEST(BuiltinTest, Syslog3164) {
-  auto out = RunParser(*Builtin("syslog"),
-                       Line("<34>Oct 11 22:14:15 mymachine su[123]: 'su root' failed on /dev/pts/8"));
+  auto out =
+      RunParser(*Builtin("syslog"),
+                Line("<34>Oct 11 22:14:15 mymachine su[123]: 'su root' failed on /dev/pts/8"));
   ASSERT_EQ(out.size(), 1u);
   const Event& e = out[0].event;
   EXPECT_EQ(e.timestamp_ms, Iso("2023-10-11T22:14:15Z"));  // the year of kNow
@@ -218,9 +222,9 @@ TEST(BuiltinTest, Syslog3164) {
 }
 
 TEST(BuiltinTest, SyslogBadInputKeptWithError) {
-  for (const char* bad : {"<999>1 2003-10-11T22:14:15Z h a p m - x", "<34>1 yesterday h a p m - x",
-                          "<34>1 2003-10-11T22:14:15Z h a p m [unterminated", "just text",
-                          "<12", ""}) {
+  for (const char* bad :
+       {"<999>1 2003-10-11T22:14:15Z h a p m - x", "<34>1 yesterday h a p m - x",
+        "<34>1 2003-10-11T22:14:15Z h a p m [unterminated", "just text", "<12", ""}) {
     auto out = RunParser(*Builtin("syslog"), Line(bad));
     ASSERT_EQ(out.size(), 1u) << bad;
     EXPECT_EQ(out[0].event.raw, bad);
@@ -258,8 +262,8 @@ TEST(CustomTest, TimestampTagsAndDrop) {
                          "field=ts, timezone=\"+01:00\") | #env := env | drop([env])",
                          {"service"});
   ASSERT_TRUE(p.ok()) << p.status().ToString();
-  auto out = RunParser(**p, Line("ts=\"2024-03-01 10:00:00\" level=INFO service=api env=prod",
-                                 {{"#type", "app"}}));
+  auto out = RunParser(
+      **p, Line("ts=\"2024-03-01 10:00:00\" level=INFO service=api env=prod", {{"#type", "app"}}));
   ASSERT_EQ(out.size(), 1u);
   const TaggedEvent& t = out[0];
   EXPECT_EQ(t.event.timestamp_ms, Iso("2024-03-01T09:00:00Z"));

@@ -496,8 +496,8 @@ Status Server::Impl::Bootstrap() {
   for (const auto& spec : config.ingest_tokens) {
     IngestTokenSpec parsed;
     if (!ParseIngestTokenSpec(spec, &parsed)) {
-      return Status::InvalidArgument("--ingest-token must be REPO:TOKEN or REPO:TOKEN:PARSER, got '" +
-                                     spec + "'");
+      return Status::InvalidArgument(
+          "--ingest-token must be REPO:TOKEN or REPO:TOKEN:PARSER, got '" + spec + "'");
     }
     RETURN_IF_ERROR(ensure_ingest_token(parsed.repo, parsed.token));
   }

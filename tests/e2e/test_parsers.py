@@ -146,6 +146,7 @@ def test_custom_parser_over_the_api(srv):
     agg = api(srv, "PUT", f"{PARSERS}/app", {"script": "kvParse() | count()"})
     assert agg.status_code == 400 and "count()" in agg.json()["error"], agg.text
     assert api(srv, "PUT", f"{PARSERS}/kv", {"script": "kvParse()"}).status_code == 400
+    assert api(srv, "PUT", f"{PARSERS}/big", {"script": 'x := "' + "a" * 70000 + '"'}).status_code == 413
     assert api(srv, "GET", f"{PARSERS}/app").status_code == 404
     # Stored, listed, read back.
     put = api(srv, "PUT", f"{PARSERS}/app", {"script": script, "tagFields": ["service"]})
