@@ -31,7 +31,7 @@ class IngestRoutes : public Node {
 void IngestRoutes::Parse(const http::Request& req, ingest::Format format, bool hec,
                          const std::string& repo, const ingest::ParseOptions& options,
                          ingest::ParseResult* parsed) const {
-  if (format == ingest::Format::kHumioStructured || parsed->event_count == 0) return;
+  if (parsed->event_count == 0) return;
   parsers::Selection selection;
   selection.format = format;
   const std::string token = TokenFrom(req, hec);

@@ -328,11 +328,14 @@ Result<std::shared_ptr<const Parser>> ParserCache::Get(const std::string& repo,
 std::shared_ptr<const Parser> ParserFor(const Selection& selection, const Tags& tags,
                                         const Event& event) {
   using F = ingest::Format;
-  if (selection.format == F::kHumioStructured) return nullptr;
   auto by_name = [&](std::string_view name) -> std::shared_ptr<const Parser> {
     if (name.empty() || !selection.resolve) return nullptr;
     return selection.resolve(name);
   };
+  if (selection.format == F::kHumioStructured) {
+    // Stored as sent, unless the token has a parser (LogScale: parsing structured data further).
+    return selection.token_parser.empty() ? nullptr : by_name(selection.token_parser);
+  }
   for (const auto& [name, value] : tags) {
     if (name == "#type") {
       if (auto p = by_name(value)) return p;
@@ -353,7 +356,9 @@ std::shared_ptr<const Parser> ParserFor(const Selection& selection, const Tags& 
 
 void ApplyParsers(const Selection& selection, const ingest::ParseOptions& options,
                   ingest::ParseResult* result) {
-  if (selection.format == ingest::Format::kHumioStructured) return;
+  if (selection.format == ingest::Format::kHumioStructured && selection.token_parser.empty()) {
+    return;
+  }
   ingest::TaggedEvents all;
   all.reserve(result->event_count);
   std::vector<TaggedEvent> out;

@@ -96,9 +96,10 @@ struct Selection {
   std::function<std::shared_ptr<const Parser>(std::string_view name)> resolve;
 };
 
-// The parser of one event: the `#type` tag (humio-unstructured's `type`) or the `sourcetype`
-// field (HEC) when a parser of that name exists, else the token's parser, else `kv` for raw and
-// HEC raw lines, else none (humio-structured is never parsed: its events are structured).
+// The parser of one event: humio-structured events get the token's parser only (none when it has
+// none: they arrive structured); others the `#type` tag (humio-unstructured's `type`) or the
+// `sourcetype` field (HEC) when a parser of that name exists, else the token's parser, else `kv`
+// for raw, HEC raw and unstructured, else none.
 // nullptr: the event is kept as it is.
 std::shared_ptr<const Parser> ParserFor(const Selection& selection, const Tags& tags,
                                         const Event& event);

@@ -349,7 +349,9 @@ TEST(SelectionTest, ParserFor) {
   EXPECT_EQ(ParserFor(Select(F::kHecRaw), {}, e)->name(), "kv");
   EXPECT_EQ(ParserFor(Select(F::kHumioUnstructured), {}, e)->name(), "kv");
   EXPECT_EQ(ParserFor(Select(F::kHecEvent), {}, e), nullptr);
-  EXPECT_EQ(ParserFor(Select(F::kHumioStructured, "accesslog"), {{"#type", "kv"}}, e), nullptr);
+  EXPECT_EQ(ParserFor(Select(F::kHumioStructured), {{"#type", "kv"}}, e), nullptr);
+  EXPECT_EQ(ParserFor(Select(F::kHumioStructured, "accesslog"), {{"#type", "kv"}}, e)->name(),
+            "accesslog");
   EXPECT_EQ(ParserFor(Select(F::kRaw, "accesslog"), {}, e)->name(), "accesslog");
   EXPECT_EQ(ParserFor(Select(F::kRaw, "mine"), {}, e)->name(), "mine");
   // type chooses when a parser of that name exists, else the token's.

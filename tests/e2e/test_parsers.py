@@ -112,6 +112,12 @@ def test_raw_defaults_to_kv_and_type_and_sourcetype_choose(srv):
     r = srv.ingest(HEC_RAW, line.replace(m, m + "hec"), scheme="Splunk", params={"sourcetype": "accesslog"})
     assert r.status_code == 200, r.text
     wait_count(srv, f"\"/{m}hec\" status=404 sourcetype=accesslog", 1)
+    # humio-structured: stored as sent, unless the token has a parser (LogScale's further parsing).
+    st = [{"events": [{"rawstring": line.replace(m, m + "st"), "attributes": {"k": "v"}}]}]
+    assert srv.ingest("/api/v1/ingest/humio-structured", st).status_code == 200
+    assert srv.ingest("/api/v1/ingest/humio-structured", st, token=ACCESS_TOKEN).status_code == 200
+    wait_count(srv, f"\"/{m}st\" k=v", 2)
+    assert srv.count(f"\"/{m}st\" status=404 k=v") == 1
 
 
 def test_humiolib_ingest_messages_kv_extracts_fields(srv, tmp_path):
