@@ -86,8 +86,9 @@ class Server:
     """One `sediment server` child process. stop() is idempotent and bounded in time."""
 
     def __init__(self, binary, data_dir, log_path, ingest_token, api_token, extra_args=(),
-                 extra_repos=()):
+                 extra_repos=(), parser=None):
         self.binary = binary
+        self.parser = parser  # the parser REPO's token is assigned (--ingest-token R:T:PARSER)
         self.extra_args = list(extra_args)
         self.data_dir = data_dir
         self.log_path = log_path
@@ -110,7 +111,10 @@ class Server:
             "--api-token", self.api_token,
         ]
         for repo, token in self.ingest_tokens.items():
-            cmd += ["--ingest-token", f"{repo}:{token}"]
+            spec = f"{repo}:{token}"
+            if repo == REPO and self.parser:
+                spec += ":" + self.parser
+            cmd += ["--ingest-token", spec]
         return cmd + self.extra_args
 
     def ready(self):
@@ -575,6 +579,77 @@ def settle_segments(data_dir, settle, timeout):
 
 
 # ---------------------------------------------------------------------------------------------
+# Parsers at ingest (--parsers): the cost of parsing (src/parsers/README.md)
+
+PARSER_RUNS = ("none", "kv", "accesslog")
+
+
+def run_parsers(args, server_bin, gen, work, report):
+    """The first --ingest-size bytes of the Apache corpus POSTed to /api/v1/ingest/raw through a
+    token assigned to each parser in turn (`none`: stored as sent; `kv`: the default for raw
+    ingest; `accesslog`), each on a fresh server and data dir, the same clients and batches.
+    Reports acked events/s of each and accesslog / none, accesslog / kv (target >= 0.7). Checks
+    that every event is searchable and, for accesslog, that the events carry their log time and
+    `status`."""
+    now_ms = int(time.time() * 1000)
+    start_ms = (now_ms - 3_600_000) // 60_000 * 60_000
+    corpus = os.path.join(work, "parsers.log")
+    run_gen(gen, corpus, args.ingest_size, args.seed, start_ms, 1000.0)
+    with open(corpus, "rb") as f:
+        data = f.read()
+    batches = split_batches(data, args.batch_lines)
+    events = sum(k for _, k in batches)
+    del data
+    out = {"events": events, "bytes": sum(len(b) for b, _ in batches), "clients": args.clients,
+           "batch_lines": args.batch_lines, "runs": {}}
+    report["parser_ingest"] = out
+    for parser in PARSER_RUNS:
+        data_dir = os.path.join(work, "data-" + parser)
+        shutil.rmtree(data_dir, ignore_errors=True)
+        os.makedirs(data_dir)
+        server = Server(server_bin, data_dir, os.path.join(work, f"server-{parser}.log"),
+                        "ingest-" + secrets.token_hex(12), "api-" + secrets.token_hex(12),
+                        parser=parser)
+        try:
+            server.start(args.server_timeout)
+            log(f"parser {parser}: {events} events")
+            t0, secs, st = ingest_batches(server, batches, args.clients)
+            if st["events"] != events:
+                raise BenchError(f"parser {parser}: acknowledged {st['events']} of {events}")
+            wait_searchable(server, events, start_ms - 86_400_000, now_ms + 86_400_000,
+                            args.searchable_timeout)
+            if parser == "accesslog":
+                # Every event at its log time (the hour before the run), each with a status.
+                n = count_events(server, start_ms - 60_000, now_ms + 1)
+                s = query(server, "status=* | count()", start_ms - 60_000, now_ms + 1)
+                if n != events or s != [{"_count": str(events)}]:
+                    raise BenchError(f"accesslog: {n} events in the log-time range, status "
+                                     f"on {s}, sent {events}")
+            out["runs"][parser] = {"seconds_to_last_ack": secs, "events_per_s_acked": events / secs,
+                                   "retries": st["retries"]}
+        finally:
+            server.stop()
+            if not args.keep:
+                shutil.rmtree(data_dir, ignore_errors=True)
+    if not args.keep:
+        os.unlink(corpus)
+    runs = out["runs"]
+    out["ratio_accesslog_vs_none"] = runs["accesslog"]["events_per_s_acked"] / runs["none"]["events_per_s_acked"]
+    out["ratio_accesslog_vs_kv"] = runs["accesslog"]["events_per_s_acked"] / runs["kv"]["events_per_s_acked"]
+    out["target"] = "accesslog >= 0.7x raw ingest events/s (none and kv)"
+    out["target_met"] = min(out["ratio_accesslog_vs_none"], out["ratio_accesslog_vs_kv"]) >= 0.7
+    lines = ["", f"parsers at ingest: {events} events, {human_bytes(out['bytes'])}, "
+                 f"{args.clients} clients x {args.batch_lines}-line batches, fresh server each"]
+    for parser in PARSER_RUNS:
+        lines.append(f"    {parser:<10} {runs[parser]['events_per_s_acked']:>12,.0f} events/s acked "
+                     f"({runs[parser]['seconds_to_last_ack']:.2f}s)")
+    lines.append(f"    accesslog / none {out['ratio_accesslog_vs_none']:.3f}, accesslog / kv "
+                 f"{out['ratio_accesslog_vs_kv']:.3f}; target >= 0.7: "
+                 f"{'MET' if out['target_met'] else 'NOT MET'}")
+    print("\n".join(lines), flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
 # Main
 
 
@@ -604,6 +679,9 @@ def main():
     ap.add_argument("--smoke", action="store_true",
                     help="tiny run (5M) to check the driver works; no speed expectations")
     ap.add_argument("--keep", action="store_true", help="keep the data dir and raw files")
+    ap.add_argument("--parsers", action="store_true",
+                    help="only the parsers' cost: --ingest-size of the corpus ingested raw through "
+                         "tokens assigned to none, kv and accesslog, a fresh server each")
     ap.add_argument("--kafka", action="store_true",
                     help="ingest on a local one-broker Kafka (RF 1) beside kcat producing the "
                          "same bytes; measures --ingest-size only (no search or size parts)")
@@ -674,6 +752,8 @@ def main():
     try:
         if args.kafka:
             run_kafka(args, ctx, server_bin, gen, work, report)
+        elif args.parsers:
+            run_parsers(args, server_bin, gen, work, report)
         else:
             run(args, ctx["server"], gen, benchutil, work, report)
         report["ok"] = True

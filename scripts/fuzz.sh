@@ -38,7 +38,8 @@ while (($# > 0)); do
   esac
 done
 ALL=(ingest_fuzz query_fuzz event_fuzz segment_fuzz commit_log_fuzz ingest_message_fuzz
-  global_codec_fuzz query_wire_fuzz internal_fuzz otlp_fuzz bulk_fuzz)
+  global_codec_fuzz query_wire_fuzz internal_fuzz otlp_fuzz bulk_fuzz
+  parser_fuzz)
 ((${#targets[@]} > 0)) || targets=("${ALL[@]}")
 
 dir="${FUZZ_BUILD_DIR:-build-fuzz}"

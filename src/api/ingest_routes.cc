@@ -17,6 +17,7 @@
 #include "http/status_code.h"
 #include "ingest/ingest.h"
 #include "ingest/otlp.h"
+#include "parsers/parsers.h"
 
 namespace sediment::api {
 namespace {
@@ -49,6 +50,13 @@ class IngestRoutes : public Node {
 
   // The ack ids issued to HEC requests that named a data channel.
   std::shared_ptr<HecAcks> hec_acks = std::make_shared<HecAcks>();
+  // Runs the request's events through their parsers (parsers::ApplyParsers), before the append.
+  void Parse(const http::Request& req, ingest::Format format, bool hec, const std::string& repo,
+             const ingest::ParseOptions& options, ingest::ParseResult* parsed) const;
+
+ private:
+  // Compiled custom parsers, shared by every request (parsers::ParserCache is thread-safe).
+  std::shared_ptr<parsers::ParserCache> parser_cache_ = std::make_shared<parsers::ParserCache>();
 };
 
 // The HEC data channel of a request (X-Splunk-Request-Channel, else the channel query parameter);
@@ -58,6 +66,52 @@ std::string HecChannel(const http::Request& req) {
   if (!h.empty()) return std::string(h);
   auto it = req.query.find("channel");
   return it == req.query.end() ? std::string() : it->second;
+}
+
+void IngestRoutes::Parse(const http::Request& req, ingest::Format format, bool hec,
+                         const std::string& repo, const ingest::ParseOptions& options,
+                         ingest::ParseResult* parsed) const {
+  if (parsed->event_count == 0) return;
+  parsers::Selection selection;
+  selection.format = format;
+  const std::string token = TokenFrom(req, hec);
+  for (const std::string& spec : config.ingest_tokens) {
+    IngestTokenSpec t;
+    if (ParseIngestTokenSpec(spec, &t) && t.repo == repo && t.token == token) {
+      selection.token_parser = t.parser;
+      break;
+    }
+  }
+  // Names resolved once per request: a built-in, else the repository's custom parser.
+  auto resolved = std::make_shared<
+      std::map<std::string, std::shared_ptr<const parsers::Parser>, std::less<>>>();
+  selection.resolve = [&,
+                       resolved](std::string_view name) -> std::shared_ptr<const parsers::Parser> {
+    auto it = resolved->find(name);
+    if (it != resolved->end()) return it->second;
+    std::shared_ptr<const parsers::Parser> p = parsers::Builtin(name);
+    if (p == nullptr) {
+      std::optional<ParserDef> def;
+      global->Read([&](const GlobalState& st) {
+        auto r = st.repos.find(repo);
+        if (r == st.repos.end()) return;
+        auto d = r->second.parsers.find(std::string(name));
+        if (d != r->second.parsers.end()) def = d->second;
+      });
+      if (def) {
+        auto c = parser_cache_->Get(repo, std::string(name), def->script, def->tag_fields);
+        if (c.ok()) {
+          p = *c;
+        } else {
+          spdlog::warn("ingest: parser '{}' of repository '{}' does not compile: {}", name, repo,
+                       c.status().ToString());
+        }
+      }
+    }
+    resolved->emplace(std::string(name), p);
+    return p;
+  };
+  parsers::ApplyParsers(selection, options, parsed);
 }
 
 http::Response IngestRoutes::HandleIngest(const http::Request& req, ingest::Format format, bool hec,
@@ -111,6 +165,8 @@ http::Response IngestRoutes::HandleIngest(const http::Request& req, ingest::Form
     return ElasticError(400, "action_request_validation_exception",
                         "Validation Failed: 1: no requests added;");
   }
+  // Parsers run before the append: the commit log holds parsed events.
+  Parse(req, format, hec, repo, options, &*parsed);
   Status st = ingest::AppendAll(ingest_log, std::move(parsed->messages), AckTimeout());
   if (!st.ok()) {
     spdlog::warn("ingest: append failed: {}", st.ToString());
@@ -162,6 +218,7 @@ http::Response IngestRoutes::HandleOtlpLogs(const http::Request& req) const {
   if (!parsed.ok()) {
     return fail(http::StatusCodeFor(parsed.status()), parsed.status().message());
   }
+  Parse(req, ingest::Format::kOtlpLogs, false, repo, options, &*parsed);
   ingest::ParseResult result;
   result.event_count = parsed->event_count;
   result.rejected_count = parsed->rejected_count;

@@ -13,6 +13,7 @@ void AddStatusRoutes(http::Router& router, const Node& node);   // status_routes
 void AddStorageRoutes(http::Router& router, const Node& node);  // storage_routes.cc
 void AddLookupRoutes(http::Router& router, const Node& node);   // lookup_routes.cc
 void AddElasticRoutes(http::Router& router, const Node& node);  // elastic_routes.cc
+void AddParserRoutes(http::Router& router, const Node& node);   // parser_routes.cc
 
 // Every module's routes. `router` must outlive its handlers' calls (GET / lists its routes).
 inline void AddRoutes(http::Router& router, const Node& node) {
@@ -22,6 +23,7 @@ inline void AddRoutes(http::Router& router, const Node& node) {
   AddStorageRoutes(router, node);
   AddLookupRoutes(router, node);
   AddElasticRoutes(router, node);
+  AddParserRoutes(router, node);
 }
 
 }  // namespace sediment::api

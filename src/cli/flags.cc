@@ -129,10 +129,11 @@ void NodeFlags(std::vector<ServerFlag>& f) {
                     "./sediment-data", "data directory: commit log, Global snapshots, segments"));
   f.push_back(Value(S::kNode, "--listen", "SEDIMENT_LISTEN", "HOST:PORT", &ServerConfig::listen,
                     "127.0.0.1:8080", "HOST:PORT to serve HTTP on"));
-  f.push_back(List(S::kNode, "--ingest-token", "SEDIMENT_INGEST_TOKEN", "REPO:TOKEN",
+  f.push_back(List(S::kNode, "--ingest-token", "SEDIMENT_INGEST_TOKEN", "REPO:TOKEN[:PARSER]",
                    &ServerConfig::ingest_tokens,
                    "ingest token of a repository, repeatable (or comma-separated); creates the "
-                   "repository if missing"));
+                   "repository if missing; PARSER: the parser its events get (a built-in such as "
+                   "accesslog, or a custom parser of the repository)"));
   f.push_back(List(S::kNode, "--api-token", "SEDIMENT_API_TOKEN", "TOKEN",
                    &ServerConfig::api_tokens,
                    "token for queries and admin, repeatable (or comma-separated)"));

@@ -13,10 +13,36 @@
 
 namespace sediment {
 
+// One --ingest-token value: "REPO:TOKEN", or "REPO:TOKEN:PARSER" to give the token's events that
+// parser (parsers/README.md). The repository ends at the first ':'; with three parts the parser
+// is after the last ':' (so a token given with a parser cannot contain ':'; a token without one
+// keeps any ':' after the repository only when no parser is given, i.e. two parts). False when
+// the repository or the token is empty.
+struct IngestTokenSpec {
+  std::string repo;
+  std::string token;
+  std::string parser;  // empty: none assigned
+};
+inline bool ParseIngestTokenSpec(const std::string& spec, IngestTokenSpec* out) {
+  const size_t first = spec.find(':');
+  if (first == std::string::npos || first == 0) return false;
+  const size_t last = spec.rfind(':');
+  out->repo = spec.substr(0, first);
+  if (last == first) {
+    out->token = spec.substr(first + 1);
+    out->parser.clear();
+  } else {
+    out->token = spec.substr(first + 1, last - first - 1);
+    out->parser = spec.substr(last + 1);
+    if (out->parser.empty()) return false;
+  }
+  return !out->token.empty();
+}
+
 struct ServerConfig {
   std::string data_dir = "./sediment-data";
   std::string listen = "127.0.0.1:8080";   // HOST:PORT; port 0 picks a free port
-  std::vector<std::string> ingest_tokens;  // "REPO:TOKEN"
+  std::vector<std::string> ingest_tokens;  // "REPO:TOKEN" or "REPO:TOKEN:PARSER"
   std::vector<std::string> api_tokens;
   // Ingest partitions: of the embedded log (fixed when the data dir is created) or of the Kafka
   // ingest topic. 0 = the default: 8 embedded, 24 on Kafka.

@@ -318,6 +318,30 @@ class Applier {
     return Status::OK();
   }
 
+  Status operator()(const PutParser& e) {
+    auto it = s_->repos.find(e.repo);
+    if (it == s_->repos.end()) {
+      return Status::Rejected("PutParser: unknown repository '" + e.repo + "'");
+    }
+    if (!IsValidParserName(e.name)) {
+      return Status::Rejected("PutParser: invalid parser name '" + e.name + "'");
+    }
+    it->second.parsers[e.name] = e.parser;
+    return Status::OK();
+  }
+
+  Status operator()(const DeleteParser& e) {
+    auto it = s_->repos.find(e.repo);
+    if (it == s_->repos.end()) {
+      return Status::Rejected("DeleteParser: unknown repository '" + e.repo + "'");
+    }
+    if (it->second.parsers.erase(e.name) == 0) {
+      return Status::Rejected("DeleteParser: no parser '" + e.name + "' in repository '" + e.repo +
+                              "'");
+    }
+    return Status::OK();
+  }
+
   Status operator()(const ReplaceSegment& e) {
     const SegmentRecord& seg = e.rebuilt;
     const std::string where = "ReplaceSegment (segment " + std::to_string(e.old_segment.value) +
@@ -476,6 +500,16 @@ bool IsValidLookupFileName(std::string_view name) {
   return true;
 }
 
+bool IsValidParserName(std::string_view name) {
+  if (name.empty() || name.size() > 100 || name == "." || name == "..") return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
 const char* GlobalEventName(const GlobalEvent& ev) {
   static constexpr const char* kNames[] = {
       "SetClusterId",
@@ -502,6 +536,8 @@ const char* GlobalEventName(const GlobalEvent& ev) {
       "BucketObjectsCollected",
       "PutLookupFile",
       "DeleteLookupFile",
+      "PutParser",
+      "DeleteParser",
   };
   static_assert(std::size(kNames) == std::variant_size_v<GlobalEvent>);
   return kNames[ev.index()];

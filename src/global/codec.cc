@@ -24,14 +24,14 @@ constexpr uint8_t kEventVersionMin = 1;
 // tokens and the cluster secret only as salted hashes (same layout); v7 appends each
 // repository's lookup files. v1 to v5 are still read: their tokens are hashed with
 // LegacyTokenHash and their secret becomes the verifier; v1 to v6 are read with no lookup files.
-constexpr uint8_t kStateVersion = 7;
+constexpr uint8_t kStateVersion = 8;
 constexpr uint8_t kStateVersionMin = 1;
 constexpr size_t kEventHeader = 4;  // magic(2) version(1) type(1)
 constexpr size_t kStateHeader = 5;  // magic(4) version(1)
 constexpr size_t kCrcSize = 4;
 
 // Type tags: the variant index plus one. Never renumber: they are on disk.
-static_assert(std::variant_size_v<GlobalEvent> == 24, "new events need a tag in FORMAT.md");
+static_assert(std::variant_size_v<GlobalEvent> == 26, "new events need a tag in FORMAT.md");
 
 // ---- writing ----
 void PutI64(std::string* out, int64_t v) { PutVarsint64(out, v); }
@@ -132,6 +132,17 @@ void PutBody(std::string* out, const PutLookupFile& e) {
   PutLengthPrefixed(out, e.content);
 }
 void PutBody(std::string* out, const DeleteLookupFile& e) {
+  PutLengthPrefixed(out, e.repo);
+  PutLengthPrefixed(out, e.name);
+}
+void PutBody(std::string* out, const PutParser& e) {
+  PutLengthPrefixed(out, e.repo);
+  PutLengthPrefixed(out, e.name);
+  PutLengthPrefixed(out, e.parser.script);
+  PutVarint64(out, e.parser.tag_fields.size());
+  for (const std::string& f : e.parser.tag_fields) PutLengthPrefixed(out, f);
+}
+void PutBody(std::string* out, const DeleteParser& e) {
   PutLengthPrefixed(out, e.repo);
   PutLengthPrefixed(out, e.name);
 }
@@ -355,6 +366,22 @@ bool GetBody(Reader* r, PutLookupFile* e) {
 bool GetBody(Reader* r, DeleteLookupFile* e) {
   return r->Str(&e->repo, "repo") && r->Str(&e->name, "lookup file name");
 }
+bool GetTagFields(Reader* r, std::vector<std::string>* out) {
+  uint64_t n = 0;
+  if (!r->Count(&n, "parser tag field count")) return false;
+  out->resize(n);
+  for (std::string& f : *out) {
+    if (!r->Str(&f, "parser tag field")) return false;
+  }
+  return true;
+}
+bool GetBody(Reader* r, PutParser* e) {
+  return r->Str(&e->repo, "repo") && r->Str(&e->name, "parser name") &&
+         r->Str(&e->parser.script, "parser script") && GetTagFields(r, &e->parser.tag_fields);
+}
+bool GetBody(Reader* r, DeleteParser* e) {
+  return r->Str(&e->repo, "repo") && r->Str(&e->name, "parser name");
+}
 bool GetBody(Reader* r, ReplaceSegment* e) {
   return r->Strong64(&e->old_segment, "segment id") && r->Segment(&e->rebuilt);
 }
@@ -549,6 +576,16 @@ std::string EncodeGlobalState(const GlobalState& s) {
       PutLengthPrefixed(&out, content);
     }
   }
+  // v8
+  for (const auto& [name, repo] : s.repos) {
+    PutVarint64(&out, repo.parsers.size());
+    for (const auto& [parser, def] : repo.parsers) {
+      PutLengthPrefixed(&out, parser);
+      PutLengthPrefixed(&out, def.script);
+      PutVarint64(&out, def.tag_fields.size());
+      for (const std::string& f : def.tag_fields) PutLengthPrefixed(&out, f);
+    }
+  }
   AppendCrc(&out);
   return out;
 }
@@ -717,6 +754,21 @@ bool DecodeStateBody(Reader* r, GlobalState* s, uint8_t version) {
         return false;
       }
       repo.lookup_files.emplace_hint(repo.lookup_files.end(), std::move(file), std::move(content));
+    }
+  }
+  if (version < 8) return true;  // no parsers
+  for (auto& [name, repo] : s->repos) {
+    if (!r->Count(&n, "parser count")) return false;
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string parser;
+      ParserDef def;
+      if (!r->Str(&parser, "parser name") ||
+          !r->Check(IsValidParserName(parser), "parser name", "not a valid name") ||
+          !r->Increasing(repo.parsers, parser, "parser name") ||
+          !r->Str(&def.script, "parser script") || !GetTagFields(r, &def.tag_fields)) {
+        return false;
+      }
+      repo.parsers.emplace_hint(repo.parsers.end(), std::move(parser), std::move(def));
     }
   }
   return true;

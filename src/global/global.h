@@ -25,6 +25,14 @@
 
 namespace sediment {
 
+// A custom parser of a repository: a query-language pipeline run on each event at ingest, and
+// the fields it turns into tags (LogScale's tagFields). Stored as the API accepted it.
+struct ParserDef {
+  std::string script;
+  std::vector<std::string> tag_fields;
+  bool operator==(const ParserDef&) const = default;
+};
+
 struct RepoInfo {
   std::string name;
   int64_t retention_ms = 0;  // delete segments whose newest event is older; 0 = keep forever
@@ -34,6 +42,9 @@ struct RepoInfo {
   // Lookup files (CSV or JSON tables for match()/readFile(), uploaded through the API): name ->
   // content, as uploaded. Put by PutLookupFile, removed by DeleteLookupFile.
   std::map<std::string, std::string> lookup_files;
+  // Custom parsers (parsers/README.md): name -> definition. Put by PutParser, removed by
+  // DeleteParser.
+  std::map<std::string, ParserDef> parsers;
 };
 
 // The longest lookup file name (bytes).
@@ -41,6 +52,9 @@ inline constexpr size_t kMaxLookupFileNameBytes = 255;
 // A lookup file name: 1 to kMaxLookupFileNameBytes bytes, not "." or "..", no '/', '\\' or
 // control character (bytes below 0x20 and 0x7f). The apply rule and the API check it alike.
 bool IsValidLookupFileName(std::string_view name);
+// A parser name: 1 to 100 bytes of ASCII letters, digits, '-', '_' and '.', not "." or "..".
+// The apply rule checks it; the API also refuses the built-in parsers' names.
+bool IsValidParserName(std::string_view name);
 
 struct SegmentRecord {
   SegmentId id;           // assigned by the apply rule
@@ -336,13 +350,26 @@ struct DeleteLookupFile {
   std::string name;
 };
 
+// Stores the custom parser `name` of `repo`, replacing one of that name. Rejected for an unknown
+// repository or a name that is not IsValidParserName. The script is the API's to validate.
+struct PutParser {
+  std::string repo;
+  std::string name;
+  ParserDef parser;
+};
+// Removes the custom parser `name` of `repo`. Rejected for an unknown repository or parser.
+struct DeleteParser {
+  std::string repo;
+  std::string name;
+};
+
 using GlobalEvent =
     std::variant<SetClusterId, CreateRepo, AddIngestToken, AddApiToken, ClaimPartition,
                  RegisterSegment, AdvanceReplayPoint, SetTruncationPoint, RemoveSegments,
                  SetClusterSecret, RegisterNode, AddSegmentReplica, RemoveSegmentReplica,
                  StageMerge, CommitMerge, SetReplicationFactor, SetRetention, ReplaceSegment,
                  SetBucket, SegmentUploaded, BeginRecovery, BucketObjectsCollected, PutLookupFile,
-                 DeleteLookupFile>;
+                 DeleteLookupFile, PutParser, DeleteParser>;
 
 std::string EncodeGlobalEvent(const GlobalEvent& ev);
 Result<GlobalEvent> DecodeGlobalEvent(std::string_view data);

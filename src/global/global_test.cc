@@ -157,6 +157,8 @@ std::vector<GlobalEvent> OneOfEach() {
       BucketObjectsCollected{NodeId(3), -7, {{"p0-e1-o0-i0.seg", 1234}, {"\x00odd", 0}}},
       PutLookupFile{"web", "users.csv", std::string("userid,name\n1,chr\n\x00", 19)},
       DeleteLookupFile{"web", "users.csv"},
+      PutParser{"web", "access", {"kvParse() | #env := env", {"host"}}},
+      DeleteParser{"web", "access"},
   };
 }
 
@@ -513,6 +515,21 @@ std::string V4Suffix(const GlobalState& s) {
   return out;
 }
 
+// The bytes snapshot v8 appends to v7 (FORMAT.md), written independently of the encoder.
+std::string V8Suffix(const GlobalState& s) {
+  std::string out;
+  for (const auto& [name, repo] : s.repos) {
+    PutVarint64(&out, repo.parsers.size());
+    for (const auto& [parser, def] : repo.parsers) {
+      PutLengthPrefixed(&out, parser);
+      PutLengthPrefixed(&out, def.script);
+      PutVarint64(&out, def.tag_fields.size());
+      for (const std::string& f : def.tag_fields) PutLengthPrefixed(&out, f);
+    }
+  }
+  return out;
+}
+
 // The bytes snapshot v7 appends to v6 (FORMAT.md), written independently of the encoder.
 std::string V7Suffix(const GlobalState& s) {
   std::string out;
@@ -563,18 +580,25 @@ GlobalState WithClearTokens(GlobalState s, const std::string& secret, GlobalStat
 TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   GlobalState hashed;
   GlobalState s = WithClearTokens(Populated(), "", &hashed);
-  const std::string v7 = EncodeGlobalState(hashed);
-  ASSERT_EQ(v7[4], 7);
+  const std::string v8 = EncodeGlobalState(hashed);
+  ASSERT_EQ(v8[4], 8);
+  // v7 = v8 without the v8 suffix (no parsers: one 0x00 count per repository).
+  const std::string suffix8 = V8Suffix(hashed);
+  ASSERT_EQ(suffix8, std::string(hashed.repos.size(), '\0'));
+  std::string body7 = v8.substr(0, v8.size() - 4);
+  ASSERT_EQ(body7.substr(body7.size() - suffix8.size()), suffix8);
+  body7 = body7.substr(0, body7.size() - suffix8.size());
+  body7[4] = 7;
   // v6 = v7 without the v7 suffix (no lookup files: one 0x00 count per repository).
   const std::string suffix7 = V7Suffix(hashed);
   ASSERT_EQ(suffix7, std::string(hashed.repos.size(), '\0'));
-  std::string body6 = v7.substr(0, v7.size() - 4);
+  std::string body6 = body7;
   ASSERT_EQ(body6.substr(body6.size() - suffix7.size()), suffix7);
   body6 = body6.substr(0, body6.size() - suffix7.size());
   body6[4] = 6;
   // Version 5 is version 6's layout with the tokens in clear.
   std::string body5 = EncodeGlobalState(s);
-  body5 = body5.substr(0, body5.size() - 4 - suffix7.size());
+  body5 = body5.substr(0, body5.size() - 4 - suffix7.size() - suffix8.size());
   body5[4] = 5;
   const std::string v5 = WithCrc(body5);
   // v4 = v5 without the v5 suffix (an empty GC report); v3 = v4 without the v4 suffix; v2 = v3
@@ -597,10 +621,10 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   std::string v1 = v2.substr(0, v2.size() - 1);
   v1[4] = 1;
   for (const std::string& old :
-       {WithCrc(v1), WithCrc(v2), WithCrc(v3), WithCrc(body), v5, WithCrc(body6)}) {
+       {WithCrc(v1), WithCrc(v2), WithCrc(v3), WithCrc(body), v5, WithCrc(body6), WithCrc(body7)}) {
     Result<GlobalState> dec = DecodeGlobalState(old);
     ASSERT_TRUE(dec.ok()) << "version " << int(old[4]) << ": " << dec.status().ToString();
-    EXPECT_EQ(EncodeGlobalState(*dec), v7) << "version " << int(old[4]);
+    EXPECT_EQ(EncodeGlobalState(*dec), v8) << "version " << int(old[4]);
     EXPECT_EQ(IngestRepoForToken(*dec, "t2"), "web") << "version " << int(old[4]);
     EXPECT_TRUE(IsApiToken(*dec, "a1"));
     EXPECT_TRUE(dec->cluster_secret_verifier.empty());
@@ -617,11 +641,12 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
     EXPECT_EQ(dec->recovery.snapshot_applied_through, Offset(-1));
     EXPECT_TRUE(dec->recovery.lost.empty());
     for (const auto& [name, repo] : dec->repos) EXPECT_TRUE(repo.lookup_files.empty());
+    for (const auto& [name, repo] : dec->repos) EXPECT_TRUE(repo.parsers.empty());
   }
   // An older version header on v5 bytes leaves trailing bytes; a v5 header on v4 bytes or a v4
   // header on v3 bytes is truncated; a v6 or v7 header on clear tokens is no hash; versions 0 and
-  // 8 are refused; a v7 header on v6 bytes is truncated.
-  for (char version : {0, 1, 2, 3, 4, 6, 7, 8}) {
+  // 9 are refused; a v7 header on v6 bytes and a v8 header on v7 bytes are truncated.
+  for (char version : {0, 1, 2, 3, 4, 6, 7, 8, 9}) {
     std::string wrong = body5;
     wrong[4] = version;
     EXPECT_EQ(DecodeGlobalState(WithCrc(wrong)).status().code(), StatusCode::kCorruption)
@@ -630,6 +655,9 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   std::string short7 = body6;
   short7[4] = 7;
   EXPECT_EQ(DecodeGlobalState(WithCrc(short7)).status().code(), StatusCode::kCorruption);
+  std::string short8 = body7;
+  short8[4] = 8;
+  EXPECT_EQ(DecodeGlobalState(WithCrc(short8)).status().code(), StatusCode::kCorruption);
   std::string short5 = body;
   short5[4] = 5;
   EXPECT_EQ(DecodeGlobalState(WithCrc(short5)).status().code(), StatusCode::kCorruption);
@@ -645,7 +673,7 @@ TEST(GlobalCodec, OldSnapshotSecretBecomesAVerifier) {
   GlobalState hashed;
   GlobalState s = WithClearTokens(Populated(), "old-secret", &hashed);
   std::string body5 = EncodeGlobalState(s);
-  body5 = body5.substr(0, body5.size() - 4 - V7Suffix(s).size());
+  body5 = body5.substr(0, body5.size() - 4 - V7Suffix(s).size() - V8Suffix(s).size());
   body5[4] = 5;
   Result<GlobalState> dec = DecodeGlobalState(WithCrc(body5));
   ASSERT_TRUE(dec.ok()) << dec.status().ToString();
@@ -768,7 +796,7 @@ TEST(GlobalCodec, BucketAndRecoveryStateRoundTrips) {
   const std::string enc = EncodeGlobalState(s);
   // The v4 fields are laid out as FORMAT.md says, at the end of the body.
   const std::string body = enc.substr(0, enc.size() - 4);
-  const std::string suffix = V4Suffix(s) + V5Suffix(s) + V7Suffix(s);
+  const std::string suffix = V4Suffix(s) + V5Suffix(s) + V7Suffix(s) + V8Suffix(s);
   ASSERT_GT(body.size(), suffix.size());
   EXPECT_EQ(body.substr(body.size() - suffix.size()), suffix);
 
@@ -818,7 +846,8 @@ TEST(GlobalCodec, UploadedFlagOtherThanZeroOrOneIsCorruption) {
   const std::string enc = EncodeGlobalState(s);
   const std::string body = enc.substr(0, enc.size() - 4);
   // The first byte of the v4 suffix is segment 1's uploaded flag (1).
-  const size_t flag = body.size() - V4Suffix(s).size() - V5Suffix(s).size() - V7Suffix(s).size();
+  const size_t flag = body.size() - V4Suffix(s).size() - V5Suffix(s).size() - V7Suffix(s).size() -
+                      V8Suffix(s).size();
   ASSERT_EQ(body[flag], 1);
   std::string bad = body;
   bad[flag] = 2;
@@ -990,8 +1019,81 @@ TEST(GlobalApply, LookupFiles) {
   EXPECT_EQ(dec->repos.at("db").lookup_files, s.repos.at("db").lookup_files);
   EXPECT_EQ(dec->repos.at("web").lookup_files, s.repos.at("web").lookup_files);
   EXPECT_EQ(EncodeGlobalState(*dec), enc);
-  std::string body = enc.substr(0, enc.size() - 4);
+  std::string body = enc.substr(0, enc.size() - 4 - V8Suffix(s).size());
   EXPECT_EQ(body.substr(body.size() - V7Suffix(s).size()), V7Suffix(s));
+}
+
+TEST(GlobalApply, Parsers) {
+  GlobalState s = Populated();
+  const ParserDef web{"kvParse() | status := code", {"host"}};
+  ExpectRejected(&s, PutParser{"nope", "p", web});
+  for (const std::string& bad :
+       std::vector<std::string>{"", ".", "..", "a/b", "a b", "a\nb", std::string(101, 'p')}) {
+    ExpectRejected(&s, PutParser{"web", bad, web});
+  }
+  ExpectRejected(&s, DeleteParser{"web", "p"});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutParser{"web", "p", web}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutParser{"web", "q.v-2_x", {"parseJson()", {}}}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutParser{"db", "p", {"none()", {}}}).ok());
+  // A second put replaces; parsers are per repository.
+  const ParserDef web2{"kvParse()", {"a", "b"}};
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutParser{"web", "p", web2}).ok());
+  EXPECT_EQ(s.repos.at("web").parsers.at("p"), web2);
+  EXPECT_EQ(s.repos.at("web").parsers.size(), 2u);
+  EXPECT_EQ(s.repos.at("db").parsers.at("p").script, "none()");
+  ExpectRejected(&s, DeleteParser{"nope", "p"});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, DeleteParser{"web", "q.v-2_x"}).ok());
+  ExpectRejected(&s, DeleteParser{"web", "q.v-2_x"});
+  EXPECT_EQ(s.repos.at("web").parsers.size(), 1u);
+  // The parsers survive a snapshot round trip (v8), with the documented suffix.
+  const std::string enc = EncodeGlobalState(s);
+  ASSERT_EQ(enc[4], 8);
+  Result<GlobalState> dec = DecodeGlobalState(enc);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_EQ(dec->repos.at("web").parsers, s.repos.at("web").parsers);
+  EXPECT_EQ(dec->repos.at("db").parsers, s.repos.at("db").parsers);
+  EXPECT_EQ(EncodeGlobalState(*dec), enc);
+  std::string body = enc.substr(0, enc.size() - 4);
+  EXPECT_EQ(body.substr(body.size() - V8Suffix(s).size()), V8Suffix(s));
+  // A snapshot whose parser name is not valid is corrupt.
+  GlobalState bad = s;
+  bad.repos.at("web").parsers.emplace("a/b", web);
+  EXPECT_EQ(DecodeGlobalState(EncodeGlobalState(bad)).status().code(), StatusCode::kCorruption);
+}
+
+TEST(GlobalCodec, ParserEventsHaveTheDocumentedBytes) {
+  // FORMAT.md: type 25 = str repo, str name, str script, varint n, n x str tag field; type 26 =
+  // str repo, str name; version 1.
+  std::string put = "GE";
+  put.push_back(1);
+  put.push_back(25);
+  PutLengthPrefixed(&put, "web");
+  PutLengthPrefixed(&put, "p");
+  PutLengthPrefixed(&put, "kvParse()");
+  PutVarint64(&put, 2);
+  PutLengthPrefixed(&put, "host");
+  PutLengthPrefixed(&put, "env");
+  const PutParser ev{"web", "p", {"kvParse()", {"host", "env"}}};
+  EXPECT_EQ(EncodeGlobalEvent(ev), WithCrc(put));
+  std::string del = "GE";
+  del.push_back(1);
+  del.push_back(26);
+  PutLengthPrefixed(&del, "web");
+  PutLengthPrefixed(&del, "p");
+  EXPECT_EQ(EncodeGlobalEvent(DeleteParser{"web", "p"}), WithCrc(del));
+  Result<GlobalEvent> dec = DecodeGlobalEvent(WithCrc(put));
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  const PutParser& got = std::get<PutParser>(*dec);
+  EXPECT_EQ(got.repo, "web");
+  EXPECT_EQ(got.name, "p");
+  EXPECT_EQ(got.parser, ev.parser);
+  dec = DecodeGlobalEvent(WithCrc(del));
+  ASSERT_TRUE(dec.ok());
+  EXPECT_EQ(std::get<DeleteParser>(*dec).name, "p");
+  // A tag-field count beyond the bytes is corrupt.
+  std::string lying = put.substr(0, put.size() - 10);
+  PutVarint64(&lying, 1000);
+  EXPECT_EQ(DecodeGlobalEvent(WithCrc(lying)).status().code(), StatusCode::kCorruption);
 }
 
 TEST(GlobalCodec, LookupFileEventsHaveTheDocumentedBytes) {

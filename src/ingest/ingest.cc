@@ -281,6 +281,12 @@ Result<ParseResult> ParseRequest(Format format, std::string_view body,
   return Status::InvalidArgument("unknown ingest format");
 }
 
+ParseResult GroupEvents(TaggedEvents events, const ParseOptions& options) {
+  internal::Builder builder(options);
+  for (auto& [tags, event] : events) builder.Events(std::move(tags))->push_back(std::move(event));
+  return builder.Finish();
+}
+
 uint64_t RandomMessageId() {
   thread_local std::mt19937_64 rng([] {
     std::random_device rd;

@@ -82,6 +82,13 @@ const char* FormatName(Format format);
 // and what is wrong) or TooLarge (an event over max_event_bytes). Nothing is appended by parsing.
 Result<ParseResult> ParseRequest(Format format, std::string_view body, const ParseOptions& options);
 
+// Groups events (each with its datasource tags) by datasource (options.repo + tags) into messages
+// exactly as ParseRequest does: datasources in order of first appearance, events in the given
+// order, messages cut at options.max_message_bytes. Used to regroup events a parser changed.
+using TaggedEvents =
+    std::vector<std::pair<std::vector<std::pair<std::string, std::string>>, Event>>;
+ParseResult GroupEvents(TaggedEvents events, const ParseOptions& options);
+
 // A random non-zero 64-bit message id (IngestMessage::id).
 uint64_t RandomMessageId();
 

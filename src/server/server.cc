@@ -494,11 +494,12 @@ Status Server::Impl::Bootstrap() {
   };
 
   for (const auto& spec : config.ingest_tokens) {
-    auto colon = spec.find(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == spec.size()) {
-      return Status::InvalidArgument("--ingest-token must be REPO:TOKEN, got '" + spec + "'");
+    IngestTokenSpec parsed;
+    if (!ParseIngestTokenSpec(spec, &parsed)) {
+      return Status::InvalidArgument(
+          "--ingest-token must be REPO:TOKEN or REPO:TOKEN:PARSER, got '" + spec + "'");
     }
-    RETURN_IF_ERROR(ensure_ingest_token(spec.substr(0, colon), spec.substr(colon + 1)));
+    RETURN_IF_ERROR(ensure_ingest_token(parsed.repo, parsed.token));
   }
   for (const auto& token : config.api_tokens) RETURN_IF_ERROR(ensure_api_token(token));
 
