@@ -90,6 +90,8 @@ struct Expr {
 
 // ---- aggregate metrics ----
 
+struct Subquery;  // below
+
 // One metric of an aggregate: count(), sum(x), avg(x), min(x), max(x), percentile(x, ...),
 // stdDev(x), range(x), collect(x).
 struct Metric {
@@ -106,14 +108,17 @@ struct Metric {
     kSelectMax,   // selectFromMax(field, include): `select_fields` of the record with the max
     kSelectMin,   // selectFromMin(field, include): ... with the min
     kSelectLast,  // selectLast(fields): each of `select_fields` from the newest record having it
+    kSubquery,    // `{ ... }` (or a collecting function such as groupBy()) in function=: the
+                  // `subquery` runs over each group's records; its output rows are the metric's
   };
   Kind kind = Kind::kCount;
-  std::string field;                       // empty for count() without field=
-  bool distinct = false;                   // count(field, distinct=true)
-  std::vector<double> percentiles;         // kPercentile (default 50, 75, 99)
-  std::string separator = "\n";            // kCollect: between the values
-  int64_t limit = 2000;                    // kCollect: most distinct values output
-  std::vector<std::string> select_fields;  // kSelectMax/kSelectMin/kSelectLast: the output
+  std::string field;                         // empty for count() without field=
+  bool distinct = false;                     // count(field, distinct=true)
+  std::vector<double> percentiles;           // kPercentile (default 50, 75, 99)
+  std::string separator = "\n";              // kCollect: between the values
+  int64_t limit = 2000;                      // kCollect: most distinct values output
+  std::vector<std::string> select_fields;    // kSelectMax/kSelectMin/kSelectLast: the output
+  std::shared_ptr<const Subquery> subquery;  // kSubquery
   // Output field name(s): `as` when given, else _count / _sum / _avg / _min / _max / _stddev /
   // _range, collect the field's own name; percentile gives "<as>_<p>" per percentile (as empty
   // by default: _50, _99, _99.9).
@@ -244,6 +249,18 @@ struct Stage {
   bool IsAggregate() const {
     return kind == Kind::kAggregate || kind == Kind::kSort || kind == Kind::kTable;
   }
+};
+
+// A subquery `{ filter | stages }` used as an argument (function=[{...}] of groupBy, stats,
+// timeChart, bucket; a nested collecting function). `stages` holds the leading filter as a
+// kFilter stage (when there is one) and then the steps; stages[collect] is the first collecting
+// stage (there is always one): the stages before it run on each record of the group, it keeps
+// the group's partial state (merged and sent as the enclosing aggregate's state), and the stages
+// after it run over its output rows.
+struct Subquery {
+  std::vector<Stage> stages;
+  size_t collect = 0;
+  size_t position = 0;  // of the '{' (or of the function name)
 };
 
 class CompiledQuery {

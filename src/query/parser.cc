@@ -184,7 +184,7 @@ class Parser {
   bool AtStepEnd() const {
     if (AtEnd()) return true;
     char c = Peek();
-    return c == '|' || (InCase() && (c == ';' || c == '}'));
+    return c == '|' || (InCase() && (c == ';' || c == '}')) || (subquery_depth_ > 0 && c == '}');
   }
 
   // Characters that end a bare word in a filter. `{` and `}` always do (they are syntax in
@@ -1405,10 +1405,7 @@ class Parser {
                                : ParseParameter(&v->text);
       return parsed && NamedCall(v);
     }
-    if (c == '{') {
-      Error(pos_, "subqueries { ... } are not supported");
-      return false;
-    }
+    if (c == '{') return ParseSubquery(v);
     if (c == '$') {
       Error(pos_, "saved query call '" +
                       std::string(s_.substr(pos_, FunctionNameEnd(pos_ + 1) - pos_)) +
@@ -1446,6 +1443,50 @@ class Parser {
     }
     pos_ = save;
     v->kind = functions::ArgValue::Kind::kScalar;
+    return true;
+  }
+
+  // A subquery `{ filter | stages }` as an argument value; pos_ at '{'.
+  bool ParseSubquery(functions::ArgValue* v) {
+    const size_t brace = pos_;
+    ++pos_;
+    const int saved_case = case_depth_;
+    case_depth_ = 0;  // ';' separates case branches, not subquery steps
+    ++subquery_depth_;
+    FilterPtr filter;
+    auto sq = std::make_shared<Subquery>();
+    sq->position = brace;
+    std::vector<Stage> stages;
+    const bool parsed = ParseSteps(&filter, &stages, /*in_branch=*/true);
+    case_depth_ = saved_case;
+    --subquery_depth_;
+    if (!parsed) return false;
+    SkipWs();
+    if (Peek() != '}') {
+      Error(pos_,
+            AtEnd() ? "missing '}' for '{' at position " + std::to_string(brace) : Unexpected());
+      return false;
+    }
+    ++pos_;
+    if (filter) {
+      Stage st;
+      st.kind = Stage::Kind::kFilter;
+      st.position = brace + 1;
+      st.function = "filter";
+      st.filter = std::move(filter);
+      sq->stages.push_back(std::move(st));
+    }
+    for (Stage& st : stages) sq->stages.push_back(std::move(st));
+    sq->collect = sq->stages.size();
+    for (size_t i = 0; i < sq->stages.size(); ++i) {
+      if (!sq->stages[i].IsTransform()) {
+        sq->collect = i;
+        break;
+      }
+    }
+    v->kind = functions::ArgValue::Kind::kSubquery;
+    v->text = std::string(s_.substr(brace, pos_ - brace));
+    v->subquery = std::move(sq);
     return true;
   }
 
@@ -1756,6 +1797,7 @@ class Parser {
   const std::map<std::string, std::string>* arguments_ = nullptr;
   std::vector<Parameter> parameters_;
   int case_depth_ = 0;
+  int subquery_depth_ = 0;  // subqueries `{ ... }` being parsed: '}' ends their steps
   int depth_ = 0;
   Status err_;
 };
