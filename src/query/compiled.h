@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/event.h"
+#include "query/lookup.h"
 #include "query/regex_prefilter.h"
 #include "query/search.h"
 
@@ -90,7 +91,8 @@ struct Expr {
 
 // ---- aggregate metrics ----
 
-struct Subquery;  // below
+struct Subquery;    // below
+struct TableQuery;  // query/lookup.h
 
 // One metric of an aggregate: count(), sum(x), avg(x), min(x), max(x), percentile(x, ...),
 // stdDev(x), range(x), collect(x).
@@ -215,7 +217,12 @@ struct Stage {
   std::string timezone = "UTC";      // kFormatTime: "UTC"/"Z" or a fixed offset like "+02:00"
   std::vector<CaseBranch> branches;  // kCase
   std::vector<std::pair<std::string, std::string>> renames;  // kRename: from, to
-  std::shared_ptr<const MatchTable> match_table;             // kMatch (built while compiling)
+  std::shared_ptr<const MatchTable> match_table;             // kMatch (built while compiling;
+                                                             // null: a table not bound yet)
+  // defineTable()/join(): the table the step defines (the parser moves it to the query's
+  // tables; a defineTable() step is no stage of its own).
+  std::shared_ptr<const TableQuery> table_query;
+  std::string table;  // kMatch: the defineTable()/join() table it reads ("": a lookup file)
   std::vector<std::string> fields;  // kDrop/kSelect/kTable columns; kSort keys; group keys
                                     // (kGroupBy/kTop; kBucket: the series field, if any)
   int64_t limit = 200;              // kHead/kTail/kSort/kTable rows; kGroupBy groups; kTop rows;
@@ -266,6 +273,11 @@ struct Subquery {
 class CompiledQuery {
  public:
   std::string text;
+  // The tables of defineTable()/join(), in text order (a later one may read an earlier one), and
+  // whether they were bound when compiling (Compile(text, files, tables)). A query with tables
+  // that are not bound cannot execute (Execute refuses it with FailedPrecondition).
+  std::vector<TableQuery> tables;
+  bool tables_bound = false;
   FilterPtr filter;  // never null (kTrue for an empty filter)
   std::vector<Stage> stages;
   bool is_aggregate = false;  // some stage IsAggregate()

@@ -17,6 +17,7 @@
 #include "query/compiled.h"
 #include "query/functions/registry.h"
 #include "query/functions/util.h"
+#include "query/lookup.h"
 #include "query/query.h"
 #include "query/record.h"
 #include "query/text_util.h"
@@ -126,6 +127,7 @@ class Parser {
     q->filter = WithRegexStageLiterals(q->filter, q->stages);
     q->is_aggregate = std::any_of(q->stages.begin(), q->stages.end(),
                                   [](const Stage& st) { return st.IsAggregate(); });
+    q->tables = std::move(tables_);
     return std::shared_ptr<const CompiledQuery>(std::move(q));
   }
 
@@ -421,7 +423,9 @@ class Parser {
         if (fn != nullptr && fn->kind != functions::Kind::kFilter) {
           pos_ = k + 1;
           Stage st;
-          if (!ParseFunctionStage(*fn, start, &st)) return false;
+          if (!ParseFunctionStage(*fn, start, &st) || !CheckTables(&st)) return false;
+          // defineTable() is no stage: its table is the query's (CompiledQuery::tables).
+          if (st.table_query != nullptr && st.kind == Stage::Kind::kFilter) return true;
           SkipWs();
           // regex(...) followed by `and`/`or`/another filter is a filter (ParsePrimary).
           if (!IsRegexFunction(*fn)) return add_stage(std::move(st));
@@ -1446,6 +1450,34 @@ class Parser {
     return true;
   }
 
+  // The tables of a defineTable()/join() step `st` join the query's (in text order), and a
+  // match(table=) must name one defined before it; false (error recorded) otherwise.
+  bool CheckTables(Stage* st) {
+    if (st->table_query != nullptr) {
+      if (subquery_depth_ > 0 || InCase()) {
+        Error(st->position, st->function + "() cannot be used inside a subquery or case");
+        return false;
+      }
+      for (const TableQuery& t : tables_) {
+        if (t.name == st->table_query->name) {
+          Error(st->position, "table '" + t.name + "' is defined twice");
+          return false;
+        }
+      }
+      tables_.push_back(*st->table_query);
+    }
+    if (st->kind == Stage::Kind::kMatch && !st->table.empty() &&
+        std::none_of(tables_.begin(), tables_.end(),
+                     [st](const TableQuery& t) { return t.name == st->table; }) &&
+        (CurrentBoundTables() == nullptr || CurrentBoundTables()->count(st->table) == 0)) {
+      Error(st->position, "unknown table '" + st->table +
+                              "' in match(): define it with defineTable(name=\"" + st->table +
+                              "\", ...) before it");
+      return false;
+    }
+    return true;
+  }
+
   // A subquery `{ filter | stages }` as an argument value; pos_ at '{'.
   bool ParseSubquery(functions::ArgValue* v) {
     const size_t brace = pos_;
@@ -1797,7 +1829,9 @@ class Parser {
   const std::map<std::string, std::string>* arguments_ = nullptr;
   std::vector<Parameter> parameters_;
   int case_depth_ = 0;
-  int subquery_depth_ = 0;  // subqueries `{ ... }` being parsed: '}' ends their steps
+  int subquery_depth_ = 0;
+  std::vector<TableQuery> tables_;  // of defineTable()/join(), in text order  // subqueries `{ ...
+                                    // }` being parsed: '}' ends their steps
   int depth_ = 0;
   Status err_;
 };
