@@ -395,9 +395,9 @@ TEST_F(CoordinatorTest, TablesOfSubqueriesAreBoundOnEveryNode) {
   EXPECT_EQ(std::get<int64_t>(r->result.rows[0][0].second), joined);
 
   peers_.calls.clear();
-  r = Run(
-      "defineTable(name=t, query={kind=login | groupBy(client, function=count(as=n))}, "
-      "include=[client, n]) | kind=access | match(table=t, field=client) | sum(n)");
+  r =
+      Run("defineTable(name=t, query={kind=login | groupBy(client, function=count(as=n))}, "
+          "include=[client, n]) | kind=access | match(table=t, field=client) | sum(n)");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->result.rows.size(), 1u);
   EXPECT_EQ(std::get<int64_t>(r->result.rows[0][0].second), weighted);
