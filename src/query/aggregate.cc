@@ -1062,6 +1062,8 @@ class AggregateCollector final : public Collector {
       if (function_.empty()) function_ = "timeChart";
     }
     if (function_.empty()) function_ = grouping_ == Stage::Grouping::kTop ? "top" : "groupBy";
+    has_subquery_ = std::any_of(metrics_.begin(), metrics_.end(),
+                                [](const MetricSpec& m) { return m.IsSubquery(); });
     if (grouping_ == Stage::Grouping::kNone) FindOrAdd("");
     counts_only_ = true;
     for (const MetricSpec& m : metrics_) {
@@ -1650,6 +1652,10 @@ class AggregateCollector final : public Collector {
   // none), each subquery row's columns set over the row's.
   void EmitRows(const std::vector<uint32_t>& groups, Row row, std::vector<Row>* out) {
     AppendMetrics(groups, &row);
+    if (!has_subquery_) {
+      out->push_back(std::move(row));  // no subquery metric (the common case)
+      return;
+    }
     std::vector<Row> acc;
     acc.push_back(std::move(row));
     for (size_t m = 0; m < stride(); ++m) {
@@ -1719,6 +1725,7 @@ class AggregateCollector final : public Collector {
   // kSubquery: per group, the state of the subquery's collecting stage.
   std::vector<std::unique_ptr<Collector>> subs_;
   std::vector<std::string> sub_warnings_;  // of subqueries' later stages, reported by Finish
+  bool has_subquery_ = false;              // some metric is a subquery
   size_t bytes_ = 0;
 
   static size_t SelectedBytes(const Selected& s) {
