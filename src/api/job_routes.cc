@@ -13,6 +13,7 @@
 #include "coordinator/lookup_files.h"
 #include "coordinator/query_jobs.h"
 #include "http/status_code.h"
+#include "query/lookup.h"
 
 namespace sediment::api {
 
@@ -90,6 +91,11 @@ http::Response CreateJob(QueryJobs& jobs, const Global* global, const std::strin
   if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
   auto range = query::ParseTimeRange(body.start, body.end, now_ms);
   if (!range.ok()) return http::JsonError(400, range.status().message());
+  if (body.live && !query::QueryTables(**compiled).empty()) {
+    return http::JsonError(400, query::QueryTables(**compiled)[0].function +
+                                    "() cannot run in a live query (its subquery runs once, "
+                                    "before the query)");
+  }
   if (body.live && !body.end.empty() && body.end != "now") {
     return http::JsonError(
         400, "a live query runs up to now: omit 'end' (or give \"now\"), got '" + body.end + "'");

@@ -15,6 +15,7 @@
 #include "coordinator/internal_query.h"
 #include "coordinator/lookup_files.h"
 #include "http/status_code.h"
+#include "query/lookup.h"
 #include "query/query.h"
 
 namespace sediment::api {
@@ -69,6 +70,11 @@ http::Response QueryRoutes::HandleQuery(const http::Request& req, const std::str
   const coordinator::GlobalLookupFiles files(global, repo);
   auto compiled = query::Compile(body.query_string, &files);
   if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
+  if (body.live && !query::QueryTables(**compiled).empty()) {
+    return http::JsonError(400, query::QueryTables(**compiled)[0].function +
+                                    "() cannot run in a live query (its subquery runs once, "
+                                    "before the query)");
+  }
   if (body.live) return api::StreamLiveQuery(*this, req, repo, body, *compiled);
   auto range = query::ParseTimeRange(body.start, body.end, clock->NowMillis());
   if (!range.ok()) return http::JsonError(400, range.status().message());

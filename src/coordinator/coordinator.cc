@@ -34,7 +34,9 @@
 
 #include "common/clock.h"
 #include "common/time_parse.h"
+#include "coordinator/lookup_files.h"
 #include "coordinator/planner.h"
+#include "query/lookup.h"
 #include "query/wire.h"
 
 namespace sediment::coordinator {
@@ -173,7 +175,8 @@ class QueryRun {
            const std::function<std::optional<PeerInfo>(NodeId)>& find_peer,
            const CoordinatorOptions& options, const std::string& repo,
            const std::string& query_string, const query::CompiledQuery& compiled,
-           const query::TimeRange& range, const QueryControl& control)
+           const query::TimeRange& range, const QueryControl& control,
+           const query::BoundTables& tables)
       : env_(env),
         clock_(clock),
         global_(global),
@@ -197,6 +200,7 @@ class QueryRun {
     base_.range = range;
     base_.query_id = RandomQueryId();
     base_.max_memory_bytes = control.max_memory_bytes;
+    if (query::TablesBound(compiled)) base_.tables = tables;
     plan_ctx_.self = self_;
     plan_ctx_.has_bucket = local->HasBucket();
     plan_ctx_.excluded = &excluded_;
@@ -648,9 +652,54 @@ Result<CoordinatedResult> Coordinator::Run(const std::string& repo, const std::s
                                            const query::CompiledQuery& compiled,
                                            const query::TimeRange& range,
                                            const QueryControl& control) {
+  if (query::QueryTables(compiled).empty() || query::TablesBound(compiled)) {
+    QueryRun run(env_, clock_, global_, local_, peers_, find_peer_, options_, repo, query_string,
+                 compiled, range, control, query::BoundTables{});
+    return run.Run();
+  }
+  // defineTable()/join(): each subquery runs first, as a whole query of its own over the
+  // repository (earlier tables bound into later ones); its rows become a table; then the query
+  // is compiled again with the tables, and they go with it to every node.
+  const GlobalLookupFiles files(global_, repo);
+  query::BoundTables tables;
+  std::vector<std::string> warnings;
+  uint64_t fetches = 0, fetched_bytes = 0;
+  for (const query::TableQuery& t : query::QueryTables(compiled)) {
+    auto sub = query::Compile(t.query, &files, &tables);
+    if (!sub.ok()) {
+      return Status::InvalidArgument(t.function + "() subquery at position " +
+                                     std::to_string(t.position) + ": " + sub.status().message());
+    }
+    ASSIGN_OR_RETURN(query::TimeRange sub_range, query::TableRange(t, range));
+    QueryRun run(env_, clock_, global_, local_, peers_, find_peer_, options_, repo, t.query, **sub,
+                 sub_range, control, tables);
+    ASSIGN_OR_RETURN(CoordinatedResult got, run.Run());
+    // An event result is cut at the event cap (the newest): reaching it counts as too many.
+    const size_t event_cap = query::ExecOptions{}.max_events;
+    if (got.result.rows.size() > static_cast<size_t>(t.limit) ||
+        (!got.result.is_aggregate && got.result.rows.size() >= event_cap)) {
+      return Status::InvalidArgument(t.function + "() at position " + std::to_string(t.position) +
+                                     ": its subquery gives more than " + std::to_string(t.limit) +
+                                     " rows (the most a table holds" +
+                                     (t.function == "join" ? std::string(", limit=") : "") +
+                                     "); narrow the subquery");
+    }
+    for (std::string& w : got.warnings) warnings.push_back(t.function + "(): " + std::move(w));
+    fetches += got.bucket_fetches;
+    fetched_bytes += got.bucket_fetched_bytes;
+    tables[t.name] = query::TableFromRows(t, got.result.rows);
+  }
+  auto bound = query::Compile(query_string, &files, &tables);
+  if (!bound.ok()) return bound.status();
   QueryRun run(env_, clock_, global_, local_, peers_, find_peer_, options_, repo, query_string,
-               compiled, range, control);
-  return run.Run();
+               **bound, range, control, tables);
+  ASSIGN_OR_RETURN(CoordinatedResult out, run.Run());
+  warnings.insert(warnings.end(), std::make_move_iterator(out.warnings.begin()),
+                  std::make_move_iterator(out.warnings.end()));
+  out.warnings = std::move(warnings);
+  out.bucket_fetches += fetches;
+  out.bucket_fetched_bytes += fetched_bytes;
+  return out;
 }
 
 }  // namespace sediment::coordinator

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "coordinator/coordinator_testing.h"
+#include "query/lookup.h"
 #include "query/wire.h"
 
 namespace sediment::coordinator {
@@ -63,8 +64,9 @@ class FakePeers final : public PeerClient {
       slot->Deliver(std::move(r));
       return;
     }
-    auto compiled = query::Compile(q.query_string);
-    ASSERT_TRUE(compiled.ok());
+    // As the leaf does: with the coordinator's defineTable()/join() tables.
+    auto compiled = query::Compile(q.query_string, nullptr, &q.tables);
+    ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
     http::ClientResponse r;
     r.status = 200;
     query::ScanInput input;
@@ -335,6 +337,83 @@ TEST_F(CoordinatorTest, AggregatesMergeEveryNodesPart) {
   ASSERT_EQ(r->result.rows.size(), 1u);
   ASSERT_EQ(r->result.rows[0].size(), 1u);
   EXPECT_EQ(std::get<int64_t>(r->result.rows[0][0].second), 3 + 5 + 6);
+}
+
+// Events [from, to) with fields: client c<i % 5>; every 7th a login (kind=login, user u<i>), the
+// others kind=access.
+std::vector<PositionedEvent> TaggedEvents(int from, int to) {
+  std::vector<PositionedEvent> out = Events(from, to);
+  for (PositionedEvent& e : out) {
+    const int i = static_cast<int>(e.pos.offset.value);
+    e.event.fields.push_back({"client", "c" + std::to_string(i % 5)});
+    if (i % 7 == 0) {
+      e.event.fields.push_back({"kind", "login"});
+      e.event.fields.push_back({"user", "u" + std::to_string(i)});
+    } else {
+      e.event.fields.push_back({"kind", "access"});
+    }
+  }
+  return out;
+}
+
+// defineTable()/join() over data spread on three nodes (local buffers, a peer's buffers, a
+// holder's segment): the subquery runs first over all of it, and its table goes with the query to
+// every node, so the answer is the one of a loop over all the events.
+TEST_F(CoordinatorTest, TablesOfSubqueriesAreBoundOnEveryNode) {
+  global_.Mutate([](GlobalState& st) {
+    st.partitions[0] = PartitionState{NodeId(1), Epoch(1), Offset(0), Offset(0)};
+    st.partitions[1] = PartitionState{NodeId(2), Epoch(4), Offset(0), Offset(0)};
+  });
+  std::vector<PositionedEvent> all;
+  auto add = [&all](std::vector<PositionedEvent> v) {
+    all.insert(all.end(), v.begin(), v.end());
+    return v;
+  };
+  local_.buffers[0] = {Epoch(1), add(TaggedEvents(100, 111))};
+  peers_.peers[2].buffers[1] = {Epoch(4), add(TaggedEvents(201, 213))};
+  Register(Segment(1, 0, 13, {NodeId(3)}));
+  peers_.peers[3].segments[1] = add(TaggedEvents(0, 13));
+
+  // By a loop: logins per client, and the access events of clients with a login.
+  std::map<std::string, int64_t> logins;
+  for (const PositionedEvent& e : all) {
+    if (*e.event.Find("kind") == "login") ++logins[*e.event.Find("client")];
+  }
+  ASSERT_GE(logins.size(), 2u);
+  ASSERT_LT(logins.size(), 5u);  // some clients have none: join drops their events
+  int64_t joined = 0, weighted = 0;
+  for (const PositionedEvent& e : all) {
+    auto it = logins.find(*e.event.Find("client"));
+    if (*e.event.Find("kind") != "access" || it == logins.end()) continue;
+    ++joined;
+    weighted += it->second;
+  }
+
+  auto r = Run("kind=access | join({kind=login | groupBy(client)}, field=client) | count()");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->result.rows.size(), 1u);
+  EXPECT_EQ(std::get<int64_t>(r->result.rows[0][0].second), joined);
+
+  peers_.calls.clear();
+  r =
+      Run("defineTable(name=t, query={kind=login | groupBy(client, function=count(as=n))}, "
+          "include=[client, n]) | kind=access | match(table=t, field=client) | sum(n)");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->result.rows.size(), 1u);
+  EXPECT_EQ(std::get<int64_t>(r->result.rows[0][0].second), weighted);
+  // The subquery ran on the holder too, and the main query reached it with the table.
+  auto calls = peers_.CallsTo(3, PeerCallKind::kPartial);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_TRUE(calls[0].q.tables.empty());
+  EXPECT_EQ(calls[0].q.query_string, "kind=login | groupBy(client, function=count(as=n))");
+  ASSERT_EQ(calls[1].q.tables.count("t"), 1u);
+  EXPECT_EQ(calls[1].q.tables.at("t").columns, (std::vector<std::string>{"client", "n"}));
+  EXPECT_EQ(calls[1].q.tables.at("t").rows.size(), logins.size());
+
+  // A subquery over its bound: a clear error.
+  r = Run("kind=access | join({kind=access}, field=client, limit=2) | count()");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -25,6 +25,21 @@ std::string EncodeInternalQuery(const InternalQuery& q) {
   if (!q.query_id.empty()) w.Key("queryId").String(q.query_id);
   if (q.timeout_ms > 0) w.Key("timeoutMs").Int(q.timeout_ms);
   if (q.max_memory_bytes > 0) w.Key("maxMemoryBytes").Int(static_cast<int64_t>(q.max_memory_bytes));
+  if (!q.tables.empty()) {
+    w.Key("tables").BeginArray();
+    for (const auto& [name, t] : q.tables) {
+      w.BeginObject().Key("name").String(name).Key("columns").BeginArray();
+      for (const std::string& c : t.columns) w.String(c);
+      w.EndArray().Key("rows").BeginArray();
+      for (const auto& row : t.rows) {
+        w.BeginArray();
+        for (const std::string& cell : row) w.String(cell);
+        w.EndArray();
+      }
+      w.EndArray().EndObject();
+    }
+    w.EndArray();
+  }
   w.EndObject();
   return w.Take();
 }
@@ -73,6 +88,31 @@ Result<InternalQuery> DecodeInternalQuery(std::string_view body) {
   if (!doc["queryId"].get(s)) q.query_id = std::string(s);
   if (!doc["timeoutMs"].get(i) && i > 0) q.timeout_ms = i;
   if (!doc["maxMemoryBytes"].get(i) && i > 0) q.max_memory_bytes = static_cast<uint64_t>(i);
+  if (!doc["tables"].get(arr)) {
+    for (simdjson::dom::element e : arr) {
+      std::string_view name;
+      simdjson::dom::array columns, rows;
+      if (e["name"].get(name) || e["columns"].get(columns) || e["rows"].get(rows)) {
+        return Status::InvalidArgument("internal query: bad table entry");
+      }
+      query::LookupTable t;
+      for (simdjson::dom::element c : columns) {
+        if (c.get(s)) return Status::InvalidArgument("internal query: bad table column");
+        t.columns.emplace_back(s);
+      }
+      for (simdjson::dom::element r : rows) {
+        simdjson::dom::array cells;
+        if (r.get(cells)) return Status::InvalidArgument("internal query: bad table row");
+        std::vector<std::string> row;
+        for (simdjson::dom::element c : cells) {
+          if (c.get(s)) return Status::InvalidArgument("internal query: bad table cell");
+          row.emplace_back(s);
+        }
+        t.rows.push_back(std::move(row));
+      }
+      q.tables[std::string(name)] = std::move(t);
+    }
+  }
   return q;
 }
 

@@ -12,6 +12,7 @@
 
 #include "common/status.h"
 #include "common/types.h"
+#include "query/lookup.h"
 #include "query/query.h"
 
 namespace sediment::coordinator {
@@ -40,6 +41,9 @@ struct InternalQuery {
   std::string query_id;                                   // for the cancel route
   int64_t timeout_ms = 0;                                 // time left; 0 = no limit
   uint64_t max_memory_bytes = 0;                          // 0 = no bound
+  // The results of the query's defineTable()/join() subqueries, which the coordinator ran
+  // first: the node compiles the query with them (query::Compile(text, files, &tables)).
+  query::BoundTables tables;
 };
 
 std::string EncodeInternalQuery(const InternalQuery& q);

@@ -17,6 +17,8 @@ TEST(InternalQuery, RoundTripsEveryField) {
   q.query_id = "abc";
   q.timeout_ms = 1234;
   q.max_memory_bytes = 1 << 20;
+  q.tables["t"] = query::LookupTable{{"client", "n"}, {{"c1", "3"}, {"c\"2", ""}, {}}};
+  q.tables["join@7"] = query::LookupTable{{"k"}, {}};
   auto back = DecodeInternalQuery(EncodeInternalQuery(q));
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->repo, q.repo);
@@ -30,6 +32,27 @@ TEST(InternalQuery, RoundTripsEveryField) {
   EXPECT_EQ(back->query_id, "abc");
   EXPECT_EQ(back->timeout_ms, 1234);
   EXPECT_EQ(back->max_memory_bytes, 1u << 20);
+  EXPECT_EQ(back->tables, q.tables);
+}
+
+// A body of a coordinator from before defineTable()/join() (no "tables") still decodes, to no
+// tables; a bad table entry is refused.
+TEST(InternalQuery, BodiesWithoutTablesDecodeAndBadTablesAreRefused) {
+  auto q = DecodeInternalQuery(
+      R"({"repo":"r","queryString":"*","startMs":0,"endMs":1,"partitions":[],"segments":[3],)"
+      R"("segmentFiles":["a.seg"],"queryId":"x"})");
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_TRUE(q->tables.empty());
+  EXPECT_EQ(q->segments, (std::vector<SegmentId>{SegmentId(3)}));
+  EXPECT_NE(DecodeInternalQuery(
+                R"({"repo":"r","queryString":"*","startMs":0,"endMs":1,"tables":[{"name":"t"}]})")
+                .status()
+                .message()
+                .find("table"),
+            std::string::npos);
+  EXPECT_FALSE(DecodeInternalQuery(R"({"repo":"r","queryString":"*","startMs":0,"endMs":1,)"
+                                   R"("tables":[{"name":"t","columns":["a"],"rows":[[1]]}]})")
+                   .ok());
 }
 
 TEST(InternalQuery, DefaultsStayUnset) {

@@ -33,7 +33,8 @@ std::optional<http::Response> Parse(const http::Request& req, const Global* glob
   auto decoded = DecodeInternalQuery(req.body);
   if (!decoded.ok()) return http::JsonError(400, decoded.status().message());
   const GlobalLookupFiles files(global, decoded->repo);
-  auto c = query::Compile(decoded->query_string, &files);
+  // With the coordinator's defineTable()/join() results (none for most queries).
+  auto c = query::Compile(decoded->query_string, &files, &decoded->tables);
   if (!c.ok()) return http::JsonError(400, c.status().message());
   *q = std::move(*decoded);
   *compiled = std::move(*c);

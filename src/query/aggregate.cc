@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "common/coding.h"
+#include "query/transform.h"
 
 namespace sediment::query {
 namespace {
@@ -772,12 +773,14 @@ struct Acc {
 struct MetricSpec {
   Metric::Kind kind = Metric::Kind::kCount;
   std::string field;
-  bool distinct = false;            // kCount with a field
-  std::vector<double> percentiles;  // kPercentile
-  std::vector<std::string> names;   // output field(s)
-  std::string separator;            // kCollect
-  int64_t limit = 0;                // kCollect
-  std::vector<std::string> select;  // kSelectMax/kSelectMin/kSelectLast: the output fields
+  bool distinct = false;                // kCount with a field
+  std::vector<double> percentiles;      // kPercentile
+  std::vector<std::string> names;       // output field(s)
+  std::string separator;                // kCollect
+  int64_t limit = 0;                    // kCollect
+  std::vector<std::string> select;      // kSelectMax/kSelectMin/kSelectLast: the output fields
+  std::shared_ptr<const Subquery> sub;  // kSubquery
+  bool IsSubquery() const { return kind == Metric::Kind::kSubquery; }
   bool IsSelect() const {
     return kind == Metric::Kind::kSelectMax || kind == Metric::Kind::kSelectMin ||
            kind == Metric::Kind::kSelectLast;
@@ -832,6 +835,8 @@ uint8_t WireKind(Metric::Kind k) {
       return 10;
     case Metric::Kind::kSelectLast:
       return 11;
+    case Metric::Kind::kSubquery:
+      return 12;
   }
   return 255;
 }
@@ -857,6 +862,7 @@ std::string DefaultName(Metric::Kind k) {
     case Metric::Kind::kSelectMax:
     case Metric::Kind::kSelectMin:
     case Metric::Kind::kSelectLast:
+    case Metric::Kind::kSubquery:
       return "";
   }
   return "";
@@ -875,6 +881,8 @@ MetricSpec SpecOf(const Metric& m) {
              m.kind == Metric::Kind::kSelectLast) {
     s.select = m.select_fields;
     s.names = m.select_fields;
+  } else if (m.kind == Metric::Kind::kSubquery) {
+    s.sub = m.subquery;
   } else if (m.kind == Metric::Kind::kCollect) {
     s.names.push_back(m.as.empty() ? m.field : m.as);
     s.separator = m.separator;
@@ -983,6 +991,49 @@ bool SelectBeats(const Num& x, const RecordKey& k, const Selected& cur, bool max
   return max ? k > cur.key : k < cur.key;
 }
 
+// Runs the per-record stages [begin, end) of `stages` over `r` and hands each output record to
+// `sink` (a subquery's stages before its collecting stage).
+template <typename Sink>
+void RunRecordStages(const std::vector<Stage>& stages, size_t begin, size_t end, Record&& r,
+                     Sink&& sink) {
+  for (size_t s = begin; s < end; ++s) {
+    if (EmitsOneOrNone(stages[s])) {
+      if (!ApplyTransformInPlace(stages[s], r)) return;
+      continue;
+    }
+    std::vector<Record> out;
+    ApplyTransform(stages[s], std::move(r), &out);
+    for (Record& o : out) RunRecordStages(stages, s + 1, end, std::move(o), sink);
+    return;
+  }
+  sink(r);
+}
+
+// Runs stages [begin, stages.size()) over rows: per-record stages row by row, a collecting stage
+// over all of its input (a subquery's stages after its first collecting stage).
+std::vector<Row> RunRowPipeline(const std::vector<Stage>& stages, size_t begin,
+                                std::vector<Row> rows, const CollectorContext& ctx,
+                                std::vector<std::string>* warnings) {
+  for (size_t s = begin; s < stages.size(); ++s) {
+    std::vector<Row> out;
+    std::unique_ptr<Collector> c;
+    if (!stages[s].IsTransform()) c = NewCollector(stages[s], ctx);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      RecordKey key;
+      key.offset = static_cast<int64_t>(i);
+      Record rec = Record::FromRow(std::move(rows[i]), key);
+      if (c) {
+        c->Add(rec);
+        continue;
+      }
+      RunRecordStages(stages, s, s + 1, std::move(rec),
+                      [&out](const Record& r) { out.push_back(r.ToRow()); });
+    }
+    rows = c ? c->Finish(warnings) : std::move(out);
+  }
+  return rows;
+}
+
 class AggregateCollector final : public Collector {
  public:
   AggregateCollector(const Stage& st, const CollectorContext& ctx)
@@ -991,6 +1042,7 @@ class AggregateCollector final : public Collector {
         limit_(std::max<int64_t>(st.limit, 0)),
         function_(st.function),
         range_(ctx.range),
+        ctx_(ctx),
         top_percent_(st.top_percent) {
     if (grouping_ == Stage::Grouping::kTop) {
       Metric m;
@@ -1010,6 +1062,8 @@ class AggregateCollector final : public Collector {
       if (function_.empty()) function_ = "timeChart";
     }
     if (function_.empty()) function_ = grouping_ == Stage::Grouping::kTop ? "top" : "groupBy";
+    has_subquery_ = std::any_of(metrics_.begin(), metrics_.end(),
+                                [](const MetricSpec& m) { return m.IsSubquery(); });
     if (grouping_ == Stage::Grouping::kNone) FindOrAdd("");
     counts_only_ = true;
     for (const MetricSpec& m : metrics_) {
@@ -1198,6 +1252,10 @@ class AggregateCollector final : public Collector {
       } else if (metrics_[m].UsesValues()) {
         a[m].aux = static_cast<uint32_t>(pvals_.size());
         pvals_.emplace_back();
+      } else if (metrics_[m].IsSubquery()) {
+        a[m].aux = static_cast<uint32_t>(subs_.size());
+        subs_.push_back(NewSubCollector(metrics_[m]));
+        bytes_ += subs_.back()->MemoryBytes();
       }
     }
     bytes_ += key.size() + sizeof(std::string) + stride() * sizeof(Acc);
@@ -1248,6 +1306,20 @@ class AggregateCollector final : public Collector {
         AddSelected(spec, sels_[a[m].aux], r);
         continue;
       }
+      if (spec.IsSubquery()) {
+        Collector& c = *subs_[a[m].aux];
+        const size_t before = c.MemoryBytes();
+        const Subquery& sq = *spec.sub;
+        if (sq.collect == 0) {
+          c.Add(r);
+        } else {
+          Record copy = r;
+          RunRecordStages(sq.stages, 0, sq.collect, std::move(copy),
+                          [&c](const Record& out) { c.Add(out); });
+        }
+        bytes_ += c.MemoryBytes() - before;
+        continue;
+      }
       std::optional<std::string_view> v = r.Get(spec.field, &scratch2_);
       if (!v) continue;
       if (spec.kind == Metric::Kind::kCount) {
@@ -1287,6 +1359,7 @@ class AggregateCollector final : public Collector {
         case Metric::Kind::kSelectMax:
         case Metric::Kind::kSelectMin:
         case Metric::Kind::kSelectLast:
+        case Metric::Kind::kSubquery:
           break;
       }
     }
@@ -1355,6 +1428,13 @@ class AggregateCollector final : public Collector {
         bytes_ += SelectedBytes(sels_[a[m].aux]) - before;
         continue;
       }
+      if (spec.IsSubquery()) {
+        Collector& c = *subs_[a[m].aux];
+        const size_t before = c.MemoryBytes();
+        c.Merge(*o->subs_[b[m].aux]);
+        bytes_ += c.MemoryBytes() - before;
+        continue;
+      }
       switch (spec.kind) {
         case Metric::Kind::kCount:
           a[m].n += b[m].n;
@@ -1379,6 +1459,7 @@ class AggregateCollector final : public Collector {
         case Metric::Kind::kSelectMax:
         case Metric::Kind::kSelectMin:
         case Metric::Kind::kSelectLast:
+        case Metric::Kind::kSubquery:
           break;  // merged above
         case Metric::Kind::kPercentile:
         case Metric::Kind::kStdDev:
@@ -1399,6 +1480,7 @@ class AggregateCollector final : public Collector {
   void AppendMetrics(const std::vector<uint32_t>& groups, Row* row) {
     for (size_t m = 0; m < stride(); ++m) {
       const MetricSpec& spec = metrics_[m];
+      if (spec.IsSubquery()) continue;  // EmitRows
       if (spec.IsDistinct()) {
         int64_t count = 0;
         if (groups.size() == 1) {
@@ -1462,6 +1544,7 @@ class AggregateCollector final : public Collector {
           case Metric::Kind::kSelectMax:
           case Metric::Kind::kSelectMin:
           case Metric::Kind::kSelectLast:
+          case Metric::Kind::kSubquery:
             break;
           case Metric::Kind::kPercentile:
           case Metric::Kind::kStdDev:
@@ -1537,9 +1620,59 @@ class AggregateCollector final : public Collector {
         case Metric::Kind::kSelectMax:
         case Metric::Kind::kSelectMin:
         case Metric::Kind::kSelectLast:
+        case Metric::Kind::kSubquery:
           break;
       }
     }
+  }
+
+  // A fresh state of subquery metric `spec`.
+  std::unique_ptr<Collector> NewSubCollector(const MetricSpec& spec) const {
+    return NewCollector(spec.sub->stages[spec.sub->collect], ctx_);
+  }
+
+  // The output rows of subquery metric m over the union of `groups` (none: an empty group): its
+  // collecting stage's rows (from copies: the states stay), through its later stages.
+  std::vector<Row> SubqueryRows(size_t m, const std::vector<uint32_t>& groups) {
+    const MetricSpec& spec = metrics_[m];
+    const Subquery& sq = *spec.sub;
+    std::unique_ptr<Collector> all = NewSubCollector(spec);
+    for (uint32_t g : groups) {
+      std::string state;
+      subs_[AccsOf(g)[m].aux]->Encode(&state);
+      auto copy = DecodeCollector(&sq.stages[sq.collect], ctx_, state);
+      if (copy.ok()) all->Merge(**copy);
+    }
+    std::vector<Row> rows = all->Finish(&sub_warnings_);
+    return RunRowPipeline(sq.stages, sq.collect + 1, std::move(rows), ctx_, &sub_warnings_);
+  }
+
+  // `row` (group columns) with the metrics of the union of `groups` appended to *out: once, or,
+  // with subquery metrics, once per combination of their rows (a subquery without rows gives
+  // none), each subquery row's columns set over the row's.
+  void EmitRows(const std::vector<uint32_t>& groups, Row row, std::vector<Row>* out) {
+    AppendMetrics(groups, &row);
+    if (!has_subquery_) {
+      out->push_back(std::move(row));  // no subquery metric (the common case)
+      return;
+    }
+    std::vector<Row> acc;
+    acc.push_back(std::move(row));
+    for (size_t m = 0; m < stride(); ++m) {
+      if (!metrics_[m].IsSubquery()) continue;
+      std::vector<Row> sub = SubqueryRows(m, groups);
+      std::vector<Row> next;
+      next.reserve(acc.size() * sub.size());
+      for (const Row& a : acc) {
+        for (const Row& b : sub) {
+          Row r = a;
+          for (const auto& [name, v] : b) SetColumn(&r, name, v);
+          next.push_back(std::move(r));
+        }
+      }
+      acc = std::move(next);
+    }
+    for (Row& r : acc) out->push_back(std::move(r));
   }
 
   // collect(): the distinct values of metric m over `groups`, in ascending byte order, the first
@@ -1577,6 +1710,7 @@ class AggregateCollector final : public Collector {
   std::vector<uint64_t> dict_counts_;
   std::string function_;
   TimeRange range_;
+  CollectorContext ctx_;
   bool top_percent_;
   std::vector<MetricSpec> metrics_;
   int64_t span_ = 0;  // kBucket
@@ -1588,6 +1722,10 @@ class AggregateCollector final : public Collector {
   std::vector<StringSet> sets_;
   std::vector<std::vector<double>> pvals_;
   std::vector<Selected> sels_;
+  // kSubquery: per group, the state of the subquery's collecting stage.
+  std::vector<std::unique_ptr<Collector>> subs_;
+  std::vector<std::string> sub_warnings_;  // of subqueries' later stages, reported by Finish
+  bool has_subquery_ = false;              // some metric is a subquery
   size_t bytes_ = 0;
 
   static size_t SelectedBytes(const Selected& s) {
@@ -1663,6 +1801,12 @@ void AggregateCollector::Encode(std::string* out) const {
           break;
         case Metric::Kind::kCollect:
           break;  // a set: encoded above
+        case Metric::Kind::kSubquery: {
+          std::string state;
+          subs_[a[m].aux]->Encode(&state);
+          PutLengthPrefixed(out, state);
+          break;
+        }
         case Metric::Kind::kSelectMax:
         case Metric::Kind::kSelectMin: {
           const Selected& sel = sels_[a[m].aux];
@@ -1730,6 +1874,7 @@ Status AggregateCollector::Decode(std::string_view bytes) {
   sets_.clear();
   pvals_.clear();
   sels_.clear();
+  subs_.clear();
   bytes_ = 0;
   uint64_t ngroups;
   if (!in.Count(&ngroups, 1 + stride())) return Malformed("truncated group count");
@@ -1798,6 +1943,16 @@ Status AggregateCollector::Decode(std::string_view bytes) {
         bytes_ += SelectedBytes(sel);
         continue;
       }
+      if (spec.IsSubquery()) {
+        std::string_view state;
+        if (!in.Bytes(&state)) return Malformed("truncated subquery state");
+        auto sub = DecodeCollector(&spec.sub->stages[spec.sub->collect], ctx_, state);
+        if (!sub.ok()) return Malformed("subquery state: " + sub.status().message());
+        bytes_ -= subs_[a[m].aux]->MemoryBytes();
+        subs_[a[m].aux] = std::move(sub).value();
+        bytes_ += subs_[a[m].aux]->MemoryBytes();
+        continue;
+      }
       uint64_t n;
       if (!in.Varint(&n) || n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
         return Malformed("truncated metric state");
@@ -1844,6 +1999,7 @@ Status AggregateCollector::Decode(std::string_view bytes) {
         case Metric::Kind::kSelectMax:
         case Metric::Kind::kSelectMin:
         case Metric::Kind::kSelectLast:
+        case Metric::Kind::kSubquery:
           break;  // decoded above
         case Metric::Kind::kPercentile:
         case Metric::Kind::kStdDev:
@@ -1867,20 +2023,27 @@ Status AggregateCollector::Decode(std::string_view bytes) {
 }
 
 std::vector<Row> AggregateCollector::Finish(std::vector<std::string>* warnings) {
+  std::vector<Row> rows;
   switch (grouping_) {
-    case Stage::Grouping::kNone: {
-      std::vector<Row> rows(1);
-      AppendMetrics({0}, &rows[0]);
-      return rows;
-    }
+    case Stage::Grouping::kNone:
+      EmitRows({0}, Row(), &rows);
+      break;
     case Stage::Grouping::kGroupBy:
-      return FinishGroupBy(warnings);
+      rows = FinishGroupBy(warnings);
+      break;
     case Stage::Grouping::kBucket:
-      return FinishBucket(warnings);
+      rows = FinishBucket(warnings);
+      break;
     case Stage::Grouping::kTop:
-      return FinishTop();
+      rows = FinishTop();
+      break;
   }
-  return {};
+  // Each distinct notice of the subqueries once.
+  std::unordered_set<std::string> seen;
+  for (std::string& w : sub_warnings_) {
+    if (seen.insert(w).second) warnings->push_back(std::move(w));
+  }
+  return rows;
 }
 
 std::vector<Row> AggregateCollector::FinishGroupBy(std::vector<std::string>* warnings) {
@@ -1915,13 +2078,15 @@ std::vector<Row> AggregateCollector::FinishGroupBy(std::vector<std::string>* war
                         " groups exceed limit=" + std::to_string(limit_) + "; kept the first " +
                         std::to_string(n) + " in key order");
   }
-  std::vector<Row> rows(n);
+  std::vector<Row> rows;
+  rows.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     const uint32_t g = order[i];
+    Row row;
     for (size_t f = 0; f < nf; ++f) {
-      SetColumn(&rows[i], fields_[f], Value(std::string(parts[g * nf + f])));
+      SetColumn(&row, fields_[f], Value(std::string(parts[g * nf + f])));
     }
-    AppendMetrics({g}, &rows[i]);
+    EmitRows({g}, std::move(row), &rows);
   }
   return rows;
 }
@@ -1987,12 +2152,14 @@ std::vector<Row> AggregateCollector::FinishBucket(std::vector<std::string>* warn
     // Rank each series by the highest value its metrics give over the whole range.
     std::vector<Series*> order;
     for (auto& [k, s] : series) {
-      Row whole;
-      AppendMetrics(s.groups, &whole);
+      std::vector<Row> whole;
+      EmitRows(s.groups, Row(), &whole);
       double best = -std::numeric_limits<double>::infinity();
-      for (const auto& [name, v] : whole) {
-        std::optional<double> x = ValueToNumber(v);
-        if (x && !std::isnan(*x)) best = std::max(best, *x);
+      for (const Row& w : whole) {
+        for (const auto& [name, v] : w) {
+          std::optional<double> x = ValueToNumber(v);
+          if (x && !std::isnan(*x)) best = std::max(best, *x);
+        }
       }
       s.rank = Value(best);
       order.push_back(&s);
@@ -2048,17 +2215,18 @@ std::vector<Row> AggregateCollector::FinishBucket(std::vector<std::string>* warn
     if (a.bucket != b.bucket) return a.bucket < b.bucket;
     return PartsLess(*a.parts, *b.parts);
   });
-  std::vector<Row> rows(out.size());
+  std::vector<Row> rows;
+  rows.reserve(out.size());
   for (size_t i = 0; i < out.size(); ++i) {
-    Row& row = rows[i];
+    Row row;
     row.emplace_back("_bucket", Value(out[i].bucket));
     for (size_t f = 0; f < nf; ++f) {
       SetColumn(&row, fields_[f], Value(std::string((*out[i].parts)[f])));
     }
     if (out[i].group >= 0) {
-      AppendMetrics({static_cast<uint32_t>(out[i].group)}, &row);
+      EmitRows({static_cast<uint32_t>(out[i].group)}, std::move(row), &rows);
     } else {
-      AppendMetrics({}, &row);
+      EmitRows({}, std::move(row), &rows);
     }
   }
   return rows;

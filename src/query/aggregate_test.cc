@@ -9,6 +9,8 @@
 #include <random>
 #include <set>
 
+#include "query/compiled.h"
+#include "query/query.h"
 #include "query/record.h"
 
 namespace sediment::query {
@@ -955,6 +957,18 @@ std::vector<Case> AllCases() {
   Stage tops = Agg(Stage::Grouping::kTop, {"host", "code"}, {M(Metric::Kind::kSum, "v")}, 5);
   tops.top_sum = "v";
   cases.push_back({"topSum", tops});
+  // Subqueries in function=: their per-record steps, nested collectors and later steps; the
+  // nested states travel inside the aggregate's.
+  for (const char* text :
+       {"groupBy(host, function=[count(), {v > 0 | sum(v) | twice := _sum * 2}])",
+        "groupBy(host, function=groupBy(code))", "groupBy(code, function={tail(2)})",
+        "timeChart(span=1s, function={count() | c2 := _count + 1})",
+        "[{code=200 | head(3)}, {max(v) | m := _max}]",
+        "groupBy(host, function={sort(v, limit=2) | collect(v)})"}) {
+    auto q = Compile(text);
+    EXPECT_TRUE(q.ok()) << text << ": " << q.status().ToString();
+    if (q.ok()) cases.push_back({text, (*q)->stages[0]});
+  }
   return cases;
 }
 

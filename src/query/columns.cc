@@ -115,6 +115,7 @@ class Needs {
       case S::kAggregate:
         for (const std::string& f : st.fields) Field(f);
         for (const Metric& m : st.metrics) {
+          if (m.kind == Metric::Kind::kSubquery) All();  // its stages may read anything
           Field(m.field);
           for (const std::string& f : m.select_fields) Field(f);
         }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/event.h"
+#include "query/lookup.h"
 #include "query/regex_prefilter.h"
 #include "query/search.h"
 
@@ -90,6 +91,9 @@ struct Expr {
 
 // ---- aggregate metrics ----
 
+struct Subquery;    // below
+struct TableQuery;  // query/lookup.h
+
 // One metric of an aggregate: count(), sum(x), avg(x), min(x), max(x), percentile(x, ...),
 // stdDev(x), range(x), collect(x).
 struct Metric {
@@ -106,14 +110,17 @@ struct Metric {
     kSelectMax,   // selectFromMax(field, include): `select_fields` of the record with the max
     kSelectMin,   // selectFromMin(field, include): ... with the min
     kSelectLast,  // selectLast(fields): each of `select_fields` from the newest record having it
+    kSubquery,    // `{ ... }` (or a collecting function such as groupBy()) in function=: the
+                  // `subquery` runs over each group's records; its output rows are the metric's
   };
   Kind kind = Kind::kCount;
-  std::string field;                       // empty for count() without field=
-  bool distinct = false;                   // count(field, distinct=true)
-  std::vector<double> percentiles;         // kPercentile (default 50, 75, 99)
-  std::string separator = "\n";            // kCollect: between the values
-  int64_t limit = 2000;                    // kCollect: most distinct values output
-  std::vector<std::string> select_fields;  // kSelectMax/kSelectMin/kSelectLast: the output
+  std::string field;                         // empty for count() without field=
+  bool distinct = false;                     // count(field, distinct=true)
+  std::vector<double> percentiles;           // kPercentile (default 50, 75, 99)
+  std::string separator = "\n";              // kCollect: between the values
+  int64_t limit = 2000;                      // kCollect: most distinct values output
+  std::vector<std::string> select_fields;    // kSelectMax/kSelectMin/kSelectLast: the output
+  std::shared_ptr<const Subquery> subquery;  // kSubquery
   // Output field name(s): `as` when given, else _count / _sum / _avg / _min / _max / _stddev /
   // _range, collect the field's own name; percentile gives "<as>_<p>" per percentile (as empty
   // by default: _50, _99, _99.9).
@@ -210,7 +217,12 @@ struct Stage {
   std::string timezone = "UTC";      // kFormatTime: "UTC"/"Z" or a fixed offset like "+02:00"
   std::vector<CaseBranch> branches;  // kCase
   std::vector<std::pair<std::string, std::string>> renames;  // kRename: from, to
-  std::shared_ptr<const MatchTable> match_table;             // kMatch (built while compiling)
+  std::shared_ptr<const MatchTable> match_table;             // kMatch (built while compiling;
+                                                             // null: a table not bound yet)
+  // defineTable()/join(): the table the step defines (the parser moves it to the query's
+  // tables; a defineTable() step is no stage of its own).
+  std::shared_ptr<const TableQuery> table_query;
+  std::string table;  // kMatch: the defineTable()/join() table it reads ("": a lookup file)
   std::vector<std::string> fields;  // kDrop/kSelect/kTable columns; kSort keys; group keys
                                     // (kGroupBy/kTop; kBucket: the series field, if any)
   int64_t limit = 200;              // kHead/kTail/kSort/kTable rows; kGroupBy groups; kTop rows;
@@ -246,9 +258,26 @@ struct Stage {
   }
 };
 
+// A subquery `{ filter | stages }` used as an argument (function=[{...}] of groupBy, stats,
+// timeChart, bucket; a nested collecting function). `stages` holds the leading filter as a
+// kFilter stage (when there is one) and then the steps; stages[collect] is the first collecting
+// stage (there is always one): the stages before it run on each record of the group, it keeps
+// the group's partial state (merged and sent as the enclosing aggregate's state), and the stages
+// after it run over its output rows.
+struct Subquery {
+  std::vector<Stage> stages;
+  size_t collect = 0;
+  size_t position = 0;  // of the '{' (or of the function name)
+};
+
 class CompiledQuery {
  public:
   std::string text;
+  // The tables of defineTable()/join(), in text order (a later one may read an earlier one), and
+  // whether they were bound when compiling (Compile(text, files, tables)). A query with tables
+  // that are not bound cannot execute (Execute refuses it with FailedPrecondition).
+  std::vector<TableQuery> tables;
+  bool tables_bound = false;
   FilterPtr filter;  // never null (kTrue for an empty filter)
   std::vector<Stage> stages;
   bool is_aggregate = false;  // some stage IsAggregate()

@@ -275,6 +275,15 @@ void Eval(const FilterNode& node, const BlockView& v, const Mask& cand, Mask* ou
 
 // ---- the pipeline around the scan ----
 
+// FailedPrecondition when the query's defineTable()/join() tables are not bound (a coordinator
+// runs their subqueries first and compiles the query again with their results).
+Status CheckTablesBound(const CompiledQuery& q) {
+  if (q.tables.empty() || q.tables_bound) return Status::OK();
+  return Status::FailedPrecondition(q.tables[0].function +
+                                    "(): its subquery must run first (the query's coordinator "
+                                    "runs it); the query cannot run here");
+}
+
 // Where the query's stages split: [0, collect) are per-record stages run where the data is read,
 // `collect` is the first collecting stage (stages.size() when there is none: the implicit event
 // collector), and the stages after it run on the coordinator over the collector's rows.
@@ -740,6 +749,7 @@ Result<PartialResult> ExecutePartialImpl(Env* env, const CompiledQuery& query,
                                          const ExecOptions& options) {
   const auto t0 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(LimitStatus(options));
+  RETURN_IF_ERROR(CheckTablesBound(query));
   const size_t collect = CollectIndex(query);
   CollectorContext ctx;
   ctx.range = range;
@@ -951,6 +961,7 @@ Result<MatchSet> CollectMatchesImpl(Env* env, const CompiledQuery& query, const 
                                     const ScanInput& input, const ExecOptions& options,
                                     size_t max_events) {
   const auto t0 = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(CheckTablesBound(query));
   std::vector<std::vector<MatchPiece>> per_worker(
       static_cast<size_t>(std::max(1, options.threads)));
   std::atomic<size_t> found{0};

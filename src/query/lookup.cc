@@ -15,6 +15,7 @@ namespace sediment::query {
 namespace {
 
 thread_local const LookupFiles* t_files = nullptr;
+thread_local const BoundTables* t_tables = nullptr;
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -124,13 +125,83 @@ Result<LookupTable> ParseJson(std::string_view in) {
 
 const LookupFiles* CurrentLookupFiles() { return t_files; }
 
+const BoundTables* CurrentBoundTables() { return t_tables; }
+
+const std::vector<TableQuery>& QueryTables(const CompiledQuery& q) { return q.tables; }
+bool TablesBound(const CompiledQuery& q) { return q.tables_bound; }
+
 Result<std::shared_ptr<const CompiledQuery>> Compile(std::string_view text,
                                                      const LookupFiles* files) {
+  return Compile(text, files, nullptr);
+}
+
+Result<std::shared_ptr<const CompiledQuery>> Compile(std::string_view text,
+                                                     const LookupFiles* files,
+                                                     const BoundTables* tables) {
   const LookupFiles* outer = t_files;
+  const BoundTables* outer_tables = t_tables;
   t_files = files;
+  t_tables = tables;
   auto result = Compile(text);
   t_files = outer;
+  t_tables = outer_tables;
+  if (result.ok() && tables != nullptr) {
+    auto q = std::make_shared<CompiledQuery>(**result);
+    q->tables_bound = true;
+    return std::shared_ptr<const CompiledQuery>(std::move(q));
+  }
   return result;
+}
+
+LookupTable TableFromRows(const TableQuery& t, const std::vector<Row>& rows) {
+  LookupTable out;
+  if (t.include_all) {
+    for (const Row& r : rows) {
+      for (const auto& [name, v] : r) {
+        if (std::find(out.columns.begin(), out.columns.end(), name) == out.columns.end()) {
+          out.columns.push_back(name);
+        }
+      }
+    }
+  } else {
+    out.columns = t.include;
+  }
+  out.rows.reserve(rows.size());
+  for (const Row& r : rows) {
+    std::vector<std::string> cells(out.columns.size());
+    for (size_t c = 0; c < out.columns.size(); ++c) {
+      for (const auto& [name, v] : r) {
+        if (name == out.columns[c]) {
+          cells[c] = ValueToString(v);
+          break;
+        }
+      }
+    }
+    out.rows.push_back(std::move(cells));
+  }
+  return out;
+}
+
+Result<TimeRange> TableRange(const TableQuery& t, const TimeRange& main) {
+  TimeRange r = main;
+  if (!t.start.empty()) {
+    auto s = ParseTimeBound(t.start, main.end_ms);
+    if (!s.ok()) {
+      return Status::InvalidArgument(t.function + "(start=" + t.start +
+                                     "): " + s.status().message() + " at position " +
+                                     std::to_string(t.position));
+    }
+    r.start_ms = *s;
+  }
+  if (!t.end.empty()) {
+    auto e = ParseTimeBound(t.end, main.end_ms);
+    if (!e.ok()) {
+      return Status::InvalidArgument(t.function + "(end=" + t.end + "): " + e.status().message() +
+                                     " at position " + std::to_string(t.position));
+    }
+    r.end_ms = *e;
+  }
+  return r;
 }
 
 Result<LookupTable> ParseLookupTable(std::string_view name, std::string_view content) {
@@ -181,6 +252,7 @@ Result<std::shared_ptr<const MatchTable>> BuildMatchTable(const LookupTable& tab
 }
 
 bool ApplyMatch(const Stage& st, Record& r) {
+  if (st.match_table == nullptr) return !st.strict;  // a table not bound (never executed)
   const MatchTable& t = *st.match_table;
   std::string scratch;
   std::optional<std::string_view> v = r.Get(st.field, &scratch);

@@ -5,6 +5,7 @@
 // executing never reads files (each node compiles the query text with its own LookupFiles).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "query/query.h"
 
 namespace sediment::query {
 
@@ -42,7 +44,23 @@ const LookupFiles* CurrentLookupFiles();
 struct LookupTable {
   std::vector<std::string> columns;
   std::vector<std::vector<std::string>> rows;
+  bool operator==(const LookupTable&) const = default;
 };
+
+// The results of a query's defineTable()/join() subqueries by table name (TableQuery::name),
+// which a coordinator computes before it runs the query (coordinator/README.md).
+using BoundTables = std::map<std::string, LookupTable>;
+
+// Compile(text, files) with the tables of the query's defineTable()/join() bound: match(table=)
+// and join() read them (a name not in `tables` is an error), and the result has tables_bound
+// set. `tables` null: as Compile(text, files) (the tables are not known yet: the stages that read
+// them hold no table, and the query cannot run until compiled again with them).
+Result<std::shared_ptr<const CompiledQuery>> Compile(std::string_view text,
+                                                     const LookupFiles* files,
+                                                     const BoundTables* tables);
+
+// The BoundTables of the Compile running on this thread (null outside one, or none given).
+const BoundTables* CurrentBoundTables();
 
 // CSV (".csv": a header line, then rows; RFC 4180 quoting with `"`, `""` inside quotes; spaces
 // kept; CRLF or LF) or JSON (".json": an array of objects whose values are scalars; columns in
@@ -70,6 +88,34 @@ Result<std::shared_ptr<const MatchTable>> BuildMatchTable(const LookupTable& tab
                                                           const std::string& column,
                                                           std::vector<std::string> include,
                                                           bool include_all, bool ignore_case);
+
+// A table the query defines by a subquery (defineTable(name=, query={...}, include=[...]) or
+// join(query={...}, ...)): its subquery runs first, over the query's repository and range (or
+// start=/end=), and its result rows become a table match(table=) and join() read (BoundTables,
+// lookup.h). Only a coordinator can run it: it binds the results before the query runs.
+struct TableQuery {
+  std::string name;                  // defineTable's name=; join: "join@<position>"
+  std::string function;              // "defineTable" or "join", for messages
+  std::string query;                 // the subquery's text, without its braces
+  std::vector<std::string> include;  // the table's columns (include_all: every field)
+  bool include_all = false;
+  std::string start, end;  // as given ("" = the main query's)
+  int64_t limit = 200000;  // most result rows (more: the query fails)
+  size_t position = 0;     // of the function name
+};
+
+// The query's tables (CompiledQuery::tables, in text order) and whether they were bound when it
+// was compiled (a query with tables that are not bound cannot run).
+const std::vector<TableQuery>& QueryTables(const CompiledQuery& q);
+bool TablesBound(const CompiledQuery& q);
+
+// The table a defineTable()/join() subquery's result rows make: the `include` columns (every
+// field, in order of first appearance, with include_all), a row per result row, a missing field
+// an empty cell.
+LookupTable TableFromRows(const TableQuery& t, const std::vector<Row>& rows);
+// The subquery's time range: `main`, with start=/end= when given (relative times count back from
+// the main query's end). InvalidArgument naming the bad value.
+Result<TimeRange> TableRange(const TableQuery& t, const TimeRange& main);
 
 // The per-record step of match(): looks the record's `st.field` up in `st.match_table`; a match
 // sets the included columns; returns false (drop) when nothing matched and `st.strict`.

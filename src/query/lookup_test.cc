@@ -136,5 +136,97 @@ TEST(Match, RefusalsNameTheProblem) {
   EXPECT_EQ(CurrentLookupFiles(), nullptr);
 }
 
+// defineTable()/join(): the tables are collected unbound, refused where undefined, bound by
+// Compile(text, files, &tables), and a query with unbound tables does not execute.
+TEST(Tables, CollectedBoundAndRefused) {
+  auto q = Compile(
+      "defineTable(name=a, query={x=1 | groupBy(k)}, include=[k], start=1h) | y=2 "
+      "| match(table=a, field=k) | join({z=3}, field=k, key=kk, include=[v, w], mode=left)",
+      nullptr);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  const std::vector<TableQuery>& t = QueryTables(**q);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].name, "a");
+  EXPECT_EQ(t[0].function, "defineTable");
+  EXPECT_EQ(t[0].query, "x=1 | groupBy(k)");
+  EXPECT_EQ(t[0].include, (std::vector<std::string>{"k"}));
+  EXPECT_EQ(t[0].start, "1h");
+  EXPECT_EQ(t[1].function, "join");
+  EXPECT_EQ(t[1].query, "z=3");
+  EXPECT_EQ(t[1].include, (std::vector<std::string>{"kk", "v", "w"}));
+  EXPECT_EQ(t[1].limit, 100000);
+  EXPECT_FALSE(TablesBound(**q));
+  // defineTable() is no stage; y=2 stays the leading filter.
+  ASSERT_EQ((*q)->stages.size(), 2u);
+  EXPECT_EQ(DebugString(*(*q)->filter), R"((eq "y" "2"))");
+  EXPECT_EQ((*q)->stages[0].match_table, nullptr);
+  auto ran = Execute(Env::Default(), **q, TimeRange{0, 1}, ScanInput{});
+  ASSERT_FALSE(ran.ok());
+  EXPECT_EQ(ran.status().code(), StatusCode::kFailedPrecondition);
+
+  // Bound: the tables are read like lookup files.
+  BoundTables tables;
+  tables["a"] = LookupTable{{"k", "extra"}, {{"1", "one"}, {"2", "two"}}};
+  tables[t[1].name] = LookupTable{{"kk", "v", "w"}, {{"2", "vv", ""}}};
+  auto b = Compile((*q)->text, nullptr, &tables);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_TRUE(TablesBound(**b));
+  Record r = Row({{"k", "2"}});
+  EXPECT_TRUE(ApplyTransformInPlace((*b)->stages[0], r));
+  EXPECT_EQ(Text(r, "extra"), "two");
+  EXPECT_TRUE(ApplyTransformInPlace((*b)->stages[1], r));  // join: key kk
+  EXPECT_EQ(Text(r, "v"), "vv");
+  Record miss = Row({{"k", "3"}});
+  EXPECT_FALSE(ApplyTransformInPlace((*b)->stages[0], miss));  // match strict
+  Record left = Row({{"k", "3"}});
+  EXPECT_TRUE(ApplyTransformInPlace((*b)->stages[1], left));  // join mode=left keeps it
+
+  // A table's rows from result rows: the include columns, a missing field an empty cell; `*`:
+  // every field in order of first appearance.
+  TableQuery tq;
+  tq.include = {"k", "v"};
+  LookupTable made = TableFromRows(
+      tq, {{{"k", Value(int64_t{1})}, {"z", Value(std::string("s"))}}, {{"v", Value(2.5)}}});
+  EXPECT_EQ(made, (LookupTable{{"k", "v"}, {{"1", ""}, {"", "2.5"}}}));
+  tq.include_all = true;
+  made = TableFromRows(tq, {{{"k", Value(int64_t{1})}}, {{"z", Value(std::string("s"))}}});
+  EXPECT_EQ(made.columns, (std::vector<std::string>{"k", "z"}));
+  // start=/end= move the subquery's range; relative times count back from the main end.
+  tq.start = "1h";
+  auto range = TableRange(tq, TimeRange{0, 7'200'000});
+  ASSERT_TRUE(range.ok());
+  EXPECT_EQ(range->start_ms, 3'600'000);
+  EXPECT_EQ(range->end_ms, 7'200'000);
+  tq.end = "nonsense";
+  EXPECT_FALSE(TableRange(tq, TimeRange{0, 1}).ok());
+
+  for (const auto& [query, wanted] : std::vector<std::pair<std::string, std::string>>{
+           {"match(table=t, field=k)", "unknown table 't' in match()"},
+           {"defineTable(name=t, query=x, include=[k])", "parameter 'query'"},
+           {"defineTable(name=t, query={x}, include=[k]) | defineTable(name=t, query={y}, "
+            "include=[k])",
+            "table 't' is defined twice"},
+           {"groupBy(a, function={defineTable(name=t, query={x}, include=[k]) | count()})",
+            "cannot be used inside a subquery"},
+           {"defineTable(name=t, query={x})", "missing required parameter 'include'"},
+           {"defineTable(name=t, query={x}, include=[k], view=other)", "'view'"},
+           {"join({x}, field=k, mode=right)", "inner or left"},
+           {"join({x}, field=k, max=2)", "max"},
+           {"join({x}, field=k, repo=other)", "'repo'"},
+           {"join({x}, field=k, limit=300000)", "limit"},
+       }) {
+    auto bad = Compile(query, nullptr);
+    ASSERT_FALSE(bad.ok()) << query;
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument) << query;
+    EXPECT_NE(bad.status().message().find(wanted), std::string::npos) << bad.status().message();
+  }
+  // Bound, a table the caller did not give is an error.
+  BoundTables none;
+  EXPECT_FALSE(Compile("defineTable(name=t, query={x}, include=[k]) | match(table=t, field=k)",
+                       nullptr, &none)
+                   .ok());
+  EXPECT_EQ(CurrentBoundTables(), nullptr);
+}
+
 }  // namespace
 }  // namespace sediment::query

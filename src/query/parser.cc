@@ -17,6 +17,7 @@
 #include "query/compiled.h"
 #include "query/functions/registry.h"
 #include "query/functions/util.h"
+#include "query/lookup.h"
 #include "query/query.h"
 #include "query/record.h"
 #include "query/text_util.h"
@@ -126,6 +127,7 @@ class Parser {
     q->filter = WithRegexStageLiterals(q->filter, q->stages);
     q->is_aggregate = std::any_of(q->stages.begin(), q->stages.end(),
                                   [](const Stage& st) { return st.IsAggregate(); });
+    q->tables = std::move(tables_);
     return std::shared_ptr<const CompiledQuery>(std::move(q));
   }
 
@@ -184,7 +186,7 @@ class Parser {
   bool AtStepEnd() const {
     if (AtEnd()) return true;
     char c = Peek();
-    return c == '|' || (InCase() && (c == ';' || c == '}'));
+    return c == '|' || (InCase() && (c == ';' || c == '}')) || (subquery_depth_ > 0 && c == '}');
   }
 
   // Characters that end a bare word in a filter. `{` and `}` always do (they are syntax in
@@ -421,7 +423,9 @@ class Parser {
         if (fn != nullptr && fn->kind != functions::Kind::kFilter) {
           pos_ = k + 1;
           Stage st;
-          if (!ParseFunctionStage(*fn, start, &st)) return false;
+          if (!ParseFunctionStage(*fn, start, &st) || !CheckTables(&st)) return false;
+          // defineTable() is no stage: its table is the query's (CompiledQuery::tables).
+          if (st.table_query != nullptr && st.kind == Stage::Kind::kFilter) return true;
           SkipWs();
           // regex(...) followed by `and`/`or`/another filter is a filter (ParsePrimary).
           if (!IsRegexFunction(*fn)) return add_stage(std::move(st));
@@ -1405,10 +1409,7 @@ class Parser {
                                : ParseParameter(&v->text);
       return parsed && NamedCall(v);
     }
-    if (c == '{') {
-      Error(pos_, "subqueries { ... } are not supported");
-      return false;
-    }
+    if (c == '{') return ParseSubquery(v);
     if (c == '$') {
       Error(pos_, "saved query call '" +
                       std::string(s_.substr(pos_, FunctionNameEnd(pos_ + 1) - pos_)) +
@@ -1446,6 +1447,78 @@ class Parser {
     }
     pos_ = save;
     v->kind = functions::ArgValue::Kind::kScalar;
+    return true;
+  }
+
+  // The tables of a defineTable()/join() step `st` join the query's (in text order), and a
+  // match(table=) must name one defined before it; false (error recorded) otherwise.
+  bool CheckTables(Stage* st) {
+    if (st->table_query != nullptr) {
+      if (subquery_depth_ > 0 || InCase()) {
+        Error(st->position, st->function + "() cannot be used inside a subquery or case");
+        return false;
+      }
+      for (const TableQuery& t : tables_) {
+        if (t.name == st->table_query->name) {
+          Error(st->position, "table '" + t.name + "' is defined twice");
+          return false;
+        }
+      }
+      tables_.push_back(*st->table_query);
+    }
+    if (st->kind == Stage::Kind::kMatch && !st->table.empty() &&
+        std::none_of(tables_.begin(), tables_.end(),
+                     [st](const TableQuery& t) { return t.name == st->table; }) &&
+        (CurrentBoundTables() == nullptr || CurrentBoundTables()->count(st->table) == 0)) {
+      Error(st->position, "unknown table '" + st->table +
+                              "' in match(): define it with defineTable(name=\"" + st->table +
+                              "\", ...) before it");
+      return false;
+    }
+    return true;
+  }
+
+  // A subquery `{ filter | stages }` as an argument value; pos_ at '{'.
+  bool ParseSubquery(functions::ArgValue* v) {
+    const size_t brace = pos_;
+    ++pos_;
+    const int saved_case = case_depth_;
+    case_depth_ = 0;  // ';' separates case branches, not subquery steps
+    ++subquery_depth_;
+    FilterPtr filter;
+    auto sq = std::make_shared<Subquery>();
+    sq->position = brace;
+    std::vector<Stage> stages;
+    const bool parsed = ParseSteps(&filter, &stages, /*in_branch=*/true);
+    case_depth_ = saved_case;
+    --subquery_depth_;
+    if (!parsed) return false;
+    SkipWs();
+    if (Peek() != '}') {
+      Error(pos_,
+            AtEnd() ? "missing '}' for '{' at position " + std::to_string(brace) : Unexpected());
+      return false;
+    }
+    ++pos_;
+    if (filter) {
+      Stage st;
+      st.kind = Stage::Kind::kFilter;
+      st.position = brace + 1;
+      st.function = "filter";
+      st.filter = std::move(filter);
+      sq->stages.push_back(std::move(st));
+    }
+    for (Stage& st : stages) sq->stages.push_back(std::move(st));
+    sq->collect = sq->stages.size();
+    for (size_t i = 0; i < sq->stages.size(); ++i) {
+      if (!sq->stages[i].IsTransform()) {
+        sq->collect = i;
+        break;
+      }
+    }
+    v->kind = functions::ArgValue::Kind::kSubquery;
+    v->text = std::string(s_.substr(brace, pos_ - brace));
+    v->subquery = std::move(sq);
     return true;
   }
 
@@ -1756,6 +1829,9 @@ class Parser {
   const std::map<std::string, std::string>* arguments_ = nullptr;
   std::vector<Parameter> parameters_;
   int case_depth_ = 0;
+  int subquery_depth_ = 0;
+  std::vector<TableQuery> tables_;  // of defineTable()/join(), in text order  // subqueries `{ ...
+                                    // }` being parsed: '}' ends their steps
   int depth_ = 0;
   Status err_;
 };

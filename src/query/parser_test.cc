@@ -613,7 +613,8 @@ TEST(ParserFunctionTest, StatsAndShorthand) {
             "expected aggregate functions such as count() in [ ] at position 2");
   EXPECT_EQ(ParseError("| [a]"),
             "expected an aggregate function such as count() in [...] but found 'a' at position 3");
-  EXPECT_EQ(ParseError("| [head()]"), "unknown aggregate function 'head' in [...] at position 3");
+  EXPECT_EQ(ParseError("| [lower(a)]"),
+            "unknown aggregate function 'lower' in [...] at position 3");
   EXPECT_EQ(ParseError("| stats(function=[nosuchagg(x)])"),
             "unknown aggregate function 'nosuchagg' in stats(function=...) at position 18");
 }
@@ -1142,8 +1143,22 @@ TEST(ParserErrorTest, CarryPositions) {
   EXPECT_EQ(ParseError("x | table([a"), "missing ']' at position 12");
   EXPECT_EQ(ParseError("x | head(,)"), "expected a value but found ',' at position 9");
   EXPECT_EQ(ParseError("x | head(limit=)"), "expected a value but found ')' at position 15");
-  EXPECT_EQ(ParseError("x | groupBy(a, function={count()})"),
-            "subqueries { ... } are not supported at position 24");
+  EXPECT_EQ(ParseError("x | groupBy(a, function={x := 1})"),
+            "a subquery in groupBy(function=...) needs an aggregate function such as count() (it "
+            "has none) at position 24");
+  EXPECT_EQ(ParseError("x | groupBy(a, function={count()"),
+            "missing '}' for '{' at position 24 at "
+            "position 32");
+  EXPECT_EQ(ParseError("x | groupBy(a, function={count() x})"), "unexpected 'x' at position 33");
+  EXPECT_EQ(ParseError("x | groupBy(a, function={})"),
+            "expected a filter or a function but found '}' at position 25");
+  EXPECT_EQ(ParseError("x | groupBy(a, function={nosuch()})"),
+            "unknown function 'nosuch' at position 25");
+  EXPECT_EQ(ParseError("x | groupBy(a, function=nosuch(b))"),
+            "unknown aggregate function 'nosuch' in groupBy(function=...) at position 24");
+  EXPECT_EQ(ParseError("x | head(limit={count()})"),
+            "invalid value '{...}' for parameter 'limit' of head(): expected a non-negative "
+            "integer up to 200000 or max at position 15");
   EXPECT_EQ(ParseError("x | head(\"5)"), "unterminated string at position 9");
   EXPECT_EQ(ParseError("x | "),
             "expected a filter or a function but found end of query at position 4");
@@ -1408,6 +1423,51 @@ TEST(ParserErrorTest, NestingIsBounded) {
     std::string err = ParseError(q);
     EXPECT_EQ(err.substr(0, 24), "query nested too deeply ") << q.substr(0, 20);
   }
+}
+
+// ---------- subqueries ----------
+
+TEST(ParserSubqueryTest, ArgumentsCompileToSubqueryMetrics) {
+  // A subquery of one ungrouped aggregate is its metrics.
+  auto q = MustCompile("groupBy(a, function={[count(), sum(x)]})");
+  ASSERT_NE(q, nullptr);
+  ASSERT_EQ(q->stages[0].metrics.size(), 2u);
+  EXPECT_EQ(q->stages[0].metrics[0].kind, Metric::Kind::kCount);
+  EXPECT_EQ(q->stages[0].metrics[1].kind, Metric::Kind::kSum);
+
+  // Filter, steps before the aggregate, the aggregate, steps after it.
+  q = MustCompile("groupBy(a, function=[count(), {b=1 | y := x * 2 | sum(y) | z := _sum}])");
+  ASSERT_NE(q, nullptr);
+  ASSERT_EQ(q->stages[0].metrics.size(), 2u);
+  const Metric& m = q->stages[0].metrics[1];
+  ASSERT_EQ(m.kind, Metric::Kind::kSubquery);
+  ASSERT_NE(m.subquery, nullptr);
+  const Subquery& sq = *m.subquery;
+  ASSERT_EQ(sq.stages.size(), 4u);
+  EXPECT_EQ(sq.stages[0].kind, Stage::Kind::kFilter);
+  EXPECT_EQ(DebugString(*sq.stages[0].filter), R"((eq "b" "1"))");
+  EXPECT_EQ(sq.stages[1].kind, Stage::Kind::kEval);
+  EXPECT_EQ(sq.collect, 2u);
+  EXPECT_EQ(sq.stages[2].kind, Stage::Kind::kAggregate);
+  EXPECT_EQ(sq.stages[3].kind, Stage::Kind::kEval);
+  EXPECT_EQ(sq.position, 30u);
+
+  // Collecting functions nested in function= are subqueries of one stage.
+  for (const char* text : {"groupBy(a, function=groupBy(b))", "groupBy(a, function=tail(2))",
+                           "timeChart(function=top(b))", "stats([head(1), count()])"}) {
+    q = MustCompile(text);
+    ASSERT_NE(q, nullptr) << text;
+    ASSERT_EQ(q->stages[0].metrics[0].kind, Metric::Kind::kSubquery) << text;
+    EXPECT_EQ(q->stages[0].metrics[0].subquery->collect, 0u) << text;
+  }
+  // The stats shorthand at the top level, with `;`-free case inside a subquery.
+  q = MustCompile("[{a=1 | count(as=n)}, {case {b=1 | c := 1; * | c := 2} | max(c)}]");
+  ASSERT_NE(q, nullptr);
+  ASSERT_EQ(q->stages[0].metrics.size(), 2u);
+  EXPECT_EQ(q->stages[0].metrics[1].subquery->stages[0].kind, Stage::Kind::kCase);
+  // Comments and line breaks inside.
+  EXPECT_NE(MustCompile("groupBy(a, function={ // per a\n count() /* n */ | n := _count })"),
+            nullptr);
 }
 
 }  // namespace

@@ -138,6 +138,14 @@ CASES = [
     Case("query-start-object", QUERY, json.dumps({"queryString": "x", "start": {}}), error="start", auth=QA),
     Case("query-live", QUERY, json.dumps({"queryString": "x", "isLive": True, "end": "1h"}), error="live", auth=QA),
     Case("query-parse-error", QUERY, json.dumps({"queryString": "x | count("}), error="position", auth=QA),
+    # defineTable()/join() run their subquery once, before the query: never live.
+    Case("query-live-define-table", QUERY,
+         json.dumps({"queryString": "defineTable(name=t, query={x}, include=[a]) | match(table=t, field=a)",
+                     "isLive": True}), error="defineTable.*live", auth=QA),
+    Case("queryjob-live-join", QUERY + "jobs", json.dumps({"queryString": "join({x}, field=a)", "isLive": True}),
+         error="join.*live", auth=QA),
+    Case("query-unknown-table", QUERY, json.dumps({"queryString": "x | match(table=t, field=a)"}),
+         error="unknown table 't'.*position 4", auth=QA),
 ]
 
 

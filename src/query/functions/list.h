@@ -43,6 +43,8 @@
   X(kLength)     /* lower_length.cc */                                       \
   X(kSplit)      /* split.cc */                                              \
   X(kMatch)      /* match.cc */                                              \
+  X(kDefineTable) /* define_table.cc */                                     \
+  X(kJoin)       /* define_table.cc */                                       \
   X(kExprLower)  /* expression_functions.cc: the functions of expressions */ \
   X(kExprUpper)                                                              \
   X(kExprLength)                                                             \

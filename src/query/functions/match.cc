@@ -10,14 +10,14 @@ namespace sediment::query::functions {
 namespace {
 
 constexpr Param kMatchParams[] = {
-    {.name = "file", .type = Type::kString, .unnamed = true, .required = true},
+    {.name = "file", .type = Type::kString, .unnamed = true},
     {.name = "field", .type = Type::kField, .required = true},
     {.name = "column", .type = Type::kField},
     {.name = "include", .type = Type::kRaw},
     {.name = "strict", .type = Type::kBool, .default_value = "true"},
     {.name = "mode", .type = Type::kString, .default_value = "string"},
     {.name = "ignoreCase", .type = Type::kBool, .default_value = "false"},
-    {.name = "table", .type = Type::kUnsupported},
+    {.name = "table", .type = Type::kString},
     {.name = "glob", .type = Type::kUnsupported},
     {.name = "nrows", .type = Type::kUnsupported},
     {.name = "cidr", .type = Type::kUnsupported},
@@ -33,6 +33,12 @@ bool Build(Call& c, Stage* st) {
     c.BadParam("mode", "string (glob and cidr are not supported)");
     return false;
   }
+  if (c.Given("file") == c.Given("table")) {
+    c.Error(c.position(), c.Given("file") ? "match(): give file= or table=, not both"
+                                          : "match(): missing required parameter 'file' (or "
+                                            "'table')");
+    return false;
+  }
   std::vector<std::string> include;
   const bool include_all = !c.Given("include");
   if (!include_all) {
@@ -43,6 +49,27 @@ bool Build(Call& c, Stage* st) {
       }
       include.push_back(item->text);
     }
+  }
+  if (c.Given("table")) {
+    // A table of defineTable(): bound by the coordinator before the query runs (the parser
+    // checks that the query defines it).
+    st->table = c.String("table");
+    const BoundTables* tables = CurrentBoundTables();
+    if (tables == nullptr) return true;
+    const size_t tat = c.Value("table")->position;
+    auto it = tables->find(st->table);
+    if (it == tables->end()) {
+      c.Error(tat, "match(): no table '" + st->table + "'");
+      return false;
+    }
+    auto built =
+        BuildMatchTable(it->second, column, std::move(include), include_all, c.Bool("ignoreCase"));
+    if (!built.ok()) {
+      c.Error(tat, "match(): table '" + st->table + "': " + built.status().message());
+      return false;
+    }
+    st->match_table = std::move(*built);
+    return true;
   }
   const size_t at = c.Value("file") ? c.Value("file")->position : c.position();
   const LookupFiles* files = CurrentLookupFiles();

@@ -64,6 +64,8 @@ std::string ValueText(const ArgValue& v) {
       return "[...]";
     case ArgValue::Kind::kCall:
       return v.text + "()";
+    case ArgValue::Kind::kSubquery:
+      return "{...}";
   }
   return "";
 }
@@ -328,10 +330,43 @@ bool Call::Convert(Bound* b) {
 
 // ---- metrics ----
 
+namespace {
+
+// The metric(s) of a subquery in `context`: the plain metrics when it is one ungrouped aggregate
+// (`{count()}`, `{[sum(x), avg(y)]}`), else one kSubquery metric. False (error recorded) when it
+// has no collecting stage.
+bool SubqueryMetrics(const std::shared_ptr<const Subquery>& sq, size_t position,
+                     const std::string& context, Status* err, std::vector<Metric>* out) {
+  if (sq->collect >= sq->stages.size()) {
+    RecordError(
+        err, position,
+        "a subquery in " + context + " needs an aggregate function such as count() (it has none)");
+    return false;
+  }
+  const Stage& first = sq->stages[sq->collect];
+  if (sq->stages.size() == 1 && first.kind == Stage::Kind::kAggregate &&
+      first.grouping == Stage::Grouping::kNone) {
+    out->insert(out->end(), first.metrics.begin(), first.metrics.end());
+    return true;
+  }
+  Metric m;
+  m.kind = Metric::Kind::kSubquery;
+  m.position = position;
+  m.subquery = sq;
+  out->push_back(std::move(m));
+  return true;
+}
+
+}  // namespace
+
 bool MetricsFrom(const ArgValue& v, const std::string& context, Status* err,
                  std::vector<Metric>* metrics) {
   std::vector<Metric> out;
   for (const ArgValue* c : ItemsOf(v)) {
+    if (c->kind == ArgValue::Kind::kSubquery) {
+      if (!SubqueryMetrics(c->subquery, c->position, context, err, &out)) return false;
+      continue;
+    }
     if (c->kind != ArgValue::Kind::kCall) {
       RecordError(err, c->position,
                   "expected an aggregate function such as count() in " + context + " but found '" +
@@ -340,6 +375,22 @@ bool MetricsFrom(const ArgValue& v, const std::string& context, Status* err,
     }
     const Function* f = FindAggregate(c->text);
     if (f == nullptr) {
+      // A collecting function (groupBy, head, tail, sort, table, top, timeChart, ...) nested in
+      // function=: the subquery `{ f(...) }`.
+      const Function* pf = FindPipelineFunction(c->text);
+      if (pf != nullptr && pf->kind == Kind::kCollector && pf->stage != nullptr) {
+        Call call(*pf, c->position, err);
+        auto sq = std::make_shared<Subquery>();
+        sq->position = c->position;
+        Stage st;
+        st.position = c->position;
+        st.function = pf->name;
+        if (!call.Bind(c->args) || !pf->stage(call, &st)) return false;
+        sq->collect = st.IsTransform() ? 1 : 0;
+        sq->stages.push_back(std::move(st));
+        if (!SubqueryMetrics(sq, c->position, context, err, &out)) return false;
+        continue;
+      }
       RecordError(err, c->position, "unknown aggregate function '" + c->text + "' in " + context);
       return false;
     }

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -36,14 +37,16 @@ inline constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
 
 // ---- generic argument values (what the parser produces for a call) ----
 
-// A parsed argument value: a word/string, a [list], or a call like count(x).
+// A parsed argument value: a word/string, a [list], a call like count(x), or a subquery
+// `{ ... }` (parsed and compiled by the parser; `text` is its source).
 struct Arg;
 struct ArgValue {
-  enum class Kind { kScalar, kList, kCall } kind = Kind::kScalar;
+  enum class Kind { kScalar, kList, kCall, kSubquery } kind = Kind::kScalar;
   std::string text;  // scalar text or call name
   bool quoted = false;
   std::vector<ArgValue> list;
-  std::vector<Arg> args;  // call arguments
+  std::vector<Arg> args;                     // call arguments
+  std::shared_ptr<const Subquery> subquery;  // kSubquery
   size_t position = 0;
 };
 struct Arg {

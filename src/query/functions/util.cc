@@ -253,6 +253,8 @@ std::vector<std::string> MetricOutputNames(const Metric& m) {
     case Metric::Kind::kSelectMin:
     case Metric::Kind::kSelectLast:
       return m.select_fields;
+    case Metric::Kind::kSubquery:
+      return {};  // known only when its rows are
     case Metric::Kind::kPercentile: {
       std::vector<std::string> out;
       for (double p : m.percentiles) out.push_back(m.as + "_" + FormatNumber(p));
