@@ -56,6 +56,7 @@ enum class StateTag : uint8_t {
   kSort = 4,
   kTable = 5,
   kAggregate = 6,
+  kRows = 7,
 };
 
 // A bucket series/time range filled with empty buckets only up to this many buckets.
@@ -564,6 +565,107 @@ class KeptRowsCollector final : public Collector {
   uint64_t total_ = 0;                // records added (over merges)
   bool from_events_ = false;          // kTable: some input record was an event
   std::vector<Entry> entries_;        // a heap by HeapLess(mode_)
+  size_t bytes_ = 0;
+};
+
+// =====================================================================================
+// kRows stages (createEvents, neighbor, accumulate, ...): every input row, in key order, up to
+// kMaxSequenceRows (the first ones by key), then the stage's RowsFunction over them.
+// =====================================================================================
+
+constexpr size_t kMaxSequenceRows = 200000;
+
+class RowsCollector final : public Collector {
+ public:
+  explicit RowsCollector(const Stage& st) : st_(st) {}
+
+  void Add(const Record& r) override {
+    ++total_;
+    if (Ignores() || !Wanted(r.key())) return;
+    Push(Entry{r.key(), r.ToRow()});
+  }
+  bool AddBlock(const DecodedBlock&, const std::vector<uint8_t>&) override { return Ignores(); }
+  bool AddCount(uint64_t) override { return Ignores(); }
+
+  void Merge(Collector& other) override {
+    auto* o = dynamic_cast<RowsCollector*>(&other);
+    if (o == nullptr) return;  // not the same stage: a caller bug; nothing sensible to fold
+    total_ += o->total_;
+    for (Entry& e : o->entries_) {
+      if (Wanted(e.key)) Push(std::move(e));
+    }
+    o->entries_.clear();
+    o->bytes_ = 0;
+  }
+
+  size_t MemoryBytes() const override { return bytes_; }
+
+  void Encode(std::string* out) const override {
+    PutHeader(out, StateTag::kRows);
+    PutVarint64(out, total_);
+    std::vector<const Entry*> v;
+    v.reserve(entries_.size());
+    for (const Entry& e : entries_) v.push_back(&e);
+    std::sort(v.begin(), v.end(), [](const Entry* a, const Entry* b) { return a->key < b->key; });
+    PutKeyedRows(out, v);
+  }
+
+  Status Decode(std::string_view bytes) {
+    Reader in(bytes);
+    uint64_t n;
+    if (!in.Header(StateTag::kRows) || !in.Varint(&total_) || !in.Count(&n, 5)) {
+      return Malformed("truncated or malformed row sequence header");
+    }
+    if (n > kMaxSequenceRows || n > total_ || (Ignores() && n > 0)) {
+      return Malformed("row sequence holds more rows than it may");
+    }
+    entries_.reserve(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      Entry e;
+      if (!in.Key(&e.key) || !in.GetRow(&e.row)) return Malformed("truncated or malformed row");
+      bytes_ += EntryBytes(e);
+      entries_.push_back(std::move(e));
+    }
+    if (!in.done()) return Malformed("bytes after the last row");
+    std::make_heap(entries_.begin(), entries_.end(), Less());
+    return Status::OK();
+  }
+
+  std::vector<Row> Finish(std::vector<std::string>* warnings) override {
+    std::sort(entries_.begin(), entries_.end(),
+              [](const Entry& a, const Entry& b) { return a.key < b.key; });
+    if (!Ignores() && total_ > kMaxSequenceRows) {
+      warnings->push_back(st_.function + "(): used the first " +
+                          std::to_string(kMaxSequenceRows) + " of " + std::to_string(total_) +
+                          " rows");
+    }
+    bytes_ = 0;
+    std::vector<Row> rows = TakeRows(&entries_);
+    if (st_.rows_function == nullptr) return rows;
+    return st_.rows_function->Run(std::move(rows), warnings);
+  }
+
+ private:
+  struct Entry {
+    RecordKey key;
+    Row row;
+  };
+  // Heap order: the front is the kept entry with the greatest key (the first to go).
+  struct Less {
+    bool operator()(const Entry& a, const Entry& b) const { return a.key < b.key; }
+  };
+  static size_t EntryBytes(const Entry& e) { return sizeof(Entry) + RowBytes(e.row) - sizeof(Row); }
+  bool Ignores() const { return st_.rows_function && st_.rows_function->IgnoresInput(); }
+  bool Wanted(const RecordKey& key) const {
+    return entries_.size() < kMaxSequenceRows || key < entries_.front().key;
+  }
+  void Push(Entry e) {
+    PushBounded(std::move(e), kMaxSequenceRows, Less(), &EntryBytes, &entries_, &bytes_);
+  }
+
+  const Stage& st_;
+  uint64_t total_ = 0;
+  std::vector<Entry> entries_;  // a heap by Less
   size_t bytes_ = 0;
 };
 
@@ -2086,6 +2188,8 @@ std::unique_ptr<Collector> Make(const Stage& st, const CollectorContext& ctx) {
     }
     case Stage::Kind::kAggregate:
       return std::make_unique<AggregateCollector>(st, ctx);
+    case Stage::Kind::kRows:
+      return std::make_unique<RowsCollector>(st);
     default:
       return nullptr;
   }
@@ -2120,6 +2224,8 @@ Result<std::unique_ptr<Collector>> DecodeCollector(const Stage* st, const Collec
     s = k->Decode(bytes);
   } else if (auto* so = dynamic_cast<SortCollector*>(c.get())) {
     s = so->Decode(bytes);
+  } else if (auto* rc = dynamic_cast<RowsCollector*>(c.get())) {
+    s = rc->Decode(bytes);
   } else {
     s = static_cast<AggregateCollector*>(c.get())->Decode(bytes);
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/event.h"
+#include "query/query.h"
 #include "query/regex_prefilter.h"
 #include "query/search.h"
 
@@ -133,6 +134,21 @@ class RecordFunction {
   virtual bool Apply(Record& r) const = 0;
 };
 
+// The implementation of a function over the whole sequence of its input rows (createEvents(),
+// neighbor(), accumulate(), slidingTimeWindow(), transpose()): a Stage::Kind::kRows stage holds
+// one. Its collector keeps the input rows in order (events by their key, rows of an earlier
+// collecting stage in their order) and calls Run once, on the coordinator. Immutable once built
+// and shared: Run must be reentrant.
+class RowsFunction {
+ public:
+  virtual ~RowsFunction() = default;
+  // The output rows for `rows` (in sequence order). Notices go to `warnings`. Never fails on data.
+  virtual std::vector<Row> Run(std::vector<Row> rows, std::vector<std::string>* warnings) const = 0;
+  // True when the input is discarded (createEvents()): the collector then keeps nothing and
+  // every block may be skipped unread.
+  virtual bool IgnoresInput() const { return false; }
+};
+
 struct Stage;
 struct CaseBranch {
   FilterPtr condition;        // kTrue for the `*` branch
@@ -170,6 +186,7 @@ struct Stage {
     kSort,       // sort(field, order=desc, limit=200)
     kTable,      // table([fields], limit=200)
     kAggregate,  // count/sum/avg/min/max/percentile/stats/groupBy/timeChart/bucket/top
+    kRows,       // a function over the whole row sequence (`rows_function`)
   };
   enum class Grouping {
     kNone,     // one row of metrics (count(), sum(), stats([...]), [f1(), f2()])
@@ -237,6 +254,7 @@ struct Stage {
   std::shared_ptr<const RecordFunction> record_function;
   std::vector<std::string> function_fields;
   bool function_reads_all = false;
+  std::shared_ptr<const RowsFunction> rows_function;  // kRows
   std::string top_sum;       // kTop: sum this field instead of counting
   bool top_percent = false;  // kTop: add `percent`
 

@@ -107,6 +107,20 @@
   X(kMathRad2Deg)                                                            \
   X(kMathPow)                                                                \
   X(kMathArctan2)                                                            \
+  X(kArrayContains)                                                          \
+  X(kArrayRegex)                                                             \
+  X(kArrayLength)                                                            \
+  X(kArrayAppend)                                                            \
+  X(kArrayDrop)                                                              \
+  X(kArrayDedup)                                                             \
+  X(kArrayRename)                                                            \
+  X(kHash)                                                                   \
+  X(kParseUri)                                                               \
+  X(kCreateEvents)                                                           \
+  X(kNeighbor)                                                               \
+  X(kAccumulate)                                                             \
+  X(kSlidingTimeWindow)                                                      \
+  X(kTranspose)                                                              \
   X(kTextLength)                                                             \
   X(kTextSubstring)                                                          \
   X(kTextContains)                                                           \

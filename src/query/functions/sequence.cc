@@ -1,0 +1,349 @@
+// Functions over the whole sequence of their input rows (Stage::Kind::kRows; the collector in
+// aggregate.cc keeps the rows in order and calls the RowsFunction once, on the coordinator):
+//
+// - createEvents(rawstring): discards its input and emits one event per string, with only
+//   @rawstring set (LogScale's "aggregator" that generates test data).
+// - neighbor(include, prefix, direction=preceding, distance=1): copies fields of the row
+//   `distance` rows before (after) each row, as <prefix>.<field> (the field's own name without a
+//   prefix); rows without such a neighbor get nothing.
+// - accumulate(function, current=include): the aggregates over the rows up to each row (without
+//   it with current=exclude), set on the row.
+// - slidingTimeWindow(function, span, current=include, timestampfield=@timestamp): the aggregates
+//   over the rows before each row (and it, unless current=exclude) whose timestamp lies less
+//   than `span` before its own.
+// - transpose(pivot, header, column=column, limit=5): one row per field name of the first
+//   `limit` rows, with `column` = the name and the values in row[1], row[2], ... (or under the
+//   `header` field's values).
+//
+// LogScale calls neighbor/accumulate/slidingTimeWindow "sequence functions" that must follow an
+// aggregate such as head() or sort() to have an order; in sediment, used directly on events they
+// take the events in @timestamp order (at most 200000, with a warning beyond).
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "query/aggregate.h"
+#include "query/functions/list.h"
+#include "query/functions/transforms.h"
+
+namespace sediment::query::functions {
+namespace {
+
+template <typename F>
+class LambdaRowsFunction final : public RowsFunction {
+ public:
+  LambdaRowsFunction(F f, bool ignores_input) : f_(std::move(f)), ignores_(ignores_input) {}
+  std::vector<Row> Run(std::vector<Row> rows, std::vector<std::string>* warnings) const override {
+    return f_(std::move(rows), warnings);
+  }
+  bool IgnoresInput() const override { return ignores_; }
+
+ private:
+  F f_;
+  bool ignores_;
+};
+
+template <typename F>
+void SetRowsFunction(Stage* st, F f, bool ignores_input = false) {
+  st->kind = Stage::Kind::kRows;
+  st->rows_function = std::make_shared<const LambdaRowsFunction<F>>(std::move(f), ignores_input);
+}
+
+const Value* FindValue(const Row& row, std::string_view name) {
+  for (const auto& [k, v] : row) {
+    if (k == name) return &v;
+  }
+  return nullptr;
+}
+
+void SetValue(Row* row, const std::string& name, Value v) {
+  for (auto& [k, old] : *row) {
+    if (k == name) {
+      old = std::move(v);
+      return;
+    }
+  }
+  row->emplace_back(name, std::move(v));
+}
+
+// ---- createEvents(rawstring) ----
+
+constexpr Param kCreateParams[] = {
+    {.name = "rawstring", .type = Type::kRaw, .unnamed = true, .required = true},
+};
+
+bool BuildCreate(Call& c, Stage* st) {
+  std::vector<std::string> raws;
+  for (const ArgValue* v : ItemsOf(*c.Value("rawstring"))) {
+    if (v->kind != ArgValue::Kind::kScalar) {
+      c.BadValue("rawstring", *v, "a string or a list of strings");
+      return false;
+    }
+    raws.push_back(v->text);
+  }
+  SetRowsFunction(
+      st,
+      [raws](std::vector<Row>, std::vector<std::string>*) {
+        std::vector<Row> out;
+        out.reserve(raws.size());
+        for (const std::string& raw : raws) out.push_back(Row{{"@rawstring", Value(raw)}});
+        return out;
+      },
+      /*ignores_input=*/true);
+  return true;
+}
+
+// ---- neighbor(include, prefix, direction=preceding, distance=1) ----
+
+constexpr Param kNeighborParams[] = {
+    {.name = "include", .type = Type::kFields, .unnamed = true, .required = true},
+    {.name = "prefix", .type = Type::kString},
+    {.name = "direction", .type = Type::kString, .default_value = "preceding"},
+    {.name = "distance", .type = Type::kLimit, .default_value = "1", .max = 10000},
+};
+
+bool BuildNeighbor(Call& c, Stage* st) {
+  const std::string& dir = c.String("direction");
+  if (dir != "preceding" && dir != "succeeding") {
+    c.BadParam("direction", "preceding or succeeding");
+    return false;
+  }
+  const int64_t distance = c.Limit("distance");
+  if (distance < 1) {
+    c.BadParam("distance", "an integer from 1 to 10000");
+    return false;
+  }
+  std::vector<std::pair<std::string, std::string>> fields;  // read, write
+  const std::string& prefix = c.String("prefix");
+  for (const std::string& f : c.Fields("include")) {
+    fields.emplace_back(f, prefix.empty() ? f : prefix + "." + f);
+  }
+  const int64_t step = dir == "preceding" ? -distance : distance;
+  SetRowsFunction(st, [fields, step](std::vector<Row> rows, std::vector<std::string>*) {
+    const int64_t n = static_cast<int64_t>(rows.size());
+    // The neighbors' values are read before any row changes.
+    std::vector<std::vector<std::pair<std::string, Value>>> set(rows.size());
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t j = i + step;
+      if (j < 0 || j >= n) continue;
+      for (const auto& [from, to] : fields) {
+        if (const Value* v = FindValue(rows[j], from)) set[i].emplace_back(to, *v);
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      for (auto& [name, v] : set[i]) SetValue(&rows[i], name, std::move(v));
+    }
+    return rows;
+  });
+  return true;
+}
+
+// ---- accumulate / slidingTimeWindow ----
+
+// The aggregates `metrics` as a stage of their own (one row of metrics).
+std::shared_ptr<const Stage> MetricsStage(std::vector<Metric> metrics, const std::string& fn) {
+  auto st = std::make_shared<Stage>();
+  st->kind = Stage::Kind::kAggregate;
+  st->grouping = Stage::Grouping::kNone;
+  st->function = fn;
+  st->metrics = std::move(metrics);
+  return st;
+}
+
+// The metric fields `c` gives for what was added to it so far (it is left unchanged).
+Row Snapshot(const Stage& st, const Collector& c) {
+  std::string state;
+  c.Encode(&state);
+  Result<std::unique_ptr<Collector>> copy = DecodeCollector(&st, CollectorContext{}, state);
+  if (!copy.ok()) return {};
+  std::vector<std::string> ignored;
+  std::vector<Row> rows = (*copy)->Finish(&ignored);
+  return rows.empty() ? Row{} : std::move(rows[0]);
+}
+
+void AddRow(Collector* c, const Row& row, size_t i) {
+  RecordKey key;
+  key.offset = static_cast<int64_t>(i);
+  c->Add(Record::FromRow(row, key));
+}
+
+void SetAll(Row* row, Row metrics) {
+  for (auto& [k, v] : metrics) SetValue(row, k, std::move(v));
+}
+
+bool CurrentOf(Call& c, bool* include) {
+  const std::string& cur = c.String("current");
+  if (cur != "include" && cur != "exclude") {
+    c.BadParam("current", "include or exclude");
+    return false;
+  }
+  *include = cur == "include";
+  return true;
+}
+
+constexpr Param kAccumulateParams[] = {
+    {.name = "function", .type = Type::kMetrics, .unnamed = true, .required = true},
+    {.name = "current", .type = Type::kString, .default_value = "include"},
+};
+
+bool BuildAccumulate(Call& c, Stage* st) {
+  bool include = true;
+  if (!CurrentOf(c, &include)) return false;
+  std::vector<Metric> metrics = c.TakeMetrics("function");
+  if (!CheckMetricNames(metrics, c.name(), c.err())) return false;
+  std::shared_ptr<const Stage> agg = MetricsStage(std::move(metrics), c.name());
+  SetRowsFunction(st, [agg, include](std::vector<Row> rows, std::vector<std::string>*) {
+    std::unique_ptr<Collector> running = NewCollector(*agg, CollectorContext{});
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (include) AddRow(running.get(), rows[i], i);
+      Row m = Snapshot(*agg, *running);
+      if (!include) AddRow(running.get(), rows[i], i);
+      SetAll(&rows[i], std::move(m));
+    }
+    return rows;
+  });
+  return true;
+}
+
+constexpr Param kWindowParams[] = {
+    {.name = "function", .type = Type::kMetrics, .unnamed = true, .required = true},
+    {.name = "span", .type = Type::kSpan, .required = true},
+    {.name = "current", .type = Type::kString, .default_value = "include"},
+    {.name = "timestampfield", .type = Type::kField, .default_value = "@timestamp"},
+};
+
+bool BuildWindow(Call& c, Stage* st) {
+  bool include = true;
+  if (!CurrentOf(c, &include)) return false;
+  const int64_t span = c.Limit("span");
+  if (span <= 0) {
+    c.BadParam("span", "a time span such as 30s or 1h");
+    return false;
+  }
+  std::vector<Metric> metrics = c.TakeMetrics("function");
+  if (!CheckMetricNames(metrics, c.name(), c.err())) return false;
+  std::shared_ptr<const Stage> agg = MetricsStage(std::move(metrics), c.name());
+  std::string ts_field = c.String("timestampfield");
+  SetRowsFunction(st, [agg, include, span, ts_field](std::vector<Row> rows,
+                                                       std::vector<std::string>*) {
+    std::vector<std::optional<double>> ts(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (const Value* v = FindValue(rows[i], ts_field)) ts[i] = ValueToNumber(*v);
+    }
+    std::vector<Row> metrics(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (!ts[i]) continue;
+      std::unique_ptr<Collector> c = NewCollector(*agg, CollectorContext{});
+      // Rows before i (in sequence order) within the span; the walk stops at the first row
+      // older than the window (the input is in time order).
+      size_t first = i;
+      while (first > 0 && (!ts[first - 1] || *ts[i] - *ts[first - 1] < span)) --first;
+      for (size_t j = first; j < i; ++j) {
+        if (ts[j]) AddRow(c.get(), rows[j], j);
+      }
+      if (include) AddRow(c.get(), rows[i], i);
+      std::vector<std::string> ignored;
+      std::vector<Row> out = c->Finish(&ignored);
+      if (!out.empty()) metrics[i] = std::move(out[0]);
+    }
+    for (size_t i = 0; i < rows.size(); ++i) SetAll(&rows[i], std::move(metrics[i]));
+    return rows;
+  });
+  return true;
+}
+
+// ---- transpose(pivot, header, column=column, limit=5) ----
+
+constexpr Param kTransposeParams[] = {
+    {.name = "pivot", .type = Type::kField, .unnamed = true},
+    {.name = "header", .type = Type::kField},
+    {.name = "column", .type = Type::kField, .default_value = "column"},
+    {.name = "limit", .type = Type::kLimit, .default_value = "5", .max = 1000},
+};
+
+bool BuildTranspose(Call& c, Stage* st) {
+  if (c.Given("pivot") && (c.Given("header") || c.Given("column"))) {
+    c.BadParam("pivot", "either pivot or header/column, not both");
+    return false;
+  }
+  const int64_t limit = c.Limit("limit");
+  if (limit < 1) {
+    c.BadParam("limit", "an integer from 1 to 1000");
+    return false;
+  }
+  std::string header = c.Given("pivot") ? c.String("pivot") : c.String("header");
+  std::string column = c.Given("pivot") ? c.String("pivot") : c.String("column");
+  SetRowsFunction(st, [header, column, limit](std::vector<Row> rows,
+                                              std::vector<std::string>* warnings) {
+    if (rows.size() > static_cast<size_t>(limit)) {
+      warnings->push_back("transpose(): used the first " + std::to_string(limit) + " of " +
+                          std::to_string(rows.size()) + " rows (limit=" +
+                          std::to_string(limit) + ")");
+      rows.resize(static_cast<size_t>(limit));
+    }
+    // The output columns: the header field's values, else row[1], row[2], ...
+    std::vector<std::string> names(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Value* h = header.empty() ? nullptr : FindValue(rows[i], header);
+      names[i] = h ? ValueToString(*h) : "row[" + std::to_string(i + 1) + "]";
+    }
+    // Decided: one output row per field name, in ascending byte order of the names (LogScale's
+    // example lists _count before loglevel; it does not state an order).
+    std::map<std::string, Row> by_field;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      for (auto& [k, v] : rows[i]) {
+        if (!header.empty() && k == header) continue;
+        Row& out = by_field[k];
+        if (out.empty()) out.emplace_back(column, Value(k));
+        SetValue(&out, names[i], std::move(v));
+      }
+    }
+    std::vector<Row> out;
+    out.reserve(by_field.size());
+    for (auto& [k, row] : by_field) out.push_back(std::move(row));
+    return out;
+  });
+  return true;
+}
+
+}  // namespace
+
+const Function kCreateEvents = {
+    .name = "createEvents",
+    .kind = Kind::kCollector,
+    .params = kCreateParams,
+    .doc = "discards its input and emits one event per given @rawstring",
+    .stage = &BuildCreate,
+};
+const Function kNeighbor = {
+    .name = "neighbor",
+    .kind = Kind::kCollector,
+    .params = kNeighborParams,
+    .doc = "copies fields of a preceding or succeeding row",
+    .stage = &BuildNeighbor,
+};
+const Function kAccumulate = {
+    .name = "accumulate",
+    .kind = Kind::kCollector,
+    .params = kAccumulateParams,
+    .doc = "running aggregates over the row sequence",
+    .stage = &BuildAccumulate,
+};
+const Function kSlidingTimeWindow = {
+    .name = "slidingTimeWindow",
+    .kind = Kind::kCollector,
+    .params = kWindowParams,
+    .doc = "aggregates over a sliding time window of the row sequence",
+    .stage = &BuildWindow,
+};
+const Function kTranspose = {
+    .name = "transpose",
+    .kind = Kind::kCollector,
+    .params = kTransposeParams,
+    .doc = "turns the fields of rows into rows",
+    .stage = &BuildTranspose,
+};
+
+}  // namespace sediment::query::functions
