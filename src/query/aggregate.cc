@@ -268,6 +268,13 @@ std::optional<int64_t> FloorTo(int64_t ts, int64_t span) {
   return ts - r;
 }
 
+// The span of timeChart(buckets=n): the range divided into n, rounded up to a whole ms.
+int64_t BucketsSpan(const TimeRange& range, int64_t buckets) {
+  if (range.end_ms <= range.start_ms || buckets <= 0) return 1000;
+  const double width = static_cast<double>(range.end_ms) - static_cast<double>(range.start_ms);
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(width / static_cast<double>(buckets))));
+}
+
 // The bucket span for a query range when the stage gives none: about 100 buckets, the candidate
 // span nearest (by ratio) to range/100; whole days beyond one day.
 int64_t AutoSpan(const TimeRange& range) {
@@ -726,8 +733,9 @@ int CompareSortValues(const Value& a, const Value& b, Stage::SortType type) {
 
 class SortCollector final : public Collector {
  public:
-  SortCollector(std::vector<std::string> fields, std::vector<Stage::SortKey> keys, size_t cap)
-      : fields_(std::move(fields)), keys_(std::move(keys)), cap_(cap) {}
+  SortCollector(std::vector<std::string> fields, std::vector<Stage::SortKey> keys, size_t cap,
+                std::vector<std::string> columns = {})
+      : fields_(std::move(fields)), keys_(std::move(keys)), cap_(cap), columns_(std::move(columns)) {}
 
   void Add(const Record& r) override {
     ++total_;
@@ -737,7 +745,18 @@ class SortCollector final : public Collector {
     e.vals.reserve(fields_.size());
     for (const std::string& f : fields_) e.vals.push_back(r.GetValue(f));
     if (entries_.size() >= cap_ && !Before(e, entries_.front())) return;
-    e.row = r.ToRow();
+    if (columns_.empty()) {
+      e.row = r.ToRow();
+    } else {
+      // table(sortby=): the columns, and the sort fields (read back from the row when decoded).
+      for (const std::string& f : columns_) {
+        if (std::optional<Value> v = r.GetValue(f)) e.row.emplace_back(f, std::move(*v));
+      }
+      for (const std::string& f : fields_) {
+        if (RowGet(e.row, f) != nullptr) continue;
+        if (std::optional<Value> v = r.GetValue(f)) e.row.emplace_back(f, std::move(*v));
+      }
+    }
     Push(std::move(e));
   }
 
@@ -801,7 +820,17 @@ class SortCollector final : public Collector {
                           std::to_string(total_) + " rows (limit=" + std::to_string(cap_) + ")");
     }
     bytes_ = 0;
-    return TakeRows(&entries_);
+    std::vector<Row> rows = TakeRows(&entries_);
+    if (!columns_.empty()) {
+      for (Row& row : rows) {
+        Row only;
+        for (const std::string& f : columns_) {
+          if (const Value* v = RowGet(row, f)) only.emplace_back(f, *v);
+        }
+        row = std::move(only);
+      }
+    }
+    return rows;
   }
 
  private:
@@ -848,6 +877,7 @@ class SortCollector final : public Collector {
   std::vector<std::string> fields_;
   std::vector<Stage::SortKey> keys_;  // one per field
   size_t cap_;
+  std::vector<std::string> columns_;  // table(sortby=): the output columns (empty: whole rows)
   uint64_t total_ = 0;
   std::vector<Entry> entries_;
   size_t bytes_ = 0;
@@ -1093,7 +1123,9 @@ class AggregateCollector final : public Collector {
         limit_(std::max<int64_t>(st.limit, 0)),
         function_(st.function),
         range_(ctx.range),
-        top_percent_(st.top_percent) {
+        top_percent_(st.top_percent),
+        top_rest_(st.top_rest),
+        units_(st.units) {
     if (grouping_ == Stage::Grouping::kTop) {
       Metric m;
       if (st.top_sum.empty()) {
@@ -1108,7 +1140,12 @@ class AggregateCollector final : public Collector {
       for (const Metric& m : st.metrics) metrics_.push_back(SpecOf(m));
     }
     if (grouping_ == Stage::Grouping::kBucket) {
-      span_ = st.span_ms > 0 ? st.span_ms : AutoSpan(ctx.range);
+      if (st.span_ms > 0) {
+        span_ = st.span_ms;
+      } else {
+        span_ = st.buckets > 0 ? BucketsSpan(ctx.range, st.buckets) : AutoSpan(ctx.range);
+        span_ = std::max(span_, st.min_span_ms);
+      }
       if (function_.empty()) function_ = "timeChart";
     }
     if (function_.empty()) function_ = grouping_ == Stage::Grouping::kTop ? "top" : "groupBy";
@@ -1670,6 +1707,8 @@ class AggregateCollector final : public Collector {
   std::vector<Row> FinishGroupBy(std::vector<std::string>* warnings);
   std::vector<Row> FinishBucket(std::vector<std::string>* warnings);
   std::vector<Row> FinishTop();
+  // timeChart(unit=): scales the metric columns of `rows`.
+  void ApplyUnits(std::vector<Row>* rows) const;
 
   // Stage.
   Stage::Grouping grouping_;
@@ -1680,6 +1719,8 @@ class AggregateCollector final : public Collector {
   std::string function_;
   TimeRange range_;
   bool top_percent_;
+  std::string top_rest_;                      // top(rest=)
+  std::vector<Stage::UnitConversion> units_;  // timeChart(unit=)
   std::vector<MetricSpec> metrics_;
   int64_t span_ = 0;  // kBucket
 
@@ -2066,6 +2107,26 @@ std::vector<Row> AggregateCollector::FinishTop() {
       SetColumn(&rows[i], "percent", Value(total != 0 ? x * 100.0 / total : 0.0));
     }
   }
+  if (!top_rest_.empty() && n < groups.size()) {
+    // top(rest=name): one more row, every field `name`, with the count (sum) of the others.
+    int64_t irest = 0;
+    double drest = 0;
+    bool is_int = true;
+    for (size_t i = n; i < groups.size(); ++i) {
+      if (const int64_t* x = std::get_if<int64_t>(&groups[i].value)) {
+        irest += *x;
+      } else {
+        is_int = false;
+        drest += std::get<double>(groups[i].value);
+      }
+    }
+    Row rest;
+    for (const std::string& f : fields_) SetColumn(&rest, f, Value(top_rest_));
+    const double x = static_cast<double>(irest) + drest;
+    SetColumn(&rest, spec.names[0], is_int ? Value(irest) : Value(x));
+    if (top_percent_) SetColumn(&rest, "percent", Value(total != 0 ? x * 100.0 / total : 0.0));
+    rows.push_back(std::move(rest));
+  }
   return rows;
 }
 
@@ -2163,7 +2224,25 @@ std::vector<Row> AggregateCollector::FinishBucket(std::vector<std::string>* warn
       AppendMetrics({}, &row);
     }
   }
+  if (!units_.empty()) ApplyUnits(&rows);
   return rows;
+}
+
+void AggregateCollector::ApplyUnits(std::vector<Row>* rows) const {
+  for (size_t m = 0; m < metrics_.size(); ++m) {
+    const Stage::UnitConversion& u = units_[units_.size() == 1 ? 0 : std::min(m, units_.size() - 1)];
+    const double from = static_cast<double>(u.from_ms > 0 ? u.from_ms : span_);
+    const double to = static_cast<double>(u.to_ms > 0 ? u.to_ms : span_);
+    const double factor = to / from / u.divisor;
+    for (Row& row : *rows) {
+      for (const std::string& name : metrics_[m].names) {
+        for (auto& [k, v] : row) {
+          if (k != name) continue;
+          if (std::optional<double> x = ValueToNumber(v)) v = Value(*x * factor);
+        }
+      }
+    }
+  }
 }
 
 // ---- construction ----
@@ -2184,7 +2263,8 @@ std::unique_ptr<Collector> Make(const Stage& st, const CollectorContext& ctx) {
       if (keys.size() != st.fields.size()) {
         keys.assign(st.fields.size(), Stage::SortKey{st.descending, Stage::SortType::kNumber});
       }
-      return std::make_unique<SortCollector>(st.fields, std::move(keys), LimitOf(st));
+      return std::make_unique<SortCollector>(st.fields, std::move(keys), LimitOf(st),
+                                             st.table_columns);
     }
     case Stage::Kind::kAggregate:
       return std::make_unique<AggregateCollector>(st, ctx);

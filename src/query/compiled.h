@@ -255,6 +255,19 @@ struct Stage {
   std::vector<std::string> function_fields;
   bool function_reads_all = false;
   std::shared_ptr<const RowsFunction> rows_function;  // kRows
+  std::string top_rest;      // kTop: top(rest=): the field value of a row counting the others
+  int64_t buckets = 0;       // kBucket: timeChart(buckets=): the span is range/buckets
+  int64_t min_span_ms = 0;   // kBucket: the least span chosen for span=auto or buckets=
+  // kBucket: timeChart(unit=): each metric's values (one entry: every metric's) are multiplied by
+  // (to_ms / from_ms) / divisor, where 0 ms stands for the bucket span.
+  struct UnitConversion {
+    int64_t from_ms = 0;
+    int64_t to_ms = 0;
+    double divisor = 1;
+  };
+  std::vector<UnitConversion> units;
+  // kSort built by table(sortby=): the rows keep only these columns, in this order.
+  std::vector<std::string> table_columns;
   std::string top_sum;       // kTop: sum this field instead of counting
   bool top_percent = false;  // kTop: add `percent`
 
