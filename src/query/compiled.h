@@ -225,6 +225,7 @@ struct Stage {
   bool strip = false;                // kSplit
   std::string format;                // kFormatTime (strftime-style)
   std::string timezone = "UTC";      // kFormatTime: "UTC"/"Z" or a fixed offset like "+02:00"
+  int64_t time_unit_ms = 1;          // kFormatTime: ms per unit of the input (unit=seconds: 1000)
   std::vector<CaseBranch> branches;  // kCase
   std::vector<std::pair<std::string, std::string>> renames;  // kRename: from, to
   std::shared_ptr<const MatchTable> match_table;             // kMatch (built while compiling)

@@ -928,8 +928,19 @@ TEST(ParserFunctionTest, FormatTimeLowerLength) {
             "UTC, Z or a fixed offset such as +02:00 at position 34");
   EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, timezone=\"+25:00\")").substr(0, 20),
             "invalid value '+25:0");
-  EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, locale=en)"),
-            "parameter 'locale' of formatTime() is not supported at position 25");
+  EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, locale=en)"), "OK");
+  EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, locale=fr_FR)"),
+            "invalid value 'fr_FR' for parameter 'locale' of formatTime(): expected an English "
+            "locale (en, en_US, en_GB, ...): day and month names are English at position 32");
+  EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, unit=days)"),
+            "invalid value 'days' for parameter 'unit' of formatTime(): expected milliseconds or "
+            "seconds at position 30");
+  EXPECT_EQ(ParseError("| ioc:lookup(ip, type=ip_address)"),
+            "ioc:lookup() needs an indicator-of-compromise database, which sediment does not "
+            "have at position 2");
+  EXPECT_EQ(ParseError("| worldMap(lat=a, lon=b)"),
+            "worldMap() needs a GeoIP database and a map widget, which sediment does not have at "
+            "position 2");
 
   EXPECT_EQ(Stages("| lower(method)"), "lower method as=_lower");
   EXPECT_EQ(Stages("| lower(field=method, as=method)"), "lower method as=method");

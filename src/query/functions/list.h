@@ -60,6 +60,8 @@
   X(kExprToNumber)                                                           \
   X(kExprNow)                                                                \
   X(kExprFormatTime)                                                         \
+  X(kExprDuration)                                                           \
+  X(kExprGetField)                                                           \
   X(kStdDev)                                                                 \
   X(kRange)                                                                  \
   X(kCollect)                                                                \
@@ -117,10 +119,14 @@
   X(kHash)                                                                   \
   X(kParseUri)                                                               \
   X(kCreateEvents)                                                           \
+  X(kReadFile)                                                               \
   X(kNeighbor)                                                               \
   X(kAccumulate)                                                             \
   X(kSlidingTimeWindow)                                                      \
   X(kTranspose)                                                              \
+  X(kIocLookup)                                                              \
+  X(kIpLocation)                                                             \
+  X(kWorldMap)                                                               \
   X(kTextLength)                                                             \
   X(kTextSubstring)                                                          \
   X(kTextContains)                                                           \

@@ -3,6 +3,8 @@
 //
 // - createEvents(rawstring): discards its input and emits one event per string, with only
 //   @rawstring set (LogScale's "aggregator" that generates test data).
+// - readFile(file, include, limit): discards its input and emits the rows of the repository's
+//   lookup files (read when the query compiles, as match() reads them), in the order given.
 // - neighbor(include, prefix, direction=preceding, distance=1): copies fields of the row
 //   `distance` rows before (after) each row, as <prefix>.<field> (the field's own name without a
 //   prefix); rows without such a neighbor get nothing.
@@ -26,6 +28,7 @@
 
 #include "query/aggregate.h"
 #include "query/functions/list.h"
+#include "query/lookup.h"
 #include "query/functions/transforms.h"
 
 namespace sediment::query::functions {
@@ -91,6 +94,63 @@ bool BuildCreate(Call& c, Stage* st) {
         for (const std::string& raw : raws) out.push_back(Row{{"@rawstring", Value(raw)}});
         return out;
       },
+      /*ignores_input=*/true);
+  return true;
+}
+
+// ---- readFile(file, include, limit) ----
+
+constexpr Param kReadFileParams[] = {
+    {.name = "file", .type = Type::kFields, .unnamed = true, .required = true},
+    {.name = "include", .type = Type::kFields},
+    {.name = "limit", .type = Type::kLimit},
+    {.name = "table", .type = Type::kUnsupported},
+};
+
+bool BuildReadFile(Call& c, Stage* st) {
+  int64_t limit = kNoMax;
+  if (c.Given("limit")) {
+    limit = c.Limit("limit");
+    if (limit < 1) {
+      c.BadParam("limit", "a positive integer");
+      return false;
+    }
+  }
+  const std::vector<std::string>& include = c.Fields("include");
+  const size_t at = c.Value("file")->position;
+  const LookupFiles* files = CurrentLookupFiles();
+  if (files == nullptr) {
+    c.Error(at, "readFile(): no lookup files here (upload them to the repository)");
+    return false;
+  }
+  // The files are read when the query compiles, in the order given, each row one event.
+  std::vector<Row> rows;
+  for (const std::string& file : c.Fields("file")) {
+    Result<std::string> content = files->Read(file);
+    if (!content.ok()) {
+      c.Error(at, "readFile(): " + content.status().message());
+      return false;
+    }
+    Result<LookupTable> table = ParseLookupTable(file, *content);
+    if (!table.ok()) {
+      c.Error(at, "readFile(): file '" + file + "': " + table.status().message());
+      return false;
+    }
+    for (const std::vector<std::string>& cells : table->rows) {
+      if (static_cast<int64_t>(rows.size()) >= limit) break;
+      Row row;
+      for (size_t k = 0; k < cells.size() && k < table->columns.size(); ++k) {
+        const std::string& col = table->columns[k];
+        if (!include.empty() && std::find(include.begin(), include.end(), col) == include.end()) {
+          continue;
+        }
+        row.emplace_back(col, Value(cells[k]));
+      }
+      rows.push_back(std::move(row));
+    }
+  }
+  SetRowsFunction(
+      st, [rows](std::vector<Row>, std::vector<std::string>*) { return rows; },
       /*ignores_input=*/true);
   return true;
 }
@@ -316,6 +376,13 @@ const Function kCreateEvents = {
     .params = kCreateParams,
     .doc = "discards its input and emits one event per given @rawstring",
     .stage = &BuildCreate,
+};
+const Function kReadFile = {
+    .name = "readFile",
+    .kind = Kind::kCollector,
+    .params = kReadFileParams,
+    .doc = "discards its input and emits the rows of lookup files as events",
+    .stage = &BuildReadFile,
 };
 const Function kNeighbor = {
     .name = "neighbor",
