@@ -272,7 +272,8 @@ std::optional<int64_t> FloorTo(int64_t ts, int64_t span) {
 int64_t BucketsSpan(const TimeRange& range, int64_t buckets) {
   if (range.end_ms <= range.start_ms || buckets <= 0) return 1000;
   const double width = static_cast<double>(range.end_ms) - static_cast<double>(range.start_ms);
-  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(width / static_cast<double>(buckets))));
+  return std::max<int64_t>(1,
+                           static_cast<int64_t>(std::ceil(width / static_cast<double>(buckets))));
 }
 
 // The bucket span for a query range when the stage gives none: about 100 buckets, the candidate
@@ -642,9 +643,8 @@ class RowsCollector final : public Collector {
     std::sort(entries_.begin(), entries_.end(),
               [](const Entry& a, const Entry& b) { return a.key < b.key; });
     if (!Ignores() && total_ > kMaxSequenceRows) {
-      warnings->push_back(st_.function + "(): used the first " +
-                          std::to_string(kMaxSequenceRows) + " of " + std::to_string(total_) +
-                          " rows");
+      warnings->push_back(st_.function + "(): used the first " + std::to_string(kMaxSequenceRows) +
+                          " of " + std::to_string(total_) + " rows");
     }
     bytes_ = 0;
     std::vector<Row> rows = TakeRows(&entries_);
@@ -735,7 +735,10 @@ class SortCollector final : public Collector {
  public:
   SortCollector(std::vector<std::string> fields, std::vector<Stage::SortKey> keys, size_t cap,
                 std::vector<std::string> columns = {})
-      : fields_(std::move(fields)), keys_(std::move(keys)), cap_(cap), columns_(std::move(columns)) {}
+      : fields_(std::move(fields)),
+        keys_(std::move(keys)),
+        cap_(cap),
+        columns_(std::move(columns)) {}
 
   void Add(const Record& r) override {
     ++total_;
@@ -2230,7 +2233,8 @@ std::vector<Row> AggregateCollector::FinishBucket(std::vector<std::string>* warn
 
 void AggregateCollector::ApplyUnits(std::vector<Row>* rows) const {
   for (size_t m = 0; m < metrics_.size(); ++m) {
-    const Stage::UnitConversion& u = units_[units_.size() == 1 ? 0 : std::min(m, units_.size() - 1)];
+    const Stage::UnitConversion& u =
+        units_[units_.size() == 1 ? 0 : std::min(m, units_.size() - 1)];
     const double from = static_cast<double>(u.from_ms > 0 ? u.from_ms : span_);
     const double to = static_cast<double>(u.to_ms > 0 ? u.to_ms : span_);
     const double factor = to / from / u.divisor;

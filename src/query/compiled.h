@@ -256,9 +256,9 @@ struct Stage {
   std::vector<std::string> function_fields;
   bool function_reads_all = false;
   std::shared_ptr<const RowsFunction> rows_function;  // kRows
-  std::string top_rest;      // kTop: top(rest=): the field value of a row counting the others
-  int64_t buckets = 0;       // kBucket: timeChart(buckets=): the span is range/buckets
-  int64_t min_span_ms = 0;   // kBucket: the least span chosen for span=auto or buckets=
+  std::string top_rest;     // kTop: top(rest=): the field value of a row counting the others
+  int64_t buckets = 0;      // kBucket: timeChart(buckets=): the span is range/buckets
+  int64_t min_span_ms = 0;  // kBucket: the least span chosen for span=auto or buckets=
   // kBucket: timeChart(unit=): each metric's values (one entry: every metric's) are multiplied by
   // (to_ms / from_ms) / divisor, where 0 ms stands for the bucket span.
   struct UnitConversion {

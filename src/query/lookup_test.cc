@@ -137,10 +137,10 @@ TEST(Match, RefusalsNameTheProblem) {
 }
 
 TEST(ReadFile, EmitsTheRowsOfTheFilesInOrder) {
-  const MapFiles files(std::map<std::string, std::string>{
-      {"users.csv", kUsersCsv}, {"hosts.csv", "host,site\nh1,s1\nh2\n"}});
-  auto q = Compile("readFile([\"users.csv\", \"hosts.csv\"], include=[userid, host], limit=6)",
-                   &files);
+  const MapFiles files(std::map<std::string, std::string>{{"users.csv", kUsersCsv},
+                                                          {"hosts.csv", "host,site\nh1,s1\nh2\n"}});
+  auto q =
+      Compile("readFile([\"users.csv\", \"hosts.csv\"], include=[userid, host], limit=6)", &files);
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   // The repository's events play no part.
   auto r = Execute(Env::Default(), **q, TimeRange{0, 1000}, ScanInput{});

@@ -12,6 +12,7 @@
 
 #include <re2/re2.h>
 
+#include "query/aggregate.h"
 #include "query/functions/list.h"
 #include "query/functions/transforms.h"
 #include "query/functions/util.h"
@@ -277,8 +278,56 @@ bool BuildRename(Call& c, Stage* st) {
   return true;
 }
 
+// ---- array:reduceRow(array, var, function) ----
+
+constexpr Param kReduceRowParams[] = {
+    {.name = "array", .type = Type::kField, .unnamed = true, .required = true},
+    {.name = "var", .type = Type::kField, .required = true},
+    {.name = "function", .type = Type::kMetrics, .required = true},
+};
+
+bool BuildReduceRow(Call& c, Stage* st) {
+  std::string base;
+  if (!BaseOf(c, "array", &base)) return false;
+  std::vector<Metric> metrics = c.TakeMetrics("function");
+  if (!CheckMetricNames(metrics, c.name(), c.err())) return false;
+  auto agg = std::make_shared<Stage>();
+  agg->kind = Stage::Kind::kAggregate;
+  agg->grouping = Stage::Grouping::kNone;
+  agg->function = c.name();
+  agg->metrics = std::move(metrics);
+  std::shared_ptr<const Stage> stage = agg;
+  SetRecordFunction(
+      st,
+      [base, stage, var = c.String("var")](Record& r) {
+        std::vector<std::string> elements = Elements(r, base);
+        if (elements.empty()) return true;
+        std::unique_ptr<Collector> col = NewCollector(*stage, CollectorContext{});
+        for (size_t i = 0; i < elements.size(); ++i) {
+          RecordKey key;
+          key.offset = static_cast<int64_t>(i);
+          col->Add(Record::FromRow(Row{{var, Value(std::move(elements[i]))}}, key));
+        }
+        std::vector<std::string> ignored;
+        std::vector<Row> out = col->Finish(&ignored);
+        if (!out.empty()) {
+          for (auto& [k, v] : out[0]) r.Set(k, std::move(v));
+        }
+        return true;
+      },
+      {}, /*reads_all=*/true);
+  return true;
+}
+
 }  // namespace
 
+const Function kArrayReduceRow = {
+    .name = "array:reduceRow",
+    .kind = Kind::kTransform,
+    .params = kReduceRowParams,
+    .doc = "aggregates over the elements of each event's array",
+    .stage = &BuildReduceRow,
+};
 const Function kArrayContains = {
     .name = "array:contains",
     .kind = Kind::kTransform,

@@ -80,7 +80,8 @@ bool Build(Call& c, Stage* st) {
   const std::string locale = Lower(c.String("locale"));
   if (c.Given("locale") && locale != "en" && !locale.starts_with("en_") &&
       !locale.starts_with("en-")) {
-    c.BadParam("locale", "an English locale (en, en_US, en_GB, ...): day and month names are English");
+    c.BadParam("locale",
+               "an English locale (en, en_US, en_GB, ...): day and month names are English");
     return false;
   }
   return true;

@@ -116,6 +116,10 @@
   X(kArrayDrop)                                                              \
   X(kArrayDedup)                                                             \
   X(kArrayRename)                                                            \
+  X(kArrayReduceRow)                                                         \
+  X(kArrayUnion)                                                             \
+  X(kArrayIntersection)                                                      \
+  X(kArrayReduceAll)                                                         \
   X(kHash)                                                                   \
   X(kParseUri)                                                               \
   X(kCreateEvents)                                                           \

@@ -142,8 +142,7 @@ bool BuildUri(Call& c, Stage* st) {
         std::optional<std::string_view> v = r.Get(field, &scratch);
         if (!v) return true;
         std::string text(*v);
-        const bool has_authority =
-            text.starts_with("//") || text.find("://") != std::string::npos;
+        const bool has_authority = text.starts_with("//") || text.find("://") != std::string::npos;
         if (!has_authority) {
           if (base.empty()) return true;
           text = base + text;

@@ -28,8 +28,8 @@
 
 #include "query/aggregate.h"
 #include "query/functions/list.h"
-#include "query/lookup.h"
 #include "query/functions/transforms.h"
+#include "query/lookup.h"
 
 namespace sediment::query::functions {
 namespace {
@@ -286,30 +286,120 @@ bool BuildWindow(Call& c, Stage* st) {
   if (!CheckMetricNames(metrics, c.name(), c.err())) return false;
   std::shared_ptr<const Stage> agg = MetricsStage(std::move(metrics), c.name());
   std::string ts_field = c.String("timestampfield");
-  SetRowsFunction(st, [agg, include, span, ts_field](std::vector<Row> rows,
-                                                       std::vector<std::string>*) {
-    std::vector<std::optional<double>> ts(rows.size());
-    for (size_t i = 0; i < rows.size(); ++i) {
-      if (const Value* v = FindValue(rows[i], ts_field)) ts[i] = ValueToNumber(*v);
+  SetRowsFunction(st,
+                  [agg, include, span, ts_field](std::vector<Row> rows, std::vector<std::string>*) {
+                    std::vector<std::optional<double>> ts(rows.size());
+                    for (size_t i = 0; i < rows.size(); ++i) {
+                      if (const Value* v = FindValue(rows[i], ts_field)) ts[i] = ValueToNumber(*v);
+                    }
+                    std::vector<Row> metrics(rows.size());
+                    for (size_t i = 0; i < rows.size(); ++i) {
+                      if (!ts[i]) continue;
+                      std::unique_ptr<Collector> c = NewCollector(*agg, CollectorContext{});
+                      // Rows before i (in sequence order) within the span; the walk stops at the
+                      // first row older than the window (the input is in time order).
+                      size_t first = i;
+                      while (first > 0 && (!ts[first - 1] || *ts[i] - *ts[first - 1] < span))
+                        --first;
+                      for (size_t j = first; j < i; ++j) {
+                        if (ts[j]) AddRow(c.get(), rows[j], j);
+                      }
+                      if (include) AddRow(c.get(), rows[i], i);
+                      std::vector<std::string> ignored;
+                      std::vector<Row> out = c->Finish(&ignored);
+                      if (!out.empty()) metrics[i] = std::move(out[0]);
+                    }
+                    for (size_t i = 0; i < rows.size(); ++i)
+                      SetAll(&rows[i], std::move(metrics[i]));
+                    return rows;
+                  });
+  return true;
+}
+
+// ---- array:union(array, as=_union), array:intersection(array, as=_intersection),
+//      array:reduceAll(array, var, function) ----
+
+// The elements of array `base` (fields base[0], base[1], ... up to the first missing index).
+std::vector<std::string> RowElements(const Row& row, const std::string& base) {
+  std::vector<std::string> out;
+  for (size_t i = 0;; ++i) {
+    const Value* v = FindValue(row, base + "[" + std::to_string(i) + "]");
+    if (v == nullptr) break;
+    out.push_back(ValueToString(*v));
+  }
+  return out;
+}
+
+std::string ArrayBaseOf(std::string_view name) {
+  if (name.ends_with("[]")) name.remove_suffix(2);
+  return std::string(name);
+}
+
+constexpr Param kUnionParams[] = {
+    {.name = "array", .type = Type::kField, .unnamed = true, .required = true},
+    {.name = "as", .type = Type::kField, .default_value = "_union"},
+};
+constexpr Param kIntersectionParams[] = {
+    {.name = "array", .type = Type::kField, .unnamed = true, .required = true},
+    {.name = "as", .type = Type::kField, .default_value = "_intersection"},
+};
+
+// Decided: the output elements are in ascending byte order (LogScale leaves the order
+// undefined); with no array in the input the output row has no elements.
+bool BuildSet(Call& c, Stage* st, bool intersection) {
+  std::string base = ArrayBaseOf(c.String("array"));
+  std::string as = ArrayBaseOf(c.String("as"));
+  if (base.empty() || as.empty()) {
+    c.BadParam(base.empty() ? "array" : "as", "an array name such as \"a[]\"");
+    return false;
+  }
+  SetRowsFunction(st, [base, as, intersection](std::vector<Row> rows, std::vector<std::string>*) {
+    std::map<std::string, size_t> seen;  // element -> number of arrays holding it
+    size_t arrays = 0;
+    for (const Row& row : rows) {
+      std::vector<std::string> e = RowElements(row, base);
+      if (e.empty()) continue;  // empty arrays are ignored
+      ++arrays;
+      std::sort(e.begin(), e.end());
+      e.erase(std::unique(e.begin(), e.end()), e.end());
+      for (std::string& x : e) ++seen[std::move(x)];
     }
-    std::vector<Row> metrics(rows.size());
-    for (size_t i = 0; i < rows.size(); ++i) {
-      if (!ts[i]) continue;
-      std::unique_ptr<Collector> c = NewCollector(*agg, CollectorContext{});
-      // Rows before i (in sequence order) within the span; the walk stops at the first row
-      // older than the window (the input is in time order).
-      size_t first = i;
-      while (first > 0 && (!ts[first - 1] || *ts[i] - *ts[first - 1] < span)) --first;
-      for (size_t j = first; j < i; ++j) {
-        if (ts[j]) AddRow(c.get(), rows[j], j);
-      }
-      if (include) AddRow(c.get(), rows[i], i);
-      std::vector<std::string> ignored;
-      std::vector<Row> out = c->Finish(&ignored);
-      if (!out.empty()) metrics[i] = std::move(out[0]);
+    Row out;
+    size_t i = 0;
+    for (const auto& [x, n] : seen) {
+      if (intersection && n != arrays) continue;
+      out.emplace_back(as + "[" + std::to_string(i++) + "]", Value(x));
     }
-    for (size_t i = 0; i < rows.size(); ++i) SetAll(&rows[i], std::move(metrics[i]));
-    return rows;
+    return std::vector<Row>{std::move(out)};
+  });
+  return true;
+}
+bool BuildUnion(Call& c, Stage* st) { return BuildSet(c, st, false); }
+bool BuildIntersection(Call& c, Stage* st) { return BuildSet(c, st, true); }
+
+constexpr Param kReduceAllParams[] = {
+    {.name = "array", .type = Type::kField, .unnamed = true, .required = true},
+    {.name = "var", .type = Type::kField, .required = true},
+    {.name = "function", .type = Type::kMetrics, .required = true},
+};
+
+bool BuildReduceAll(Call& c, Stage* st) {
+  std::string base = ArrayBaseOf(c.String("array"));
+  if (base.empty()) {
+    c.BadParam("array", "an array name such as \"a[]\"");
+    return false;
+  }
+  std::vector<Metric> metrics = c.TakeMetrics("function");
+  if (!CheckMetricNames(metrics, c.name(), c.err())) return false;
+  std::shared_ptr<const Stage> agg = MetricsStage(std::move(metrics), c.name());
+  std::string var = c.String("var");
+  SetRowsFunction(st, [agg, base, var](std::vector<Row> rows, std::vector<std::string>* warnings) {
+    std::unique_ptr<Collector> all = NewCollector(*agg, CollectorContext{});
+    size_t k = 0;
+    for (const Row& row : rows) {
+      for (std::string& e : RowElements(row, base)) AddRow(all.get(), Row{{var, Value(e)}}, k++);
+    }
+    return all->Finish(warnings);
   });
   return true;
 }
@@ -335,36 +425,36 @@ bool BuildTranspose(Call& c, Stage* st) {
   }
   std::string header = c.Given("pivot") ? c.String("pivot") : c.String("header");
   std::string column = c.Given("pivot") ? c.String("pivot") : c.String("column");
-  SetRowsFunction(st, [header, column, limit](std::vector<Row> rows,
-                                              std::vector<std::string>* warnings) {
-    if (rows.size() > static_cast<size_t>(limit)) {
-      warnings->push_back("transpose(): used the first " + std::to_string(limit) + " of " +
-                          std::to_string(rows.size()) + " rows (limit=" +
-                          std::to_string(limit) + ")");
-      rows.resize(static_cast<size_t>(limit));
-    }
-    // The output columns: the header field's values, else row[1], row[2], ...
-    std::vector<std::string> names(rows.size());
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Value* h = header.empty() ? nullptr : FindValue(rows[i], header);
-      names[i] = h ? ValueToString(*h) : "row[" + std::to_string(i + 1) + "]";
-    }
-    // Decided: one output row per field name, in ascending byte order of the names (LogScale's
-    // example lists _count before loglevel; it does not state an order).
-    std::map<std::string, Row> by_field;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      for (auto& [k, v] : rows[i]) {
-        if (!header.empty() && k == header) continue;
-        Row& out = by_field[k];
-        if (out.empty()) out.emplace_back(column, Value(k));
-        SetValue(&out, names[i], std::move(v));
-      }
-    }
-    std::vector<Row> out;
-    out.reserve(by_field.size());
-    for (auto& [k, row] : by_field) out.push_back(std::move(row));
-    return out;
-  });
+  SetRowsFunction(
+      st, [header, column, limit](std::vector<Row> rows, std::vector<std::string>* warnings) {
+        if (rows.size() > static_cast<size_t>(limit)) {
+          warnings->push_back("transpose(): used the first " + std::to_string(limit) + " of " +
+                              std::to_string(rows.size()) +
+                              " rows (limit=" + std::to_string(limit) + ")");
+          rows.resize(static_cast<size_t>(limit));
+        }
+        // The output columns: the header field's values, else row[1], row[2], ...
+        std::vector<std::string> names(rows.size());
+        for (size_t i = 0; i < rows.size(); ++i) {
+          const Value* h = header.empty() ? nullptr : FindValue(rows[i], header);
+          names[i] = h ? ValueToString(*h) : "row[" + std::to_string(i + 1) + "]";
+        }
+        // Decided: one output row per field name, in ascending byte order of the names (LogScale's
+        // example lists _count before loglevel; it does not state an order).
+        std::map<std::string, Row> by_field;
+        for (size_t i = 0; i < rows.size(); ++i) {
+          for (auto& [k, v] : rows[i]) {
+            if (!header.empty() && k == header) continue;
+            Row& out = by_field[k];
+            if (out.empty()) out.emplace_back(column, Value(k));
+            SetValue(&out, names[i], std::move(v));
+          }
+        }
+        std::vector<Row> out;
+        out.reserve(by_field.size());
+        for (auto& [k, row] : by_field) out.push_back(std::move(row));
+        return out;
+      });
   return true;
 }
 
@@ -404,6 +494,27 @@ const Function kSlidingTimeWindow = {
     .params = kWindowParams,
     .doc = "aggregates over a sliding time window of the row sequence",
     .stage = &BuildWindow,
+};
+const Function kArrayUnion = {
+    .name = "array:union",
+    .kind = Kind::kCollector,
+    .params = kUnionParams,
+    .doc = "the set union of an array's values over the input events",
+    .stage = &BuildUnion,
+};
+const Function kArrayIntersection = {
+    .name = "array:intersection",
+    .kind = Kind::kCollector,
+    .params = kIntersectionParams,
+    .doc = "the values in every input event's array",
+    .stage = &BuildIntersection,
+};
+const Function kArrayReduceAll = {
+    .name = "array:reduceAll",
+    .kind = Kind::kCollector,
+    .params = kReduceAllParams,
+    .doc = "aggregates over the elements of an array in every input event",
+    .stage = &BuildReduceAll,
 };
 const Function kTranspose = {
     .name = "transpose",

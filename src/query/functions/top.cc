@@ -1,5 +1,6 @@
 // top(field, limit=10, sum, percent=false, as): the most frequent combinations of the fields (or
-// those with the largest sum of `sum`); rest=name adds a row counting the other groups. Collected by AggregateCollector (Grouping::kTop).
+// those with the largest sum of `sum`); rest=name adds a row counting the other groups. Collected
+// by AggregateCollector (Grouping::kTop).
 #include "query/functions/list.h"
 
 namespace sediment::query::functions {

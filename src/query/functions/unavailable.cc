@@ -33,8 +33,9 @@ constexpr Param kWorldMapParams[] = {
 };
 
 bool RefuseIoc(Call& c, Stage*) {
-  c.Error(c.position(), "ioc:lookup() needs an indicator-of-compromise database, which sediment "
-                        "does not have");
+  c.Error(c.position(),
+          "ioc:lookup() needs an indicator-of-compromise database, which sediment "
+          "does not have");
   return false;
 }
 bool RefuseIpLocation(Call& c, Stage*) {
@@ -42,8 +43,9 @@ bool RefuseIpLocation(Call& c, Stage*) {
   return false;
 }
 bool RefuseWorldMap(Call& c, Stage*) {
-  c.Error(c.position(), "worldMap() needs a GeoIP database and a map widget, which sediment "
-                        "does not have");
+  c.Error(c.position(),
+          "worldMap() needs a GeoIP database and a map widget, which sediment "
+          "does not have");
   return false;
 }
 
