@@ -77,6 +77,8 @@ const char* MetricName(query::Metric::Kind k) {
       return "selectFromMin()";
     case K::kSelectLast:
       return "selectLast()";
+    case K::kSubquery:
+      return "a subquery";
   }
   return "an aggregate";
 }

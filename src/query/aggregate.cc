@@ -57,6 +57,7 @@ enum class StateTag : uint8_t {
   kSort = 4,
   kTable = 5,
   kAggregate = 6,
+  kRows = 7,
 };
 
 // A bucket series/time range filled with empty buckets only up to this many buckets.
@@ -266,6 +267,14 @@ std::optional<int64_t> FloorTo(int64_t ts, int64_t span) {
   if (r < 0) r += span;
   if (ts < std::numeric_limits<int64_t>::min() + r) return std::nullopt;
   return ts - r;
+}
+
+// The span of timeChart(buckets=n): the range divided into n, rounded up to a whole ms.
+int64_t BucketsSpan(const TimeRange& range, int64_t buckets) {
+  if (range.end_ms <= range.start_ms || buckets <= 0) return 1000;
+  const double width = static_cast<double>(range.end_ms) - static_cast<double>(range.start_ms);
+  return std::max<int64_t>(1,
+                           static_cast<int64_t>(std::ceil(width / static_cast<double>(buckets))));
 }
 
 // The bucket span for a query range when the stage gives none: about 100 buckets, the candidate
@@ -569,6 +578,106 @@ class KeptRowsCollector final : public Collector {
 };
 
 // =====================================================================================
+// kRows stages (createEvents, neighbor, accumulate, ...): every input row, in key order, up to
+// kMaxSequenceRows (the first ones by key), then the stage's RowsFunction over them.
+// =====================================================================================
+
+constexpr size_t kMaxSequenceRows = 200000;
+
+class RowsCollector final : public Collector {
+ public:
+  explicit RowsCollector(const Stage& st) : st_(st) {}
+
+  void Add(const Record& r) override {
+    ++total_;
+    if (Ignores() || !Wanted(r.key())) return;
+    Push(Entry{r.key(), r.ToRow()});
+  }
+  bool AddBlock(const DecodedBlock&, const std::vector<uint8_t>&) override { return Ignores(); }
+  bool AddCount(uint64_t) override { return Ignores(); }
+
+  void Merge(Collector& other) override {
+    auto* o = dynamic_cast<RowsCollector*>(&other);
+    if (o == nullptr) return;  // not the same stage: a caller bug; nothing sensible to fold
+    total_ += o->total_;
+    for (Entry& e : o->entries_) {
+      if (Wanted(e.key)) Push(std::move(e));
+    }
+    o->entries_.clear();
+    o->bytes_ = 0;
+  }
+
+  size_t MemoryBytes() const override { return bytes_; }
+
+  void Encode(std::string* out) const override {
+    PutHeader(out, StateTag::kRows);
+    PutVarint64(out, total_);
+    std::vector<const Entry*> v;
+    v.reserve(entries_.size());
+    for (const Entry& e : entries_) v.push_back(&e);
+    std::sort(v.begin(), v.end(), [](const Entry* a, const Entry* b) { return a->key < b->key; });
+    PutKeyedRows(out, v);
+  }
+
+  Status Decode(std::string_view bytes) {
+    Reader in(bytes);
+    uint64_t n;
+    if (!in.Header(StateTag::kRows) || !in.Varint(&total_) || !in.Count(&n, 5)) {
+      return Malformed("truncated or malformed row sequence header");
+    }
+    if (n > kMaxSequenceRows || n > total_ || (Ignores() && n > 0)) {
+      return Malformed("row sequence holds more rows than it may");
+    }
+    entries_.reserve(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      Entry e;
+      if (!in.Key(&e.key) || !in.GetRow(&e.row)) return Malformed("truncated or malformed row");
+      bytes_ += EntryBytes(e);
+      entries_.push_back(std::move(e));
+    }
+    if (!in.done()) return Malformed("bytes after the last row");
+    std::make_heap(entries_.begin(), entries_.end(), Less());
+    return Status::OK();
+  }
+
+  std::vector<Row> Finish(std::vector<std::string>* warnings) override {
+    std::sort(entries_.begin(), entries_.end(),
+              [](const Entry& a, const Entry& b) { return a.key < b.key; });
+    if (!Ignores() && total_ > kMaxSequenceRows) {
+      warnings->push_back(st_.function + "(): used the first " + std::to_string(kMaxSequenceRows) +
+                          " of " + std::to_string(total_) + " rows");
+    }
+    bytes_ = 0;
+    std::vector<Row> rows = TakeRows(&entries_);
+    if (st_.rows_function == nullptr) return rows;
+    return st_.rows_function->Run(std::move(rows), warnings);
+  }
+
+ private:
+  struct Entry {
+    RecordKey key;
+    Row row;
+  };
+  // Heap order: the front is the kept entry with the greatest key (the first to go).
+  struct Less {
+    bool operator()(const Entry& a, const Entry& b) const { return a.key < b.key; }
+  };
+  static size_t EntryBytes(const Entry& e) { return sizeof(Entry) + RowBytes(e.row) - sizeof(Row); }
+  bool Ignores() const { return st_.rows_function && st_.rows_function->IgnoresInput(); }
+  bool Wanted(const RecordKey& key) const {
+    return entries_.size() < kMaxSequenceRows || key < entries_.front().key;
+  }
+  void Push(Entry e) {
+    PushBounded(std::move(e), kMaxSequenceRows, Less(), &EntryBytes, &entries_, &bytes_);
+  }
+
+  const Stage& st_;
+  uint64_t total_ = 0;
+  std::vector<Entry> entries_;  // a heap by Less
+  size_t bytes_ = 0;
+};
+
+// =====================================================================================
 // sort(fields, order, limit): the first `limit` rows in sort order.
 // =====================================================================================
 
@@ -625,8 +734,12 @@ int CompareSortValues(const Value& a, const Value& b, Stage::SortType type) {
 
 class SortCollector final : public Collector {
  public:
-  SortCollector(std::vector<std::string> fields, std::vector<Stage::SortKey> keys, size_t cap)
-      : fields_(std::move(fields)), keys_(std::move(keys)), cap_(cap) {}
+  SortCollector(std::vector<std::string> fields, std::vector<Stage::SortKey> keys, size_t cap,
+                std::vector<std::string> columns = {})
+      : fields_(std::move(fields)),
+        keys_(std::move(keys)),
+        cap_(cap),
+        columns_(std::move(columns)) {}
 
   void Add(const Record& r) override {
     ++total_;
@@ -636,7 +749,18 @@ class SortCollector final : public Collector {
     e.vals.reserve(fields_.size());
     for (const std::string& f : fields_) e.vals.push_back(r.GetValue(f));
     if (entries_.size() >= cap_ && !Before(e, entries_.front())) return;
-    e.row = r.ToRow();
+    if (columns_.empty()) {
+      e.row = r.ToRow();
+    } else {
+      // table(sortby=): the columns, and the sort fields (read back from the row when decoded).
+      for (const std::string& f : columns_) {
+        if (std::optional<Value> v = r.GetValue(f)) e.row.emplace_back(f, std::move(*v));
+      }
+      for (const std::string& f : fields_) {
+        if (RowGet(e.row, f) != nullptr) continue;
+        if (std::optional<Value> v = r.GetValue(f)) e.row.emplace_back(f, std::move(*v));
+      }
+    }
     Push(std::move(e));
   }
 
@@ -700,7 +824,17 @@ class SortCollector final : public Collector {
                           std::to_string(total_) + " rows (limit=" + std::to_string(cap_) + ")");
     }
     bytes_ = 0;
-    return TakeRows(&entries_);
+    std::vector<Row> rows = TakeRows(&entries_);
+    if (!columns_.empty()) {
+      for (Row& row : rows) {
+        Row only;
+        for (const std::string& f : columns_) {
+          if (const Value* v = RowGet(row, f)) only.emplace_back(f, *v);
+        }
+        row = std::move(only);
+      }
+    }
+    return rows;
   }
 
  private:
@@ -747,6 +881,7 @@ class SortCollector final : public Collector {
   std::vector<std::string> fields_;
   std::vector<Stage::SortKey> keys_;  // one per field
   size_t cap_;
+  std::vector<std::string> columns_;  // table(sortby=): the output columns (empty: whole rows)
   uint64_t total_ = 0;
   std::vector<Entry> entries_;
   size_t bytes_ = 0;
@@ -1043,7 +1178,9 @@ class AggregateCollector final : public Collector {
         function_(st.function),
         range_(ctx.range),
         ctx_(ctx),
-        top_percent_(st.top_percent) {
+        top_percent_(st.top_percent),
+        top_rest_(st.top_rest),
+        units_(st.units) {
     if (grouping_ == Stage::Grouping::kTop) {
       Metric m;
       if (st.top_sum.empty()) {
@@ -1058,7 +1195,12 @@ class AggregateCollector final : public Collector {
       for (const Metric& m : st.metrics) metrics_.push_back(SpecOf(m));
     }
     if (grouping_ == Stage::Grouping::kBucket) {
-      span_ = st.span_ms > 0 ? st.span_ms : AutoSpan(ctx.range);
+      if (st.span_ms > 0) {
+        span_ = st.span_ms;
+      } else {
+        span_ = st.buckets > 0 ? BucketsSpan(ctx.range, st.buckets) : AutoSpan(ctx.range);
+        span_ = std::max(span_, st.min_span_ms);
+      }
       if (function_.empty()) function_ = "timeChart";
     }
     if (function_.empty()) function_ = grouping_ == Stage::Grouping::kTop ? "top" : "groupBy";
@@ -1701,6 +1843,8 @@ class AggregateCollector final : public Collector {
   std::vector<Row> FinishGroupBy(std::vector<std::string>* warnings);
   std::vector<Row> FinishBucket(std::vector<std::string>* warnings);
   std::vector<Row> FinishTop();
+  // timeChart(unit=): scales the metric columns of `rows`.
+  void ApplyUnits(std::vector<Row>* rows) const;
 
   // Stage.
   Stage::Grouping grouping_;
@@ -1712,6 +1856,8 @@ class AggregateCollector final : public Collector {
   TimeRange range_;
   CollectorContext ctx_;
   bool top_percent_;
+  std::string top_rest_;                      // top(rest=)
+  std::vector<Stage::UnitConversion> units_;  // timeChart(unit=)
   std::vector<MetricSpec> metrics_;
   int64_t span_ = 0;  // kBucket
 
@@ -2129,6 +2275,26 @@ std::vector<Row> AggregateCollector::FinishTop() {
       SetColumn(&rows[i], "percent", Value(total != 0 ? x * 100.0 / total : 0.0));
     }
   }
+  if (!top_rest_.empty() && n < groups.size()) {
+    // top(rest=name): one more row, every field `name`, with the count (sum) of the others.
+    int64_t irest = 0;
+    double drest = 0;
+    bool is_int = true;
+    for (size_t i = n; i < groups.size(); ++i) {
+      if (const int64_t* x = std::get_if<int64_t>(&groups[i].value)) {
+        irest += *x;
+      } else {
+        is_int = false;
+        drest += std::get<double>(groups[i].value);
+      }
+    }
+    Row rest;
+    for (const std::string& f : fields_) SetColumn(&rest, f, Value(top_rest_));
+    const double x = static_cast<double>(irest) + drest;
+    SetColumn(&rest, spec.names[0], is_int ? Value(irest) : Value(x));
+    if (top_percent_) SetColumn(&rest, "percent", Value(total != 0 ? x * 100.0 / total : 0.0));
+    rows.push_back(std::move(rest));
+  }
   return rows;
 }
 
@@ -2229,7 +2395,26 @@ std::vector<Row> AggregateCollector::FinishBucket(std::vector<std::string>* warn
       EmitRows({}, std::move(row), &rows);
     }
   }
+  if (!units_.empty()) ApplyUnits(&rows);
   return rows;
+}
+
+void AggregateCollector::ApplyUnits(std::vector<Row>* rows) const {
+  for (size_t m = 0; m < metrics_.size(); ++m) {
+    const Stage::UnitConversion& u =
+        units_[units_.size() == 1 ? 0 : std::min(m, units_.size() - 1)];
+    const double from = static_cast<double>(u.from_ms > 0 ? u.from_ms : span_);
+    const double to = static_cast<double>(u.to_ms > 0 ? u.to_ms : span_);
+    const double factor = to / from / u.divisor;
+    for (Row& row : *rows) {
+      for (const std::string& name : metrics_[m].names) {
+        for (auto& [k, v] : row) {
+          if (k != name) continue;
+          if (std::optional<double> x = ValueToNumber(v)) v = Value(*x * factor);
+        }
+      }
+    }
+  }
 }
 
 // ---- construction ----
@@ -2250,10 +2435,13 @@ std::unique_ptr<Collector> Make(const Stage& st, const CollectorContext& ctx) {
       if (keys.size() != st.fields.size()) {
         keys.assign(st.fields.size(), Stage::SortKey{st.descending, Stage::SortType::kNumber});
       }
-      return std::make_unique<SortCollector>(st.fields, std::move(keys), LimitOf(st));
+      return std::make_unique<SortCollector>(st.fields, std::move(keys), LimitOf(st),
+                                             st.table_columns);
     }
     case Stage::Kind::kAggregate:
       return std::make_unique<AggregateCollector>(st, ctx);
+    case Stage::Kind::kRows:
+      return std::make_unique<RowsCollector>(st);
     default:
       return nullptr;
   }
@@ -2288,6 +2476,8 @@ Result<std::unique_ptr<Collector>> DecodeCollector(const Stage* st, const Collec
     s = k->Decode(bytes);
   } else if (auto* so = dynamic_cast<SortCollector*>(c.get())) {
     s = so->Decode(bytes);
+  } else if (auto* rc = dynamic_cast<RowsCollector*>(c.get())) {
+    s = rc->Decode(bytes);
   } else {
     s = static_cast<AggregateCollector*>(c.get())->Decode(bytes);
   }

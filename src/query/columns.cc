@@ -47,6 +47,7 @@ class Needs {
 
   void Expression(const Expr& e) {
     if (e.kind == Expr::Kind::kField) Field(e.text);
+    if (e.kind == Expr::Kind::kCall && e.text == "getfield") All();  // a name known at run time
     for (const ExprPtr& a : e.args) Expression(*a);
   }
 

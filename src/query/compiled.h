@@ -14,6 +14,7 @@
 
 #include "model/event.h"
 #include "query/lookup.h"
+#include "query/query.h"
 #include "query/regex_prefilter.h"
 #include "query/search.h"
 
@@ -140,6 +141,21 @@ class RecordFunction {
   virtual bool Apply(Record& r) const = 0;
 };
 
+// The implementation of a function over the whole sequence of its input rows (createEvents(),
+// neighbor(), accumulate(), slidingTimeWindow(), transpose()): a Stage::Kind::kRows stage holds
+// one. Its collector keeps the input rows in order (events by their key, rows of an earlier
+// collecting stage in their order) and calls Run once, on the coordinator. Immutable once built
+// and shared: Run must be reentrant.
+class RowsFunction {
+ public:
+  virtual ~RowsFunction() = default;
+  // The output rows for `rows` (in sequence order). Notices go to `warnings`. Never fails on data.
+  virtual std::vector<Row> Run(std::vector<Row> rows, std::vector<std::string>* warnings) const = 0;
+  // True when the input is discarded (createEvents()): the collector then keeps nothing and
+  // every block may be skipped unread.
+  virtual bool IgnoresInput() const { return false; }
+};
+
 struct Stage;
 struct CaseBranch {
   FilterPtr condition;        // kTrue for the `*` branch
@@ -177,6 +193,7 @@ struct Stage {
     kSort,       // sort(field, order=desc, limit=200)
     kTable,      // table([fields], limit=200)
     kAggregate,  // count/sum/avg/min/max/percentile/stats/groupBy/timeChart/bucket/top
+    kRows,       // a function over the whole row sequence (`rows_function`)
   };
   enum class Grouping {
     kNone,     // one row of metrics (count(), sum(), stats([...]), [f1(), f2()])
@@ -215,6 +232,7 @@ struct Stage {
   bool strip = false;                // kSplit
   std::string format;                // kFormatTime (strftime-style)
   std::string timezone = "UTC";      // kFormatTime: "UTC"/"Z" or a fixed offset like "+02:00"
+  int64_t time_unit_ms = 1;          // kFormatTime: ms per unit of the input (unit=seconds: 1000)
   std::vector<CaseBranch> branches;  // kCase
   std::vector<std::pair<std::string, std::string>> renames;  // kRename: from, to
   std::shared_ptr<const MatchTable> match_table;             // kMatch (built while compiling;
@@ -249,6 +267,20 @@ struct Stage {
   std::shared_ptr<const RecordFunction> record_function;
   std::vector<std::string> function_fields;
   bool function_reads_all = false;
+  std::shared_ptr<const RowsFunction> rows_function;  // kRows
+  std::string top_rest;     // kTop: top(rest=): the field value of a row counting the others
+  int64_t buckets = 0;      // kBucket: timeChart(buckets=): the span is range/buckets
+  int64_t min_span_ms = 0;  // kBucket: the least span chosen for span=auto or buckets=
+  // kBucket: timeChart(unit=): each metric's values (one entry: every metric's) are multiplied by
+  // (to_ms / from_ms) / divisor, where 0 ms stands for the bucket span.
+  struct UnitConversion {
+    int64_t from_ms = 0;
+    int64_t to_ms = 0;
+    double divisor = 1;
+  };
+  std::vector<UnitConversion> units;
+  // kSort built by table(sortby=): the rows keep only these columns, in this order.
+  std::vector<std::string> table_columns;
   std::string top_sum;       // kTop: sum this field instead of counting
   bool top_percent = false;  // kTop: add `percent`
 

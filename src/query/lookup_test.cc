@@ -228,5 +228,35 @@ TEST(Tables, CollectedBoundAndRefused) {
   EXPECT_EQ(CurrentBoundTables(), nullptr);
 }
 
+TEST(ReadFile, EmitsTheRowsOfTheFilesInOrder) {
+  const MapFiles files(std::map<std::string, std::string>{{"users.csv", kUsersCsv},
+                                                          {"hosts.csv", "host,site\nh1,s1\nh2\n"}});
+  auto q =
+      Compile("readFile([\"users.csv\", \"hosts.csv\"], include=[userid, host], limit=6)", &files);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  // The repository's events play no part.
+  auto r = Execute(Env::Default(), **q, TimeRange{0, 1000}, ScanInput{});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const std::vector<sediment::query::Row> want = {
+      {{"userid", Value("1")}}, {{"userid", Value("2")}}, {{"userid", Value("4")}},
+      {{"userid", Value("7")}}, {{"host", Value("h1")}},  {{"host", Value("h2")}}};
+  EXPECT_EQ(r->rows, want);
+
+  q = Compile("readFile(\"hosts.csv\", limit=1) | site=s1", &files);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  r = Execute(Env::Default(), **q, TimeRange{0, 1000}, ScanInput{});
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->rows.size(), 1u);
+
+  for (const char* bad : {"readFile(\"nope.csv\")", "readFile(\"users.csv\", limit=0)"}) {
+    auto e = Compile(bad, &files);
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_NE(e.status().message().find("readFile()"), std::string::npos) << e.status().message();
+    EXPECT_NE(e.status().message().find("at position"), std::string::npos);
+  }
+  EXPECT_NE(Compile("readFile(\"users.csv\")").status().message().find("no lookup files"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace sediment::query

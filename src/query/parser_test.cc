@@ -137,6 +137,8 @@ std::string StageString(const Stage& st) {
     case K::kFunction:
       return st.function + " fields=[" + Join(st.function_fields) + "]" +
              (st.function_reads_all ? " all" : "");
+    case K::kRows:
+      return "rows " + st.function;
     case K::kHead:
       return "head " + std::to_string(st.limit);
     case K::kTail:
@@ -677,8 +679,21 @@ TEST(ParserFunctionTest, TimeChartAndBucket) {
   EXPECT_EQ(ParseError("| timeChart(limit=501)"),
             "invalid value '501' for parameter 'limit' of timeChart(): expected a non-negative "
             "integer up to 500 at position 18");
-  EXPECT_EQ(ParseError("| timeChart(buckets=10)"),
-            "parameter 'buckets' of timeChart() is not supported at position 12");
+  EXPECT_EQ(ParseError("| timeChart(timezone=UTC)"),
+            "parameter 'timezone' of timeChart() is not supported at position 12");
+  EXPECT_EQ(ParseError("| timeChart(buckets=0)"),
+            "invalid value '0' for parameter 'buckets' of timeChart(): expected an integer from 1 "
+            "to 1500 at position 20");
+  EXPECT_EQ(ParseError("| timeChart(buckets=10, span=1m)"),
+            "invalid value '10' for parameter 'buckets' of timeChart(): expected either span or "
+            "buckets, not both at position 20");
+  EXPECT_EQ(ParseError("| timeChart(unit=\"bytes to kb\")"),
+            "invalid value 'bytes to kb' for parameter 'unit' of timeChart(): expected a "
+            "conversion such as \"bytes/span to Kbytes/day\" at position 17");
+  EXPECT_EQ(ParseError("| timeChart(function=[sum(a), max(b), min(c)], unit=[\"a/span to a/min\", "
+                       "\"b/span to Kb/min\"])"),
+            "invalid value '[...]' for parameter 'unit' of timeChart(): expected one conversion, "
+            "or one per function at position 52");
   EXPECT_EQ(ParseError("| bucket(field=[a, b])"),
             "invalid value '[...]' for parameter 'field' of bucket(): expected one field at "
             "position 15");
@@ -693,8 +708,11 @@ TEST(ParserFunctionTest, Top) {
             "agg/top [a,b] limit=3 percent {count( as n)}");
   EXPECT_EQ(Stages("| top(host, sum=bytes)"), "agg/top [host] limit=10 sum=bytes {sum(bytes)}");
   EXPECT_EQ(ParseError("| top()"), "missing required parameter 'field' for top() at position 2");
-  EXPECT_EQ(ParseError("| top(a, rest=others)"),
-            "parameter 'rest' of top() is not supported at position 9");
+  EXPECT_EQ(ParseError("| top(a, max=x)"),
+            "parameter 'max' of top() is not supported at position 9");
+  EXPECT_EQ(ParseError("| top(a, rest=\"\")"),
+            "invalid value '' for parameter 'rest' of top(): expected a non-empty value at "
+            "position 14");
 }
 
 TEST(ParserFunctionTest, RowFunctions) {
@@ -735,8 +753,12 @@ TEST(ParserFunctionTest, RowFunctions) {
             "sort() takes order or reverse, not both at position 21");
   EXPECT_EQ(ParseError("| table()"),
             "missing required parameter 'fields' for table() at position 2");
-  EXPECT_EQ(ParseError("| table([a], sortby=a)"),
-            "parameter 'sortby' of table() is not supported at position 13");
+  EXPECT_EQ(ParseError("| table([a], reverse=true)"),
+            "parameter 'reverse' of table() is not supported at position 13");
+  EXPECT_EQ(Stages("| table([a, b], sortby=b, order=asc, limit=3)"), "sort b asc 3");
+  EXPECT_EQ(ParseError("| table([a], order=asc)"),
+            "invalid value 'asc' for parameter 'order' of table(): expected given only with "
+            "sortby at position 19");
   EXPECT_EQ(ParseError("| table([a], limit=200001)"),
             "invalid value '200001' for parameter 'limit' of table(): expected a non-negative "
             "integer up to 200000 or max at position 19");
@@ -907,8 +929,19 @@ TEST(ParserFunctionTest, FormatTimeLowerLength) {
             "UTC, Z or a fixed offset such as +02:00 at position 34");
   EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, timezone=\"+25:00\")").substr(0, 20),
             "invalid value '+25:0");
-  EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, locale=en)"),
-            "parameter 'locale' of formatTime() is not supported at position 25");
+  EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, locale=en)"), "OK");
+  EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, locale=fr_FR)"),
+            "invalid value 'fr_FR' for parameter 'locale' of formatTime(): expected an English "
+            "locale (en, en_US, en_GB, ...): day and month names are English at position 32");
+  EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, unit=days)"),
+            "invalid value 'days' for parameter 'unit' of formatTime(): expected milliseconds or "
+            "seconds at position 30");
+  EXPECT_EQ(ParseError("| ioc:lookup(ip, type=ip_address)"),
+            "ioc:lookup() needs an indicator-of-compromise database, which sediment does not "
+            "have at position 2");
+  EXPECT_EQ(ParseError("| worldMap(lat=a, lon=b)"),
+            "worldMap() needs a GeoIP database and a map widget, which sediment does not have at "
+            "position 2");
 
   EXPECT_EQ(Stages("| lower(method)"), "lower method as=_lower");
   EXPECT_EQ(Stages("| lower(field=method, as=method)"), "lower method as=method");
@@ -1288,8 +1321,11 @@ TEST(ParserSyntaxTest, NamespacedFunctionNames) {
   // One name, colon included: an unknown one is named whole (before: "unexpected ','").
   EXPECT_EQ(ParseError("text:foo(a, b)"), "unknown function 'text:foo' at position 0");
   EXPECT_EQ(ParseError("a | text:foo(a, b)"), "unknown function 'text:foo' at position 4");
+  EXPECT_EQ(ParseError("a or array:nosuch(\"a[]\", value=x)"),
+            "unknown function 'array:nosuch' at position 5");
   EXPECT_EQ(ParseError("a or array:contains(\"a[]\", value=x)"),
-            "unknown function 'array:contains' at position 5");
+            "array:contains() is not a filter: use it as a pipeline step of its own, after '|' at "
+            "position 5");
   EXPECT_EQ(ParseError("x := math:nosuch(y)"),
             "unknown function 'math:nosuch' in expression at position 5");
   EXPECT_EQ(ParseError("x := math:abs(y)"), "OK");  // the step math:abs(y, as=x)

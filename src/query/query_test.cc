@@ -851,6 +851,12 @@ TEST(PartialTest, SplitInputMergesToTheSameResult) {
       "| bucket(span=20s, field=k, function=max(n))",
       "needle | regex(\"event (?<num>\\d+)\") | num < 100 | table([num])",
       "| stats([count(), avg(n)])",
+      "| neighbor([n, k], prefix=prev, distance=3)",
+      "needle | accumulate([sum(n), count(as=c)])",
+      "| slidingTimeWindow([max(n), count()], span=2s)",
+      "| createEvents([\"a=1\", \"a=2\"]) | kvParse()",
+      "| groupBy(k) | sort(k, order=asc) | transpose(header=k)",
+      "| head(20) | neighbor(n, direction=succeeding)",
   };
   for (const char* q : queries) {
     auto c = Compile(q);

@@ -26,6 +26,7 @@
 
 #include "common/coding.h"
 #include "query/functions/transforms.h"
+#include "query/functions/util.h"
 #include "query/lookup.h"
 #include "query/text_util.h"
 
@@ -470,6 +471,8 @@ enum class Fn {
   kToNumber,
   kNow,
   kFormatTime,
+  kDuration,
+  kGetField,
 };
 
 Fn LookupFn(std::string_view name) {
@@ -491,6 +494,8 @@ Fn LookupFn(std::string_view name) {
       {"tonumber", Fn::kToNumber},
       {"now", Fn::kNow},
       {"formattime", Fn::kFormatTime},
+      {"duration", Fn::kDuration},
+      {"getfield", Fn::kGetField},
   };
   for (const auto& [n, f] : kFns) {
     if (n == name) return f;
@@ -596,6 +601,22 @@ Val EvalCall(const Expr& e, const Record& r) {
       return Val::Int(std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count());
+    case Fn::kDuration: {
+      // duration("5m"): the span in milliseconds (a span functions::ParseSpan reads).
+      if (n != 1) return Val();
+      Val a = arg(0);
+      if (a.none()) return Val();
+      std::optional<int64_t> ms = functions::ParseSpan(a.Text(&buf));
+      if (!ms) return Val();
+      return Val::Int(*ms);
+    }
+    case Fn::kGetField: {
+      // getField(name): the value of the field whose name is the argument's value.
+      if (n != 1) return Val();
+      Val a = arg(0);
+      if (a.none()) return Val();
+      return FieldVal(std::string(a.Text(&buf)), r);
+    }
     case Fn::kFormatTime: {
       if (n != 2 && n != 3) return Val();
       Val format = arg(0);

@@ -516,6 +516,18 @@ TEST(EvaluateTest, IfNowFormatTimeAndUnknown) {
   EXPECT_EQ(Evaluate(*Call("nosuchfunction", {N("1")}), r), std::nullopt);
 }
 
+TEST(EvaluateTest, DurationAndGetField) {
+  OneEvent ev("raw", {{"status", "503"}, {"which", "status"}, {"a[1]", "x"}}, 86400000);
+  Record r = ev.Get();
+  EXPECT_EQ(Evaluate(*Call("duration", {S("5m")}), r), I(300000));
+  EXPECT_EQ(Evaluate(*Call("duration", {S("1 hour")}), r), I(3600000));
+  EXPECT_EQ(Evaluate(*Call("duration", {S("soon")}), r), std::nullopt);
+  EXPECT_EQ(Evaluate(*Call("getfield", {F("which")}), r), Str("503"));
+  EXPECT_EQ(Evaluate(*Call("getfield", {S("a[1]")}), r), Str("x"));
+  EXPECT_EQ(Evaluate(*Call("getfield", {S("nosuch")}), r), std::nullopt);
+  EXPECT_EQ(Evaluate(*Call("getfield", {F("nosuch")}), r), std::nullopt);
+}
+
 // ---- FormatTime ----
 
 TEST(FormatTimeTest, Conversions) {

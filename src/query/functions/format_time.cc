@@ -27,8 +27,8 @@ constexpr Param kParams[] = {
     {.name = "as", .type = Type::kField, .required = true},
     {.name = "field", .type = Type::kField, .default_value = "@timestamp"},
     {.name = "timezone", .type = Type::kString, .default_value = "UTC"},
-    {.name = "locale", .type = Type::kUnsupported},
-    {.name = "unit", .type = Type::kUnsupported},
+    {.name = "locale", .type = Type::kString},
+    {.name = "unit", .type = Type::kString, .default_value = "milliseconds"},
 };
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
@@ -69,6 +69,21 @@ bool Build(Call& c, Stage* st) {
     return false;
   }
   st->timezone = *tz;
+  const std::string unit = Lower(c.String("unit"));
+  if (unit == "seconds") {
+    st->time_unit_ms = 1000;
+  } else if (unit != "milliseconds") {
+    c.BadParam("unit", "milliseconds or seconds");
+    return false;
+  }
+  // Names of days and months are English: only English locales give LogScale's output.
+  const std::string locale = Lower(c.String("locale"));
+  if (c.Given("locale") && locale != "en" && !locale.starts_with("en_") &&
+      !locale.starts_with("en-")) {
+    c.BadParam("locale",
+               "an English locale (en, en_US, en_GB, ...): day and month names are English");
+    return false;
+  }
   return true;
 }
 
@@ -175,12 +190,13 @@ void ApplyFormatTime(const Stage& st, Record& r) {
   } else if (const auto* s = std::get_if<std::string>(&v.value())) {
     exact = ParseInt(*s);
   }
-  if (exact) {
-    ms = *exact;
+  const int64_t unit = st.time_unit_ms > 0 ? st.time_unit_ms : 1;
+  if (exact && (unit == 1 || (*exact > -9223372036854775 && *exact < 9223372036854775))) {
+    ms = *exact * unit;
   } else {
     std::optional<double> d = ValueToNumber(*v);
-    if (!d || !FitsInt64(std::floor(*d))) return;
-    ms = static_cast<int64_t>(std::floor(*d));
+    if (!d || !FitsInt64(std::floor(*d * static_cast<double>(unit)))) return;
+    ms = static_cast<int64_t>(std::floor(*d * static_cast<double>(unit)));
   }
   r.Set(FieldOr(st.as, field), Value(FormatTime(st.format, ms, st.timezone)));
 }

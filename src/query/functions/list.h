@@ -62,6 +62,8 @@
   X(kExprToNumber)                                                           \
   X(kExprNow)                                                                \
   X(kExprFormatTime)                                                         \
+  X(kExprDuration)                                                           \
+  X(kExprGetField)                                                           \
   X(kStdDev)                                                                 \
   X(kRange)                                                                  \
   X(kCollect)                                                                \
@@ -109,6 +111,28 @@
   X(kMathRad2Deg)                                                            \
   X(kMathPow)                                                                \
   X(kMathArctan2)                                                            \
+  X(kArrayContains)                                                          \
+  X(kArrayRegex)                                                             \
+  X(kArrayLength)                                                            \
+  X(kArrayAppend)                                                            \
+  X(kArrayDrop)                                                              \
+  X(kArrayDedup)                                                             \
+  X(kArrayRename)                                                            \
+  X(kArrayReduceRow)                                                         \
+  X(kArrayUnion)                                                             \
+  X(kArrayIntersection)                                                      \
+  X(kArrayReduceAll)                                                         \
+  X(kHash)                                                                   \
+  X(kParseUri)                                                               \
+  X(kCreateEvents)                                                           \
+  X(kReadFile)                                                               \
+  X(kNeighbor)                                                               \
+  X(kAccumulate)                                                             \
+  X(kSlidingTimeWindow)                                                      \
+  X(kTranspose)                                                              \
+  X(kIocLookup)                                                              \
+  X(kIpLocation)                                                             \
+  X(kWorldMap)                                                               \
   X(kTextLength)                                                             \
   X(kTextSubstring)                                                          \
   X(kTextContains)                                                           \

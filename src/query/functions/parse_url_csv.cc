@@ -108,6 +108,56 @@ bool BuildUrl(Call& c, Stage* st) {
   return true;
 }
 
+// parseUri(field, defaultBase, prefix=field): the components of a URI reference as fields
+// <prefix>.scheme, .username, .password, .host, .port, .path, .query, .fragment. A value without
+// an authority ("//host") is left as it is; with `defaultBase` ("//" or "scheme://") a value
+// without a scheme and authority ("www.example.com/a") is read after that base.
+constexpr Param kUriParams[] = {
+    {.name = "field", .type = Type::kField, .unnamed = true, .required = true},
+    {.name = "defaultBase", .type = Type::kString},
+    {.name = "prefix", .type = Type::kString},
+};
+
+bool BuildUri(Call& c, Stage* st) {
+  std::string field = c.String("field");
+  std::string base = c.String("defaultBase");
+  if (c.Given("defaultBase") && !base.ends_with("//")) {
+    c.BadParam("defaultBase", "// or scheme://");
+    return false;
+  }
+  if (c.Given("prefix") && c.String("prefix").empty()) {
+    c.BadParam("prefix", "a non-empty prefix");
+    return false;
+  }
+  std::string prefix = c.Given("prefix") ? c.String("prefix") : field;
+  std::vector<std::string> touched = {field};
+  for (const char* part :
+       {"scheme", "username", "password", "host", "port", "path", "query", "fragment"}) {
+    touched.push_back(prefix + "." + part);
+  }
+  SetRecordFunction(
+      st,
+      [field, base, prefix](Record& r) {
+        std::string scratch;
+        std::optional<std::string_view> v = r.Get(field, &scratch);
+        if (!v) return true;
+        std::string text(*v);
+        const bool has_authority = text.starts_with("//") || text.find("://") != std::string::npos;
+        if (!has_authority) {
+          if (base.empty()) return true;
+          text = base + text;
+        }
+        std::vector<std::pair<std::string, std::string>> parts = UrlParts(text);
+        bool host = false;
+        for (const auto& p : parts) host = host || p.first == "host";
+        if (!host) return true;
+        for (auto& [part, value] : parts) r.Set(prefix + "." + part, Value(std::move(value)));
+        return true;
+      },
+      std::move(touched));
+  return true;
+}
+
 bool IsBlank(char c) { return c == ' ' || c == '\t'; }
 
 std::vector<std::string> CsvValues(std::string_view s, char delim, bool trim) {
@@ -207,6 +257,13 @@ const Function kParseUrl = {
     .params = kUrlParams,
     .doc = "the components of a URL as fields",
     .stage = &BuildUrl,
+};
+const Function kParseUri = {
+    .name = "parseUri",
+    .kind = Kind::kTransform,
+    .params = kUriParams,
+    .doc = "the components of a URI reference as fields",
+    .stage = &BuildUri,
 };
 const Function kParseCsv = {
     .name = "parseCsv",

@@ -31,6 +31,15 @@ bool ValueIsTrue(const std::optional<Value>& v) {
 
 namespace {
 
+// Whether `e` calls getfield(), which reads a field named at run time.
+bool ReadsNamedField(const Expr& e) {
+  if (e.kind == Expr::Kind::kCall && e.text == "getfield") return true;
+  for (const ExprPtr& a : e.args) {
+    if (a && ReadsNamedField(*a)) return true;
+  }
+  return false;
+}
+
 bool Build(Call& c, Stage* st) {
   ExprPtr e = c.expression;
   if (!e) {
@@ -40,7 +49,8 @@ bool Build(Call& c, Stage* st) {
   std::vector<std::string> fields;
   ExpressionFields(*e, &fields);
   SetRecordFunction(
-      st, [e](Record& r) { return ValueIsTrue(Evaluate(*e, r)); }, std::move(fields));
+      st, [e](Record& r) { return ValueIsTrue(Evaluate(*e, r)); }, std::move(fields),
+      /*reads_all=*/ReadsNamedField(*e));
   return true;
 }
 

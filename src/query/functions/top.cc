@@ -1,5 +1,6 @@
 // top(field, limit=10, sum, percent=false, as): the most frequent combinations of the fields (or
-// those with the largest sum of `sum`). Collected by AggregateCollector (Grouping::kTop).
+// those with the largest sum of `sum`); rest=name adds a row counting the other groups. Collected
+// by AggregateCollector (Grouping::kTop).
 #include "query/functions/list.h"
 
 namespace sediment::query::functions {
@@ -11,7 +12,7 @@ constexpr Param kParams[] = {
     {.name = "sum", .type = Type::kField},
     {.name = "percent", .type = Type::kBool, .default_value = "false"},
     {.name = "as", .type = Type::kString},
-    {.name = "rest", .type = Type::kUnsupported},
+    {.name = "rest", .type = Type::kString},
     {.name = "max", .type = Type::kUnsupported},
     {.name = "error", .type = Type::kUnsupported},
 };
@@ -23,6 +24,11 @@ bool Build(Call& c, Stage* st) {
   st->limit = c.Limit("limit");
   st->top_sum = c.String("sum");
   st->top_percent = c.Bool("percent");
+  st->top_rest = c.String("rest");
+  if (c.Given("rest") && st->top_rest.empty()) {
+    c.BadParam("rest", "a non-empty value");
+    return false;
+  }
   Metric m = CountMetric(c.position());
   if (!st->top_sum.empty()) {
     m.kind = Metric::Kind::kSum;
