@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "common/base64.h"
 #include "common/json_writer.h"
 
 namespace sediment::api {
@@ -14,37 +15,6 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   unsigned char diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
-}
-
-// Standard or URL-safe base64, padding optional; nullopt for anything else.
-std::optional<std::string> DecodeBase64(std::string_view in) {
-  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : in) {
-    int v;
-    if (c >= 'A' && c <= 'Z') {
-      v = c - 'A';
-    } else if (c >= 'a' && c <= 'z') {
-      v = c - 'a' + 26;
-    } else if (c >= '0' && c <= '9') {
-      v = c - '0' + 52;
-    } else if (c == '+' || c == '-') {
-      v = 62;
-    } else if (c == '/' || c == '_') {
-      v = 63;
-    } else {
-      return std::nullopt;
-    }
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
-  }
-  return out;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include "common/base64.h"
 #include "common/checksum.h"
 #include "common/coding.h"
 #include "common/env.h"
@@ -116,3 +117,15 @@ TEST(TimeParse, Iso8601) {
 
 }  // namespace
 }  // namespace sediment
+
+TEST(Base64, RoundTripsAndRefusesWhatNoEncodingGives) {
+  for (std::string raw : {"", "f", "fo", "foo", "foob", "fooba", "foobar"}) {
+    EXPECT_EQ(sediment::DecodeBase64(sediment::EncodeBase64(raw)), raw) << raw;
+  }
+  EXPECT_EQ(sediment::EncodeBase64("foobar"), "Zm9vYmFy");
+  EXPECT_EQ(sediment::EncodeBase64("fo"), "Zm8=");
+  EXPECT_EQ(sediment::DecodeBase64("Zm8"), "fo");                             // padding optional
+  EXPECT_EQ(sediment::DecodeBase64("-_8="), sediment::DecodeBase64("+/8="));  // URL-safe alphabet
+  EXPECT_EQ(sediment::DecodeBase64("Zm9v!"), std::nullopt);  // outside both alphabets
+  EXPECT_EQ(sediment::DecodeBase64("Zm9vY"), std::nullopt);  // 4n+1 digits
+}

@@ -15,6 +15,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/base64.h"
 #include "common/json_writer.h"
 #include "ingest/internal.h"
 #include "ingest/otlp.h"
@@ -41,7 +42,6 @@ constexpr size_t kExpansionSlackBytes = 64u << 20;
 // Text encodings.
 
 constexpr char kHexDigits[] = "0123456789abcdef";
-constexpr char kBase64Chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 std::string Hex(const std::string& bytes) {
   std::string out;
@@ -72,59 +72,6 @@ std::optional<std::string> FromHex(std::string_view s) {
     int hi = HexValue(s[i]), lo = HexValue(s[i + 1]);
     if (hi < 0 || lo < 0) return std::nullopt;
     out.push_back(static_cast<char>(hi << 4 | lo));
-  }
-  return out;
-}
-
-std::string Base64(const std::string& raw) {
-  std::string out;
-  out.reserve((raw.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 2 < raw.size(); i += 3) {
-    uint32_t v = static_cast<uint8_t>(raw[i]) << 16 | static_cast<uint8_t>(raw[i + 1]) << 8 |
-                 static_cast<uint8_t>(raw[i + 2]);
-    for (int s = 18; s >= 0; s -= 6) out.push_back(kBase64Chars[(v >> s) & 63]);
-  }
-  if (i < raw.size()) {
-    uint32_t v = static_cast<uint8_t>(raw[i]) << 16;
-    if (i + 1 < raw.size()) v |= static_cast<uint8_t>(raw[i + 1]) << 8;
-    out.push_back(kBase64Chars[(v >> 18) & 63]);
-    out.push_back(kBase64Chars[(v >> 12) & 63]);
-    out.push_back(i + 1 < raw.size() ? kBase64Chars[(v >> 6) & 63] : '=');
-    out.push_back('=');
-  }
-  return out;
-}
-
-// Standard or URL-safe alphabet, padding optional (protobuf's JSON mapping accepts both).
-std::optional<std::string> FromBase64(std::string_view s) {
-  while (!s.empty() && s.back() == '=') s.remove_suffix(1);
-  if (s.size() % 4 == 1) return std::nullopt;
-  std::string out;
-  out.reserve(s.size() * 3 / 4);
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : s) {
-    int v;
-    if (c >= 'A' && c <= 'Z') {
-      v = c - 'A';
-    } else if (c >= 'a' && c <= 'z') {
-      v = c - 'a' + 26;
-    } else if (c >= '0' && c <= '9') {
-      v = c - '0' + 52;
-    } else if (c == '+' || c == '-') {
-      v = 62;
-    } else if (c == '/' || c == '_') {
-      v = 63;
-    } else {
-      return std::nullopt;
-    }
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
   }
   return out;
 }
@@ -269,7 +216,7 @@ Status JsonHexId(dom::element e, const std::string& where, std::string* out) {
 Status JsonBase64(dom::element e, const std::string& where, std::string* out) {
   std::string text;
   RETURN_IF_ERROR(JsonString(e, where, &text));
-  auto bytes = FromBase64(text);
+  auto bytes = DecodeBase64(text);
   if (!bytes) return Bad(where, "'" + text.substr(0, 64) + "' is not base64");
   *out = std::move(*bytes);
   return Status::OK();
@@ -527,7 +474,7 @@ void AnyValueJson(const pb::AnyValue& v, JsonWriter* w) {
       }
       return;
     case pb::AnyValue::kBytesValue:
-      w->String(Base64(v.bytes_value()));
+      w->String(EncodeBase64(v.bytes_value()));
       return;
     case pb::AnyValue::kArrayValue:
       w->BeginArray();
@@ -560,7 +507,7 @@ std::string ScalarText(const pb::AnyValue& v) {
     case pb::AnyValue::kDoubleValue:
       return DoubleText(v.double_value());
     case pb::AnyValue::kBytesValue:
-      return Base64(v.bytes_value());
+      return EncodeBase64(v.bytes_value());
     default:
       return "null";
   }

@@ -13,143 +13,143 @@
 // concat_array.cc, lowercase lowercase.cc, upper upper.cc, urlDecode/base64Decode decode.cc,
 // dropEvent drop_event.cc, parseUrl/parseCsv parse_url_csv.cc, parseCEF parse_cef.cc, kMath*
 // math.cc, kText* text.cc, kTime* time.cc, sankey sankey.cc.
-#define SEDIMENT_QUERY_FUNCTIONS(X)                                          \
-  X(kIn)         /* in.cc */                                                 \
-  X(kWildcard)   /* wildcard.cc */                                           \
-  X(kCount)      /* count.cc */                                              \
-  X(kSum)        /* numeric_metrics.cc */                                    \
-  X(kAvg)        /* numeric_metrics.cc */                                    \
-  X(kMin)        /* numeric_metrics.cc */                                    \
-  X(kMax)        /* numeric_metrics.cc */                                    \
-  X(kPercentile) /* percentile.cc */                                         \
-  X(kStats)      /* stats.cc */                                              \
-  X(kGroupBy)    /* group_by.cc */                                           \
-  X(kTimeChart)  /* time_chart.cc */                                         \
-  X(kBucket)     /* time_chart.cc */                                         \
-  X(kTop)        /* top.cc */                                                \
-  X(kTable)      /* table.cc */                                              \
-  X(kSelect)     /* select_drop.cc */                                        \
-  X(kDrop)       /* select_drop.cc */                                        \
-  X(kSort)       /* sort.cc */                                               \
-  X(kHead)       /* head_tail.cc */                                          \
-  X(kTail)       /* head_tail.cc */                                          \
-  X(kRename)     /* rename.cc */                                             \
-  X(kEval)       /* eval.cc */                                               \
-  X(kRegex)      /* regex.cc */                                              \
-  X(kParseJson)  /* parse_json.cc */                                         \
-  X(kKvParse)    /* kv_parse.cc */                                           \
-  X(kFormatTime) /* format_time.cc */                                        \
-  X(kLower)      /* lower_length.cc */                                       \
-  X(kLength)     /* lower_length.cc */                                       \
-  X(kSplit)      /* split.cc */                                              \
-  X(kMatch)      /* match.cc */                                              \
-  X(kDefineTable) /* define_table.cc */                                     \
-  X(kJoin)       /* define_table.cc */                                       \
-  X(kExprLower)  /* expression_functions.cc: the functions of expressions */ \
-  X(kExprUpper)                                                              \
-  X(kExprLength)                                                             \
-  X(kExprConcat)                                                             \
-  X(kExprSubstr)                                                             \
-  X(kExprTrim)                                                               \
-  X(kExprRound)                                                              \
-  X(kExprFloor)                                                              \
-  X(kExprCeil)                                                               \
-  X(kExprAbs)                                                                \
-  X(kExprMin)                                                                \
-  X(kExprMax)                                                                \
-  X(kExprIf)                                                                 \
-  X(kExprToString)                                                           \
-  X(kExprToNumber)                                                           \
-  X(kExprNow)                                                                \
-  X(kExprFormatTime)                                                         \
-  X(kExprDuration)                                                           \
-  X(kExprGetField)                                                           \
-  X(kStdDev)                                                                 \
-  X(kRange)                                                                  \
-  X(kCollect)                                                                \
-  X(kSelectFromMax)                                                          \
-  X(kSelectFromMin)                                                          \
-  X(kSelectLast)                                                             \
-  X(kFormat)                                                                 \
-  X(kParseTimestamp)                                                         \
-  X(kFindTimestamp)                                                          \
-  X(kTest)                                                                   \
-  X(kReplace)                                                                \
-  X(kDefault)                                                                \
-  X(kCoalesce)                                                               \
-  X(kSplitString)                                                            \
-  X(kConcatArray)                                                            \
-  X(kLowercase)                                                              \
-  X(kUpper)                                                                  \
-  X(kUrlDecode)                                                              \
-  X(kBase64Decode)                                                           \
-  X(kDropEvent)                                                              \
-  X(kParseUrl)                                                               \
-  X(kParseCsv)                                                               \
-  X(kParseCEF)                                                               \
-  X(kMathAbs)                                                                \
-  X(kMathCeil)                                                               \
-  X(kMathFloor)                                                              \
-  X(kMathSqrt)                                                               \
-  X(kMathCbrt)                                                               \
-  X(kMathExp)                                                                \
-  X(kMathExpm1)                                                              \
-  X(kMathLog)                                                                \
-  X(kMathLog10)                                                              \
-  X(kMathLog2)                                                               \
-  X(kMathLog1p)                                                              \
-  X(kMathSin)                                                                \
-  X(kMathCos)                                                                \
-  X(kMathTan)                                                                \
-  X(kMathArcsin)                                                             \
-  X(kMathArccos)                                                             \
-  X(kMathArctan)                                                             \
-  X(kMathSinh)                                                               \
-  X(kMathCosh)                                                               \
-  X(kMathTanh)                                                               \
-  X(kMathDeg2Rad)                                                            \
-  X(kMathRad2Deg)                                                            \
-  X(kMathPow)                                                                \
-  X(kMathArctan2)                                                            \
-  X(kArrayContains)                                                          \
-  X(kArrayRegex)                                                             \
-  X(kArrayLength)                                                            \
-  X(kArrayAppend)                                                            \
-  X(kArrayDrop)                                                              \
-  X(kArrayDedup)                                                             \
-  X(kArrayRename)                                                            \
-  X(kArrayReduceRow)                                                         \
-  X(kArrayUnion)                                                             \
-  X(kArrayIntersection)                                                      \
-  X(kArrayReduceAll)                                                         \
-  X(kHash)                                                                   \
-  X(kParseUri)                                                               \
-  X(kCreateEvents)                                                           \
-  X(kReadFile)                                                               \
-  X(kNeighbor)                                                               \
-  X(kAccumulate)                                                             \
-  X(kSlidingTimeWindow)                                                      \
-  X(kTranspose)                                                              \
-  X(kIocLookup)                                                              \
-  X(kIpLocation)                                                             \
-  X(kWorldMap)                                                               \
-  X(kTextLength)                                                             \
-  X(kTextSubstring)                                                          \
-  X(kTextContains)                                                           \
-  X(kTextStartsWith)                                                         \
-  X(kTextEndsWith)                                                           \
-  X(kTimeYear)                                                               \
-  X(kTimeMonth)                                                              \
-  X(kTimeDayOfMonth)                                                         \
-  X(kTimeHour)                                                               \
-  X(kTimeMinute)                                                             \
-  X(kTimeSecond)                                                             \
-  X(kTimeMillisecond)                                                        \
-  X(kTimeDayOfWeek)                                                          \
-  X(kTimeDayOfWeekName)                                                      \
-  X(kTimeMonthName)                                                          \
-  X(kTimeDayOfYear)                                                          \
-  X(kTimeWeekOfYear)                                                         \
+#define SEDIMENT_QUERY_FUNCTIONS(X)                                           \
+  X(kIn)          /* in.cc */                                                 \
+  X(kWildcard)    /* wildcard.cc */                                           \
+  X(kCount)       /* count.cc */                                              \
+  X(kSum)         /* numeric_metrics.cc */                                    \
+  X(kAvg)         /* numeric_metrics.cc */                                    \
+  X(kMin)         /* numeric_metrics.cc */                                    \
+  X(kMax)         /* numeric_metrics.cc */                                    \
+  X(kPercentile)  /* percentile.cc */                                         \
+  X(kStats)       /* stats.cc */                                              \
+  X(kGroupBy)     /* group_by.cc */                                           \
+  X(kTimeChart)   /* time_chart.cc */                                         \
+  X(kBucket)      /* time_chart.cc */                                         \
+  X(kTop)         /* top.cc */                                                \
+  X(kTable)       /* table.cc */                                              \
+  X(kSelect)      /* select_drop.cc */                                        \
+  X(kDrop)        /* select_drop.cc */                                        \
+  X(kSort)        /* sort.cc */                                               \
+  X(kHead)        /* head_tail.cc */                                          \
+  X(kTail)        /* head_tail.cc */                                          \
+  X(kRename)      /* rename.cc */                                             \
+  X(kEval)        /* eval.cc */                                               \
+  X(kRegex)       /* regex.cc */                                              \
+  X(kParseJson)   /* parse_json.cc */                                         \
+  X(kKvParse)     /* kv_parse.cc */                                           \
+  X(kFormatTime)  /* format_time.cc */                                        \
+  X(kLower)       /* lower_length.cc */                                       \
+  X(kLength)      /* lower_length.cc */                                       \
+  X(kSplit)       /* split.cc */                                              \
+  X(kMatch)       /* match.cc */                                              \
+  X(kDefineTable) /* define_table.cc */                                       \
+  X(kJoin)        /* define_table.cc */                                       \
+  X(kExprLower)   /* expression_functions.cc: the functions of expressions */ \
+  X(kExprUpper)                                                               \
+  X(kExprLength)                                                              \
+  X(kExprConcat)                                                              \
+  X(kExprSubstr)                                                              \
+  X(kExprTrim)                                                                \
+  X(kExprRound)                                                               \
+  X(kExprFloor)                                                               \
+  X(kExprCeil)                                                                \
+  X(kExprAbs)                                                                 \
+  X(kExprMin)                                                                 \
+  X(kExprMax)                                                                 \
+  X(kExprIf)                                                                  \
+  X(kExprToString)                                                            \
+  X(kExprToNumber)                                                            \
+  X(kExprNow)                                                                 \
+  X(kExprFormatTime)                                                          \
+  X(kExprDuration)                                                            \
+  X(kExprGetField)                                                            \
+  X(kStdDev)                                                                  \
+  X(kRange)                                                                   \
+  X(kCollect)                                                                 \
+  X(kSelectFromMax)                                                           \
+  X(kSelectFromMin)                                                           \
+  X(kSelectLast)                                                              \
+  X(kFormat)                                                                  \
+  X(kParseTimestamp)                                                          \
+  X(kFindTimestamp)                                                           \
+  X(kTest)                                                                    \
+  X(kReplace)                                                                 \
+  X(kDefault)                                                                 \
+  X(kCoalesce)                                                                \
+  X(kSplitString)                                                             \
+  X(kConcatArray)                                                             \
+  X(kLowercase)                                                               \
+  X(kUpper)                                                                   \
+  X(kUrlDecode)                                                               \
+  X(kBase64Decode)                                                            \
+  X(kDropEvent)                                                               \
+  X(kParseUrl)                                                                \
+  X(kParseCsv)                                                                \
+  X(kParseCEF)                                                                \
+  X(kMathAbs)                                                                 \
+  X(kMathCeil)                                                                \
+  X(kMathFloor)                                                               \
+  X(kMathSqrt)                                                                \
+  X(kMathCbrt)                                                                \
+  X(kMathExp)                                                                 \
+  X(kMathExpm1)                                                               \
+  X(kMathLog)                                                                 \
+  X(kMathLog10)                                                               \
+  X(kMathLog2)                                                                \
+  X(kMathLog1p)                                                               \
+  X(kMathSin)                                                                 \
+  X(kMathCos)                                                                 \
+  X(kMathTan)                                                                 \
+  X(kMathArcsin)                                                              \
+  X(kMathArccos)                                                              \
+  X(kMathArctan)                                                              \
+  X(kMathSinh)                                                                \
+  X(kMathCosh)                                                                \
+  X(kMathTanh)                                                                \
+  X(kMathDeg2Rad)                                                             \
+  X(kMathRad2Deg)                                                             \
+  X(kMathPow)                                                                 \
+  X(kMathArctan2)                                                             \
+  X(kArrayContains)                                                           \
+  X(kArrayRegex)                                                              \
+  X(kArrayLength)                                                             \
+  X(kArrayAppend)                                                             \
+  X(kArrayDrop)                                                               \
+  X(kArrayDedup)                                                              \
+  X(kArrayRename)                                                             \
+  X(kArrayReduceRow)                                                          \
+  X(kArrayUnion)                                                              \
+  X(kArrayIntersection)                                                       \
+  X(kArrayReduceAll)                                                          \
+  X(kHash)                                                                    \
+  X(kParseUri)                                                                \
+  X(kCreateEvents)                                                            \
+  X(kReadFile)                                                                \
+  X(kNeighbor)                                                                \
+  X(kAccumulate)                                                              \
+  X(kSlidingTimeWindow)                                                       \
+  X(kTranspose)                                                               \
+  X(kIocLookup)                                                               \
+  X(kIpLocation)                                                              \
+  X(kWorldMap)                                                                \
+  X(kTextLength)                                                              \
+  X(kTextSubstring)                                                           \
+  X(kTextContains)                                                            \
+  X(kTextStartsWith)                                                          \
+  X(kTextEndsWith)                                                            \
+  X(kTimeYear)                                                                \
+  X(kTimeMonth)                                                               \
+  X(kTimeDayOfMonth)                                                          \
+  X(kTimeHour)                                                                \
+  X(kTimeMinute)                                                              \
+  X(kTimeSecond)                                                              \
+  X(kTimeMillisecond)                                                         \
+  X(kTimeDayOfWeek)                                                           \
+  X(kTimeDayOfWeekName)                                                       \
+  X(kTimeMonthName)                                                           \
+  X(kTimeDayOfYear)                                                           \
+  X(kTimeWeekOfYear)                                                          \
   X(kSankey)
 
 namespace sediment::query::functions {
