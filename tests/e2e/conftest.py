@@ -39,6 +39,7 @@ from harness import (  # noqa: F401 - re-exported for the test modules
     free_port,
     marker,
     new_kafka_topic_prefix,
+    pip_venv_python,
     sediment_bin,
     tls_files,
     wait_until,

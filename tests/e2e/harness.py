@@ -828,70 +828,46 @@ ELASTICSEARCH_VERSION = "9.5.1"  # the `elasticsearch` client (PyPI) of tests/e2
 
 
 def humiolib_python() -> tuple[Path | None, str]:
-    """(python of a virtualenv with humiolib==HUMIOLIB_VERSION, "") — the venv lives in
-    ${SEDIMENT_CACHE:-~/.cache/sediment}/humiolib-venv and is made and filled on first use (pip, the
-    Python package index) — or (None, why it could not be installed)."""
-    base = os.environ.get("SEDIMENT_CACHE")
-    vdir = (Path(base) if base else Path.home() / ".cache" / "sediment") / "humiolib-venv"
-    py = vdir / "bin" / "python"
-    check = [str(py), "-c", "import humiolib, importlib.metadata as m; print(m.version('humiolib'))"]
-    try:
-        if py.exists():
-            got = subprocess.run(check, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=60)
-            if got.returncode == 0 and got.stdout.strip() == HUMIOLIB_VERSION:
-                return py, ""
-        vdir.parent.mkdir(parents=True, exist_ok=True)
-        import sys
-
-        made = subprocess.run([sys.executable, "-m", "venv", "--clear", str(vdir)], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, timeout=300)
-        if made.returncode != 0:
-            return None, f"python -m venv failed: {made.stdout[-1000:]}"
-        pip = subprocess.run([str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-                              f"humiolib=={HUMIOLIB_VERSION}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, timeout=600)
-        if pip.returncode != 0:
-            return None, f"pip install humiolib=={HUMIOLIB_VERSION} failed: {pip.stdout[-1500:]}"
-        got = subprocess.run(check, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
-        if got.returncode != 0 or got.stdout.strip() != HUMIOLIB_VERSION:
-            return None, f"after pip install the venv reports {got.stdout.strip()!r}"
-        return py, ""
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return None, f"installing humiolib failed: {e}"
+    """(python of a virtualenv with humiolib==HUMIOLIB_VERSION, "") — made and filled on first use
+    (pip_venv_python) — or (None, why it could not be installed)."""
+    return pip_venv_python("humiolib-venv", {"humiolib": HUMIOLIB_VERSION})
 
 
 def elasticsearch_python() -> tuple[Path | None, str]:
     """(python of a virtualenv with elasticsearch==ELASTICSEARCH_VERSION, "") — made and filled on
-    first use in ${SEDIMENT_CACHE:-~/.cache/sediment}/elasticsearch-venv as humiolib_python's — or
-    (None, why it could not be installed)."""
-    return _pip_venv_python("elasticsearch-venv", "elasticsearch", ELASTICSEARCH_VERSION)
+    first use (pip_venv_python) — or (None, why it could not be installed)."""
+    return pip_venv_python("elasticsearch-venv", {"elasticsearch": ELASTICSEARCH_VERSION})
 
 
-def _pip_venv_python(venv: str, package: str, version: str) -> tuple[Path | None, str]:
+def pip_venv_python(venv: str, pins: dict[str, str]) -> tuple[Path | None, str]:
+    """(python of the virtualenv ${SEDIMENT_CACHE:-~/.cache/sediment}/VENV holding exactly the
+    pinned versions `pins` {package: version}, "") — the venv is made and filled with pip (the
+    Python package index) when it is missing or holds other versions — or (None, why not)."""
+    import sys
+
     base = os.environ.get("SEDIMENT_CACHE")
     vdir = (Path(base) if base else Path.home() / ".cache" / "sediment") / venv
     py = vdir / "bin" / "python"
-    check = [str(py), "-c", f"import importlib.metadata as m; print(m.version({package!r}))"]
+    want = " ".join(pins.values())
+    check = [str(py), "-c", "import importlib.metadata as m; print(*(m.version(p) for p in %r))" % list(pins)]
+    specs = [f"{p}=={v}" for p, v in pins.items()]
     try:
         if py.exists():
             got = subprocess.run(check, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=60)
-            if got.returncode == 0 and got.stdout.strip() == version:
+            if got.returncode == 0 and got.stdout.strip() == want:
                 return py, ""
         vdir.parent.mkdir(parents=True, exist_ok=True)
-        import sys
-
         made = subprocess.run([sys.executable, "-m", "venv", "--clear", str(vdir)], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, timeout=300)
         if made.returncode != 0:
             return None, f"python -m venv failed: {made.stdout[-1000:]}"
-        pip = subprocess.run([str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q",
-                              f"{package}=={version}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, timeout=600)
+        pip = subprocess.run([str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", *specs],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
         if pip.returncode != 0:
-            return None, f"pip install {package}=={version} failed: {pip.stdout[-1500:]}"
+            return None, f"pip install {' '.join(specs)} failed: {pip.stdout[-1500:]}"
         got = subprocess.run(check, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
-        if got.returncode != 0 or got.stdout.strip() != version:
-            return None, f"after pip install the venv reports {got.stdout.strip()!r}"
+        if got.returncode != 0 or got.stdout.strip() != want:
+            return None, f"after pip install the venv reports {got.stdout.strip()[-1000:]!r}"
         return py, ""
     except (OSError, subprocess.TimeoutExpired) as e:
-        return None, f"installing {package} failed: {e}"
+        return None, f"installing {' '.join(specs)} failed: {e}"

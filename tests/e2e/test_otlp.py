@@ -20,48 +20,20 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SedimentServer, marker, wait_until
+from conftest import SedimentServer, marker, pip_venv_python, wait_until
 
 # The exporters pin their shared helper packages to one beta each: these three resolve together.
-OTEL_PACKAGES = (
-    "opentelemetry-sdk==1.45.2",
-    "opentelemetry-exporter-otlp-proto-http==1.45.1",
-    "opentelemetry-exporter-otlp-json-http==0.66b1",
-)
-OTEL_CHECK = ("import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.http._log_exporter, "
-              "opentelemetry.exporter.otlp.json.http._log_exporter, importlib.metadata as m; "
-              "print(m.version('opentelemetry-sdk'), m.version('opentelemetry-exporter-otlp-proto-http'), "
-              "m.version('opentelemetry-exporter-otlp-json-http'))")
+OTEL_PINS = {
+    "opentelemetry-sdk": "1.45.2",
+    "opentelemetry-exporter-otlp-proto-http": "1.45.1",
+    "opentelemetry-exporter-otlp-json-http": "0.66b1",
+}
 MAX_EVENT_BYTES = 8192
 
 
 def otel_python() -> tuple[Path | None, str]:
-    """(python of a virtualenv holding OTEL_PACKAGES, "") or (None, why it could not be made)."""
-    base = os.environ.get("SEDIMENT_CACHE")
-    vdir = (Path(base) if base else Path.home() / ".cache" / "sediment") / "otel-venv"
-    py = vdir / "bin" / "python"
-    want = " ".join(p.split("==")[1] for p in OTEL_PACKAGES)
-    check = [str(py), "-c", OTEL_CHECK]
-    try:
-        if py.exists():
-            got = subprocess.run(check, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=60)
-            if got.returncode == 0 and got.stdout.strip() == want:
-                return py, ""
-        vdir.parent.mkdir(parents=True, exist_ok=True)
-        made = subprocess.run([sys.executable, "-m", "venv", "--clear", str(vdir)], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, timeout=300)
-        if made.returncode != 0:
-            return None, f"python -m venv failed: {made.stdout[-1000:]}"
-        pip = subprocess.run([str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", *OTEL_PACKAGES],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
-        if pip.returncode != 0:
-            return None, f"pip install {' '.join(OTEL_PACKAGES)} failed: {pip.stdout[-1500:]}"
-        got = subprocess.run(check, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
-        if got.returncode != 0 or got.stdout.strip() != want:
-            return None, f"after pip install the venv reports {got.stdout.strip()[-1000:]!r}"
-        return py, ""
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return None, f"installing the OpenTelemetry SDK failed: {e}"
+    """(python of a virtualenv holding OTEL_PINS, "") or (None, why it could not be made)."""
+    return pip_venv_python("otel-venv", OTEL_PINS)
 
 
 # Runs in the venv: `sdk.py proto|json URL TOKEN MARKER` sends the records through the SDK's
