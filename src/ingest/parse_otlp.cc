@@ -18,11 +18,14 @@
 #include "common/base64.h"
 #include "common/json_writer.h"
 #include "ingest/internal.h"
+#include "ingest/json_util.h"
 #include "ingest/otlp.h"
 #include "otlp/otlp_logs.pb.h"
 
 namespace sediment::ingest {
 namespace {
+
+using internal::JsonTypeName;
 
 namespace pb = ::sediment::otlp;
 namespace dom = simdjson::dom;
@@ -89,26 +92,6 @@ std::string DoubleText(double v) {
 // as in the .proto; unknown members and null values are ignored; 64-bit integers as numbers or
 // decimal strings; traceId / spanId hex; bytesValue base64; enums as integers.
 
-const char* TypeName(dom::element e) {
-  switch (e.type()) {
-    case dom::element_type::ARRAY:
-      return "an array";
-    case dom::element_type::OBJECT:
-      return "an object";
-    case dom::element_type::INT64:
-    case dom::element_type::UINT64:
-    case dom::element_type::DOUBLE:
-      return "a number";
-    case dom::element_type::STRING:
-      return "a string";
-    case dom::element_type::BOOL:
-      return "a boolean";
-    case dom::element_type::NULL_VALUE:
-      return "null";
-  }
-  return "an unknown value";
-}
-
 bool Named(std::string_view key, std::string_view camel, std::string_view snake) {
   return key == camel || key == snake;
 }
@@ -120,7 +103,7 @@ Status Bad(const std::string& where, const std::string& what) {
 Status JsonString(dom::element e, const std::string& where, std::string* out) {
   std::string_view sv;
   if (e.get_string().get(sv))
-    return Bad(where, std::string("expected a string, got ") + TypeName(e));
+    return Bad(where, std::string("expected a string, got ") + JsonTypeName(e));
   out->assign(sv);
   return Status::OK();
 }
@@ -170,7 +153,7 @@ Status JsonInt(dom::element e, const std::string& where, T* out) {
       return Bad(where, "'" + std::string(sv.substr(0, 64)) + "' is not an integer in range");
     }
     default:
-      return Bad(where, std::string("expected an integer, got ") + TypeName(e));
+      return Bad(where, std::string("expected an integer, got ") + JsonTypeName(e));
   }
   return Bad(where, "integer " + simdjson::minify(e) + " is out of range");
 }
@@ -200,7 +183,7 @@ Status JsonDouble(dom::element e, const std::string& where, double* out) {
       return Status::OK();
     }
     default:
-      return Bad(where, std::string("expected a number, got ") + TypeName(e));
+      return Bad(where, std::string("expected a number, got ") + JsonTypeName(e));
   }
 }
 
@@ -224,7 +207,7 @@ Status JsonBase64(dom::element e, const std::string& where, std::string* out) {
 
 Status JsonObject(dom::element e, const std::string& where, dom::object* out) {
   if (e.get_object().get(*out)) {
-    return Bad(where, std::string("expected an object, got ") + TypeName(e));
+    return Bad(where, std::string("expected an object, got ") + JsonTypeName(e));
   }
   return Status::OK();
 }
@@ -234,7 +217,7 @@ template <typename Fn>
 Status JsonEach(dom::element e, const std::string& where, Fn&& fn) {
   dom::array arr;
   if (e.get_array().get(arr))
-    return Bad(where, std::string("expected an array, got ") + TypeName(e));
+    return Bad(where, std::string("expected an array, got ") + JsonTypeName(e));
   size_t i = 0;
   for (dom::element item : arr) {
     RETURN_IF_ERROR(fn(item, where + "[" + std::to_string(i) + "]"));
@@ -255,7 +238,8 @@ Status JsonAnyValue(dom::element e, const std::string& where, pb::AnyValue* out)
       RETURN_IF_ERROR(JsonString(v, w, out->mutable_string_value()));
     } else if (Named(key, "boolValue", "bool_value")) {
       bool b = false;
-      if (v.get_bool().get(b)) return Bad(w, std::string("expected a boolean, got ") + TypeName(v));
+      if (v.get_bool().get(b))
+        return Bad(w, std::string("expected a boolean, got ") + JsonTypeName(v));
       out->set_bool_value(b);
     } else if (Named(key, "intValue", "int_value")) {
       int64_t i = 0;
