@@ -87,22 +87,8 @@ constexpr Param kRegexParams[] = {
 bool BuildRegex(Call& c, Stage* st) {
   std::string base;
   if (!BaseOf(c, "array", &base)) return false;
-  std::string prefix;
-  for (char f : c.String("flags")) {
-    std::string flag = RegexFlag(f);
-    if (flag.empty()) {
-      c.BadParam("flags", "any of i, m, d");
-      return false;
-    }
-    prefix += flag;
-  }
-  std::string error;
-  std::shared_ptr<const re2::RE2> re =
-      CompileRegex(prefix + ConvertRegex(c.String("regex"), true), &error);
-  if (!re) {
-    c.BadParam("regex", "a regular expression (" + error + ")");
-    return false;
-  }
+  std::shared_ptr<const re2::RE2> re = RegexWithFlags(c, /*plain_to_noncapturing=*/true);
+  if (!re) return false;
   SetRecordFunction(
       st,
       [base, re](Record& r) {

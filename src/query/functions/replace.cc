@@ -93,22 +93,9 @@ bool Build(Call& c, Stage* st) {
     return false;
   }
   const std::string& with = c.Given("with") ? c.String("with") : c.String("replacement");
-  std::string prefix;
-  for (char f : c.String("flags")) {
-    std::string flag = RegexFlag(f);
-    if (flag.empty()) {
-      c.BadParam("flags", "any of i, m, d");
-      return false;
-    }
-    prefix += flag;
-  }
+  std::shared_ptr<const re2::RE2> re = RegexWithFlags(c, /*plain_to_noncapturing=*/false);
+  if (!re) return false;
   std::string error;
-  std::shared_ptr<const re2::RE2> re =
-      CompileRegex(prefix + ConvertRegex(c.String("regex"), false), &error);
-  if (!re) {
-    c.BadParam("regex", "a regular expression (" + error + ")");
-    return false;
-  }
   std::string rewrite = Rewrite(with, *re, &error);
   if (!error.empty()) {
     c.BadParam(c.Given("with") ? "with" : "replacement", "a replacement (" + error + ")");

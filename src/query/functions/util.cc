@@ -7,6 +7,7 @@
 #include <charconv>
 #include <initializer_list>
 
+#include "query/functions/registry.h"
 #include "query/text_util.h"
 
 namespace sediment::query::functions {
@@ -262,6 +263,23 @@ std::vector<std::string> MetricOutputNames(const Metric& m) {
     }
   }
   return {};
+}
+
+std::shared_ptr<const re2::RE2> RegexWithFlags(Call& c, bool plain_to_noncapturing) {
+  std::string prefix;
+  for (char f : c.String("flags")) {
+    std::string flag = RegexFlag(f);
+    if (flag.empty()) {
+      c.BadParam("flags", "any of i, m, d");
+      return nullptr;
+    }
+    prefix += flag;
+  }
+  std::string error;
+  std::shared_ptr<const re2::RE2> re =
+      CompileRegex(prefix + ConvertRegex(c.String("regex"), plain_to_noncapturing), &error);
+  if (!re) c.BadParam("regex", "a regular expression (" + error + ")");
+  return re;
 }
 
 std::string RegexFlag(char f) {

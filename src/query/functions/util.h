@@ -36,6 +36,11 @@ std::shared_ptr<const re2::RE2> CompileRegex(const std::string& source, std::str
 // `f` is not one.
 std::string RegexFlag(char f);
 
+class Call;
+// The call's `regex` parameter with its `flags` (i, m, d) compiled as ConvertRegex(regex,
+// plain_to_noncapturing) behind the flags' prefixes; null after reporting the bad parameter on `c`.
+std::shared_ptr<const re2::RE2> RegexWithFlags(Call& c, bool plain_to_noncapturing);
+
 // Gives a kRegex stage the regex `re` (every capture group named), its group names and its
 // capture indexes, its leading literal bytes, its required literals and its prefilter.
 void SetStageRegex(std::shared_ptr<const re2::RE2> re, Stage* st);
