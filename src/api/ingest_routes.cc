@@ -7,6 +7,7 @@
 #include <simdjson.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 
 #include "api/elastic.h"
@@ -24,7 +25,14 @@ namespace {
 
 class IngestRoutes : public Node {
  public:
-  explicit IngestRoutes(const Node& node) : Node(node) {}
+  explicit IngestRoutes(const Node& node) : Node(node) {
+    for (const std::string& spec : config.ingest_tokens) {
+      IngestTokenSpec t;
+      if (ParseIngestTokenSpec(spec, &t) && !t.parser.empty()) {
+        token_parsers_.emplace(std::make_pair(t.repo, t.token), t.parser);
+      }
+    }
+  }
   // OTLP/HTTP logs: answers in the request's encoding (ingest/otlp.h).
   http::Response HandleOtlpLogs(const http::Request& req) const;
   // `params`: the route's path parameters ({index} of POST /{index}/_bulk).
@@ -55,6 +63,9 @@ class IngestRoutes : public Node {
              const ingest::ParseOptions& options, ingest::ParseResult* parsed) const;
 
  private:
+  // (repository, ingest token) -> the token's parser (--ingest-token REPO:TOKEN:PARSER), read
+  // once from the configuration.
+  std::map<std::pair<std::string, std::string>, std::string> token_parsers_;
   // Compiled custom parsers, shared by every request (parsers::ParserCache is thread-safe).
   std::shared_ptr<parsers::ParserCache> parser_cache_ = std::make_shared<parsers::ParserCache>();
 };
@@ -75,12 +86,8 @@ void IngestRoutes::Parse(const http::Request& req, ingest::Format format, bool h
   parsers::Selection selection;
   selection.format = format;
   const std::string token = TokenFrom(req, hec);
-  for (const std::string& spec : config.ingest_tokens) {
-    IngestTokenSpec t;
-    if (ParseIngestTokenSpec(spec, &t) && t.repo == repo && t.token == token) {
-      selection.token_parser = t.parser;
-      break;
-    }
+  if (auto it = token_parsers_.find(std::make_pair(repo, token)); it != token_parsers_.end()) {
+    selection.token_parser = it->second;
   }
   // Names resolved once per request: a built-in, else the repository's custom parser.
   auto resolved = std::make_shared<
