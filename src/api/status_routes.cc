@@ -346,7 +346,7 @@ void StatusRoutes::WriteClusterNodes(JsonWriter& w, const ClusterView& v) const 
     w.Key("alive").Bool(row.alive).Key("lastHeartbeatMsAgo").Int(id == node.value ? 0 : row.age_ms);
     w.Key("self").Bool(id == node.value);
     // The sediment version the node runs (its last heartbeat's; "" before one arrived).
-    w.Key("version").String(id == node.value ? std::string(kVersion)
+    w.Key("version").String(id == node.value    ? std::string(kVersion)
                             : row.hb != nullptr ? row.hb->version
                                                 : std::string());
     w.Key("segments").Int(static_cast<int64_t>(row.segments));

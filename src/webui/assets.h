@@ -12,7 +12,7 @@ struct Asset {
   std::string_view name;          // "index.html", "app-<hash>.js", "app-<hash>.css"
   std::string_view content_type;  // e.g. "text/javascript; charset=utf-8"
   std::string_view body;
-  std::string_view etag;          // quoted strong validator: "\"<sha256 prefix>\""
+  std::string_view etag;  // quoted strong validator: "\"<sha256 prefix>\""
   // True for files whose name carries a hash of their content (cache them forever); index.html
   // is not (browsers must revalidate it to see a new build).
   bool immutable = false;

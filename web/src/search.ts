@@ -53,7 +53,7 @@ export function searchPage(root: HTMLElement, _me: WhoAmI): () => void {
   let running: { abort: () => void } | null = null;
   let liveCount = 0;
   let paused = false;
-  let pending: Row[] = [];        // live events that arrived while paused
+  let pending: Row[] = [];        // live events that arrived while paused, newest first
   let plot: uPlot | null = null;
   let aggPlot: uPlot | null = null;
 
@@ -138,7 +138,7 @@ export function searchPage(root: HTMLElement, _me: WhoAmI): () => void {
     paused = !paused;
     pauseButton.textContent = paused ? "Resume" : "Pause";
     if (!paused && pending.length) {
-      rows = [...pending.reverse(), ...rows];
+      rows = [...pending, ...rows];
       pending = [];
       renderEvents();
     }
@@ -458,7 +458,7 @@ export function searchPage(root: HTMLElement, _me: WhoAmI): () => void {
         if (fresh.length) {
           fresh.sort((a, b) => Number(b["@timestamp"] ?? 0) - Number(a["@timestamp"] ?? 0));
           liveCount += fresh.length;
-          if (paused) pending = [...fresh.reverse(), ...pending];
+          if (paused) pending = [...fresh, ...pending];
           else {
             rows = [...fresh, ...rows];
             renderEvents();
