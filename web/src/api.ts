@@ -33,7 +33,8 @@ async function errorText(r: Response): Promise<string> {
   } catch {
     /* not JSON */
   }
-  return text.trim() || `${r.status} ${r.statusText}`;
+  const plain = text.trim();
+  return plain && !plain.startsWith("<") ? plain : `${r.status} ${r.statusText}`;
 }
 
 export async function request(method: string, path: string, body?: unknown,
