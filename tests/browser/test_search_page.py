@@ -12,6 +12,7 @@ import uuid
 from collections import Counter
 
 import pytest
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 
 from harness import INGEST_TOKEN, SedimentServer, wait_until
@@ -142,6 +143,7 @@ def test_group_by_shows_a_table_with_the_counts_and_a_chart(ui, data, screenshot
     screenshot("search-groupby")
     # A timeChart is a table and a time chart too.
     ui.run_query("timeChart(span=10m)")
+    assert ui.event_count() >= 5  # buckets of 10 minutes over the hour
     rows = ui.aggregate_rows()
     assert sum(int(r["_count"]) for r in rows) == len(events)
     assert ui.find("aggregate-chart").find_elements(By.CSS_SELECTOR, "canvas")
@@ -217,3 +219,24 @@ def test_export_offers_the_rows_as_ndjson_and_csv(ui, data):
     assert Counter({r["host"]: int(r["_count"]) for r in nd}) == Counter(HOSTS)
     csv_lines = texts[1].strip().split("\r\n")
     assert set(csv_lines[0].split(",")) == {"host", "_count"} and len(csv_lines) == 1 + len(HOSTS)
+
+
+def test_dragging_across_the_histogram_zooms_the_range(ui, data):
+    s, events = data
+    ui.open("/search")
+    ui.set_repo(REPO)
+    ui.set_range("1h")
+    ui.run_query("host=*")  # the generated events only (the live test adds others)
+    assert ui.event_count() == len(events)
+    over = ui.find("histogram").find_element(By.CSS_SELECTOR, ".u-over")
+    w = over.size["width"]
+    # From the middle of the plot to its right edge: the newer half of the hour.
+    ActionChains(ui.d).move_to_element_with_offset(over, 0, 0).click_and_hold() \
+        .move_by_offset(int(w / 2) - 2, 0).release().perform()
+    ui.wait(lambda: ui.find("time-range").get_attribute("value") == "abs", what="an absolute range")
+    n = ui.event_count()
+    q = urllib.parse.parse_qs(urllib.parse.urlparse(ui.d.current_url).query)
+    start, end = int(q["start"][0]), int(q["end"][0])
+    assert end - start < 40 * 60_000
+    want = sum(1 for e in events if start <= e["ts"] <= end)
+    assert 0 < n < len(events) and abs(n - want) <= 1, (n, want)
