@@ -25,7 +25,8 @@ def cluster(tmp_path_factory):
     root = tmp_path_factory.mktemp("cluster-page")
     kafka = KafkaCluster(root / "kafka", brokers=1)
     kafka.start(timeout=180)
-    c = SedimentCluster(kafka, root / "nodes", 3, partitions=3, heartbeat_timeout_ms=3000, session_timeout_ms=4000)
+    # The harness's timeouts: heartbeats 5 s, the consumer group's session 6 s (the broker's least).
+    c = SedimentCluster(kafka, root / "nodes", 3, partitions=3)
     try:
         c.start()
         yield c
@@ -47,6 +48,8 @@ def test_cluster_page_shows_a_killed_node_dead(browser, cluster, screenshot):
     assert None not in ids and len(ids) == 3
     ui.wait(lambda: node_states(ui) == {i: "true" for i in ids}, timeout=30, what="three alive nodes")
     assert len(ui.all("partition-row")) == 3
+    ui.wait(lambda: all(r.find_elements(By.CSS_SELECTOR, "td")[2].text == "yes" for r in ui.all("partition-row")),
+            timeout=30, what="every partition owned")
     rows = {int(r.get_attribute("data-node-id")): r for r in ui.all("node-row")}
     for n in cluster.nodes:
         assert n.address in rows[n.node_id].text
@@ -58,7 +61,7 @@ def test_cluster_page_shows_a_killed_node_dead(browser, cluster, screenshot):
     victim = cluster.node(2)
     cluster.kill(2)
     want = {i: ("false" if i == victim.node_id else "true") for i in ids}
-    # Dead once its heartbeats are older than --heartbeat-timeout-ms (3 s); the page polls every 2 s.
+    # Dead once its heartbeats are older than --heartbeat-timeout-ms (5 s); the page polls every 2 s.
     ui.wait(lambda: node_states(ui) == want, timeout=20, what=f"node {victim.node_id} shown dead")
     row = next(r for r in ui.all("node-row") if int(r.get_attribute("data-node-id")) == victim.node_id)
     assert row.find_element(By.CSS_SELECTOR, '[data-testid="node-state"]').text == "dead"
