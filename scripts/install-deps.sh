@@ -9,7 +9,10 @@ PACKAGES=(
   libcurl4-openssl-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libbenchmark-dev
   zlib1g-dev zstd kcat python3 python3-pytest python3-requests python3-venv
   libprotobuf-dev protobuf-compiler
+  nodejs  # the web UI's build (web/: npm ci, esbuild; src/webui embeds the bundle)
 )
+# Debian's nodejs comes without npm; a nodejs from elsewhere (e.g. NodeSource) brings its own.
+if ! command -v npm >/dev/null 2>&1; then PACKAGES+=(npm); fi
 if [[ "${1:-}" == "--test" ]]; then
   # gdb: the fault harness prints the thread stacks of a node that hangs during its start.
   # clang-16: the thread-safety analysis (scripts/thread_safety.sh; the default clang, 14, cannot
@@ -19,6 +22,8 @@ if [[ "${1:-}" == "--test" ]]; then
   # in tests/e2e/test_elastic_bulk.py (run as a child process with its own config).
   PACKAGES+=(openjdk-17-jre-headless maven gdb clang-16 libclang-rt-16-dev)
   PACKAGES+=(syslog-ng-core syslog-ng-mod-http syslog-ng-scl)
+  # The browser tests (tests/browser): Debian's Chromium and its WebDriver, driven by Selenium.
+  PACKAGES+=(chromium chromium-driver python3-selenium)
 fi
 
 missing=()

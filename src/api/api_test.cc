@@ -6,6 +6,7 @@
 #include "api/lookup_files.h"
 #include "api/node.h"
 #include "api/routes.h"
+#include "webui/assets.h"
 
 namespace sediment::api {
 namespace {
@@ -151,6 +152,59 @@ TEST_F(ApiRoutingTest, TheIndexListsThePublicRoutesOnly) {
   EXPECT_NE(r->body.find("GET /api/v1/status"), std::string::npos);
   EXPECT_NE(r->body.find("POST /api/v1/repositories/{repo}/query"), std::string::npos);
   EXPECT_EQ(r->body.find("/internal/"), std::string::npos);
+}
+
+// Browsers get the UI at / and its page paths; its files under /assets/ with their content type
+// and cache headers; the route index stays at /api/v1 (and at / for non-browsers).
+TEST_F(ApiRoutingTest, WebUiPagesAssetsAndTheIndex) {
+  auto header = [](const http::Response& r, std::string_view name) {
+    for (const auto& [k, v] : r.headers)
+      if (k == name) return v;
+    return std::string();
+  };
+  http::Request browser;
+  browser.method = "GET";
+  browser.headers.emplace_back("Accept", "text/html,application/xhtml+xml,*/*;q=0.8");
+  for (const char* path : {"/", "/search", "/cluster", "/repositories"}) {
+    browser.path = path;
+    auto r = router_.Dispatch(browser);
+    ASSERT_TRUE(r.has_value()) << path;
+    EXPECT_EQ(r->status, 200) << path;
+    EXPECT_EQ(r->content_type, "text/html; charset=utf-8") << path;
+    EXPECT_EQ(r->body, webui::IndexHtml().body) << path;
+    EXPECT_EQ(header(*r, "Cache-Control"), "no-cache") << path;
+  }
+  int assets = 0;
+  for (const webui::Asset& a : webui::Assets()) {
+    if (a.name == "index.html") continue;
+    ++assets;
+    auto r = Send("GET", "/assets/" + std::string(a.name));
+    ASSERT_TRUE(r.has_value()) << a.name;
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->content_type, a.content_type);
+    EXPECT_EQ(r->body, a.body);
+    EXPECT_EQ(header(*r, "Cache-Control"), "public, max-age=31536000, immutable");
+    EXPECT_EQ(header(*r, "ETag"), a.etag);
+    http::Request again;
+    again.method = "GET";
+    again.path = "/assets/" + std::string(a.name);
+    again.headers.emplace_back("If-None-Match", std::string(a.etag));
+    auto cached = router_.Dispatch(again);
+    EXPECT_EQ(cached->status, 304);
+    EXPECT_TRUE(cached->body.empty());
+  }
+  EXPECT_EQ(assets, 2);
+  for (const char* path : {"/assets/nope.js", "/assets/index.html"}) {
+    auto r = Send("GET", path);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->status, 404) << path;
+    EXPECT_NE(r->body.find("no such UI file"), std::string::npos) << r->body;
+  }
+  auto index = Send("GET", "/api/v1");
+  ASSERT_TRUE(index.has_value());
+  EXPECT_EQ(index->content_type, "text/plain");
+  EXPECT_NE(index->body.find("POST /api/v1/repositories/{repo}/query"), std::string::npos);
+  EXPECT_EQ(index->body.find("/assets/"), std::string::npos);
 }
 
 TEST_F(ApiRoutingTest, LookupFileRoutesNeedAnApiToken) {

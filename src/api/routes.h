@@ -14,8 +14,10 @@ void AddStorageRoutes(http::Router& router, const Node& node);  // storage_route
 void AddLookupRoutes(http::Router& router, const Node& node);   // lookup_routes.cc
 void AddElasticRoutes(http::Router& router, const Node& node);  // elastic_routes.cc
 void AddParserRoutes(http::Router& router, const Node& node);   // parser_routes.cc
+void AddWebRoutes(http::Router& router, const Node& node);      // web_routes.cc
 
-// Every module's routes. `router` must outlive its handlers' calls (GET / lists its routes).
+// Every module's routes. `router` must outlive its handlers' calls (GET / and GET /api/v1 list
+// its routes).
 inline void AddRoutes(http::Router& router, const Node& node) {
   AddIngestRoutes(router, node);
   AddQueryRoutes(router, node);
@@ -24,6 +26,7 @@ inline void AddRoutes(http::Router& router, const Node& node) {
   AddLookupRoutes(router, node);
   AddElasticRoutes(router, node);
   AddParserRoutes(router, node);
+  AddWebRoutes(router, node);
 }
 
 }  // namespace sediment::api

@@ -1,7 +1,7 @@
 // Status routes: the node's status page (GET /api/v1/status: health and the problems behind it,
 // commit-log and digest progress per partition, bucket storage), the cluster view (GET
 // /api/v1/cluster: every node, partition owners, replication, merges), the Global snapshot peers
-// start from, and the index of routes (GET /).
+// start from.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -345,6 +345,10 @@ void StatusRoutes::WriteClusterNodes(JsonWriter& w, const ClusterView& v) const 
     w.BeginObject().Key("id").Int(id).Key("address").String(row.address);
     w.Key("alive").Bool(row.alive).Key("lastHeartbeatMsAgo").Int(id == node.value ? 0 : row.age_ms);
     w.Key("self").Bool(id == node.value);
+    // The sediment version the node runs (its last heartbeat's; "" before one arrived).
+    w.Key("version").String(id == node.value    ? std::string(kVersion)
+                            : row.hb != nullptr ? row.hb->version
+                                                : std::string());
     w.Key("segments").Int(static_cast<int64_t>(row.segments));
     w.Key("segmentBytes").Int(static_cast<int64_t>(row.segment_bytes));
     w.Key("partitionsOwned").Int(row.owned);
@@ -674,19 +678,6 @@ void AddStatusRoutes(http::Router& router, const Node& node) {
       return *HealthAnswer(req, self->Up());
     });
   }
-  // Elastic clients get Elastic's info document (elastic_routes.cc), everyone else the index.
-  router.Add("GET", "/", [&router, self](const http::Request& req, const http::PathParams&) {
-    if (auto elastic = ElasticRootAnswer(req, *self)) return *elastic;
-    http::Response r;
-    r.content_type = "text/plain";
-    r.body = std::string("sediment ") + kVersion + "\nAPI:\n";
-    for (const std::string& route : router.Describe()) {
-      if (route.find(" /internal/") == std::string::npos && route != "GET /") {
-        r.body += "  " + route + "\n";
-      }
-    }
-    return r;
-  });
 }
 
 }  // namespace sediment::api

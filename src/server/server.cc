@@ -521,8 +521,9 @@ Status Server::Impl::Bootstrap() {
         "--data-binary $'hello sediment\\nsecond line'\n"
         "Search them:\n  curl -X POST {}/api/v1/repositories/sandbox/query -H 'Authorization: "
         "Bearer {}' -H 'Content-Type: application/json' -d '{{\"queryString\": \"hello\", "
-        "\"start\": \"1h\"}}'\n\n",
-        config.data_dir, ingest_token, api_token, url, ingest_token, url, api_token);
+        "\"start\": \"1h\"}}'\n"
+        "Or open {}/ in a browser and sign in with the API token.\n\n",
+        config.data_dir, ingest_token, api_token, url, ingest_token, url, api_token, url);
     std::fflush(stdout);
   }
 
