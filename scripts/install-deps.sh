@@ -19,6 +19,9 @@ if [[ "${1:-}" == "--test" ]]; then
   # in tests/e2e/test_elastic_bulk.py (run as a child process with its own config).
   PACKAGES+=(openjdk-17-jre-headless maven gdb clang-16 libclang-rt-16-dev)
   PACKAGES+=(syslog-ng-core syslog-ng-mod-http syslog-ng-scl)
+  # python3-prometheus-client: the real Prometheus text parser reading /metrics
+  # (tests/e2e/test_metrics.py, tests/cluster/test_metrics_lag.py).
+  PACKAGES+=(python3-prometheus-client)
 fi
 
 missing=()
