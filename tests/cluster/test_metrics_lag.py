@@ -37,10 +37,12 @@ def test_digest_lag_rises_while_the_owner_is_paused_and_falls_after(make_cluster
     def victim_rows(name: str, m) -> list[float]:
         return [v for ls, v in m.select(name) if ls["owner"] == victim_id]
 
-    m = scrape_metrics(c.node(via))
-    assert sorted(int(ls["partition"]) for ls, _ in m.select("sediment_digest_lag_events")
-                  if ls["owner"] == victim_id) == owned
-    assert sum(victim_rows("sediment_digest_lag_events", m)) == 0
+    def settled():
+        m = scrape_metrics(c.node(via))
+        mine = sorted(int(ls["partition"]) for ls, _ in m.select("sediment_digest_lag_events") if ls["owner"] == victim_id)
+        return m if mine == owned and sum(victim_rows("sediment_digest_lag_events", m)) == 0 else None
+
+    wait_until(settled, timeout=30, interval=0.5, what=f"node 0's /metrics shows partitions {owned} of node {victim_id} at lag 0")
 
     c.pause(victim)
     try:
