@@ -24,6 +24,9 @@ if [[ "${1:-}" == "--test" ]]; then
   PACKAGES+=(syslog-ng-core syslog-ng-mod-http syslog-ng-scl)
   # The browser tests (tests/browser): Debian's Chromium and its WebDriver, driven by Selenium.
   PACKAGES+=(chromium chromium-driver python3-selenium)
+  # python3-prometheus-client: the real Prometheus text parser reading /metrics
+  # (tests/e2e/test_metrics.py, tests/cluster/test_metrics_lag.py).
+  PACKAGES+=(python3-prometheus-client)
 fi
 
 missing=()

@@ -11,12 +11,13 @@
 namespace sediment::api {
 namespace {
 
+using metrics::Counter;
+
 class ApiRoutingTest : public ::testing::Test {
  protected:
   ApiRoutingTest() {
-    Node node;
-    node.config.cluster_secret = "s3cret";  // Global is never asked for it
-    AddRoutes(router_, node);
+    node_.config.cluster_secret = "s3cret";  // Global is never asked for it
+    AddRoutes(router_, node_);
   }
   std::optional<http::Response> Send(const std::string& method, const std::string& path,
                                      const std::string& token = "") {
@@ -27,6 +28,7 @@ class ApiRoutingTest : public ::testing::Test {
     return router_.Dispatch(req);
   }
 
+  Node node_;
   http::Router router_;
 };
 
@@ -74,6 +76,44 @@ TEST_F(ApiRoutingTest, IngestAndQueryWithoutATokenAre401) {
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->status, 401);
   EXPECT_NE(r->body.find("\"code\":2"), std::string::npos) << r->body;  // Splunk's code
+}
+
+TEST_F(ApiRoutingTest, MetricsNeedAnApiTokenOrAnAllowedAddress) {
+  auto r = Send("GET", "/metrics");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 401);
+  EXPECT_NE(r->body.find("--metrics-allow"), std::string::npos) << r->body;
+  r = Send("GET", "/metrics", "unknown");
+  EXPECT_EQ(r->status, 401);
+
+  Node node;
+  node.config.metrics_allow = {"10.0.0.0/8", "fd00::/8"};
+  http::Router router;
+  AddRoutes(router, node);
+  http::Request req;
+  req.method = "GET";
+  req.path = "/metrics";
+  for (const char* inside : {"10.1.2.3:5555", "[fd00::1]:80"}) {
+    req.remote = inside;
+    EXPECT_FALSE(router.Admit(req).has_value()) << inside;  // admitted without a token
+  }
+  for (const char* outside : {"192.168.0.1:5555", "127.0.0.1:1", "[fe80::1]:80", ""}) {
+    req.remote = outside;
+    auto refused = router.Admit(req);
+    ASSERT_TRUE(refused.has_value()) << outside;
+    EXPECT_EQ(refused->status, 401) << outside;
+  }
+}
+
+// An ingest request refused by its route's gate is counted under its route and status.
+TEST_F(ApiRoutingTest, RefusedIngestRequestsAreCounted) {
+  Counter& c = node_.metrics->ingest_requests.With({"/api/v1/ingest/raw", "401"});
+  EXPECT_EQ(c.Value(), 0u);
+  auto r = Send("POST", "/api/v1/ingest/raw");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(c.Value(), 1u);
+  EXPECT_EQ(node_.metrics->ingest_requests.With({"/api/v1/ingest/raw", "200"}).Value(), 0u);
 }
 
 // Every /internal/ route accepts the cluster secret only: any other bearer (an API token) is

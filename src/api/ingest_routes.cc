@@ -53,6 +53,19 @@ class IngestRoutes : public Node {
     return std::chrono::milliseconds(
         config.kafka_brokers.empty() ? 30000 : config.kafka_produce_timeout_ms + 1000);
   }
+  // ingest::AppendAll, observed in sediment_commit_log_append_seconds.
+  Status TimedAppend(std::vector<IngestMessage> messages) const {
+    const auto t0 = SteadyNow();
+    Status st = ingest::AppendAll(ingest_log, std::move(messages), AckTimeout());
+    metrics->commit_log_append_seconds.Observe(
+        std::chrono::duration<double>(SteadyNow() - t0).count());
+    return st;
+  }
+  // A request answered 200: its events and body bytes, for its repository.
+  void CountIngested(const std::string& repo, uint64_t events, size_t body_bytes) const {
+    metrics->ingested_events.With({repo}).Inc(events);
+    metrics->ingested_bytes.With({repo}).Inc(body_bytes);
+  }
   // POST /services/collector/ack: {"acks": [ids]} -> {"acks": {"id": bool}} of the channel.
   http::Response HandleHecAck(const http::Request& req) const;
 
@@ -174,13 +187,14 @@ http::Response IngestRoutes::HandleIngest(const http::Request& req, ingest::Form
   }
   // Parsers run before the append: the commit log holds parsed events.
   Parse(req, format, hec, repo, options, &*parsed);
-  Status st = ingest::AppendAll(ingest_log, std::move(parsed->messages), AckTimeout());
+  Status st = TimedAppend(std::move(parsed->messages));
   if (!st.ok()) {
     spdlog::warn("ingest: append failed: {}", st.ToString());
     http::Response r = fail(503, "events were not stored durably, retry: " + st.message(), 9);
     r.headers.emplace_back("Retry-After", "1");
     return r;
   }
+  CountIngested(repo, parsed->event_count, req.body.size());
   http::Response r;
   if (elastic) {
     const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyNow() - started);
@@ -230,13 +244,14 @@ http::Response IngestRoutes::HandleOtlpLogs(const http::Request& req) const {
   result.event_count = parsed->event_count;
   result.rejected_count = parsed->rejected_count;
   result.rejected_message = std::move(parsed->rejected_message);
-  Status st = ingest::AppendAll(ingest_log, std::move(parsed->messages), AckTimeout());
+  Status st = TimedAppend(std::move(parsed->messages));
   if (!st.ok()) {
     spdlog::warn("ingest: OTLP append failed: {}", st.ToString());
     http::Response r = fail(503, "events were not stored durably, retry: " + st.message());
     r.headers.emplace_back("Retry-After", "1");
     return r;
   }
+  CountIngested(repo, result.event_count, req.body.size());
   return answer(200, ingest::OtlpLogsResponse(*encoding, result));
 }
 
@@ -263,6 +278,35 @@ http::Response IngestRoutes::HandleHecAck(const http::Request& req) const {
   return r;
 }
 
+// Adds an ingest route whose every answer, its gate's refusals included, is counted in
+// sediment_ingest_requests_total{endpoint=pattern, status}.
+void AddCounted(http::Router& router, const Node& node, std::string_view methods,
+                const std::string& pattern, http::RouteHandler handler, http::RouteGate gate) {
+  auto count = [family = &node.metrics->ingest_requests, pattern,
+                ok = &node.metrics->ingest_requests.With({pattern, "200"}),
+                keep = node.metrics](int status) {
+    if (status == 200) {
+      ok->Inc();
+    } else {
+      family->With({pattern, std::to_string(status)}).Inc();
+    }
+  };
+  router.Add(
+      methods, pattern,
+      [count, handler = std::move(handler)](const http::Request& req,
+                                            const http::PathParams& params) {
+        http::Response r = handler(req, params);
+        count(r.status);
+        return r;
+      },
+      [count, gate = std::move(gate)](const http::Request& req, const http::PathParams& params)
+          -> std::optional<http::Response> {
+        std::optional<http::Response> refused = gate(req, params);
+        if (refused) count(refused->status);
+        return refused;
+      });
+}
+
 }  // namespace
 
 void AddIngestRoutes(http::Router& router, const Node& node) {
@@ -281,8 +325,8 @@ void AddIngestRoutes(http::Router& router, const Node& node) {
       {"/api/v1/ingest/json", {ingest::Format::kJson, false}},
   };
   for (const auto& [path, how] : kIngest) {
-    router.Add(
-        "POST", path,
+    AddCounted(
+        router, node, "POST", path,
         [self, format = how.first, hec = how.second](const http::Request& req,
                                                      const http::PathParams&) {
           return self->HandleIngest(req, format, hec);
@@ -292,16 +336,16 @@ void AddIngestRoutes(http::Router& router, const Node& node) {
   // OTLP/HTTP logs: LogScale's path (an exporter's endpoint `.../api/v1/ingest/otlp` plus the
   // signal path) and OTLP's default path.
   for (const char* path : {"/api/v1/ingest/otlp/v1/logs", "/v1/logs"}) {
-    router.Add(
-        "POST", path,
+    AddCounted(
+        router, node, "POST", path,
         [self](const http::Request& req, const http::PathParams&) {
           return self->HandleOtlpLogs(req);
         },
         node.IngestGate(false));
   }
   for (const char* path : {"/services/collector/ack", "/services/collector/ack/1.0"}) {
-    router.Add(
-        "POST", path,
+    AddCounted(
+        router, node, "POST", path,
         [self](const http::Request& req, const http::PathParams&) {
           return self->HandleHecAck(req);
         },
@@ -309,8 +353,8 @@ void AddIngestRoutes(http::Router& router, const Node& node) {
   }
   // Elastic bulk (parse_elastic_bulk.cc); the answers are shaped in elastic_routes.cc.
   for (const char* path : {"/api/v1/ingest/elastic-bulk", "/_bulk", "/{index}/_bulk"}) {
-    router.Add(
-        "POST|PUT", path,
+    AddCounted(
+        router, node, "POST|PUT", path,
         [self](const http::Request& req, const http::PathParams& params) {
           return self->HandleIngest(req, ingest::Format::kElasticBulk, false, &params);
         },

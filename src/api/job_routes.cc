@@ -122,7 +122,9 @@ http::Response HandleQueryJobs(const Node& n, const http::Request& req, const st
     if (req.method != "POST") return http::JsonError(405, "use POST for " + req.path);
     QueryRequestBody body;
     if (auto err = ParseQueryRequest(req.body, &body)) return *err;
-    return CreateJob(*n.query_jobs, n.global, repo, body, n.clock->NowMillis());
+    http::Response r = CreateJob(*n.query_jobs, n.global, repo, body, n.clock->NowMillis());
+    if (r.status == 200) n.metrics->query_jobs_started.With({body.live ? "live_job" : "job"}).Inc();
+    return r;
   }
   if (req.method == "GET") {
     auto view = n.query_jobs->Poll(repo, id);
@@ -157,6 +159,7 @@ http::Response StreamLiveQuery(const Node& n, const http::Request& req, const st
   if (!n.query_jobs) return http::JsonError(503, "live queries are not available yet");
   auto slot = n.query_jobs->TryAcquire();
   if (!slot.ok()) return http::JsonErrorFor(slot.status());
+  n.metrics->query_jobs_started.With({"live_stream"}).Inc();
   struct Live {
     std::shared_ptr<QueryJobs::Slot> slot;
     std::shared_ptr<const query::CompiledQuery> compiled;

@@ -2,11 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "api/node_metrics.h"
 #include "bucket/bucket.h"
 #include "cluster/membership.h"
 #include "common/clock.h"
@@ -75,7 +77,10 @@ struct Node {
   coordinator::Leaf* leaf = nullptr;
   coordinator::QueryJobs* query_jobs = nullptr;
   coordinator::QueryAdmission* query_admission = nullptr;  // null: no bound
-  const TokenLookup* tokens = nullptr;  // the ingest and API token lookups (null: none known)
+  const TokenLookup* tokens = nullptr;        // the ingest and API token lookups (null: none known)
+  const http::Server* http_server = nullptr;  // the node's listener (null: none, in tests)
+  // The node's instruments (node_metrics.h), shared by every copy of this Node.
+  std::shared_ptr<NodeMetrics> metrics = std::make_shared<NodeMetrics>();
 
   bool kafka() const { return !config.kafka_brokers.empty(); }
   // Whether `req` carries the cluster secret / a known API token (Authorization: Bearer).

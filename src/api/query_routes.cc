@@ -61,7 +61,9 @@ Result<CoordinatedResult> QueryRoutes::RunQuery(const std::string& repo,
                                                 const query::CompiledQuery& compiled,
                                                 const query::TimeRange& range,
                                                 const QueryControl& control) const {
-  return coordinator->Run(repo, query_string, compiled, range, control);
+  return CountedQueryRun(*metrics, "query", [&] {
+    return coordinator->Run(repo, query_string, compiled, range, control);
+  });
 }
 
 http::Response QueryRoutes::HandleQuery(const http::Request& req, const std::string& repo) const {

@@ -15,6 +15,7 @@ void AddLookupRoutes(http::Router& router, const Node& node);   // lookup_routes
 void AddElasticRoutes(http::Router& router, const Node& node);  // elastic_routes.cc
 void AddParserRoutes(http::Router& router, const Node& node);   // parser_routes.cc
 void AddWebRoutes(http::Router& router, const Node& node);      // web_routes.cc
+void AddMetricsRoutes(http::Router& router, const Node& node);  // metrics_routes.cc
 
 // Every module's routes. `router` must outlive its handlers' calls (GET / and GET /api/v1 list
 // its routes).
@@ -27,6 +28,7 @@ inline void AddRoutes(http::Router& router, const Node& node) {
   AddElasticRoutes(router, node);
   AddParserRoutes(router, node);
   AddWebRoutes(router, node);
+  AddMetricsRoutes(router, node);
 }
 
 }  // namespace sediment::api

@@ -137,6 +137,10 @@ void NodeFlags(std::vector<ServerFlag>& f) {
   f.push_back(List(S::kNode, "--api-token", "SEDIMENT_API_TOKEN", "TOKEN",
                    &ServerConfig::api_tokens,
                    "token for queries and admin, repeatable (or comma-separated)"));
+  f.push_back(List(S::kNode, "--metrics-allow", "SEDIMENT_METRICS_ALLOW", "CIDR",
+                   &ServerConfig::metrics_allow,
+                   "client address range (e.g. 10.0.0.0/8) that may read GET /metrics without an "
+                   "API token, repeatable (or comma-separated)"));
   f.push_back(Value(S::kNode, "--max-body-bytes", "SEDIMENT_MAX_BODY_BYTES", "N",
                     &ServerConfig::max_body_bytes, size_t{32} << 20,
                     "largest accepted request body (larger requests get 413)"));

@@ -44,6 +44,8 @@ struct ServerConfig {
   std::string listen = "127.0.0.1:8080";   // HOST:PORT; port 0 picks a free port
   std::vector<std::string> ingest_tokens;  // "REPO:TOKEN" or "REPO:TOKEN:PARSER"
   std::vector<std::string> api_tokens;
+  // Client address ranges (CIDR, common/cidr.h) that may read GET /metrics without an API token.
+  std::vector<std::string> metrics_allow;
   // Ingest partitions: of the embedded log (fixed when the data dir is created) or of the Kafka
   // ingest topic. 0 = the default: 8 embedded, 24 on Kafka.
   int32_t partitions = 0;

@@ -86,6 +86,11 @@ void QueryJobs::Release(const std::shared_ptr<std::atomic<bool>>& cancel) {
   cv_.notify_all();
 }
 
+size_t QueryJobs::ActiveSlots() {
+  std::lock_guard lock(mu_);
+  return active_.size();
+}
+
 void QueryJobs::CancelAll() {
   std::lock_guard lock(mu_);
   stop_ = true;

@@ -120,6 +120,9 @@ class QueryJobs : public std::enable_shared_from_this<QueryJobs> {
   // Cancels and forgets the job; NotFound unless `id` is a job of `repo`.
   Status Delete(const std::string& repo, const std::string& id);
 
+  // Places held now by running jobs and live streams (at most `max_jobs`).
+  size_t ActiveSlots();
+
   // Cancels every running job and live stream and refuses new ones.
   void CancelAll();
   // CancelAll, then waits for every thread the registry started.

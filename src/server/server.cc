@@ -15,6 +15,7 @@
 
 #include "api/routes.h"
 #include "cluster/node_identity.h"
+#include "common/cidr.h"
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/json_writer.h"
@@ -219,6 +220,9 @@ Status Server::Start() {
   if (!ParseListen(s.config.listen, &host, &port)) {
     return Status::InvalidArgument("--listen must be HOST:PORT, got '" + s.config.listen + "'");
   }
+  for (const std::string& range : s.config.metrics_allow) {
+    if (auto c = Cidr::Parse(range); !c.ok()) return c.status().WithContext("--metrics-allow");
+  }
   s.started_ms = s.clock->NowMillis();
   s.peer_tls = PeerTlsOf(s.config);
   RETURN_IF_ERROR(s.peer_tls.Check().WithContext("--tls-ca"));
@@ -339,7 +343,9 @@ Status Server::Start() {
     jobs_env.run = [&s](const std::string& repo, const std::string& query_string,
                         const query::CompiledQuery& compiled, const query::TimeRange& range,
                         const coordinator::QueryControl& control) {
-      return s.coordinator->Run(repo, query_string, compiled, range, control);
+      return api::CountedQueryRun(*s.metrics, "job", [&] {
+        return s.coordinator->Run(repo, query_string, compiled, range, control);
+      });
     };
     jobs_env.limits = [&s] {
       return coordinator::QueryLimitsFromNow(s.config.query_timeout_ms,
@@ -596,6 +602,8 @@ api::Node Server::Impl::ApiNode() const {
   n.query_jobs = query_jobs.get();
   n.query_admission = query_admission.get();
   n.tokens = tokens.get();
+  n.http_server = http.get();
+  n.metrics = metrics;
   return n;
 }
 
@@ -608,14 +616,22 @@ http::Response Server::Impl::NotReady(const http::Request& req) const {
 
 std::optional<http::Response> Server::Impl::Admit(const http::Request& req) const {
   // The routes are added before `ready` is set and never after.
-  if (!ready) return NotReady(req);
-  return router.Admit(req);
+  std::optional<http::Response> refused = ready ? router.Admit(req) : NotReady(req);
+  if (refused) CountHttpAnswer(refused->status);
+  return refused;
 }
 
 http::Response Server::Impl::Handle(const http::Request& req) {
-  if (!ready) return NotReady(req);
-  if (auto r = router.Dispatch(req)) return std::move(*r);
-  return http::Router::NoSuchEndpoint(req);
+  http::Response r = !ready ? NotReady(req) : [&] {
+    if (auto d = router.Dispatch(req)) return std::move(*d);
+    return http::Router::NoSuchEndpoint(req);
+  }();
+  CountHttpAnswer(r.status);
+  return r;
+}
+
+void Server::Impl::CountHttpAnswer(int status) const {
+  metrics->http_requests.With({std::to_string(status)}).Inc();
 }
 
 }  // namespace sediment

@@ -157,6 +157,8 @@ struct Server::Impl : public PartitionGroupListener {
   std::optional<http::Response> Admit(const http::Request& req) const;
   // The answer while the node starts: 503, or a health route's "down".
   http::Response NotReady(const http::Request& req) const;
+  // sediment_http_requests_total of one answer (Admit's refusals and Handle's answers).
+  void CountHttpAnswer(int status) const;
 
   // Queries (query_handler.cc).
   // Coordinates this node's queries (created in Start, after the parts it borrows).
@@ -168,6 +170,8 @@ struct Server::Impl : public PartitionGroupListener {
   // Created in Start, cancelled before HTTP stops and joined after.
   std::shared_ptr<coordinator::QueryJobs> query_jobs;
   std::unique_ptr<coordinator::QueryAdmission> query_admission;  // plain /query requests
+  // The node's instruments (GET /metrics), shared with every route module through ApiNode.
+  std::shared_ptr<api::NodeMetrics> metrics = std::make_shared<api::NodeMetrics>();
 };
 
 }  // namespace sediment

@@ -871,3 +871,40 @@ def pip_venv_python(venv: str, pins: dict[str, str]) -> tuple[Path | None, str]:
         return py, ""
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, f"installing {' '.join(specs)} failed: {e}"
+
+
+class Metrics:
+    """A /metrics answer parsed by the real Prometheus parser (`prometheus_client`, Debian
+    python3-prometheus-client): `families` by name (a counter's without `_total`, as the parser
+    names it) and every sample."""
+
+    def __init__(self, text: str) -> None:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        self.text = text
+        self.families = {f.name: f for f in text_string_to_metric_families(text)}
+        self.samples = [(s.name, dict(s.labels), s.value) for f in self.families.values() for s in f.samples]
+
+    def get(self, name: str, default: float | None = 0.0, **labels: str) -> float | None:
+        """The value of the sample `name` with exactly these labels; `default` when absent (a
+        labelled counter not incremented yet has no sample)."""
+        for n, ls, v in self.samples:
+            if n == name and ls == labels:
+                return v
+        return default
+
+    def sum(self, name: str, **labels: str) -> float:
+        """The sum over the samples `name` whose labels include these."""
+        return sum(v for n, ls, v in self.samples if n == name and all(ls.get(k) == x for k, x in labels.items()))
+
+    def select(self, name: str) -> list[tuple[dict, float]]:
+        return [(ls, v) for n, ls, v in self.samples if n == name]
+
+
+def scrape_metrics(s: SedimentServer, headers: dict | None = None) -> Metrics:
+    """GET /metrics of `s` (with its API token unless `headers` is given); asserts 200."""
+    r = requests.get(s.url + "/metrics", headers=s.api_headers() if headers is None else headers,
+                     timeout=HTTP_TIMEOUT)
+    assert r.status_code == 200, f"GET /metrics: {r.status_code} {r.text[:500]}"
+    assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4"), r.headers["Content-Type"]
+    return Metrics(r.text)
