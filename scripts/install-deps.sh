@@ -9,6 +9,7 @@ PACKAGES=(
   libcurl4-openssl-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libbenchmark-dev
   zlib1g-dev zstd kcat python3 python3-pytest python3-requests python3-venv
   libprotobuf-dev protobuf-compiler
+  libtomlplusplus-dev  # the config file (src/config), header-only
 )
 if [[ "${1:-}" == "--test" ]]; then
   # gdb: the fault harness prints the thread stacks of a node that hangs during its start.

@@ -44,6 +44,9 @@ struct ServerConfig {
   std::string listen = "127.0.0.1:8080";   // HOST:PORT; port 0 picks a free port
   std::vector<std::string> ingest_tokens;  // "REPO:TOKEN" or "REPO:TOKEN:PARSER"
   std::vector<std::string> api_tokens;
+  // SIGTERM/SIGINT: the node stops accepting, answers the requests in progress, flushes the
+  // digest buffers and leaves the cluster within this long (then exits regardless).
+  int64_t shutdown_timeout_ms = 30000;
   // Ingest partitions: of the embedded log (fixed when the data dir is created) or of the Kafka
   // ingest topic. 0 = the default: 8 embedded, 24 on Kafka.
   int32_t partitions = 0;

@@ -359,6 +359,24 @@ Status Server::Start() {
   return Status::OK();
 }
 
+void Server::Shutdown(std::chrono::milliseconds bound) {
+  Impl& s = *impl_;
+  if (s.stopped) return;
+  const auto start = std::chrono::steady_clock::now();
+  s.ready = false;
+  if (s.query_jobs) s.query_jobs->CancelAll();
+  if (s.http) s.http->StopGracefully(start + bound * 2 / 3);
+  spdlog::info("shutdown: HTTP drained after {} ms",
+               std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - start)
+                   .count());
+  if (s.digest) {
+    auto st = s.digest->FlushAll();
+    if (!st.ok()) spdlog::warn("shutdown: flushing the digest buffers: {}", st.ToString());
+  }
+  Stop();
+}
+
 void Server::Stop() {
   Impl& s = *impl_;
   if (s.stopped) return;
