@@ -182,9 +182,8 @@ TEST(ConfigFileTest, BoundsAreTheFlagsOwn) {
   ASSERT_EQ(p.status.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(p.status.message().find("test.toml:1:1: key 'max-json-depth': "), std::string::npos)
       << p.status.message();
-  EXPECT_NE(p.status.message().find("1 - 10000"), std::string::npos) << p.status.message();
-  p = ParseWithFile({}, "max-body-bytes = -1\n");
-  EXPECT_EQ(p.status.code(), StatusCode::kInvalidArgument) << p.status.ToString();
+  EXPECT_NE(p.status.message().find("Value 0 not in range 1 to 10000"), std::string::npos)
+      << p.status.message();
   p = ParseWithFile({}, "max-json-depth = 10000\n");
   ASSERT_TRUE(p.status.ok()) << p.status.ToString();
   EXPECT_EQ(p.config.max_json_depth, 10000);

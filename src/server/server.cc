@@ -363,7 +363,8 @@ void Server::Shutdown(std::chrono::milliseconds bound) {
   Impl& s = *impl_;
   if (s.stopped) return;
   const auto start = std::chrono::steady_clock::now();
-  s.ready = false;
+  // `ready` stays true while draining: it gates every request, and the ones in progress must be
+  // answered as usual (Stop() clears it).
   if (s.query_jobs) s.query_jobs->CancelAll();
   if (s.http) s.http->StopGracefully(start + bound * 2 / 3);
   spdlog::info("shutdown: HTTP drained after {} ms",

@@ -20,7 +20,7 @@ class Server {
   Status Start();
   // Stops HTTP, digest and Global in that order. Idempotent.
   void Stop();
-  // The graceful stop (SIGTERM): marks the node not ready, ends live queries and query jobs,
+  // The graceful stop (SIGTERM): ends live queries and query jobs,
   // stops accepting and answers the requests in progress (http::Server::StopGracefully; until
   // 2/3 of `bound` at most), flushes the digest buffers to segments (so the partitions' next
   // owner replays nothing), then Stop() (which leaves the consumer group first). Every ingest

@@ -97,3 +97,41 @@ def test_shutdown_is_bounded_by_a_request_that_never_finishes(server_factory):
     assert rc == 0, s.describe()
     assert elapsed < bound_ms / 1000, f"{elapsed:.1f}s\n{s.describe()}"
     assert "still busy at the shutdown deadline" in s.log_text(), s.describe()
+
+
+def test_request_in_progress_at_sigterm_is_answered_and_stored(server_factory):
+    """A request whose body is still arriving when SIGTERM comes is read to its end and answered
+    200 (Connection: close) before the node exits; its events are there after the restart."""
+    s = server_factory(name="inflight", extra_args=["--shutdown-timeout-ms", str(BOUND_MS)])
+    m = marker("inflight")
+    body = f"{m} first half\n{m} second half\n".encode()
+    sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+    idle = socket.create_connection(("127.0.0.1", s.port), timeout=10)  # no request: closed at once
+    try:
+        sock.sendall(b"POST /api/v1/ingest/raw HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                     + s.ingest_token.encode() + f"\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body[:10])
+        time.sleep(0.3)
+        assert s.proc is not None
+        t0 = time.monotonic()
+        s.proc.send_signal(signal.SIGTERM)
+        assert idle.recv(1) == b"", "an idle connection stays open during the shutdown"
+        time.sleep(0.5)
+        assert s.proc.poll() is None, "exited with a request in progress"
+        sock.sendall(body[10:])
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+        rc = s.proc.wait(timeout=BOUND_MS / 1000 + 10)
+        elapsed = time.monotonic() - t0
+    finally:
+        sock.close()
+        idle.close()
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    assert b"connection: close" in answer.lower(), answer
+    assert rc == 0, s.describe()
+    assert elapsed < BOUND_MS / 1000, f"{elapsed:.1f}s\n{s.describe()}"
+    s.start()
+    wait_until(lambda: s.count(m) == 2, timeout=30, what="the in-flight request's events")
