@@ -76,13 +76,13 @@ def test_package_metadata_scripts_conffiles_and_unit(deb, tmp_path):
     assert "install -d -o sediment -g sediment" in postinst, postinst
 
     contents = subprocess.run(["dpkg-deb", "-c", str(deb)], capture_output=True, text=True, check=True).stdout
-    for path in ("./usr/bin/sediment", "./lib/systemd/system/sediment.service", "./etc/sediment/sediment.toml"):
+    for path in ("./usr/bin/sediment", "./usr/lib/systemd/system/sediment.service", "./etc/sediment/sediment.toml"):
         assert path in contents, contents
     assert "include/" not in contents and "/lib/lib" not in contents, contents  # nothing of third parties
 
     root = tmp_path / "root"
     subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
-    unit = unit_settings((root / "lib/systemd/system/sediment.service").read_text())
+    unit = unit_settings((root / "usr/lib/systemd/system/sediment.service").read_text())
     assert unit["User"] == "sediment" and unit["Group"] == "sediment", unit
     assert unit["ExecStart"] == "/usr/bin/sediment server --config /etc/sediment/sediment.toml", unit
     assert unit["KillSignal"] == "SIGTERM", unit
@@ -94,7 +94,7 @@ def test_package_metadata_scripts_conffiles_and_unit(deb, tmp_path):
 def test_installed_unit_command_serves_ingest_and_queries(deb, tmp_path):
     root = tmp_path / "root"
     subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
-    unit = unit_settings((root / "lib/systemd/system/sediment.service").read_text())
+    unit = unit_settings((root / "usr/lib/systemd/system/sediment.service").read_text())
     argv = shlex.split(unit["ExecStart"])
     # Absolute paths of the command line move into the root (/usr/bin/sediment, the config).
     argv = [str(root) + a if a.startswith("/") else a for a in argv]
