@@ -3,6 +3,7 @@
 # sediment, /etc/sediment/sediment.toml, data in /var/lib/sediment (a volume), user `sediment`.
 #   docker build -t sediment .
 #   docker run -p 8080:8080 -v sediment-data:/var/lib/sediment sediment
+#   docker stop -t 45 CONTAINER   (SIGTERM: graceful shutdown within 30 s; docker kills after -t)
 # Settings: SEDIMENT_<FLAG> variables (they win over the config file), or mount your own
 # /etc/sediment/sediment.toml.
 
