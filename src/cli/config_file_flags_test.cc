@@ -69,6 +69,9 @@ void ExpectSameConfig(const ServerConfig& a, const ServerConfig& b, const std::s
 TEST(ConfigFileTest, EveryFlagThroughTheFileGivesTheSameConfigAsTheFlag) {
   int checked = 0;
   for (const ServerFlag& f : ServerFlags()) {
+    // Built by flags.cc's Base(), as every flag must be: the file reaches the member through these.
+    ASSERT_TRUE(f.copy && f.set_default && f.add) << f.name();
+    ASSERT_EQ(static_cast<bool>(f.list_value), f.kind == FlagKind::kStringList) << f.name();
     const std::string v = NonDefaultValue(f);
     Parsed by_flag = Parse(Args(f, v));
     ASSERT_EQ(by_flag.exit_code, 0) << f.name() << ": " << by_flag.error;
