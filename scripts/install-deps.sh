@@ -10,6 +10,7 @@ PACKAGES=(
   zlib1g-dev zstd kcat python3 python3-pytest python3-requests python3-venv
   libprotobuf-dev protobuf-compiler
   nodejs  # the web UI's build (web/: npm ci, esbuild; src/webui embeds the bundle)
+  libtomlplusplus-dev  # the config file (src/config), header-only
 )
 # Debian's nodejs comes without npm; a nodejs from elsewhere (e.g. NodeSource) brings its own.
 if ! command -v npm >/dev/null 2>&1; then PACKAGES+=(npm); fi

@@ -4,7 +4,12 @@
 #include <CLI/CLI.hpp>
 
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 
 #include <cstdio>
 #include <fstream>
@@ -39,14 +44,99 @@ int Fail(const std::string& what) {
   return 1;
 }
 
+// `sediment ingest`'s report on stderr: on a terminal a line redrawn at most ten times a second
+// (bytes read, of the total and an ETA when every input is a regular file; events acknowledged;
+// events/s), and a summary line at the end either way.
+class IngestProgress {
+ public:
+  IngestProgress(bool terminal, uint64_t total_bytes)
+      : terminal_(terminal), total_(total_bytes), start_(Clock::now()) {}
+
+  void Acknowledged(size_t events, uint64_t bytes) {
+    events_ += events;
+    bytes_ += bytes;
+    if (!terminal_) return;
+    const auto now = Clock::now();
+    if (now - last_draw_ < std::chrono::milliseconds(100)) return;
+    last_draw_ = now;
+    const double secs = Seconds(now);
+    const double rate = secs > 0 ? static_cast<double>(events_) / secs : 0;
+    std::string line = "\ringested " + Bytes(bytes_);
+    if (total_ > 0) {
+      line += " of " + Bytes(total_) + " (" + std::to_string(bytes_ * 100 / total_) + "%)";
+    }
+    char tail[128];
+    std::snprintf(tail, sizeof tail, ", %zu events, %.0f events/s", events_, rate);
+    line += tail;
+    if (total_ > 0 && bytes_ > 0 && bytes_ < total_) {
+      const double eta = secs * static_cast<double>(total_ - bytes_) / static_cast<double>(bytes_);
+      std::snprintf(tail, sizeof tail, ", ETA %.0f s", eta);
+      line += tail;
+    }
+    line += "\x1b[K";  // clear the rest of the previous, longer line
+    std::fputs(line.c_str(), stderr);
+    std::fflush(stderr);
+  }
+
+  // The summary line (after the progress line on a terminal).
+  void Done() const {
+    const double secs = Seconds(Clock::now());
+    const double rate = secs > 0 ? static_cast<double>(events_) / secs : 0;
+    std::fprintf(stderr, "%singested %zu events, all acknowledged (%s in %.1f s, %.0f events/s)\n",
+                 terminal_ ? "\r\x1b[K" : "", events_, Bytes(bytes_).c_str(), secs, rate);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  double Seconds(Clock::time_point now) const {
+    return std::chrono::duration<double>(now - start_).count();
+  }
+  static std::string Bytes(uint64_t b) {
+    char out[32];
+    if (b >= (uint64_t{1} << 30)) {
+      std::snprintf(out, sizeof out, "%.1f GiB", static_cast<double>(b) / (1 << 30));
+    } else if (b >= (uint64_t{1} << 20)) {
+      std::snprintf(out, sizeof out, "%.1f MiB", static_cast<double>(b) / (1 << 20));
+    } else if (b >= 1024) {
+      std::snprintf(out, sizeof out, "%.1f KiB", static_cast<double>(b) / 1024);
+    } else {
+      std::snprintf(out, sizeof out, "%llu B", static_cast<unsigned long long>(b));
+    }
+    return out;
+  }
+
+  const bool terminal_;
+  const uint64_t total_;  // 0: unknown (stdin, a pipe)
+  const Clock::time_point start_;
+  Clock::time_point last_draw_{};
+  size_t events_ = 0;
+  uint64_t bytes_ = 0;
+};
+
+// The summed size of `files` when each is a regular file (an ETA is possible); else 0.
+uint64_t TotalBytes(const std::vector<std::string>& files) {
+  uint64_t total = 0;
+  for (const auto& f : files) {
+    struct stat st {};
+    if (f == "-" || ::stat(f.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    total += static_cast<uint64_t>(st.st_size);
+  }
+  return total;
+}
+
 int IngestLines(const std::string& url, const std::string& cacert, const std::string& token,
                 std::vector<std::string> files, size_t batch_lines) {
   if (files.empty()) files.push_back("-");
-  size_t total = 0;
+  IngestProgress progress(::isatty(STDERR_FILENO) == 1, TotalBytes(files));
   std::string batch;
   size_t lines = 0;
+  uint64_t batch_bytes = 0;  // of the input, blank lines included
   auto send = [&]() -> bool {
-    if (lines == 0) return true;
+    if (lines == 0) {
+      progress.Acknowledged(0, batch_bytes);
+      batch_bytes = 0;
+      return true;
+    }
     auto r = sediment::http::Fetch("POST", url + "/api/v1/ingest/raw",
                                    AuthHeaders(token, "text/plain"), batch, Options(cacert));
     if (!r.ok()) {
@@ -57,10 +147,10 @@ int IngestLines(const std::string& url, const std::string& cacert, const std::st
       Fail("server answered " + std::to_string(r->status) + ": " + r->body);
       return false;
     }
-    total += lines;
-    std::fprintf(stderr, "\ringested %zu events", total);
+    progress.Acknowledged(lines, batch_bytes);
     batch.clear();
     lines = 0;
+    batch_bytes = 0;
     return true;
   };
   for (const auto& f : files) {
@@ -73,13 +163,14 @@ int IngestLines(const std::string& url, const std::string& cacert, const std::st
     }
     std::string line;
     while (std::getline(*in, line)) {
+      batch_bytes += line.size() + 1;
       if (line.empty()) continue;
       batch.append(line).push_back('\n');
       if (++lines >= batch_lines && !send()) return 1;
     }
   }
   if (!send()) return 1;
-  std::fprintf(stderr, "\ringested %zu events, all acknowledged\n", total);
+  progress.Done();
   return 0;
 }
 
@@ -311,15 +402,18 @@ CLI::App* AddQueryCommand(CLI::App& app, ClientArgs& args) {
 CLI::App* AddStatusCommand(CLI::App& app, ClientArgs& args) {
   auto* status =
       app.add_subcommand("status",
-                         "print the node's status (JSON), or with --cluster the cluster's nodes, "
-                         "partitions and warnings");
+                         "print the cluster view (GET /api/v1/cluster) as tables: nodes, "
+                         "partitions with owner, epoch and lag, warnings; --json: the raw JSON; "
+                         "--node: this node's status JSON");
   status->add_option("--url", args.url, "server URL (http:// or https://)")
       ->envname("SEDIMENT_URL")
       ->capture_default_str();
   AddCacertOption(*status, args);
   status->add_option("--token", args.token, "API token")->envname("SEDIMENT_API_TOKEN")->required();
-  status->add_flag("--cluster", args.cluster, "the cluster view (GET /api/v1/cluster) as tables");
-  status->add_flag("--json", args.json, "with --cluster: the raw JSON");
+  status->add_flag("--cluster", args.cluster, "the cluster view (the default; kept for scripts)");
+  status->add_flag("--node", args.node, "the node's status (GET /api/v1/status) as JSON instead")
+      ->excludes("--cluster");
+  status->add_flag("--json", args.json, "the cluster view as the raw JSON document");
   return status;
 }
 
@@ -333,7 +427,7 @@ int RunQuery(const ClientArgs& args) {
 }
 
 int RunStatus(const ClientArgs& args) {
-  return ShowStatus(args.url, args.token, args.cacert, args.cluster, args.json);
+  return ShowStatus(args.url, args.token, args.cacert, !args.node, args.json);
 }
 
 }  // namespace sediment::cli

@@ -21,7 +21,9 @@ struct ClientArgs {
   std::vector<std::string> files;  // ingest: files to send; none or "-": stdin
   size_t batch_lines = 1000;
   std::string repo = "sandbox", query, start = "24h", end, format = "table";
-  bool cluster = false, json = false;  // status
+  // status: the cluster view as tables (the default; --cluster says so explicitly) or, with
+  // json, as its JSON; node: the node's status JSON instead.
+  bool cluster = false, json = false, node = false;
 };
 
 // Add the subcommand with its options bound to `args` (which must outlive the parse).

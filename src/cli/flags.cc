@@ -63,6 +63,22 @@ std::vector<std::string> SplitNames(const std::string& names) {
 }
 
 template <typename T>
+constexpr FlagKind KindOf() {
+  if constexpr (std::is_same_v<T, bool>) {
+    return FlagKind::kBool;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return FlagKind::kString;
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    return FlagKind::kStringList;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return FlagKind::kFloat;
+  } else {
+    static_assert(std::is_integral_v<T>, "a flag's member is a bool, a number, a string or a list");
+    return FlagKind::kInteger;
+  }
+}
+
+template <typename T>
 ServerFlag Base(S section, const std::string& names, std::string env, std::string metavar,
                 T ServerConfig::*member, T def, std::string help, Extra extra) {
   ServerFlag f;
@@ -76,6 +92,11 @@ ServerFlag Base(S section, const std::string& names, std::string env, std::strin
   f.bounds = std::move(extra.bounds);
   f.set_default = [member, def](ServerConfig& c) { c.*member = def; };
   f.value_text = [member](const ServerConfig& c) { return ToText(c.*member); };
+  f.kind = KindOf<T>();
+  if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    f.list_value = [member](const ServerConfig& c) { return c.*member; };
+  }
+  f.copy = [member](const ServerConfig& from, ServerConfig& to) { to.*member = from.*member; };
   return f;
 }
 
@@ -122,6 +143,12 @@ ServerFlag Switch(S section, const std::string& names, std::string env, bool Ser
   return f;
 }
 
+// A flag whose value --print-config masks (tokens, keys, secrets).
+ServerFlag Secret(ServerFlag f) {
+  f.secret = true;
+  return f;
+}
+
 // ---- the flags, by section ---------------------------------------------------------------------
 
 void NodeFlags(std::vector<ServerFlag>& f) {
@@ -129,14 +156,15 @@ void NodeFlags(std::vector<ServerFlag>& f) {
                     "./sediment-data", "data directory: commit log, Global snapshots, segments"));
   f.push_back(Value(S::kNode, "--listen", "SEDIMENT_LISTEN", "HOST:PORT", &ServerConfig::listen,
                     "127.0.0.1:8080", "HOST:PORT to serve HTTP on"));
-  f.push_back(List(S::kNode, "--ingest-token", "SEDIMENT_INGEST_TOKEN", "REPO:TOKEN[:PARSER]",
-                   &ServerConfig::ingest_tokens,
-                   "ingest token of a repository, repeatable (or comma-separated); creates the "
-                   "repository if missing; PARSER: the parser its events get (a built-in such as "
-                   "accesslog, or a custom parser of the repository)"));
-  f.push_back(List(S::kNode, "--api-token", "SEDIMENT_API_TOKEN", "TOKEN",
-                   &ServerConfig::api_tokens,
-                   "token for queries and admin, repeatable (or comma-separated)"));
+  f.push_back(
+      Secret(List(S::kNode, "--ingest-token", "SEDIMENT_INGEST_TOKEN", "REPO:TOKEN[:PARSER]",
+                  &ServerConfig::ingest_tokens,
+                  "ingest token of a repository, repeatable (or comma-separated); creates the "
+                  "repository if missing; PARSER: the parser its events get (a built-in such as "
+                  "accesslog, or a custom parser of the repository)")));
+  f.push_back(
+      Secret(List(S::kNode, "--api-token", "SEDIMENT_API_TOKEN", "TOKEN", &ServerConfig::api_tokens,
+                  "token for queries and admin, repeatable (or comma-separated)")));
   f.push_back(List(S::kNode, "--metrics-allow", "SEDIMENT_METRICS_ALLOW", "CIDR",
                    &ServerConfig::metrics_allow,
                    "client address range (e.g. 10.0.0.0/8) that may read GET /metrics without an "
@@ -155,6 +183,12 @@ void NodeFlags(std::vector<ServerFlag>& f) {
                     &ServerConfig::max_fields_per_event, 1000,
                     "most fields one ingested event may have once flattened (413 beyond)",
                     Bounds(1, 1000000)));
+  f.push_back(Value(S::kNode, "--shutdown-timeout-ms", "SEDIMENT_SHUTDOWN_TIMEOUT_MS", "N",
+                    &ServerConfig::shutdown_timeout_ms, 30000,
+                    "on SIGTERM or SIGINT: stop accepting, answer the requests in progress, flush "
+                    "the digest buffers and leave the cluster within this long, then exit (a "
+                    "second signal, or this long passing, exits at once)",
+                    Bounds(int64_t{1000}, int64_t{3600000})));
 }
 
 void HttpFlags(std::vector<ServerFlag>& f) {
@@ -286,11 +320,12 @@ void ClusterFlags(std::vector<ServerFlag>& f) {
   f.push_back(Value(
       S::kCluster, "--advertise", "SEDIMENT_ADVERTISE", "H:P", &ServerConfig::advertise, "",
       "address other nodes and clients use to reach this node", Described("the listen address")));
-  f.push_back(Value(S::kCluster, "--cluster-secret", "SEDIMENT_CLUSTER_SECRET", "S",
-                    &ServerConfig::cluster_secret, "",
-                    "secret authenticating node-to-node requests; every node of a cluster needs "
-                    "it (Global keeps only a salted hash, a node with another refuses to start)",
-                    Described("DATA_DIR/cluster-secret, written by the node that generated it")));
+  f.push_back(
+      Secret(Value(S::kCluster, "--cluster-secret", "SEDIMENT_CLUSTER_SECRET", "S",
+                   &ServerConfig::cluster_secret, "",
+                   "secret authenticating node-to-node requests; every node of a cluster needs "
+                   "it (Global keeps only a salted hash, a node with another refuses to start)",
+                   Described("DATA_DIR/cluster-secret, written by the node that generated it"))));
   f.push_back(Value(S::kCluster, "--digest-session-timeout-ms",
                     "SEDIMENT_DIGEST_SESSION_TIMEOUT_MS", "N",
                     &ServerConfig::digest_session_timeout_ms, 6000,
@@ -389,13 +424,13 @@ void BucketFlags(std::vector<ServerFlag>& f) {
   f.push_back(Value(S::kBucket, "--bucket-path-style", "SEDIMENT_BUCKET_PATH_STYLE", "BOOL",
                     &ServerConfig::bucket_path_style, true,
                     "path-style URLs (endpoint/bucket/key) instead of virtual-hosted ones"));
-  f.push_back(Value(S::kBucket, "--bucket-access-key", "SEDIMENT_BUCKET_ACCESS_KEY", "KEY",
-                    &ServerConfig::bucket_access_key, "", "access key id",
-                    Described("`AWS_ACCESS_KEY_ID`")));
-  f.push_back(Value(S::kBucket, "--bucket-secret-key", "SEDIMENT_BUCKET_SECRET_KEY", "KEY",
-                    &ServerConfig::bucket_secret_key, "",
-                    "secret access key (the session token comes from `AWS_SESSION_TOKEN`)",
-                    Described("`AWS_SECRET_ACCESS_KEY`")));
+  f.push_back(Secret(Value(S::kBucket, "--bucket-access-key", "SEDIMENT_BUCKET_ACCESS_KEY", "KEY",
+                           &ServerConfig::bucket_access_key, "", "access key id",
+                           Described("`AWS_ACCESS_KEY_ID`"))));
+  f.push_back(Secret(Value(S::kBucket, "--bucket-secret-key", "SEDIMENT_BUCKET_SECRET_KEY", "KEY",
+                           &ServerConfig::bucket_secret_key, "",
+                           "secret access key (the session token comes from `AWS_SESSION_TOKEN`)",
+                           Described("`AWS_SECRET_ACCESS_KEY`"))));
   f.push_back(Switch(S::kBucket, "--bucket-create", "SEDIMENT_BUCKET_CREATE",
                      &ServerConfig::bucket_create, "create the bucket when missing"));
   f.push_back(Value(S::kBucket, "--upload-interval-ms", "SEDIMENT_UPLOAD_INTERVAL_MS", "N",

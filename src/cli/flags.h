@@ -22,6 +22,9 @@ enum class FlagSection { kNode, kHttp, kCommitLog, kKafka, kQueries, kCluster, k
 
 std::string_view SectionTitle(FlagSection section);
 
+// The type of a flag's member, which is the TOML type its key takes in the config file.
+enum class FlagKind { kBool, kInteger, kFloat, kString, kStringList };
+
 // One flag. Built only by the helpers in flags.cc; the functions capture the ServerConfig member.
 struct ServerFlag {
   FlagSection section;
@@ -37,10 +40,18 @@ struct ServerFlag {
   std::string default_described;
   std::string bounds;  // "1 to 10000" (inclusive); empty = any value of the member's type
   bool repeatable = false;
+  FlagKind kind = FlagKind::kString;  // from the member's type
+  // Tokens, keys, secrets: --print-config masks the value.
+  bool secret = false;
   // Registers the CLI11 option bound to the member (with its environment variable and bounds).
   std::function<CLI::Option*(CLI::App& app, ServerConfig& config, const std::string& help)> add;
   std::function<void(ServerConfig& config)> set_default;
   std::function<std::string(const ServerConfig& config)> value_text;
+  // The member's values (kStringList only; value_text joins them with commas).
+  std::function<std::vector<std::string>(const ServerConfig& config)> list_value;
+  // Copies the member from one config to another (the config file fills a scratch config through
+  // the CLI11 option, then copies).
+  std::function<void(const ServerConfig& from, ServerConfig& to)> copy;
 
   const std::string& name() const { return names.front(); }
 };

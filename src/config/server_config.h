@@ -46,6 +46,9 @@ struct ServerConfig {
   std::vector<std::string> api_tokens;
   // Client address ranges (CIDR, common/cidr.h) that may read GET /metrics without an API token.
   std::vector<std::string> metrics_allow;
+  // SIGTERM/SIGINT: the node stops accepting, answers the requests in progress, flushes the
+  // digest buffers and leaves the cluster within this long (then exits regardless).
+  int64_t shutdown_timeout_ms = 30000;
   // Ingest partitions: of the embedded log (fixed when the data dir is created) or of the Kafka
   // ingest topic. 0 = the default: 8 embedded, 24 on Kafka.
   int32_t partitions = 0;

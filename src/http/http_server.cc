@@ -291,6 +291,9 @@ class SessionBase {
   virtual ~SessionBase() = default;
   // Shuts the connection down (from any thread): every pending and later operation fails.
   virtual void PostStop() = 0;
+  // Closes the connection if it waits for a request (from any thread); a connection reading or
+  // answering one finishes it (its answer says Connection: close) and closes then.
+  virtual void PostCloseIfIdle() = 0;
 };
 
 // Raises RLIMIT_NOFILE to its hard limit; logs when that is below what `max_connections` needs.
@@ -332,6 +335,8 @@ class ServerState {
   ServerOptions options;
   Handler handler;
   std::atomic<bool> stopping{false};
+  // StopGracefully began: no new connection or request; the requests in progress are answered.
+  std::atomic<bool> draining{false};
   std::atomic<bool> io_stopped{false};  // the I/O threads ended: nothing posted runs any more
   bool started = false;
   std::unique_ptr<net::ssl::context> tls;  // set when the listener speaks TLS
@@ -434,6 +439,13 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     });
   }
 
+  void PostCloseIfIdle() override {
+    net::post(stream_.get_executor(), [self = this->shared_from_this()] {
+      beast::error_code ec;
+      if (self->idle_) self->Socket().cancel(ec);  // the wait for a first byte ends: Close()
+    });
+  }
+
  private:
   using Parser = bhttp::request_parser<bhttp::string_body>;
 
@@ -467,7 +479,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 
   // --- reading a request (on the strand) ---
   void ReadRequest() {
-    if (server_->stopping) return Close();
+    if (server_->stopping || server_->draining) return Close();
     parser_.emplace();
     parser_->header_limit(64 * 1024);
     parser_->body_limit(server_->options.max_body_bytes);
@@ -475,7 +487,9 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     // Idle: no buffer while waiting (an idle connection costs its socket and this object).
     buffer_.shrink_to_fit();
     ArmDeadline(Clock::now() + server_->options.idle_timeout);
+    idle_ = true;
     auto on_first = [self = this->shared_from_this()](beast::error_code ec) {
+      self->idle_ = false;
       self->CancelDeadline();
       if (ec || self->server_->stopping) return self->Close();
       self->ReadHeader();
@@ -779,7 +793,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (!bodiless) res.set(bhttp::field::content_type, OneLine(resp.content_type));
     // insert, not set: a header may repeat (one X-Sediment-Warning per warning).
     for (const auto& [k, v] : resp.headers) res.insert(k, OneLine(v));
-    if (server_->stopping) keep_alive = false;
+    if (server_->stopping || server_->draining) keep_alive = false;
     res.keep_alive(keep_alive);
     if (!bodiless) {
       res.body() = std::move(resp.body);
@@ -856,6 +870,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   std::optional<Parser> parser_;
   uint64_t deadline_gen_ = 0;
   bool timed_out_ = false;  // the last armed deadline fired
+  bool idle_ = false;       // waiting for the first byte of a request (PostCloseIfIdle)
   Clock::time_point body_start_;
   uint64_t body_bytes_ = 0;
   size_t drain_left_ = 0;
@@ -868,7 +883,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 template <class Stream>
 bool Session<Stream>::WriteStreamed(Response& resp, unsigned version, bool keep_alive) {
   const bool chunked = version >= 11;
-  if (!chunked || server_->stopping) keep_alive = false;
+  if (!chunked || server_->stopping || server_->draining) keep_alive = false;
   const auto status = static_cast<bhttp::status>(resp.status);
   std::string head = std::string(version >= 11 ? "HTTP/1.1 " : "HTTP/1.0 ") +
                      std::to_string(resp.status) + " " +
@@ -898,7 +913,7 @@ void ServerState::Accept() {
 }
 
 void ServerState::OnAccept(beast::error_code ec, tcp::socket socket) {
-  if (stopping) return;
+  if (stopping || draining) return;
   if (ec) {
     // Out of descriptors (EMFILE) and the like: try again shortly rather than spin.
     spdlog::warn("http accept: {}", ec.message());
@@ -1016,6 +1031,33 @@ Status Server::Start() {
     impl_->io_threads.emplace_back([this] { impl_->ioc.run(); });
   }
   return Status::OK();
+}
+
+void Server::StopGracefully(Clock::time_point deadline) {
+  if (!impl_ || !impl_->started || impl_->stopping) return;
+  if (impl_->draining.exchange(true)) return;
+  net::post(impl_->acceptor->get_executor(), [impl = impl_.get()] {
+    beast::error_code ec;
+    impl->acceptor->close(ec);
+    impl->accept_retry->cancel();
+  });
+  std::vector<std::shared_ptr<SessionBase>> live;
+  {
+    MutexLock lock(&impl_->mu);
+    for (auto& w : impl_->sessions) {
+      if (auto s = w.lock()) live.push_back(std::move(s));
+    }
+  }
+  for (auto& s : live) s->PostCloseIfIdle();
+  live.clear();  // outside the lock: the last reference runs the destructor, which takes it
+  MutexLock lock(&impl_->mu);
+  while (!impl_->sessions.empty() && Clock::now() < deadline) {
+    impl_->sessions_changed.WaitUntil(impl_->mu, deadline);
+  }
+  if (!impl_->sessions.empty()) {
+    spdlog::warn("http: {} connections still busy at the shutdown deadline; closing them",
+                 impl_->sessions.size());
+  }
 }
 
 void Server::Stop() {

@@ -127,6 +127,11 @@ class Server {
   // Stops accepting, shuts connections down, waits (bounded, 10 s) for running handlers, joins
   // the I/O threads. Idempotent. The destructor also waits for handler threads still running.
   void Stop();
+  // The graceful part of a shutdown, before Stop(): stops accepting, closes the connections that
+  // wait for a request, and lets those reading or answering one finish it (the answer says
+  // Connection: close; pipelined requests after it are not read). Returns when no connection is
+  // left or at `deadline`; Stop() then ends whatever is left. Call from one thread, before Stop().
+  void StopGracefully(std::chrono::steady_clock::time_point deadline);
 
  private:
   struct Impl;

@@ -481,5 +481,70 @@ TEST_F(HttpServerTest, StopEndsAStreamThatWaitsForItsClient) {
   ::close(fd);
 }
 
+// The graceful part of a shutdown: an idle connection is closed, new ones are refused, a request
+// whose body is still arriving is read to its end and answered (Connection: close), and
+// StopGracefully returns once it was.
+TEST_F(HttpServerTest, StopGracefullyAnswersTheRequestInProgressAndClosesIdleConnections) {
+  const uint16_t port = server_->port();
+  int idle = ConnectLoopback(port);
+  int busy = ConnectLoopback(port);
+  std::string head = "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nhello";
+  ASSERT_EQ(::send(busy, head.data(), head.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(head.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the server read the header
+
+  const auto t0 = std::chrono::steady_clock::now();
+  std::atomic<bool> returned{false};
+  std::thread stopper([&] {
+    server_->StopGracefully(t0 + std::chrono::seconds(10));
+    returned = true;
+  });
+  timeval tv{3, 0};
+  ::setsockopt(idle, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char c;
+  EXPECT_EQ(::recv(idle, &c, 1, 0), 0) << "the idle connection was not closed";
+  ::close(idle);
+  int fresh = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_NE(::connect(fresh, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0)
+      << "a new connection was accepted while stopping";
+  ::close(fresh);
+  EXPECT_FALSE(returned.load()) << "returned with a request in progress";
+
+  ASSERT_EQ(::send(busy, "world", 5, MSG_NOSIGNAL), 5);
+  ::setsockopt(busy, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string answer;
+  char buf[4096];
+  while (true) {
+    ssize_t n = ::recv(busy, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    answer.append(buf, static_cast<size_t>(n));
+  }
+  ::close(busy);
+  stopper.join();
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK", 0), 0u) << answer;
+  EXPECT_NE(answer.find("Connection: close"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("body=helloworld"), std::string::npos) << answer;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(8));
+}
+
+TEST_F(HttpServerTest, StopGracefullyReturnsAtTheDeadline) {
+  int busy = ConnectLoopback(server_->port());
+  std::string head = "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nhel";
+  ASSERT_EQ(::send(busy, head.data(), head.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(head.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto t0 = std::chrono::steady_clock::now();
+  server_->StopGracefully(t0 + std::chrono::milliseconds(500));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(took, std::chrono::milliseconds(450));
+  EXPECT_LT(took, std::chrono::seconds(3));
+  server_->Stop();  // ends the request that never completes
+  ::close(busy);
+}
+
 }  // namespace
 }  // namespace sediment::http

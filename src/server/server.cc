@@ -365,6 +365,25 @@ Status Server::Start() {
   return Status::OK();
 }
 
+void Server::Shutdown(std::chrono::milliseconds bound) {
+  Impl& s = *impl_;
+  if (s.stopped) return;
+  const auto start = std::chrono::steady_clock::now();
+  // `ready` stays true while draining: it gates every request, and the ones in progress must be
+  // answered as usual (Stop() clears it).
+  if (s.query_jobs) s.query_jobs->CancelAll();
+  if (s.http) s.http->StopGracefully(start + bound * 2 / 3);
+  spdlog::info("shutdown: HTTP drained after {} ms",
+               std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - start)
+                   .count());
+  if (s.digest) {
+    auto st = s.digest->FlushAll();
+    if (!st.ok()) spdlog::warn("shutdown: flushing the digest buffers: {}", st.ToString());
+  }
+  Stop();
+}
+
 void Server::Stop() {
   Impl& s = *impl_;
   if (s.stopped) return;

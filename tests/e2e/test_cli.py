@@ -84,7 +84,7 @@ def test_first_start_bootstraps_sandbox_and_cli_roundtrip(server_factory, tmp_pa
 
     r = cli("status", "--url", s.url, "--token", "wrong")
     assert r.returncode != 0 and "401" in r.stderr, r.stderr
-    r = cli("status", "--url", s.url, "--token", api_token)
+    r = cli("status", "--url", s.url, "--token", api_token, "--node")
     assert r.returncode == 0, r.stderr
     status = json.loads(r.stdout)
     assert isinstance(status.get("partitions"), list) and status["partitions"], status
@@ -103,10 +103,15 @@ def test_first_start_bootstraps_sandbox_and_cli_roundtrip(server_factory, tmp_pa
     assert view["replication"]["factor"] == 1, view["replication"]  # one node: one copy
     assert all(p["safeOffset"] <= p["replayPoint"] for p in view["partitions"]), view
     wait_until(lambda: all(p["lag"] == 0 for p in s.get_json("/api/v1/cluster")["partitions"]), timeout=15)
-    r = cli("status", "--url", s.url, "--token", api_token, "--cluster")
+    for args in ([], ["--cluster"]):  # the cluster tables are the default
+        r = cli("status", "--url", s.url, "--token", api_token, *args)
+        assert r.returncode == 0, r.stderr
+        assert "1 of 1 nodes alive" in r.stdout and "PARTITION" in r.stdout, r.stdout
+        assert "replication factor 1" in r.stdout and "SAFE" in r.stdout, r.stdout
+        assert "EPOCH" in r.stdout and "LAG" in r.stdout and "no warnings" in r.stdout, r.stdout
+    r = cli("status", "--url", s.url, "--token", api_token, "--json")
     assert r.returncode == 0, r.stderr
-    assert "1 of 1 nodes alive" in r.stdout and "PARTITION" in r.stdout, r.stdout
-    assert "replication factor 1" in r.stdout and "SAFE" in r.stdout, r.stdout
+    assert [n["id"] for n in json.loads(r.stdout)["nodes"]] == [status["node"]], r.stdout
 
     # A restart on the same data dir keeps the tokens and does not create new ones.
     s.restart()
@@ -131,3 +136,43 @@ def test_server_refuses_bad_flags(tmp_path):
             timeout=30)
     assert r.returncode != 0
     assert "REPO:TOKEN" in (r.stdout + r.stderr)
+
+
+def test_ingest_progress_on_a_terminal_and_a_summary_otherwise(server, tmp_path):
+    """`sediment ingest FILE`: a redrawn progress line (bytes of the total, events/s, ETA) when
+    stderr is a terminal; the summary line alone when it is not."""
+    import os
+    import pty
+
+    m = marker()
+    path = tmp_path / "lines.log"
+    path.write_text("".join(f"{m} line {i} {'x' * 200}\n" for i in range(20000)))
+    args = [sediment_bin(), "ingest", "--url", server.url, "--token", server.ingest_token, "--batch-lines", "200",
+            str(path)]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120, env=clean_env())
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("\n") == 1 and "\r" not in r.stderr, r.stderr
+    assert re.fullmatch(r"ingested 20000 events, all acknowledged \([0-9.]+ MiB in [0-9.]+ s, [0-9]+ events/s\)\n",
+                        r.stderr), r.stderr
+
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=slave, env=clean_env())
+        os.close(slave)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        assert p.wait(timeout=120) == 0
+    finally:
+        os.close(master)
+    text = out.decode(errors="replace")
+    assert "ingested 20000 events, all acknowledged" in text, text
+    assert re.search(r"\ringested [0-9.]+ [KM]iB of [0-9.]+ MiB \([0-9]+%\), [0-9]+ events, [0-9]+ events/s", text), text
+    assert ", ETA " in text, text
+    wait_until(lambda: server.count(m) == 40000, timeout=30)
