@@ -10,8 +10,8 @@
 # log in <build dir>/fuzz-logs/<target>.log. Reproduce: <build dir>/fuzz/<target> <input file>.
 # New inputs a run finds go to <build dir>/fuzz-corpus/<target>/ (kept between runs, never into
 # the repo's fuzz/corpus/, which holds the seeds).
-# Compiler: clang++-16 (FUZZ_CXX overrides; libFuzzer comes with libclang-rt-16-dev). Build dir:
-# build-fuzz (FUZZ_BUILD_DIR), configured with -DSEDIMENT_FUZZ=ON; ccache is used when installed.
+# Build tree: the one the ASan+UBSan unit tests use (scripts/asan_tree.sh: build-asan, clang++-16
+# with -DSEDIMENT_FUZZ=ON; libFuzzer comes with libclang-rt-16-dev).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=60
@@ -42,24 +42,7 @@ ALL=(ingest_fuzz query_fuzz event_fuzz segment_fuzz commit_log_fuzz ingest_messa
   parser_fuzz)
 ((${#targets[@]} > 0)) || targets=("${ALL[@]}")
 
-dir="${FUZZ_BUILD_DIR:-build-fuzz}"
-cxx="${FUZZ_CXX:-clang++-16}"
-cc="${cxx/clang++/clang}"
-command -v "$cxx" >/dev/null || {
-  echo "$cxx is missing (scripts/install-deps.sh --test installs it)" >&2
-  exit 1
-}
-launcher=()
-if command -v ccache >/dev/null; then
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-fi
-stamp="$dir/fuzz-configured-with"
-if [[ -d "$dir" && "$(cat "$stamp" 2>/dev/null)" != "$cxx" ]]; then rm -rf "$dir"; fi
-if [[ ! -f "$dir/build.ninja" ]]; then
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER="$cc" \
-    -DCMAKE_CXX_COMPILER="$cxx" -DSEDIMENT_FUZZ=ON -DSEDIMENT_WERROR=ON "${launcher[@]}" >/dev/null
-  echo "$cxx" >"$stamp"
-fi
+dir="$(scripts/asan_tree.sh)"
 # Only the targets and the libraries they link (`fuzz`), not the rest of the tree.
 ninja -C "$dir" -j"${JOBS:-$(nproc)}" fuzz
 ((build_only)) && exit 0

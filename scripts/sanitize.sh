@@ -3,12 +3,14 @@
 #   scripts/sanitize.sh asan|tsan [all|build|test]   (default all; the suite builds both in the
 #   background at the lowest CPU priority and runs each one's tests as soon as it is built, while
 #   its process tests run: scripts/test.sh)
-#   scripts/sanitize.sh asan   AddressSanitizer + UndefinedBehaviorSanitizer, every library's tests
+#   scripts/sanitize.sh asan   AddressSanitizer + UndefinedBehaviorSanitizer, every library's tests,
+#                              built with clang++-16 in the tree the fuzz targets share
+#                              (scripts/asan_tree.sh), which `build` also builds the targets of
 #   scripts/sanitize.sh tsan   ThreadSanitizer, the tests of the concurrent code (commit log,
 #                              Global, digest, the query executor's workers and limits, HTTP
 #                              server, membership, storage, merges, the coordinator's jobs,
 #                              leaf and call pool, maintenance, fault-injecting Env)
-# Build dirs: build-asan / build-tsan.
+# Build dirs: build-asan (scripts/asan_tree.sh) / build-tsan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-asan}"
@@ -22,7 +24,6 @@ case "$step" in
 esac
 case "$mode" in
   asan)
-    sanitize="address,undefined"
     tests=(common_test model_test log_test segment_test global_test ingest_test digest_test
            parser_test transform_test aggregate_test query_test query_wire_test http_test
            cluster_test storage_test uploader_test merge_test bucket_test functions_test
@@ -40,15 +41,19 @@ case "$mode" in
     exit 2
     ;;
 esac
-dir="build-$mode"
-# -g1 gives line numbers in reports. ASan+UBSan at -O0: on 2 idle cores its build takes 177 s
-# against 507 s at -O1, and its tests 41 s against 31 s (the suite's time budget is 25 minutes on
-# 2 cores). TSan at -O1: -O0 saves it only 20 s of build, and its tests are the slower part.
-opt="-O1"
-[[ "$mode" == "asan" ]] && opt="-O0"
+if [[ "$mode" == "asan" ]]; then
+  dir="$(scripts/asan_tree.sh)"
+  tests+=(fuzz)
+else
+  # -g1 gives line numbers in reports; -O1: TSan at -O0 saves little build time and its tests are
+  # the slower part.
+  dir="build-$mode"
+  if [[ "$step" != "test" ]]; then
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
+      -DSEDIMENT_SANITIZE="$sanitize" >/dev/null
+  fi
+fi
 if [[ "$step" != "test" ]]; then
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="$opt -g1" \
-    -DSEDIMENT_SANITIZE="$sanitize" >/dev/null
   # The build log is shown only on failure: under TSan, GCC warns (-Wtsan) that the
   # std::atomic_thread_fence used inside Boost.Asio is not modelled, once per translation unit.
   log="$dir/sanitize-build.log"

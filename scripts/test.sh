@@ -4,18 +4,20 @@
 # the end-to-end tests against the real binary on the embedded log and their commit-log tests on a
 # real Kafka broker (pytest), the query corpus, the S3 client and bucket storage against a real
 # S3-compatible test server (moto), the broker fault tests, the cluster fault harness, the
-# benchmark drivers' smoke runs, the unit tests under ASan+UBSan and TSan, and each libFuzzer
-# target for 10 s (scripts/fuzz.sh). Set SEDIMENT_SKIP_SANITIZERS=1 to skip the sanitizer and fuzz
-# builds.
+# benchmark drivers' smoke runs, the web UI in Chromium (tests/browser), the unit tests under
+# ASan+UBSan and TSan, and each libFuzzer target for 10 s (scripts/fuzz.sh). Set
+# SEDIMENT_SKIP_SANITIZERS=1 to skip the sanitizer and fuzz builds.
 #
-# Time budget: 25 minutes on 2 cores. Most of the process tests wait (on brokers, timers, fsync)
+# Time budget: 35 minutes on 2 cores. Most of the process tests wait (on brokers, timers, fsync)
 # rather than compute, so the suite runs three things at once after the unit tests:
 #   - the sanitizer builds (started before the main build, at the lowest CPU priority) and their
-#     test runs, then the fuzz build and the fuzz targets' short runs, in the background;
+#     test runs in the background: one clang++-16 tree for the ASan+UBSan unit tests and the
+#     libFuzzer targets (scripts/asan_tree.sh), its tests, then the fuzz targets' short runs
+#     alongside the TSan build, then the TSan tests;
 #   - lane A in the background: the cluster fault harness, then the broker fault tests (the two
 #     timing-sensitive process suites, one after the other);
-#   - lane B in the foreground: S3, e2e (embedded), query corpus, Kafka unit tests + e2e commit-log
-#     tests on one broker, the broker scripts' tests, the benchmark smoke runs.
+#   - lane B in the foreground: S3, e2e (embedded), query corpus, browser tests, Kafka unit tests +
+#     e2e commit-log tests on one broker, the broker scripts' tests, the benchmark smoke runs.
 # Each background job has its own process group and log; a failure anywhere stops the others (the
 # background pytest gets SIGINT, so its fixtures stop the brokers and servers they started) and
 # prints the failed job's log. Logs: build/test-logs/.
@@ -36,6 +38,10 @@ export PYTHONDONTWRITEBYTECODE=1
 PYTEST=(python3 -m pytest -q -p no:cacheprovider)
 LOGS="$PWD/build/test-logs"
 mkdir -p "$LOGS"
+
+# The web UI's npm packages, once, before the main and sanitizer builds (each builds the UI
+# bundle) could run `npm ci` in web/ at the same time (web/ensure-deps.mjs).
+node web/ensure-deps.mjs
 
 # ---- background jobs -------------------------------------------------------------------------
 BG_NAMES=()
@@ -133,23 +139,29 @@ if [[ "${SEDIMENT_SKIP_SANITIZERS:-0}" != "1" ]]; then
     low() { echo 19 >/proc/self/autogroup 2>/dev/null || true; }
     normal() { echo 0 >/proc/self/autogroup 2>/dev/null || true; }
     low
-    echo "== [$(stamp)] sanitizer build: ASan+UBSan"
+    echo "== [$(stamp)] sanitizer build: ASan+UBSan unit tests and the libFuzzer targets (one clang++-16 tree)"
     nice -n 19 scripts/sanitize.sh asan build
     normal
     echo "== [$(stamp)] unit tests under ASan+UBSan"
     scripts/sanitize.sh asan test
+    # The fuzz runs (one core, normal priority: setsid gives them their own autogroup, so a slow
+    # input is not starved into a false hang) go on while the TSan build takes what is left.
+    echo "== [$(stamp)] fuzz targets, 10 s each (output below, after the TSan tests)"
+    setsid scripts/fuzz.sh --seconds 10 >"'"$LOGS"'/fuzz.log" 2>&1 &
+    fuzz_pid=$!
+    trap "kill -INT -- -$fuzz_pid 2>/dev/null || true" EXIT
+    trap "exit 130" INT TERM
     low
     echo "== [$(stamp)] sanitizer build: TSan"
     nice -n 19 scripts/sanitize.sh tsan build
     normal
     echo "== [$(stamp)] concurrency tests under TSan"
     scripts/sanitize.sh tsan test
-    low
-    echo "== [$(stamp)] fuzz build: libFuzzer targets (clang++-16, ASan+UBSan)"
-    nice -n 19 scripts/fuzz.sh --build-only
-    normal
-    echo "== [$(stamp)] fuzz targets, 10 s each"
-    scripts/fuzz.sh --seconds 10'
+    fuzz_status=0
+    wait "$fuzz_pid" || fuzz_status=$?
+    echo "== [$(stamp)] fuzz targets (exit $fuzz_status)"
+    cat "'"$LOGS"'/fuzz.log"
+    exit "$fuzz_status"'
 fi
 
 echo "== [$(stamp)] build"
@@ -189,6 +201,10 @@ if [[ -d tests/query ]]; then
   QUERY_CORPUS_STORAGE=buffers "${PYTEST[@]}" tests/query
   check_bg
 fi
+
+echo "== [$(stamp)] browser tests: the web UI in Debian's Chromium (Selenium), against real servers"
+"${PYTEST[@]}" tests/browser
+check_bg
 
 echo "== [$(stamp)] Kafka: one broker for the Kafka unit tests and the e2e commit-log tests"
 KAFKA_DIR="$(mktemp -d /tmp/sediment-test-kafka.XXXXXX)"

@@ -586,7 +586,7 @@ TEST_F(BucketStorageTest, EnsureLocalRevivesAnIntactEvictedCopyWithoutDownloadin
 class EvictionTest : public BucketStorageTest {
  protected:
   // One node, R = 1, `count` segments of about the same size, written by node 1.
-  std::vector<SegmentId> Setup(int count, uint64_t bound_segments, uint64_t* seg_size) {
+  std::vector<SegmentId> AddSegments(int count, uint64_t bound_segments, uint64_t* seg_size) {
     // The bound is set once the file size is known, so the node is created with a placeholder
     // and replaced.
     AddNode(NodeId(1));
@@ -607,7 +607,7 @@ class EvictionTest : public BucketStorageTest {
 
 TEST_F(EvictionTest, KeepsTheBoundLeastRecentlyUsedFirstNeverNotUploaded) {
   uint64_t size = 0;
-  std::vector<SegmentId> ids = Setup(8, 4, &size);
+  std::vector<SegmentId> ids = AddSegments(8, 4, &size);
   // ids[0] is not uploaded (the oldest of all, never evicted); the others are.
   for (size_t i = 1; i < ids.size(); ++i) Upload(ids[i]);
   auto file = [&](size_t i) { return Record(ids[i]).file_name; };
@@ -664,7 +664,7 @@ TEST_F(EvictionTest, KeepsTheBoundLeastRecentlyUsedFirstNeverNotUploaded) {
 
 TEST_F(EvictionTest, NotUploadedSegmentsAreNeverEvictedEvenOverTheBound) {
   uint64_t size = 0;
-  std::vector<SegmentId> ids = Setup(5, 2, &size);
+  std::vector<SegmentId> ids = AddSegments(5, 2, &size);
   ASSERT_TRUE(N(1).rep->RunOnce().ok());  // nothing uploaded: nothing can go
   for (SegmentId id : ids) EXPECT_TRUE(N(1).store->Has(Record(id).file_name));
   auto p = N(1).rep->progress();
@@ -679,7 +679,7 @@ TEST_F(EvictionTest, NotUploadedSegmentsAreNeverEvictedEvenOverTheBound) {
 
 TEST_F(EvictionTest, PinnedFileIsEvictedButDeletedOnlyAfterUnpin) {
   uint64_t size = 0;
-  std::vector<SegmentId> ids = Setup(4, 2, &size);
+  std::vector<SegmentId> ids = AddSegments(4, 2, &size);
   for (SegmentId id : ids) Upload(id);
   auto file = [&](size_t i) { return Record(ids[i]).file_name; };
   // ids[0] is being read, but an older access than the others.

@@ -34,7 +34,7 @@ for _p in (ROOT / "tests" / "e2e", Path(__file__).resolve().parent):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-from harness import pip_venv_python  # noqa: E402
+from harness import import_pinned  # noqa: E402
 
 SELENIUM_PIN = {"selenium": "4.27.1"}
 CHROMIUM = os.environ.get("SEDIMENT_CHROMIUM", "/usr/bin/chromium")
@@ -45,22 +45,7 @@ TEST_TIMEOUT = float(os.environ.get("BROWSER_TEST_TIMEOUT", "120"))
 
 def _load_selenium() -> str | None:
     """None when `selenium` imports, else why not."""
-    try:
-        import selenium  # noqa: F401
-        return None
-    except ImportError:
-        pass
-    py, why = pip_venv_python("selenium", SELENIUM_PIN)
-    if py is None:
-        return f"no selenium: {why}"
-    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             stdout=subprocess.PIPE, text=True, timeout=60).stdout.strip()
-    sys.path.insert(0, purelib)
-    try:
-        import selenium  # noqa: F401
-        return None
-    except ImportError as e:
-        return f"selenium from {purelib} does not import: {e}"
+    return import_pinned("selenium", "selenium", SELENIUM_PIN)
 
 
 def _missing() -> str | None:

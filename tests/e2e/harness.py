@@ -873,12 +873,46 @@ def pip_venv_python(venv: str, pins: dict[str, str]) -> tuple[Path | None, str]:
         return None, f"installing {' '.join(specs)} failed: {e}"
 
 
+def import_pinned(module: str, venv: str, pins: dict[str, str]) -> str | None:
+    """Makes `module` importable in this interpreter: None when it already imports (the
+    interpreter's own packages, e.g. Debian's python3-* when it is the system python3), else after
+    adding the site-packages of the cached venv `venv` holding `pins` (pip_venv_python; made with
+    this interpreter, so the same Python version) to sys.path; otherwise why not."""
+    import importlib
+    import sys
+
+    try:
+        importlib.import_module(module)
+        return None
+    except ImportError:
+        pass
+    py, why = pip_venv_python(venv, pins)
+    if py is None:
+        return f"no {module}: {why}"
+    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             stdout=subprocess.PIPE, text=True, timeout=60).stdout.strip()
+    if purelib not in sys.path:
+        sys.path.insert(0, purelib)
+    try:
+        importlib.import_module(module)
+        return None
+    except ImportError as e:
+        return f"{module} from {purelib} does not import: {e}"
+
+
+# prometheus_client: Debian's python3-prometheus-client (scripts/install-deps.sh --test) when the
+# interpreter is the system one, else this version in a cached venv.
+PROMETHEUS_CLIENT_PIN = {"prometheus-client": "0.16.0"}
+
+
 class Metrics:
     """A /metrics answer parsed by the real Prometheus parser (`prometheus_client`, Debian
     python3-prometheus-client): `families` by name (a counter's without `_total`, as the parser
     names it) and every sample."""
 
     def __init__(self, text: str) -> None:
+        why = import_pinned("prometheus_client", "prometheus-client", PROMETHEUS_CLIENT_PIN)
+        assert why is None, why
         from prometheus_client.parser import text_string_to_metric_families
 
         self.text = text
