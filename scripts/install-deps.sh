@@ -8,7 +8,7 @@ PACKAGES=(
   libboost-dev librdkafka-dev libsimdjson-dev libzstd-dev liblz4-dev libxxhash-dev libre2-dev
   libcurl4-openssl-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libbenchmark-dev
   zlib1g-dev zstd kcat python3 python3-pytest python3-requests python3-venv
-  libprotobuf-dev protobuf-compiler
+  libprotobuf-dev protobuf-compiler libhowardhinnant-date-dev
 )
 if [[ "${1:-}" == "--test" ]]; then
   # gdb: the fault harness prints the thread stacks of a node that hangs during its start.

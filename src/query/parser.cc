@@ -182,11 +182,44 @@ class Parser {
    private:
     Parser* p_;
   };
-  // Whether pos_ (after SkipWs) is where a pipeline step ends.
-  bool AtStepEnd() const {
+  // Whether pos_ (after SkipWs) is where a pipeline step ends: a '|' (or the end, or the end of
+  // a case branch or subquery), or the start of a step on a new line (ImplicitStepAt).
+  bool AtStepEnd() const { return AtStepSeparator() || ImplicitStepAt(); }
+  bool AtStepSeparator() const {
     if (AtEnd()) return true;
     char c = Peek();
     return c == '|' || (InCase() && (c == ';' || c == '}')) || (subquery_depth_ > 0 && c == '}');
+  }
+  // Whether only white space separates pos_ from the line before it.
+  bool NewlineBefore() const {
+    for (size_t i = pos_; i > 0; --i) {
+      if (s_[i - 1] == '\n') return true;
+      if (!IsSpace(s_[i - 1])) return false;
+    }
+    return false;
+  }
+  // LogScale's steps on separate lines without '|' (`head(limit=10)` newline `groupBy(x)`):
+  // whether pos_ starts, on a new line, a step that cannot continue a filter or an expression:
+  // an assignment `x :=`, or a call of a pipeline function that is not a filter (regex(),
+  // which can be one, excepted).
+  bool ImplicitStepAt() const {
+    if (AtEnd() || !NewlineBefore()) return false;
+    size_t e = pos_;
+    while (e < s_.size() && (IsIdentChar(s_[e]) || s_[e] == '.' || s_[e] == '@' || s_[e] == '#' ||
+                             s_[e] == '[' || s_[e] == ']')) {
+      ++e;
+    }
+    if (e == pos_) return false;
+    size_t k = SkipWsFrom(e);
+    if (k + 1 < s_.size() && s_[k] == ':' && s_[k + 1] == '=') return true;
+    if (!IsIdentStart(s_[pos_])) return false;
+    const size_t name_end = FunctionNameEnd(pos_);
+    k = SkipWsFrom(name_end);
+    if (k >= s_.size() || s_[k] != '(') return false;
+    const std::string_view name = s_.substr(pos_, name_end - pos_);
+    if (IsKeyword(name)) return false;
+    const functions::Function* fn = functions::FindPipelineFunction(name);
+    return fn != nullptr && fn->kind != functions::Kind::kFilter && !IsRegexFunction(*fn);
   }
 
   // Characters that end a bare word in a filter. `{` and `}` always do (they are syntax in
@@ -343,7 +376,7 @@ class Parser {
     bool first = true;
     while (true) {
       SkipWs();
-      if (AtStepEnd()) {
+      if (AtStepSeparator()) {
         // Only the first step may be empty: "| count()" or the empty query.
         bool allowed = first && (Peek() == '|' || (!in_branch && AtEnd()));
         if (!allowed) {
@@ -362,6 +395,8 @@ class Parser {
         continue;
       }
       if (in_branch && (c == ';' || c == '}')) return true;
+      // A step on a new line without '|' is the next step (as in LogScale).
+      if (NewlineBefore()) continue;
       Error(pos_, Unexpected());
       return false;
     }
@@ -1410,6 +1445,18 @@ class Parser {
       return parsed && NamedCall(v);
     }
     if (c == '{') return ParseSubquery(v);
+    if (c == '(') {  // a value in parentheses: function=([count(), max(x)]), function=(f())
+      const size_t open = pos_++;
+      if (!ParseArgValue(v)) return false;
+      SkipWs();
+      if (Peek() != ')') {
+        Error(pos_, "expected ')' closing the '(' at position " + std::to_string(open) +
+                        " but found " + Found());
+        return false;
+      }
+      ++pos_;
+      return true;
+    }
     if (c == '$') {
       Error(pos_, "saved query call '" +
                       std::string(s_.substr(pos_, FunctionNameEnd(pos_ + 1) - pos_)) +
