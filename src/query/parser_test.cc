@@ -964,7 +964,7 @@ TEST(ParserFunctionTest, FormatTimeLowerLength) {
             "invalid value 'Europe/Atlantis' for parameter 'timezone' of formatTime(): expected "
             "UTC, a fixed offset such as +02:00 or a time zone name such as Europe/Berlin or PST "
             "at position 34");
-  EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, timezone=pst)").substr(0, 20),
+  EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, timezone=pst)").substr(0, 21),
             "invalid value 'pst' f");
   EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, timezone=\"+25:00\")").substr(0, 20),
             "invalid value '+25:0");

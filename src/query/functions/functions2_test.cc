@@ -199,11 +199,19 @@ TEST(NamespacedTest, Math) {
   EXPECT_EQ(
       Get("math:arctan2", {{"x", "x"}, {"y", "y"}}, Row{{"x", I(0)}, {"y", I(1)}}, "_arctan2"),
       D(std::numbers::pi / 2));
-  Outcome o = RunCall("math:pow", {{"", "x"}, {"exponent", "abc"}}, Row{});
+  // An exponent that is not a number names a field holding it.
+  EXPECT_EQ(
+      Get("math:pow", {{"", "x"}, {"exponent", "e"}}, Row{{"x", I(2)}, {"e", S("3")}}, "_pow"),
+      I(8));
+  EXPECT_EQ(Get("math:pow", {{"", "x"}, {"exponent", "e"}}, Row{{"x", I(2)}}, "_pow"),
+            std::nullopt);
+  EXPECT_EQ(
+      Get("math:pow", {{"", "x"}, {"exponent", "e"}}, Row{{"x", I(2)}, {"e", S("z")}}, "_pow"),
+      std::nullopt);
+  Outcome o = RunCall("math:pow", {{"", "x"}, {"exponent", "\"\""}}, Row{});
   EXPECT_EQ(o.status.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(o.status.message().find("'exponent' of math:pow()"), std::string::npos)
       << o.status.ToString();
-  EXPECT_NE(o.status.message().find("at position"), std::string::npos);
 }
 
 TEST(NamespacedTest, Text) {
@@ -294,7 +302,7 @@ TEST(TimeZoneTest, NamedZonesFollowDaylightSaving) {
   EXPECT_EQ(TimeZone::Parse("-0200")->Abbreviation(0), "-02:00");
   EXPECT_EQ(TimeZone::Parse("Z")->Abbreviation(0), "UTC");
   for (const char* bad :
-       {"", "pst", "Europe/Nowhere", "+19:00", "UTC+", "../../etc/passwd", "Europe/Berlin\n"}) {
+       {"pst", "Europe/Nowhere", "+19:00", "UTC+", "../../etc/passwd", "Europe/Berlin\n"}) {
     EXPECT_FALSE(TimeZone::Parse(bad).has_value()) << bad;
   }
 }
