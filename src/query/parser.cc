@@ -432,6 +432,25 @@ class Parser {
       return add_stage(std::move(st));
     }
     std::string target;
+    if (MatchStepAt(start, &target)) {  // `field =~ match(...)`: match() with field=field
+      const size_t name_at = SkipWsFrom(SkipWsFrom(pos_) + 2);
+      const size_t open = SkipWsFrom(FunctionNameEnd(name_at));
+      functions::Arg field;
+      field.name = "field";
+      field.position = start;
+      field.value.text = target;
+      field.value.quoted = true;
+      field.value.position = start;
+      pos_ = open + 1;
+      Stage st;
+      if (!ParseFunctionStage(*functions::FindPipelineFunction("match"), name_at, &st, nullptr,
+                              &field) ||
+          !CheckTables(&st)) {
+        return false;
+      }
+      return add_stage(std::move(st));
+    }
+    if (!ok()) return false;
     if (AssignmentAt(&target)) return ParseAssignmentStep(target, start, stages, filter_phase);
     if (!ok()) return false;
     if (MatchAt(&target)) {
@@ -744,6 +763,24 @@ class Parser {
 
   // Whether a `target :=` starts at pos_ (target a field name, "quoted" or `backquoted`); then
   // *target is set and pos_ is after ':='. Otherwise pos_ is unchanged.
+  // Whether `field =~ match(` starts at pos_ (match() is a step, not a filter function): true
+  // with *field set and pos_ after the field name; else pos_ unchanged.
+  bool MatchStepAt(size_t start, std::string* field) {
+    if (!TryFieldNameAt(field)) return false;
+    const size_t k = SkipWsFrom(pos_);
+    if (k + 1 < s_.size() && s_[k] == '=' && s_[k + 1] == '~') {
+      const size_t name_at = SkipWsFrom(k + 2);
+      const size_t e = FunctionNameEnd(name_at);
+      const size_t open = SkipWsFrom(e);
+      if (e > name_at && open < s_.size() && s_[open] == '(' &&
+          EqualsIgnoreCase(s_.substr(name_at, e - name_at), "match")) {
+        return true;
+      }
+    }
+    pos_ = start;
+    return false;
+  }
+
   bool AssignmentAt(std::string* target) {
     const size_t start = pos_;
     if (!TryFieldNameAt(target)) return false;
@@ -1167,6 +1204,7 @@ class Parser {
   FilterPtr ParseNumericComparison(const std::string& name, const std::string& op, size_t start,
                                    size_t vpos) {
     std::string value;
+    bool word = false;
     if (Peek() == '"') {
       if (!ParseQuoted(&value)) return nullptr;
     } else if (Peek() == '?') {
@@ -1174,8 +1212,24 @@ class Parser {
     } else {
       value = std::string(WordAt(pos_));
       pos_ += value.size();
+      word = true;
     }
     std::optional<double> number = ParseNumber(value);
+    std::optional<double> left = ParseNumber(name);
+    if (!number && left && word && !value.empty() && IsIdentStart(value[0])) {
+      // `400 > status`: the number on the left is `status < 400`.
+      auto n = MakeNode(FilterNode::Kind::kFieldCmp, start);
+      n->field = value;
+      n->text = name;
+      n->number = *left;
+      using C = FilterNode::Cmp;
+      n->cmp = op == "<"    ? C::kGt
+               : op == "<=" ? C::kGe
+               : op == ">"  ? C::kLt
+               : op == ">=" ? C::kLe
+                            : C::kEq;
+      return n;
+    }
     if (!number) {
       std::string found = vpos < s_.size() && pos_ > vpos ? "'" + value + "'" : Found();
       Error(vpos, "expected a number after '" + op + "' but found " + found +
@@ -1645,7 +1699,8 @@ class Parser {
   // A pipeline function `fn` (not a filter) named at `start`; pos_ just after '('. `as` (from
   // `name := fn(...)`), when given, is added to the arguments.
   bool ParseFunctionStage(const functions::Function& fn, size_t start, Stage* st,
-                          const functions::Arg* as = nullptr) {
+                          const functions::Arg* as = nullptr,
+                          const functions::Arg* field = nullptr) {
     st->position = start;
     st->function = fn.name;
     functions::Call call(fn, start, &err_);
@@ -1669,6 +1724,7 @@ class Parser {
     } else {
       if (!ParseArgs(&args)) return false;
       if (as != nullptr) args.push_back(*as);
+      if (field != nullptr) args.push_back(*field);
       if (!call.Bind(args)) return false;
     }
     return fn.stage(call, st);

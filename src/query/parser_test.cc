@@ -928,6 +928,21 @@ TEST(ParserTest, StepsOnSeparateLinesWithoutPipe) {
   EXPECT_EQ(ParseError("head() groupBy(x)"), "unexpected 'g' at position 7");
 }
 
+TEST(ParserTest, NumberOnTheLeftOfAComparison) {
+  auto q = Compile("400 > status");
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  ASSERT_EQ((*q)->filter->kind, FilterNode::Kind::kFieldCmp);
+  EXPECT_EQ((*q)->filter->field, "status");
+  EXPECT_EQ((*q)->filter->cmp, FilterNode::Cmp::kLt);
+  EXPECT_EQ((*q)->filter->number, 400);
+  auto q2 = Compile("1.5 <= x");
+  ASSERT_TRUE(q2.ok()) << q2.status().ToString();
+  EXPECT_EQ((*q2)->filter->cmp, FilterNode::Cmp::kGe);
+  EXPECT_EQ(ParseError("400 > \"status\""),
+            "expected a number after '>' but found 'status' at position 6");
+  EXPECT_EQ(ParseError("a > b"), "expected a number after '>' but found 'b' at position 4");
+}
+
 TEST(ParserFunctionTest, ParenthesizedArgumentValues) {
   // function=( ... ) is the value inside the parentheses.
   EXPECT_EQ(ParseError("groupBy(a, function=([count(x, as=c), max(y)]))"), "OK");
