@@ -11,6 +11,7 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler
   nodejs  # the web UI's build (web/: npm ci, esbuild; src/webui embeds the bundle)
   libtomlplusplus-dev  # the config file (src/config), header-only
+  libprotobuf-dev protobuf-compiler libhowardhinnant-date-dev
 )
 # Debian's nodejs comes without npm; a nodejs from elsewhere (e.g. NodeSource) brings its own.
 if ! command -v npm >/dev/null 2>&1; then PACKAGES+=(npm); fi

@@ -182,11 +182,44 @@ class Parser {
    private:
     Parser* p_;
   };
-  // Whether pos_ (after SkipWs) is where a pipeline step ends.
-  bool AtStepEnd() const {
+  // Whether pos_ (after SkipWs) is where a pipeline step ends: a '|' (or the end, or the end of
+  // a case branch or subquery), or the start of a step on a new line (ImplicitStepAt).
+  bool AtStepEnd() const { return AtStepSeparator() || ImplicitStepAt(); }
+  bool AtStepSeparator() const {
     if (AtEnd()) return true;
     char c = Peek();
     return c == '|' || (InCase() && (c == ';' || c == '}')) || (subquery_depth_ > 0 && c == '}');
+  }
+  // Whether only white space separates pos_ from the line before it.
+  bool NewlineBefore() const {
+    for (size_t i = pos_; i > 0; --i) {
+      if (s_[i - 1] == '\n') return true;
+      if (!IsSpace(s_[i - 1])) return false;
+    }
+    return false;
+  }
+  // LogScale's steps on separate lines without '|' (`head(limit=10)` newline `groupBy(x)`):
+  // whether pos_ starts, on a new line, a step that cannot continue a filter or an expression:
+  // an assignment `x :=`, or a call of a pipeline function that is not a filter (regex(),
+  // which can be one, excepted).
+  bool ImplicitStepAt() const {
+    if (AtEnd() || !NewlineBefore()) return false;
+    size_t e = pos_;
+    while (e < s_.size() && (IsIdentChar(s_[e]) || s_[e] == '.' || s_[e] == '@' || s_[e] == '#' ||
+                             s_[e] == '[' || s_[e] == ']')) {
+      ++e;
+    }
+    if (e == pos_) return false;
+    size_t k = SkipWsFrom(e);
+    if (k + 1 < s_.size() && s_[k] == ':' && s_[k + 1] == '=') return true;
+    if (!IsIdentStart(s_[pos_])) return false;
+    const size_t name_end = FunctionNameEnd(pos_);
+    k = SkipWsFrom(name_end);
+    if (k >= s_.size() || s_[k] != '(') return false;
+    const std::string_view name = s_.substr(pos_, name_end - pos_);
+    if (IsKeyword(name)) return false;
+    const functions::Function* fn = functions::FindPipelineFunction(name);
+    return fn != nullptr && fn->kind != functions::Kind::kFilter && !IsRegexFunction(*fn);
   }
 
   // Characters that end a bare word in a filter. `{` and `}` always do (they are syntax in
@@ -343,7 +376,7 @@ class Parser {
     bool first = true;
     while (true) {
       SkipWs();
-      if (AtStepEnd()) {
+      if (AtStepSeparator()) {
         // Only the first step may be empty: "| count()" or the empty query.
         bool allowed = first && (Peek() == '|' || (!in_branch && AtEnd()));
         if (!allowed) {
@@ -362,6 +395,8 @@ class Parser {
         continue;
       }
       if (in_branch && (c == ';' || c == '}')) return true;
+      // A step on a new line without '|' is the next step (as in LogScale).
+      if (NewlineBefore()) continue;
       Error(pos_, Unexpected());
       return false;
     }
@@ -397,6 +432,25 @@ class Parser {
       return add_stage(std::move(st));
     }
     std::string target;
+    if (MatchStepAt(start, &target)) {  // `field =~ match(...)`: match() with field=field
+      const size_t name_at = SkipWsFrom(SkipWsFrom(pos_) + 2);
+      const size_t open = SkipWsFrom(FunctionNameEnd(name_at));
+      functions::Arg field;
+      field.name = "field";
+      field.position = start;
+      field.value.text = target;
+      field.value.quoted = true;
+      field.value.position = start;
+      pos_ = open + 1;
+      Stage st;
+      if (!ParseFunctionStage(*functions::FindPipelineFunction("match"), name_at, &st, nullptr,
+                              &field) ||
+          !CheckTables(&st)) {
+        return false;
+      }
+      return add_stage(std::move(st));
+    }
+    if (!ok()) return false;
     if (AssignmentAt(&target)) return ParseAssignmentStep(target, start, stages, filter_phase);
     if (!ok()) return false;
     if (MatchAt(&target)) {
@@ -709,6 +763,24 @@ class Parser {
 
   // Whether a `target :=` starts at pos_ (target a field name, "quoted" or `backquoted`); then
   // *target is set and pos_ is after ':='. Otherwise pos_ is unchanged.
+  // Whether `field =~ match(` starts at pos_ (match() is a step, not a filter function): true
+  // with *field set and pos_ after the field name; else pos_ unchanged.
+  bool MatchStepAt(size_t start, std::string* field) {
+    if (!TryFieldNameAt(field)) return false;
+    const size_t k = SkipWsFrom(pos_);
+    if (k + 1 < s_.size() && s_[k] == '=' && s_[k + 1] == '~') {
+      const size_t name_at = SkipWsFrom(k + 2);
+      const size_t e = FunctionNameEnd(name_at);
+      const size_t open = SkipWsFrom(e);
+      if (e > name_at && open < s_.size() && s_[open] == '(' &&
+          EqualsIgnoreCase(s_.substr(name_at, e - name_at), "match")) {
+        return true;
+      }
+    }
+    pos_ = start;
+    return false;
+  }
+
   bool AssignmentAt(std::string* target) {
     const size_t start = pos_;
     if (!TryFieldNameAt(target)) return false;
@@ -1132,6 +1204,7 @@ class Parser {
   FilterPtr ParseNumericComparison(const std::string& name, const std::string& op, size_t start,
                                    size_t vpos) {
     std::string value;
+    bool word = false;
     if (Peek() == '"') {
       if (!ParseQuoted(&value)) return nullptr;
     } else if (Peek() == '?') {
@@ -1139,8 +1212,24 @@ class Parser {
     } else {
       value = std::string(WordAt(pos_));
       pos_ += value.size();
+      word = true;
     }
     std::optional<double> number = ParseNumber(value);
+    std::optional<double> left = ParseNumber(name);
+    if (!number && left && word && !value.empty() && IsIdentStart(value[0])) {
+      // `400 > status`: the number on the left is `status < 400`.
+      auto n = MakeNode(FilterNode::Kind::kFieldCmp, start);
+      n->field = value;
+      n->text = name;
+      n->number = *left;
+      using C = FilterNode::Cmp;
+      n->cmp = op == "<"    ? C::kGt
+               : op == "<=" ? C::kGe
+               : op == ">"  ? C::kLt
+               : op == ">=" ? C::kLe
+                            : C::kEq;
+      return n;
+    }
     if (!number) {
       std::string found = vpos < s_.size() && pos_ > vpos ? "'" + value + "'" : Found();
       Error(vpos, "expected a number after '" + op + "' but found " + found +
@@ -1410,6 +1499,18 @@ class Parser {
       return parsed && NamedCall(v);
     }
     if (c == '{') return ParseSubquery(v);
+    if (c == '(') {  // a value in parentheses: function=([count(), max(x)]), function=(f())
+      const size_t open = pos_++;
+      if (!ParseArgValue(v)) return false;
+      SkipWs();
+      if (Peek() != ')') {
+        Error(pos_, "expected ')' closing the '(' at position " + std::to_string(open) +
+                        " but found " + Found());
+        return false;
+      }
+      ++pos_;
+      return true;
+    }
     if (c == '$') {
       Error(pos_, "saved query call '" +
                       std::string(s_.substr(pos_, FunctionNameEnd(pos_ + 1) - pos_)) +
@@ -1598,7 +1699,8 @@ class Parser {
   // A pipeline function `fn` (not a filter) named at `start`; pos_ just after '('. `as` (from
   // `name := fn(...)`), when given, is added to the arguments.
   bool ParseFunctionStage(const functions::Function& fn, size_t start, Stage* st,
-                          const functions::Arg* as = nullptr) {
+                          const functions::Arg* as = nullptr,
+                          const functions::Arg* field = nullptr) {
     st->position = start;
     st->function = fn.name;
     functions::Call call(fn, start, &err_);
@@ -1622,6 +1724,7 @@ class Parser {
     } else {
       if (!ParseArgs(&args)) return false;
       if (as != nullptr) args.push_back(*as);
+      if (field != nullptr) args.push_back(*field);
       if (!call.Bind(args)) return false;
     }
     return fn.stage(call, st);

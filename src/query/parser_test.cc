@@ -907,6 +907,53 @@ TEST(ParserFunctionTest, ParseJsonKvParseSplit) {
   EXPECT_TRUE((*strip)->stages[0].strip);
 }
 
+TEST(ParserTest, StepsOnSeparateLinesWithoutPipe) {
+  // A non-filter function call or an assignment on a new line starts the next step.
+  auto q = Compile("method=GET\nselect([status, ms])");
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  ASSERT_EQ((*q)->stages.size(), 1u);
+  EXPECT_EQ((*q)->stages[0].kind, Stage::Kind::kSelect);
+  ASSERT_NE((*q)->filter, nullptr);
+  auto q2 = Compile("head(limit=10)\ngroupBy(loglevel)\nx := _count * 2\n  y := x\nx > 2");
+  ASSERT_TRUE(q2.ok()) << q2.status().ToString();
+  EXPECT_EQ((*q2)->stages.size(), 5u);
+  // Filters on several lines stay one filter (implicit AND), regex() included.
+  auto q3 = Compile("a=1\nb=2\nregex(\"x\")\nin(c, values=[1])");
+  ASSERT_TRUE(q3.ok()) << q3.status().ToString();
+  EXPECT_TRUE((*q3)->stages.empty());
+  // On one line it is still an error.
+  EXPECT_EQ(ParseError("method=GET select([a])"),
+            "select() is not a filter: use it as a pipeline step of its own, after '|' at "
+            "position 11");
+  EXPECT_EQ(ParseError("head() groupBy(x)"), "unexpected 'g' at position 7");
+}
+
+TEST(ParserTest, NumberOnTheLeftOfAComparison) {
+  auto q = Compile("400 > status");
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  ASSERT_EQ((*q)->filter->kind, FilterNode::Kind::kFieldCmp);
+  EXPECT_EQ((*q)->filter->field, "status");
+  EXPECT_EQ((*q)->filter->cmp, FilterNode::Cmp::kLt);
+  EXPECT_EQ((*q)->filter->number, 400);
+  auto q2 = Compile("1.5 <= x");
+  ASSERT_TRUE(q2.ok()) << q2.status().ToString();
+  EXPECT_EQ((*q2)->filter->cmp, FilterNode::Cmp::kGe);
+  EXPECT_EQ(ParseError("400 > \"status\""),
+            "expected a number after '>' but found 'status' at position 6");
+  EXPECT_EQ(ParseError("a > b"), "expected a number after '>' but found 'b' at position 4");
+}
+
+TEST(ParserFunctionTest, ParenthesizedArgumentValues) {
+  // function=( ... ) is the value inside the parentheses.
+  EXPECT_EQ(ParseError("groupBy(a, function=([count(x, as=c), max(y)]))"), "OK");
+  EXPECT_EQ(ParseError("groupBy(a, function=(selectLast([x, y])), limit=max)"), "OK");
+  EXPECT_EQ(ParseError("groupBy(a, function=((count())))"), "OK");
+  EXPECT_EQ(ParseError("groupBy(a, function=(count(), max(y)))"),
+            "expected ')' closing the '(' at position 20 but found ',' at position 28");
+  EXPECT_EQ(ParseError("groupBy(a, function=(count()"),
+            "expected ')' closing the '(' at position 20 but found end of query at position 28");
+}
+
 TEST(ParserFunctionTest, FormatTimeLowerLength) {
   EXPECT_EQ(Stages("| formatTime(\"%Y-%m-%d %H:%M\", as=day)"),
             "formatTime %Y-%m-%d %H:%M field=@timestamp as=day tz=UTC");
@@ -924,9 +971,16 @@ TEST(ParserFunctionTest, FormatTimeLowerLength) {
             "missing required parameter 'as' for formatTime() at position 2");
   EXPECT_EQ(ParseError("| formatTime(as=x)"),
             "missing required parameter 'format' for formatTime() at position 2");
-  EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, timezone=Europe/London)"),
-            "invalid value 'Europe/London' for parameter 'timezone' of formatTime(): expected "
-            "UTC, Z or a fixed offset such as +02:00 at position 34");
+  EXPECT_EQ(Stages("| formatTime(\"%H\", as=h, timezone=Europe/London)"),
+            "formatTime %H field=@timestamp as=h tz=Europe/London");
+  EXPECT_EQ(Stages("| formatTime(\"%H\", as=h, timezone=PST)"),
+            "formatTime %H field=@timestamp as=h tz=PST");
+  EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, timezone=Europe/Atlantis)"),
+            "invalid value 'Europe/Atlantis' for parameter 'timezone' of formatTime(): expected "
+            "UTC, a fixed offset such as +02:00 or a time zone name such as Europe/Berlin or PST "
+            "at position 34");
+  EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, timezone=pst)").substr(0, 21),
+            "invalid value 'pst' f");
   EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, timezone=\"+25:00\")").substr(0, 20),
             "invalid value '+25:0");
   EXPECT_EQ(ParseError("| formatTime(\"%H\", as=h, locale=en)"), "OK");

@@ -39,7 +39,6 @@ using SK = Stage::Kind;
 using functions::FieldOr;
 using functions::FitsInt64;
 using functions::ParseInt;
-using functions::ParseTimezone;
 
 const std::string& kRawstring = functions::kRawstringField;
 const std::string kLengthOut = "_length";
@@ -638,7 +637,7 @@ Val EvalCall(const Expr& e, const Record& r) {
         tzv = arg(2);
         if (tzv.none()) return Val();
         tz = tzv.Text(&tz_buf);
-        if (!ParseTimezone(tz)) return Val();
+        if (!TimeZone::Parse(tz)) return Val();
       }
       return Val::Owned(FormatTime(format.Text(&buf), t, tz));
     }

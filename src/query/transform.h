@@ -8,6 +8,7 @@
 
 #include "query/compiled.h"
 #include "query/record.h"
+#include "query/time_zone.h"
 
 namespace sediment::query {
 
@@ -40,9 +41,11 @@ bool ApplyTransformInPlace(const Stage& st, Record& r);
 // copy cannot be compiled.
 const re2::RE2& ThreadLocalRegex(const std::shared_ptr<const re2::RE2>& re);
 
-// strftime-style formatting of `ms` (milliseconds since the epoch) in `timezone` ("UTC", "Z" or
-// a fixed offset "+HH:MM"/"-HH:MM"): %Y %m %d %H %M %S %L (milliseconds) %j %a %b %e %y %p %I
-// %Z %z %s (epoch seconds) %F %T %%. Unknown conversions are copied as they are.
+// strftime-style formatting of `ms` (milliseconds since the epoch) in `zone`: %Y %m %d %H %M %S
+// %L (milliseconds) %j %a %b %e %y %p %I %Z (UTC, +HH:MM or the zone's abbreviation) %z %s (epoch
+// seconds) %F %T %%. Unknown conversions are copied as they are.
+std::string FormatTime(std::string_view format, int64_t ms, const TimeZone& zone);
+// The same in the zone `timezone` names (TimeZone::Parse; UTC when it names none).
 std::string FormatTime(std::string_view format, int64_t ms, std::string_view timezone);
 
 }  // namespace sediment::query

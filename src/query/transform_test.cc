@@ -555,8 +555,10 @@ TEST(FormatTimeTest, TimezoneOffsets) {
   EXPECT_EQ(FormatTime("%T %z", ms, "UTC+01:00"), "01:00:00 +0100");
   // %s is the same instant whatever the zone.
   EXPECT_EQ(FormatTime("%s", ms, "+02:00"), "1709251200");
+  // Named zones (TimeZone): Paris is +01:00 (CET) on 2024-03-01.
+  EXPECT_EQ(FormatTime("%T %z %Z", ms, "Europe/Paris"), "01:00:00 +0100 CET");
   // Unusable zones are UTC.
-  for (const char* bad : {"Europe/Paris", "+25:00", "+02:61", "02:00", "+2", ""}) {
+  for (const char* bad : {"Europe/Atlantis", "+25:00", "+02:61", "02:00", "+2", ""}) {
     EXPECT_EQ(FormatTime("%T %z", ms, bad), "00:00:00 +0000") << bad;
   }
 }

@@ -19,6 +19,7 @@
 #include "query/functions/list.h"
 #include "query/functions/transforms.h"
 #include "query/text_util.h"
+#include "query/time_zone.h"
 #include "query/transform.h"
 
 namespace sediment::query::functions {
@@ -198,7 +199,7 @@ std::optional<int64_t> IntegerOf(const Value& v) {
 }
 
 // Appends the conversion `p` of `v`; false when `v` does not fit it.
-bool Convert(const Piece& p, const Value& v, const std::string& tz, std::string* out) {
+bool Convert(const Piece& p, const Value& v, const TimeZone& tz, std::string* out) {
   char buf[1100];
   switch (p.conv) {
     case 's': {
@@ -280,9 +281,9 @@ bool Build(Call& c, Stage* st) {
     c.BadParam("format", "a printf-style format (" + problem + ")");
     return false;
   }
-  std::string tz = c.String("timezone");
-  if (!ParseTimezone(tz)) {
-    c.BadParam("timezone", "UTC, Z or a fixed offset such as +02:00");
+  std::optional<TimeZone> tz = TimeZone::Parse(c.String("timezone"));
+  if (!tz) {
+    c.BadParam("timezone", kTimezoneExpected);
     return false;
   }
   std::string as = c.String("as");
@@ -291,7 +292,7 @@ bool Build(Call& c, Stage* st) {
   SetRecordFunction(
       st,
       [pieces = std::move(pieces), fields = std::move(fields), as = std::move(as),
-       tz = std::move(tz)](Record& r) {
+       tz = *tz](Record& r) {
         std::vector<std::optional<Value>> values(fields.size());
         for (size_t k = 0; k < fields.size(); ++k) values[k] = r.GetValue(fields[k]);
         std::string out;

@@ -34,12 +34,15 @@ constexpr Param kParams[] = {
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 // "UTC", "Z" (GMT is taken as UTC) or a fixed offset "+HH:MM" / "+HHMM" / "+HH" normalized to
-// "+HH:MM"; nullopt for anything else (named zones are not supported).
+// "+HH:MM"; a named zone (TimeZone::Parse) as given; nullopt for anything else.
 std::optional<std::string> NormalizeTimezone(std::string_view tz) {
   std::string up = Lower(tz);
   if (up == "utc" || up == "gmt") return std::string("UTC");
   if (up == "z") return std::string("Z");
-  if (tz.size() < 3 || (tz[0] != '+' && tz[0] != '-')) return std::nullopt;
+  std::optional<TimeZone> zone = TimeZone::Parse(tz);
+  if (!zone) return std::nullopt;
+  if (zone->named()) return std::string(tz);
+  if (tz.size() < 3 || (tz[0] != '+' && tz[0] != '-')) return std::string(tz);
   std::string_view rest = tz.substr(1);
   std::string digits;
   if (rest.size() == 5 && rest[2] == ':') {
@@ -52,9 +55,6 @@ std::optional<std::string> NormalizeTimezone(std::string_view tz) {
   for (char c : digits) {
     if (!IsDigit(c)) return std::nullopt;
   }
-  int hours = (digits[0] - '0') * 10 + (digits[1] - '0');
-  int minutes = (digits[2] - '0') * 10 + (digits[3] - '0');
-  if (hours > 18 || minutes > 59) return std::nullopt;
   return std::string(1, tz[0]) + digits.substr(0, 2) + ":" + digits.substr(2, 2);
 }
 
@@ -65,7 +65,7 @@ bool Build(Call& c, Stage* st) {
   st->field = c.String("field");
   std::optional<std::string> tz = NormalizeTimezone(c.String("timezone"));
   if (!tz) {
-    c.BadParam("timezone", "UTC, Z or a fixed offset such as +02:00");
+    c.BadParam("timezone", kTimezoneExpected);
     return false;
   }
   st->timezone = *tz;
@@ -152,31 +152,9 @@ int64_t CivilDays(int64_t year, unsigned month, unsigned day) {
 }
 
 std::optional<int32_t> ParseTimezone(std::string_view tz) {
-  if (tz.size() >= 3 &&
-      (EqualsIgnoreCase(tz.substr(0, 3), "utc") || EqualsIgnoreCase(tz.substr(0, 3), "gmt"))) {
-    tz.remove_prefix(3);
-  } else if (tz.size() == 1 && (tz[0] == 'Z' || tz[0] == 'z')) {
-    tz.remove_prefix(1);
-  }
-  if (tz.empty()) return 0;
-  if (tz[0] != '+' && tz[0] != '-') return std::nullopt;
-  const int sign = tz[0] == '-' ? -1 : 1;
-  tz.remove_prefix(1);
-  auto digits2 = [](std::string_view s) -> int {
-    if (s.size() < 2 || s[0] < '0' || s[0] > '9' || s[1] < '0' || s[1] > '9') return -1;
-    return (s[0] - '0') * 10 + (s[1] - '0');
-  };
-  const int h = digits2(tz);
-  if (h < 0) return std::nullopt;
-  tz.remove_prefix(2);
-  int m = 0;
-  if (!tz.empty()) {
-    if (tz[0] == ':') tz.remove_prefix(1);
-    m = digits2(tz);
-    if (m < 0 || tz.size() != 2) return std::nullopt;
-  }
-  if (m >= 60 || h * 60 + m > 18 * 60) return std::nullopt;
-  return sign * (h * 3600 + m * 60);
+  std::optional<TimeZone> zone = TimeZone::Parse(tz);
+  if (!zone || zone->named()) return std::nullopt;
+  return zone->fixed_offset();
 }
 
 void ApplyFormatTime(const Stage& st, Record& r) {
@@ -214,11 +192,14 @@ using functions::kDayLong;
 using functions::kDayShort;
 using functions::kMonLong;
 using functions::kMonShort;
-using functions::ParseTimezone;
 
 std::string FormatTime(std::string_view format, int64_t ms, std::string_view timezone) {
-  const int32_t offset = ParseTimezone(timezone).value_or(0);
+  return FormatTime(format, ms, TimeZone::Parse(timezone).value_or(TimeZone()));
+}
+
+std::string FormatTime(std::string_view format, int64_t ms, const TimeZone& zone) {
   const int64_t secs_utc = FloorDiv(ms, 1000);
+  const int32_t offset = zone.OffsetAt(secs_utc);
   const int64_t millis = FloorMod(ms, 1000);
   const int64_t secs = secs_utc + offset;
   const int64_t days = FloorDiv(secs, 86400);
@@ -314,11 +295,7 @@ std::string FormatTime(std::string_view format, int64_t ms, std::string_view tim
         out.append(kMonLong[month - 1]);
         break;
       case 'Z':
-        if (offset == 0) {
-          out.append("UTC");
-        } else {
-          zone_offset(true);
-        }
+        out.append(zone.Abbreviation(secs_utc));
         break;
       case 'z':
         zone_offset(false);

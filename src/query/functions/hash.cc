@@ -18,6 +18,8 @@ namespace {
 
 uint32_t Rotl(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
 
+}  // namespace
+
 uint32_t Murmur3(std::string_view data, uint32_t seed) {
   const uint32_t c1 = 0xcc9e2d51, c2 = 0x1b873593;
   uint32_t h = seed;
@@ -56,6 +58,8 @@ uint32_t Murmur3(std::string_view data, uint32_t seed) {
   h ^= h >> 16;
   return h;
 }
+
+namespace {
 
 constexpr Param kParams[] = {
     {.name = "field", .type = Type::kFields, .unnamed = true, .required = true},

@@ -12,7 +12,8 @@
 // default default.cc, coalesce coalesce.cc, splitString split_string.cc, concatArray
 // concat_array.cc, lowercase lowercase.cc, upper upper.cc, urlDecode/base64Decode decode.cc,
 // dropEvent drop_event.cc, parseUrl/parseCsv parse_url_csv.cc, parseCEF parse_cef.cc, kMath*
-// math.cc, kText* text.cc, kTime* time.cc, sankey sankey.cc.
+// math.cc, kText* text.cc, kTime* time.cc, sankey sankey.cc, formatDuration format_duration.cc,
+// eventSize event_size.cc, subnet subnet.cc, tokenHash token_hash.cc.
 #define SEDIMENT_QUERY_FUNCTIONS(X)                                           \
   X(kIn)          /* in.cc */                                                 \
   X(kWildcard)    /* wildcard.cc */                                           \
@@ -150,7 +151,11 @@
   X(kTimeMonthName)                                                           \
   X(kTimeDayOfYear)                                                           \
   X(kTimeWeekOfYear)                                                          \
-  X(kSankey)
+  X(kSankey)                                                                  \
+  X(kFormatDuration)                                                          \
+  X(kEventSize)                                                               \
+  X(kSubnet)                                                                  \
+  X(kTokenHash)
 
 namespace sediment::query::functions {
 #define SEDIMENT_QUERY_DECLARE_FUNCTION(f) extern const Function f;

@@ -1,6 +1,6 @@
 // The math:* family: math:abs(field, as=_abs), math:ceil, math:floor, ... (one numeric field into
-// one field), math:pow(field, exponent, as=_pow) and math:arctan2(x, y, as=_arctan2).
-// Per-record stages, registered with their namespaced names.
+// one field), math:pow(field, exponent, as=_pow) (the exponent a number or a field) and
+// math:arctan2(x, y, as=_arctan2). Per-record stages, registered with their namespaced names.
 //
 // Choices where LogScale's documentation leaves room: a missing or non-numeric input, or a result
 // that is not a finite number (math:sqrt(-1), math:log(0)), sets nothing; abs/ceil/floor of an
@@ -75,19 +75,27 @@ bool BuildUnary(Call& c, Stage* st) {
 }
 
 bool BuildPow(Call& c, Stage* st) {
-  std::optional<double> e = ParseNumber(c.String("exponent"));
-  if (!e) {
-    c.BadParam("exponent", "a number");
-    return false;
-  }
+  // The exponent: a number, or the name of a field holding one (math:pow(x, exponent=exp)).
+  const std::string& exponent = c.String("exponent");
+  std::optional<double> fixed = ParseNumber(exponent);
+  std::string exponent_field = fixed ? std::string() : exponent;
   std::string field = c.String("field");
   std::string as = c.String("as");
   std::vector<std::string> touched = {field, as};
+  if (!fixed) touched.push_back(exponent_field);
   SetRecordFunction(
       st,
-      [field, as, e = *e](Record& r) {
+      [field, as, fixed, exponent_field](Record& r) {
         std::optional<Value> v = Numeric(r, field);
         if (!v) return true;
+        double e = 0;
+        if (fixed) {
+          e = *fixed;
+        } else {
+          std::optional<Value> ev = Numeric(r, exponent_field);
+          if (!ev) return true;
+          e = AsDouble(*ev);
+        }
         const double d = std::pow(AsDouble(*v), e);
         SetNumber(r, as, d, std::holds_alternative<int64_t>(*v) && e >= 0 && e == std::trunc(e));
         return true;
@@ -112,7 +120,7 @@ bool BuildArctan2(Call& c, Stage* st) {
 
 constexpr Param kPowParams[] = {
     {.name = "field", .type = Type::kField, .unnamed = true, .required = true},
-    {.name = "exponent", .type = Type::kString, .required = true},
+    {.name = "exponent", .type = Type::kField, .required = true},
     {.name = "as", .type = Type::kField, .default_value = "_pow"},
 };
 constexpr Param kArctan2Params[] = {

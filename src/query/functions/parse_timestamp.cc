@@ -27,6 +27,7 @@
 #include "query/functions/list.h"
 #include "query/functions/transforms.h"
 #include "query/text_util.h"
+#include "query/time_zone.h"
 
 namespace sediment::query::functions {
 
@@ -374,13 +375,14 @@ std::optional<int64_t> EpochMillis(std::string_view s, Epoch unit) {
 struct Spec {
   Epoch epoch = Epoch::kNone;
   std::vector<Token> tokens;
-  std::optional<int32_t> timezone;
+  std::optional<TimeZone> timezone;
   bool case_sensitive = true;
 };
 
 // Milliseconds of `s`, or the reason it does not parse.
 // Milliseconds of a parsed time, or the reason it has none.
-std::optional<int64_t> ToMillis(Parsed p, std::optional<int32_t> timezone, std::string* why);
+std::optional<int64_t> ToMillis(Parsed p, const std::optional<TimeZone>& timezone,
+                                std::string* why);
 
 std::optional<int64_t> ParseTime(const Spec& spec, std::string_view s, std::string* why) {
   if (spec.epoch != Epoch::kNone) {
@@ -397,10 +399,10 @@ std::optional<int64_t> ParseTime(const Spec& spec, std::string_view s, std::stri
   return ToMillis(p, spec.timezone, why);
 }
 
-std::optional<int64_t> ToMillis(Parsed p, std::optional<int32_t> timezone, std::string* why) {
+std::optional<int64_t> ToMillis(Parsed p, const std::optional<TimeZone>& timezone,
+                                std::string* why) {
   if (p.hour12 && p.ampm == 1) p.hour += 12;
-  std::optional<int32_t> offset = p.offset ? p.offset : timezone;
-  if (!offset) {
+  if (!p.offset && !timezone) {
     *why = "has no time zone and no timezone= is given";
     return std::nullopt;
   }
@@ -414,7 +416,8 @@ std::optional<int64_t> ToMillis(Parsed p, std::optional<int32_t> timezone, std::
     }
     days = CivilDays(p.year, static_cast<unsigned>(p.month), static_cast<unsigned>(p.day));
   }
-  const int64_t secs = days * 86400 + p.hour * 3600 + p.minute * 60 + p.second - *offset;
+  const int64_t local = days * 86400 + p.hour * 3600 + p.minute * 60 + p.second;
+  const int64_t secs = local - (p.offset ? *p.offset : timezone->OffsetOfLocal(local));
   return secs * 1000 + p.nanos / 1000000;
 }
 
@@ -472,9 +475,9 @@ bool Build(Call& c, Stage* st) {
     }
   }
   if (c.Given("timezone")) {
-    spec->timezone = ParseTimezone(c.String("timezone"));
+    spec->timezone = TimeZone::Parse(c.String("timezone"));
     if (!spec->timezone) {
-      c.BadParam("timezone", "UTC, Z or a fixed offset such as +02:00");
+      c.BadParam("timezone", kTimezoneExpected);
       return false;
     }
   }
@@ -510,7 +513,7 @@ const std::vector<std::vector<Token>>& FindFormats() {
 
 // The first time in the first `window` bytes of `s` (starting at a word boundary) that one of
 // FindFormats() reads, in milliseconds; or why there is none.
-std::optional<int64_t> FindTime(std::string_view s, std::optional<int32_t> timezone,
+std::optional<int64_t> FindTime(std::string_view s, const std::optional<TimeZone>& timezone,
                                 std::string* why) {
   constexpr size_t kWindow = 128;
   *why = "no timestamp found";
@@ -541,11 +544,11 @@ constexpr Param kFindParams[] = {
 };
 
 bool BuildFind(Call& c, Stage* st) {
-  std::optional<int32_t> timezone;
+  std::optional<TimeZone> timezone;
   if (c.Given("timezone")) {
-    timezone = ParseTimezone(c.String("timezone"));
+    timezone = TimeZone::Parse(c.String("timezone"));
     if (!timezone) {
-      c.BadParam("timezone", "UTC, Z or a fixed offset such as +02:00");
+      c.BadParam("timezone", kTimezoneExpected);
       return false;
     }
   }

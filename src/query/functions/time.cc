@@ -3,14 +3,15 @@
 // time:millisecond, time:dayOfWeek (1 = Monday .. 7 = Sunday), time:dayOfWeekName,
 // time:monthName, time:dayOfYear, time:weekOfYear (ISO 8601). Per-record stages.
 //
-// The field holds milliseconds since the epoch. Deviation: `timezone` takes UTC, Z or a fixed
-// offset (no named zones); without it the time is read in UTC (LogScale uses the query's zone,
+// The field holds milliseconds since the epoch. `timezone` takes UTC, a fixed offset or a zone
+// name (TimeZone). Deviation: without it the time is read in UTC (LogScale uses the query's zone,
 // which sediment does not have); timezoneField is not supported.
 #include <cmath>
 #include <string>
 
 #include "query/functions/list.h"
 #include "query/functions/transforms.h"
+#include "query/time_zone.h"
 #include "query/transform.h"
 
 namespace sediment::query::functions {
@@ -50,9 +51,9 @@ int64_t IsoWeek(int64_t year, int64_t doy, int64_t dow) {
 
 template <Part P>
 bool Build(Call& c, Stage* st) {
-  std::string tz = c.String("timezone");
-  if (!ParseTimezone(tz)) {
-    c.BadParam("timezone", "UTC, Z or a fixed offset such as +02:00");
+  std::optional<TimeZone> tz = TimeZone::Parse(c.String("timezone"));
+  if (!tz) {
+    c.BadParam("timezone", kTimezoneExpected);
     return false;
   }
   std::string field = c.String("field");
@@ -60,7 +61,7 @@ bool Build(Call& c, Stage* st) {
   std::vector<std::string> touched = {field, as};
   SetRecordFunction(
       st,
-      [field, as, tz](Record& r) {
+      [field, as, tz = *tz](Record& r) {
         std::optional<Value> v = r.GetValue(field);
         if (!v) return true;
         int64_t ms = 0;

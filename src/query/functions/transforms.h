@@ -34,13 +34,19 @@ void ApplySplit(const Stage& st, Record&& r, std::vector<Record>* out);
 void ApplySelect(const Stage& st, Record& r);
 
 // format_time.cc: offset in seconds east of UTC: "UTC", "GMT", "Z" (any case), optionally
-// followed by an offset, or an offset "+HH", "+HHMM", "+HH:MM" (sign required, at most 18:00).
+// followed by an offset, or an offset "+HH", "+HHMM", "+HH:MM" (sign required, at most 18:00);
+// nullopt for anything else, named zones included (TimeZone::Parse takes those too).
 std::optional<int32_t> ParseTimezone(std::string_view tz);
+// What a `timezone` parameter takes (TimeZone::Parse), for Call::BadParam.
+inline constexpr const char* kTimezoneExpected =
+    "UTC, a fixed offset such as +02:00 or a time zone name such as Europe/Berlin or PST";
 // format_time.cc: days since 1970-01-01 of a proleptic Gregorian date (month 1-12, day 1-31).
 int64_t CivilDays(int64_t year, unsigned month, unsigned day);
 // transform.cc: `s` lower- or upper-cased as lower()/upper() map it (ASCII, Latin-1, Latin
 // Extended-A, Greek, Cyrillic).
 std::string MapCaseText(std::string_view s, bool upper);
+// hash.cc: MurmurHash3 (x86, 32 bits) of `data` (hash(), tokenHash()).
+uint32_t Murmur3(std::string_view data, uint32_t seed);
 // test.cc: the fields an expression reads, appended to *out.
 void ExpressionFields(const Expr& e, std::vector<std::string>* out);
 // test.cc: whether a value counts as true (no value, 0, "", "false" and numeric text equal to 0
