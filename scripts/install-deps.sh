@@ -9,9 +9,9 @@ PACKAGES=(
   libcurl4-openssl-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libbenchmark-dev
   zlib1g-dev zstd kcat python3 python3-pytest python3-requests python3-venv
   libprotobuf-dev protobuf-compiler
+  libhowardhinnant-date-dev  # named time zones in queries (src/query/time_zone.h)
   nodejs  # the web UI's build (web/: npm ci, esbuild; src/webui embeds the bundle)
   libtomlplusplus-dev  # the config file (src/config), header-only
-  libprotobuf-dev protobuf-compiler libhowardhinnant-date-dev
 )
 # Debian's nodejs comes without npm; a nodejs from elsewhere (e.g. NodeSource) brings its own.
 if ! command -v npm >/dev/null 2>&1; then PACKAGES+=(npm); fi

@@ -9,7 +9,8 @@
 #   scripts/sanitize.sh tsan   ThreadSanitizer, the tests of the concurrent code (commit log,
 #                              Global, digest, the query executor's workers and limits, HTTP
 #                              server, membership, storage, merges, the coordinator's jobs,
-#                              leaf and call pool, maintenance, fault-injecting Env)
+#                              leaf and call pool, maintenance, fault-injecting Env, HEC
+#                              acknowledgements, metrics)
 # Build dirs: build-asan (scripts/asan_tree.sh) / build-tsan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,13 +28,15 @@ case "$mode" in
     tests=(common_test model_test log_test segment_test global_test ingest_test digest_test
            parser_test transform_test aggregate_test query_test query_wire_test http_test
            cluster_test storage_test uploader_test merge_test bucket_test functions_test
-           coordinator_test maintenance_test api_test cli_flags_test server_test)
+           coordinator_test maintenance_test api_test cli_flags_test server_test config_test
+           elastic_bulk_test hec_acks_test metrics_test parsers_test webui_test)
     export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
     ;;
   tsan)
     sanitize="thread"
     tests=(common_test log_test global_test digest_test query_test http_test cluster_test
-           storage_test uploader_test merge_test bucket_test coordinator_test maintenance_test)
+           storage_test uploader_test merge_test bucket_test coordinator_test maintenance_test
+           hec_acks_test metrics_test)
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp"
     ;;
   *)
