@@ -98,7 +98,13 @@ class Applier {
     if (TokenHashStored(e.token_hash)) {
       return Status::Rejected("CreateIngestToken: token already in use");
     }
-    if (!e.parser.empty() && !IsValidParserName(e.parser)) {
+    // A parser is a custom parser's name or a built-in one's (which may carry arguments:
+    // "csv(a,b)"); which exists is the API's to check.
+    const bool parser_ok =
+        e.parser.size() <= 1024 && std::none_of(e.parser.begin(), e.parser.end(), [](char c) {
+          return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+        });
+    if (!parser_ok) {
       return Status::Rejected("CreateIngestToken: invalid parser name '" + e.parser + "'");
     }
     repo->second.ingest_tokens.emplace(e.name,

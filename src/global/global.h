@@ -413,7 +413,8 @@ struct DeleteRepo {
 };
 // A named ingest token of `repo`. Rejected: unknown repository, a name that is not
 // IsValidResourceName or already names a token of the repository, a token_hash that is not a hash
-// or is already stored, a parser name that is neither empty nor IsValidParserName.
+// or is already stored, a parser longer than 1024 bytes or with a control character (which parser
+// exists is the API's to check: a custom one's name, or a built-in one's such as "csv(a,b)").
 struct CreateIngestToken {
   std::string repo;
   std::string name;

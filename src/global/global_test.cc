@@ -1416,7 +1416,8 @@ TEST(GlobalApply, NamedIngestTokens) {
     ExpectRejected(&s, CreateIngestToken{"web", bad, h, "", 1});
   }
   ExpectRejected(&s, CreateIngestToken{"web", "n", "short", "", 1});
-  ExpectRejected(&s, CreateIngestToken{"web", "n", h, "bad parser", 1});
+  ExpectRejected(&s, CreateIngestToken{"web", "n", h, "bad\nparser", 1});
+  ExpectRejected(&s, CreateIngestToken{"web", "n", h, std::string(1025, 'p'), 1});
   // A hash already stored (the --ingest-token t1's) cannot be added again.
   ExpectRejected(
       &s,
