@@ -448,8 +448,8 @@ int AdminToken(const ClientArgs& args, const std::string& action) {
       simdjson::dom::array tokens;
       if (doc["tokens"].get(tokens)) return;
       for (auto t : tokens) {
-        bool admin = false;
-        (void)t["admin"].get(admin);
+        bool admin_flag = false;
+        const bool admin = !t["admin"].get(admin_flag) && admin_flag;
         std::printf("%-24s %-6s %-40s %s\n", JsonStr(t, "name").c_str(), admin ? "yes" : "no",
                     JsonGrants(t["repositories"].value_unsafe()).c_str(),
                     JsonTime(t, "createdAt").c_str());
