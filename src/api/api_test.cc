@@ -150,7 +150,8 @@ TEST_F(ApiRoutingTest, ManagementRoutesNeedAnApiToken) {
 
 TEST(Permissions, PolicyOfGrantsAndAdmin) {
   const ApiPrincipal admin{kStartupTokenName, true, {}, ""};
-  const ApiPrincipal reader{"r", false, {{"web", kPermRead}, {"db", kPermIngest | kPermManage}}, ""};
+  const ApiPrincipal reader{
+      "r", false, {{"web", kPermRead}, {"db", kPermIngest | kPermManage}}, ""};
   for (Permission p :
        {Permission::kRead, Permission::kIngest, Permission::kManage, Permission::kAdmin}) {
     EXPECT_TRUE(Allows(admin, p, "anything")) << PermissionName(p);

@@ -165,8 +165,8 @@ class ManagementRoutes : public Node {
       return http::JsonError(400, "the body must be {\"name\": \"REPOSITORY\"}");
     }
     if (!IsValidResourceName(name)) {
-      return http::JsonError(400, "invalid repository name '" + std::string(name) +
-                                      "': a name is " + kNameRule);
+      return http::JsonError(
+          400, "invalid repository name '" + std::string(name) + "': a name is " + kNameRule);
     }
     bool exists = false;
     global->Read([&](const GlobalState& st) { exists = st.repos.count(std::string(name)) > 0; });
@@ -236,8 +236,8 @@ class ManagementRoutes : public Node {
       return http::JsonError(400, "the body must be {\"name\": \"NAME\", \"parser\": null|\"P\"}");
     }
     if (!IsValidResourceName(name)) {
-      return http::JsonError(400, "invalid token name '" + std::string(name) + "': a name is " +
-                                      kNameRule);
+      return http::JsonError(
+          400, "invalid token name '" + std::string(name) + "': a name is " + kNameRule);
     }
     std::string parser_name;
     simdjson::dom::element p;
@@ -256,8 +256,8 @@ class ManagementRoutes : public Node {
       known_parser = known_parser || it->second.parsers.count(parser_name) > 0;
     });
     if (!known_parser) {
-      return http::JsonError(400, "no parser named '" + parser_name + "' (built-in or of '" +
-                                      repo + "')");
+      return http::JsonError(
+          400, "no parser named '" + parser_name + "' (built-in or of '" + repo + "')");
     }
     if (exists) {
       return http::JsonError(409, "repository '" + repo + "' already has an ingest token named '" +
@@ -332,8 +332,8 @@ class ManagementRoutes : public Node {
                              "\"repositories\": {\"REPO\": [\"read\", \"ingest\", \"manage\"]}}");
     }
     if (!IsValidResourceName(name)) {
-      return http::JsonError(400, "invalid token name '" + std::string(name) + "': a name is " +
-                                      kNameRule);
+      return http::JsonError(
+          400, "invalid token name '" + std::string(name) + "': a name is " + kNameRule);
     }
     CreateApiToken ev;
     ev.name = std::string(name);

@@ -152,23 +152,23 @@ http::RouteGate Node::ApiTokenGate() const {
 }
 
 http::RouteGate Node::RepoGate(Permission read, Permission write) const {
-  return [self = *this, read, write](
-             const http::Request& req,
-             const http::PathParams& params) -> std::optional<http::Response> {
-    if (TokenFrom(req, false).empty()) {
-      return http::JsonError(401, "missing API token (Authorization: Bearer <token>)");
-    }
-    std::optional<ApiPrincipal> who = self.ApiCaller(req);
-    if (!who) return http::JsonError(401, "unknown API token");
-    auto repo = params.find("repo");
-    const std::string name = repo == params.end() ? "" : repo->second;
-    const Permission need = req.method == "GET" || req.method == "HEAD" ? read : write;
-    if (!Allows(*who, need, name)) return Forbidden(*who, need, name);
-    bool exists = false;
-    self.global->Read([&](const GlobalState& st) { exists = st.repos.count(name) > 0; });
-    if (!exists) return http::JsonError(404, "no repository named '" + name + "'");
-    return std::nullopt;
-  };
+  return
+      [self = *this, read, write](const http::Request& req,
+                                  const http::PathParams& params) -> std::optional<http::Response> {
+        if (TokenFrom(req, false).empty()) {
+          return http::JsonError(401, "missing API token (Authorization: Bearer <token>)");
+        }
+        std::optional<ApiPrincipal> who = self.ApiCaller(req);
+        if (!who) return http::JsonError(401, "unknown API token");
+        auto repo = params.find("repo");
+        const std::string name = repo == params.end() ? "" : repo->second;
+        const Permission need = req.method == "GET" || req.method == "HEAD" ? read : write;
+        if (!Allows(*who, need, name)) return Forbidden(*who, need, name);
+        bool exists = false;
+        self.global->Read([&](const GlobalState& st) { exists = st.repos.count(name) > 0; });
+        if (!exists) return http::JsonError(404, "no repository named '" + name + "'");
+        return std::nullopt;
+      };
 }
 
 http::RouteGate Node::AdminGate() const {

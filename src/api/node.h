@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/permissions.h"
 #include "bucket/bucket.h"
 #include "cluster/membership.h"
 #include "common/clock.h"
@@ -17,7 +18,6 @@
 #include "coordinator/leaf.h"
 #include "coordinator/query_admission.h"
 #include "coordinator/query_jobs.h"
-#include "api/permissions.h"
 #include "digest/digest.h"
 #include "global/global.h"
 #include "http/http_server.h"

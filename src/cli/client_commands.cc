@@ -10,9 +10,9 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
-#include <optional>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include "common/json_writer.h"
 #include "common/time_parse.h"
@@ -280,8 +280,7 @@ void AddCacertOption(CLI::App& command, ClientArgs& args) {
 
 // One management request; the answer's body on a 2xx, else 1 after an error line.
 std::optional<std::string> AdminRequest(const ClientArgs& args, const std::string& method,
-                                        const std::string& path, const std::string& body,
-                                        int* rc) {
+                                        const std::string& path, const std::string& body, int* rc) {
   auto r = sediment::http::Fetch(method, args.url + path,
                                  AuthHeaders(args.token, body.empty() ? "" : "application/json"),
                                  body, Options(args.cacert));

@@ -1,6 +1,6 @@
 // The client subcommands of the sediment binary: `ingest`, `query`, `status` and `admin` talk to a
-// running node over HTTP or HTTPS (`--cacert FILE` like curl's). Each prints a one-line `error:` message
-// and returns 1 on failure, 0 on success.
+// running node over HTTP or HTTPS (`--cacert FILE` like curl's). Each prints a one-line `error:`
+// message and returns 1 on failure, 0 on success.
 #pragma once
 
 #include <cstddef>

@@ -1,7 +1,7 @@
-// The sediment binary: `sediment server|ingest|query|status|admin`. The server's flags (also settable as
-// SEDIMENT_<NAME> environment variables) are declared in flags.cc; the client subcommands are in
-// client_commands.cc. `sediment --print-flag-table` (not listed in --help) prints the README's
-// flag tables.
+// The sediment binary: `sediment server|ingest|query|status|admin`. The server's flags (also
+// settable as SEDIMENT_<NAME> environment variables) are declared in flags.cc; the client
+// subcommands are in client_commands.cc. `sediment --print-flag-table` (not listed in --help)
+// prints the README's flag tables.
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
