@@ -166,6 +166,62 @@ TEST_F(ApiRoutingTest, IngestIsRefusedBeforeItsBody) {
   EXPECT_NE(r->body.find("\"code\":4"), std::string::npos) << r->body;
 }
 
+TEST_F(ApiRoutingTest, ManagementRoutesNeedAnApiToken) {
+  for (const auto& [method, path] : std::vector<std::pair<std::string, std::string>>{
+           {"GET", "/api/v1/whoami"},
+           {"GET", "/api/v1/repositories"},
+           {"POST", "/api/v1/repositories"},
+           {"DELETE", "/api/v1/repositories/web"},
+           {"GET", "/api/v1/repositories/web/ingest-tokens"},
+           {"POST", "/api/v1/repositories/web/ingest-tokens"},
+           {"DELETE", "/api/v1/repositories/web/ingest-tokens/n"},
+           {"GET", "/api/v1/tokens"},
+           {"POST", "/api/v1/tokens"},
+           {"DELETE", "/api/v1/tokens/n"}}) {
+    auto r = Send(method, path);
+    ASSERT_TRUE(r.has_value()) << method << " " << path;
+    EXPECT_EQ(r->status, 401) << method << " " << path;
+    // No token lookup is possible on this node (no parts): a token is unknown.
+    r = Send(method, path, "some-token");
+    ASSERT_TRUE(r.has_value()) << method << " " << path;
+    EXPECT_EQ(r->status, 401) << method << " " << path;
+    EXPECT_NE(r->body.find("unknown API token"), std::string::npos) << r->body;
+  }
+}
+
+TEST(Permissions, PolicyOfGrantsAndAdmin) {
+  const ApiPrincipal admin{kStartupTokenName, true, {}, ""};
+  const ApiPrincipal reader{
+      "r", false, {{"web", kPermRead}, {"db", kPermIngest | kPermManage}}, ""};
+  for (Permission p :
+       {Permission::kRead, Permission::kIngest, Permission::kManage, Permission::kAdmin}) {
+    EXPECT_TRUE(Allows(admin, p, "anything")) << PermissionName(p);
+  }
+  EXPECT_TRUE(Allows(reader, Permission::kRead, "web"));
+  EXPECT_FALSE(Allows(reader, Permission::kIngest, "web"));
+  EXPECT_FALSE(Allows(reader, Permission::kManage, "web"));
+  EXPECT_FALSE(Allows(reader, Permission::kRead, "db"));  // manage does not imply read
+  EXPECT_TRUE(Allows(reader, Permission::kIngest, "db"));
+  EXPECT_TRUE(Allows(reader, Permission::kManage, "db"));
+  EXPECT_FALSE(Allows(reader, Permission::kRead, "other"));
+  EXPECT_FALSE(Allows(reader, Permission::kAdmin, "web"));
+  EXPECT_FALSE(Allows(reader, Permission::kRead, ""));
+  http::Response f = Forbidden(reader, Permission::kRead, "other");
+  EXPECT_EQ(f.status, 403);
+  EXPECT_NE(f.body.find("'r' lacks the read permission on repository 'other'"), std::string::npos)
+      << f.body;
+  f = Forbidden(reader, Permission::kAdmin, "");
+  EXPECT_EQ(f.status, 403);
+  EXPECT_NE(f.body.find("admin"), std::string::npos) << f.body;
+  EXPECT_EQ(PermissionBit("read"), kPermRead);
+  EXPECT_EQ(PermissionBit("ingest"), kPermIngest);
+  EXPECT_EQ(PermissionBit("manage"), kPermManage);
+  EXPECT_EQ(PermissionBit("admin"), std::nullopt);
+  EXPECT_EQ(PermissionBit("Read"), std::nullopt);
+  EXPECT_EQ(PermissionNames(kPermAll), (std::vector<std::string>{"read", "ingest", "manage"}));
+  EXPECT_EQ(PermissionNames(kPermManage), (std::vector<std::string>{"manage"}));
+}
+
 // Unauthenticated, up or down only (this node has no parts: down).
 TEST_F(ApiRoutingTest, HealthAnswersWithoutAToken) {
   auto r = Send("GET", "/api/v1/health");

@@ -77,7 +77,7 @@ class IngestRoutes : public Node {
 
  private:
   // (repository, ingest token) -> the token's parser (--ingest-token REPO:TOKEN:PARSER), read
-  // once from the configuration.
+  // once from the configuration. Tokens created at run time have theirs in Global.
   std::map<std::pair<std::string, std::string>, std::string> token_parsers_;
   // Compiled custom parsers, shared by every request (parsers::ParserCache is thread-safe).
   std::shared_ptr<parsers::ParserCache> parser_cache_ = std::make_shared<parsers::ParserCache>();
@@ -101,6 +101,9 @@ void IngestRoutes::Parse(const http::Request& req, ingest::Format format, bool h
   const std::string token = TokenFrom(req, hec);
   if (auto it = token_parsers_.find(std::make_pair(repo, token)); it != token_parsers_.end()) {
     selection.token_parser = it->second;
+  } else if (tokens != nullptr) {
+    // A token created at run time carries its parser in Global (CreateIngestToken).
+    if (auto m = tokens->Ingest(token); m && m->repo == repo) selection.token_parser = m->parser;
   }
   // Names resolved once per request: a built-in, else the repository's custom parser.
   auto resolved = std::make_shared<

@@ -116,7 +116,7 @@ http::Response CreateJob(QueryJobs& jobs, const Global* global, const std::strin
 
 http::Response HandleQueryJobs(const Node& n, const http::Request& req, const std::string& repo,
                                const std::string& id) {
-  // Access: the route's QueryGate.
+  // Access: the route's RepoGate (read).
   if (!n.query_jobs) return http::JsonError(503, "query jobs are not available yet");
   if (id.empty()) {
     if (req.method != "POST") return http::JsonError(405, "use POST for " + req.path);

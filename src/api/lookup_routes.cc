@@ -112,7 +112,7 @@ void AddLookupRoutes(http::Router& router, const Node& node) {
           const std::string& repo = p.find("repo")->second;
           return req.method == "POST" ? self->Upload(req, repo) : self->List(repo);
         },
-        node.QueryGate());
+        node.RepoGate(Permission::kRead, Permission::kManage));
     router.Add(
         "GET|DELETE", base + "/{name}",
         [self](const http::Request& req, const http::PathParams& p) {
@@ -120,7 +120,7 @@ void AddLookupRoutes(http::Router& router, const Node& node) {
           const std::string& name = p.find("name")->second;
           return req.method == "GET" ? self->Get(repo, name) : self->Delete(repo, name);
         },
-        node.QueryGate());
+        node.RepoGate(Permission::kRead, Permission::kManage));
   }
 }
 

@@ -106,9 +106,22 @@ bool Node::IsApiCaller(const http::Request& req) const {
   return tokens != nullptr && tokens->IsApiToken(TokenFrom(req, false));
 }
 
+std::optional<ApiPrincipal> Node::ApiCaller(const http::Request& req) const {
+  if (tokens == nullptr) return std::nullopt;
+  return tokens->Api(TokenFrom(req, false));
+}
+
 std::string Node::IngestRepo(const http::Request& req, bool hec) const {
   if (tokens == nullptr) return "";
-  return tokens->IngestRepo(TokenFrom(req, hec)).value_or("");
+  const std::string token = TokenFrom(req, hec);
+  if (auto repo = tokens->IngestRepo(token)) return *repo;
+  auto named = req.query.find("repo");
+  if (named == req.query.end()) return "";
+  auto who = tokens->Api(token);
+  if (!who || !Allows(*who, Permission::kIngest, named->second)) return "";
+  bool exists = false;
+  global->Read([&](const GlobalState& st) { exists = st.repos.count(named->second) > 0; });
+  return exists ? named->second : "";
 }
 
 std::string Node::ElasticIngestRepo(const http::Request& req) const {
@@ -138,20 +151,35 @@ http::RouteGate Node::ApiTokenGate() const {
   };
 }
 
-http::RouteGate Node::QueryGate() const {
-  return [self = *this, api = ApiTokenGate()](
-             const http::Request& req,
-             const http::PathParams& params) -> std::optional<http::Response> {
-    if (auto refused = api(req, params)) return refused;
-    auto repo = params.find("repo");
-    bool exists = false;
-    if (repo != params.end()) {
-      self.global->Read([&](const GlobalState& st) { exists = st.repos.count(repo->second) > 0; });
+http::RouteGate Node::RepoGate(Permission read, Permission write) const {
+  return
+      [self = *this, read, write](const http::Request& req,
+                                  const http::PathParams& params) -> std::optional<http::Response> {
+        if (TokenFrom(req, false).empty()) {
+          return http::JsonError(401, "missing API token (Authorization: Bearer <token>)");
+        }
+        std::optional<ApiPrincipal> who = self.ApiCaller(req);
+        if (!who) return http::JsonError(401, "unknown API token");
+        auto repo = params.find("repo");
+        const std::string name = repo == params.end() ? "" : repo->second;
+        const Permission need = req.method == "GET" || req.method == "HEAD" ? read : write;
+        if (!Allows(*who, need, name)) return Forbidden(*who, need, name);
+        bool exists = false;
+        self.global->Read([&](const GlobalState& st) { exists = st.repos.count(name) > 0; });
+        if (!exists) return http::JsonError(404, "no repository named '" + name + "'");
+        return std::nullopt;
+      };
+}
+
+http::RouteGate Node::AdminGate() const {
+  return [self = *this](const http::Request& req,
+                        const http::PathParams&) -> std::optional<http::Response> {
+    if (TokenFrom(req, false).empty()) {
+      return http::JsonError(401, "missing API token (Authorization: Bearer <token>)");
     }
-    if (!exists) {
-      return http::JsonError(
-          404, "no repository named '" + (repo == params.end() ? "" : repo->second) + "'");
-    }
+    std::optional<ApiPrincipal> who = self.ApiCaller(req);
+    if (!who) return http::JsonError(401, "unknown API token");
+    if (!who->admin) return Forbidden(*who, Permission::kAdmin, "");
     return std::nullopt;
   };
 }

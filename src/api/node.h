@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "api/node_metrics.h"
+#include "api/permissions.h"
 #include "bucket/bucket.h"
 #include "cluster/membership.h"
 #include "common/clock.h"
@@ -86,7 +87,11 @@ struct Node {
   // Whether `req` carries the cluster secret / a known API token (Authorization: Bearer).
   bool IsInternalCaller(const http::Request& req) const;
   bool IsApiCaller(const http::Request& req) const;
-  // The repository of the request's ingest token (Bearer, or Splunk when hec); empty: none.
+  // The request's API token (Bearer) with its permissions; nullopt: none or unknown.
+  std::optional<ApiPrincipal> ApiCaller(const http::Request& req) const;
+  // The repository the request may ingest into (Bearer, or Splunk when hec): its ingest token's,
+  // else, for an API token, the repository named by the `repo` query parameter when the token
+  // holds `ingest` on it and it exists; empty: none.
   std::string IngestRepo(const http::Request& req, bool hec) const;
   // The same for Elastic clients (ElasticTokens); empty: none.
   std::string ElasticIngestRepo(const http::Request& req) const;
@@ -97,8 +102,13 @@ struct Node {
   http::RouteGate InternalGate() const;
   // A known API token (401).
   http::RouteGate ApiTokenGate() const;
-  // A known API token (401) and the route's {repo} exists (404).
-  http::RouteGate QueryGate() const;
+  // A known API token (401) holding `need` on the route's {repo} (403; `write` instead for methods
+  // other than GET and HEAD), and {repo} exists (404). The permission is checked first, so a token
+  // without rights learns nothing about which repositories exist.
+  http::RouteGate RepoGate(Permission need) const { return RepoGate(need, need); }
+  http::RouteGate RepoGate(Permission read, Permission write) const;
+  // A known API token (401) with the admin permission (403).
+  http::RouteGate AdminGate() const;
   // A known ingest token: LogScale answers 401 without one or for an unknown one; Splunk HEC
   // (hec) 401 with code 2 without one, 403 with code 4 for an unknown one.
   http::RouteGate IngestGate(bool hec) const;

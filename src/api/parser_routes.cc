@@ -238,7 +238,7 @@ void AddParserRoutes(http::Router& router, const Node& node) {
         [self](const http::Request&, const http::PathParams& p) {
           return self->List(p.find("repo")->second);
         },
-        node.QueryGate());
+        node.RepoGate(Permission::kRead));
     router.Add(
         "GET|PUT|DELETE", base + "/{name}",
         [self](const http::Request& req, const http::PathParams& p) {
@@ -247,13 +247,13 @@ void AddParserRoutes(http::Router& router, const Node& node) {
           if (req.method == "PUT") return self->Put(req, repo, name);
           return req.method == "GET" ? self->Get(repo, name) : self->Delete(repo, name);
         },
-        node.QueryGate());
+        node.RepoGate(Permission::kRead, Permission::kManage));
     router.Add(
         "POST", base + "/{name}/test",
         [self](const http::Request& req, const http::PathParams& p) {
           return self->Test(req, p.find("repo")->second, p.find("name")->second);
         },
-        node.QueryGate());
+        node.RepoGate(Permission::kRead));
   }
 }
 

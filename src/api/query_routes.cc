@@ -255,7 +255,7 @@ void AddQueryRoutes(http::Router& router, const Node& node) {
         [self](const http::Request& req, const http::PathParams& p) {
           return self->HandleQuery(req, p.find("repo")->second);
         },
-        node.QueryGate());
+        node.RepoGate(Permission::kRead));
     // Access is checked (the gate) before the method; the jobs handler names the methods it
     // serves.
     router.Add(
@@ -263,13 +263,13 @@ void AddQueryRoutes(http::Router& router, const Node& node) {
         [self](const http::Request& req, const http::PathParams& p) {
           return self->HandleQueryJobs(req, p.find("repo")->second, "");
         },
-        node.QueryGate());
+        node.RepoGate(Permission::kRead));
     router.Add(
         "*", repo + "/queryjobs/{id}",
         [self](const http::Request& req, const http::PathParams& p) {
           return self->HandleQueryJobs(req, p.find("repo")->second, p.find("id")->second);
         },
-        node.QueryGate());
+        node.RepoGate(Permission::kRead));
   }
   using Internal = http::Response (coordinator::Leaf::*)(const http::Request&);
   const std::pair<std::string_view, Internal> kInternal[] = {

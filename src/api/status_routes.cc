@@ -660,7 +660,7 @@ void AddStatusRoutes(http::Router& router, const Node& node) {
   router.Add(
       "GET", "/api/v1/cluster",
       [self](const http::Request&, const http::PathParams&) { return self->HandleCluster(); },
-      node.ApiTokenGate());
+      node.AdminGate());
   router.Add(
       "GET", "/internal/v1/global/snapshot",
       [self](const http::Request& req, const http::PathParams&) {
@@ -670,7 +670,7 @@ void AddStatusRoutes(http::Router& router, const Node& node) {
   router.Add(
       "GET", "/api/v1/status",
       [self](const http::Request&, const http::PathParams&) { return self->HandleStatus(); },
-      node.ApiTokenGate());
+      node.AdminGate());
   // Unauthenticated: up or down only (load balancers, shippers' health checks).
   for (const char* path :
        {"/api/v1/health", "/services/collector/health", "/services/collector/health/1.0"}) {

@@ -138,7 +138,7 @@ void AddStorageRoutes(http::Router& router, const Node& node) {
       [self](const http::Request& req, const http::PathParams&) {
         return self->HandleClusterSegments(req);
       },
-      node.ApiTokenGate());
+      node.AdminGate());
   router.Add(
       "GET", "/internal/v1/segment-file",
       [self](const http::Request& req, const http::PathParams&) {
@@ -151,7 +151,7 @@ void AddStorageRoutes(http::Router& router, const Node& node) {
         [self](const http::Request& req, const http::PathParams& p) {
           return self->HandleRetention(req, p.find("repo")->second);
         },
-        node.ApiTokenGate());
+        node.RepoGate(Permission::kRead, Permission::kManage));
   }
 }
 

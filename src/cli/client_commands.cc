@@ -12,9 +12,12 @@
 #include <cstdint>
 
 #include <cstdio>
+#include <ctime>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include "common/json_writer.h"
 #include "common/time_parse.h"
@@ -364,7 +367,273 @@ void AddCacertOption(CLI::App& command, ClientArgs& args) {
       ->envname("SEDIMENT_CACERT");
 }
 
+// ---- admin ----
+
+// One management request; the answer's body on a 2xx, else 1 after an error line.
+std::optional<std::string> AdminRequest(const ClientArgs& args, const std::string& method,
+                                        const std::string& path, const std::string& body, int* rc) {
+  auto r = sediment::http::Fetch(method, args.url + path,
+                                 AuthHeaders(args.token, body.empty() ? "" : "application/json"),
+                                 body, Options(args.cacert));
+  if (!r.ok()) {
+    *rc = Fail(r.status().ToString());
+    return std::nullopt;
+  }
+  if (r->status < 200 || r->status >= 300) {
+    *rc = Fail("server answered " + std::to_string(r->status) + ": " + r->body);
+    return std::nullopt;
+  }
+  *rc = 0;
+  return r->body;
+}
+
+std::string JsonStr(simdjson::dom::element e, const char* key) {
+  std::string_view v;
+  return e[key].get(v) ? std::string("-") : std::string(v);
+}
+
+std::string JsonNum(simdjson::dom::element e, const char* key) {
+  int64_t v = 0;
+  return e[key].get(v) ? std::string("-") : std::to_string(v);
+}
+
+// "2026-12-03T02:00:00Z" of an epoch-ms field; "-" when null or absent.
+std::string JsonTime(simdjson::dom::element e, const char* key) {
+  int64_t ms = 0;
+  if (e[key].get(ms)) return "-";
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// {"R": ["read", "manage"]} as "R:read+manage, ..." ("-" when empty).
+std::string JsonGrants(simdjson::dom::element e) {
+  simdjson::dom::object obj;
+  if (e.get(obj)) return "-";
+  std::string out;
+  for (auto [repo, perms] : obj) {
+    if (!out.empty()) out += ", ";
+    out.append(repo).push_back(':');
+    simdjson::dom::array arr;
+    if (perms.get(arr)) continue;
+    bool first = true;
+    for (auto p : arr) {
+      std::string_view v;
+      if (p.get(v)) continue;
+      if (!first) out += "+";
+      out.append(v);
+      first = false;
+    }
+  }
+  return out.empty() ? "-" : out;
+}
+
+// Prints `body` (JSON) with `table` unless --json; 1 when it is not JSON.
+int PrintAdmin(const ClientArgs& args, const std::string& body,
+               const std::function<void(simdjson::dom::element)>& table) {
+  if (args.json) {
+    std::printf("%s\n", body.c_str());
+    return 0;
+  }
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(body).get(doc)) return Fail("the server's answer is not JSON: " + body);
+  table(doc);
+  return 0;
+}
+
+int AdminRepo(const ClientArgs& args, const std::string& action) {
+  int rc = 0;
+  if (action == "list") {
+    auto body = AdminRequest(args, "GET", "/api/v1/repositories", "", &rc);
+    if (!body) return rc;
+    return PrintAdmin(args, *body, [](simdjson::dom::element doc) {
+      std::printf("%-24s %-12s %-14s %-14s %-14s %-14s %s\n", "NAME", "EVENTS", "BYTES",
+                  "RAW BYTES", "RETENTION MS", "RETENTION B", "CREATED");
+      simdjson::dom::array repos;
+      if (doc["repositories"].get(repos)) return;
+      for (auto r : repos) {
+        simdjson::dom::element ret = r["retention"].value_unsafe();
+        std::printf("%-24s %-12s %-14s %-14s %-14s %-14s %s\n", JsonStr(r, "name").c_str(),
+                    JsonNum(r, "events").c_str(), JsonNum(r, "bytes").c_str(),
+                    JsonNum(r, "rawBytes").c_str(), JsonNum(ret, "retentionMs").c_str(),
+                    JsonNum(ret, "retentionBytes").c_str(), JsonTime(r, "createdAt").c_str());
+      }
+    });
+  }
+  if (action == "create") {
+    JsonWriter w;
+    w.BeginObject().Key("name").String(args.admin_name).EndObject();
+    auto body = AdminRequest(args, "POST", "/api/v1/repositories", w.Take(), &rc);
+    if (!body) return rc;
+    return PrintAdmin(args, *body, [&](simdjson::dom::element) {
+      std::printf("created repository '%s'\n", args.admin_name.c_str());
+    });
+  }
+  auto body = AdminRequest(args, "DELETE", "/api/v1/repositories/" + args.admin_name, "", &rc);
+  if (!body) return rc;
+  if (!args.json) std::printf("deleted repository '%s'\n", args.admin_name.c_str());
+  return 0;
+}
+
+int AdminIngestToken(const ClientArgs& args, const std::string& action) {
+  int rc = 0;
+  const std::string path = "/api/v1/repositories/" + args.admin_repo + "/ingest-tokens";
+  if (action == "list") {
+    auto body = AdminRequest(args, "GET", path, "", &rc);
+    if (!body) return rc;
+    return PrintAdmin(args, *body, [](simdjson::dom::element doc) {
+      std::printf("%-24s %-16s %s\n", "NAME", "PARSER", "CREATED");
+      simdjson::dom::array tokens;
+      if (doc["tokens"].get(tokens)) return;
+      for (auto t : tokens) {
+        std::printf("%-24s %-16s %s\n", JsonStr(t, "name").c_str(), JsonStr(t, "parser").c_str(),
+                    JsonTime(t, "createdAt").c_str());
+      }
+      int64_t startup = 0;
+      if (!doc["startupTokens"].get(startup) && startup > 0) {
+        std::printf("(and %lld unnamed token(s) from --ingest-token)\n",
+                    static_cast<long long>(startup));
+      }
+    });
+  }
+  if (action == "create") {
+    JsonWriter w;
+    w.BeginObject().Key("name").String(args.admin_name).Key("parser");
+    if (args.parser.empty()) {
+      w.Null();
+    } else {
+      w.String(args.parser);
+    }
+    w.EndObject();
+    auto body = AdminRequest(args, "POST", path, w.Take(), &rc);
+    if (!body) return rc;
+    return PrintAdmin(args, *body, [&](simdjson::dom::element doc) {
+      std::printf("created ingest token '%s' of repository '%s' (parser: %s)\ntoken: %s\n",
+                  args.admin_name.c_str(), args.admin_repo.c_str(),
+                  args.parser.empty() ? "none" : args.parser.c_str(),
+                  JsonStr(doc, "token").c_str());
+      std::fprintf(stderr, "the token is shown only once: store it now\n");
+    });
+  }
+  auto body = AdminRequest(args, "DELETE", path + "/" + args.admin_name, "", &rc);
+  if (!body) return rc;
+  if (!args.json) {
+    std::printf("revoked ingest token '%s' of repository '%s'\n", args.admin_name.c_str(),
+                args.admin_repo.c_str());
+  }
+  return 0;
+}
+
+int AdminToken(const ClientArgs& args, const std::string& action) {
+  int rc = 0;
+  if (action == "list") {
+    auto body = AdminRequest(args, "GET", "/api/v1/tokens", "", &rc);
+    if (!body) return rc;
+    return PrintAdmin(args, *body, [](simdjson::dom::element doc) {
+      std::printf("%-24s %-6s %-40s %s\n", "NAME", "ADMIN", "REPOSITORIES", "CREATED");
+      simdjson::dom::array tokens;
+      if (doc["tokens"].get(tokens)) return;
+      for (auto t : tokens) {
+        bool admin_flag = false;
+        const bool admin = !t["admin"].get(admin_flag) && admin_flag;
+        std::printf("%-24s %-6s %-40s %s\n", JsonStr(t, "name").c_str(), admin ? "yes" : "no",
+                    JsonGrants(t["repositories"].value_unsafe()).c_str(),
+                    JsonTime(t, "createdAt").c_str());
+      }
+      int64_t startup = 0;
+      if (!doc["startupTokens"].get(startup) && startup > 0) {
+        std::printf("(and %lld unnamed admin token(s) from --api-token)\n",
+                    static_cast<long long>(startup));
+      }
+    });
+  }
+  if (action == "create") {
+    std::map<std::string, std::vector<std::string>> grants;
+    for (const auto& r : args.read) grants[r].push_back("read");
+    for (const auto& r : args.ingest) grants[r].push_back("ingest");
+    for (const auto& r : args.manage) grants[r].push_back("manage");
+    JsonWriter w;
+    w.BeginObject().Key("name").String(args.admin_name).Key("admin").Bool(args.admin);
+    w.Key("repositories").BeginObject();
+    for (const auto& [repo, perms] : grants) {
+      w.Key(repo).BeginArray();
+      for (const auto& p : perms) w.String(p);
+      w.EndArray();
+    }
+    w.EndObject().EndObject();
+    auto body = AdminRequest(args, "POST", "/api/v1/tokens", w.Take(), &rc);
+    if (!body) return rc;
+    return PrintAdmin(args, *body, [&](simdjson::dom::element doc) {
+      std::printf("created API token '%s' (admin: %s; repositories: %s)\ntoken: %s\n",
+                  args.admin_name.c_str(), args.admin ? "yes" : "no",
+                  JsonGrants(doc["repositories"].value_unsafe()).c_str(),
+                  JsonStr(doc, "token").c_str());
+      std::fprintf(stderr, "the token is shown only once: store it now\n");
+    });
+  }
+  auto body = AdminRequest(args, "DELETE", "/api/v1/tokens/" + args.admin_name, "", &rc);
+  if (!body) return rc;
+  if (!args.json) std::printf("revoked API token '%s'\n", args.admin_name.c_str());
+  return 0;
+}
+
 }  // namespace
+
+CLI::App* AddAdminCommand(CLI::App& app, ClientArgs& args) {
+  auto* admin = app.add_subcommand(
+      "admin", "manage repositories, ingest tokens and API tokens (the management API)");
+  admin->fallthrough();  // --url/--token/--json may also follow the nested commands
+  admin->require_subcommand(1);
+  admin->add_option("--url", args.url, "server URL (http:// or https://)")
+      ->envname("SEDIMENT_URL")
+      ->capture_default_str();
+  AddCacertOption(*admin, args);
+  admin->add_option("--token", args.token, "API token")->envname("SEDIMENT_API_TOKEN")->required();
+  admin->add_flag("--json", args.json, "print the server's JSON instead of tables");
+
+  auto* repo = admin->add_subcommand("repo", "repositories (create and delete: admin)");
+  repo->require_subcommand(1);
+  repo->add_subcommand("list", "the repositories this token can read");
+  repo->add_subcommand("create", "create a repository")
+      ->add_option("name", args.admin_name, "repository name")
+      ->required();
+  repo->add_subcommand("delete", "delete a repository and its data")
+      ->add_option("name", args.admin_name, "repository name")
+      ->required();
+
+  auto* ingest = admin->add_subcommand("ingest-token", "a repository's ingest tokens (manage)");
+  ingest->require_subcommand(1);
+  ingest->add_subcommand("list", "the named ingest tokens of a repository")
+      ->add_option("repo", args.admin_repo, "repository")
+      ->required();
+  auto* ic = ingest->add_subcommand("create", "create an ingest token (printed once)");
+  ic->add_option("repo", args.admin_repo, "repository")->required();
+  ic->add_option("name", args.admin_name, "token name")->required();
+  ic->add_option("--parser", args.parser, "the parser its events go through");
+  auto* ir = ingest->add_subcommand("revoke", "revoke an ingest token");
+  ir->add_option("repo", args.admin_repo, "repository")->required();
+  ir->add_option("name", args.admin_name, "token name")->required();
+
+  auto* token = admin->add_subcommand("token", "API tokens (admin)");
+  token->require_subcommand(1);
+  token->add_subcommand("list", "the named API tokens and their permissions");
+  auto* tc = token->add_subcommand("create", "create an API token (printed once)");
+  tc->add_option("name", args.admin_name, "token name")->required();
+  tc->add_flag("--admin", args.admin, "every permission, and the organization-level routes");
+  tc->add_option("--read", args.read, "repository it may query (repeatable)");
+  tc->add_option("--ingest", args.ingest, "repository it may ingest into (repeatable)");
+  tc->add_option("--manage", args.manage,
+                 "repository whose parsers, files, retention and ingest tokens it may manage "
+                 "(repeatable)");
+  token->add_subcommand("revoke", "revoke an API token")
+      ->add_option("name", args.admin_name, "token name")
+      ->required();
+  return admin;
+}
 
 CLI::App* AddIngestCommand(CLI::App& app, ClientArgs& args) {
   auto* ingest =
@@ -428,6 +697,27 @@ int RunQuery(const ClientArgs& args) {
 
 int RunStatus(const ClientArgs& args) {
   return ShowStatus(args.url, args.token, args.cacert, !args.node, args.json);
+}
+
+int RunAdmin(const ClientArgs& args, const CLI::App& admin) {
+  for (const char* group : {"repo", "ingest-token", "token"}) {
+    const CLI::App* g = admin.get_subcommand(group);
+    if (!g->parsed()) continue;
+    for (const char* action : {"list", "create", "delete", "revoke"}) {
+      const CLI::App* a = nullptr;
+      try {
+        a = g->get_subcommand(action);
+      } catch (const CLI::OptionNotFound&) {
+        continue;  // the group has no such action
+      }
+      if (!a->parsed()) continue;
+      const std::string group_name = group;
+      if (group_name == "repo") return AdminRepo(args, action);
+      if (group_name == "ingest-token") return AdminIngestToken(args, action);
+      return AdminToken(args, action);
+    }
+  }
+  return Fail("admin: name a command (see sediment admin --help)");
 }
 
 }  // namespace sediment::cli

@@ -1,7 +1,7 @@
-// The sediment binary: `sediment server|ingest|query|status`. The server's flags (also settable as
-// SEDIMENT_<NAME> environment variables) are declared in flags.cc; the client subcommands are in
-// client_commands.cc. `sediment --print-flag-table` (not listed in --help) prints the README's
-// flag tables.
+// The sediment binary: `sediment server|ingest|query|status|admin`. The server's flags (also
+// settable as SEDIMENT_<NAME> environment variables) are declared in flags.cc; the client
+// subcommands are in client_commands.cc. `sediment --print-flag-table` (not listed in --help)
+// prints the README's flag tables.
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
   auto* ingest = sediment::cli::AddIngestCommand(app, client);
   auto* query = sediment::cli::AddQueryCommand(app, client);
   auto* status = sediment::cli::AddStatusCommand(app, client);
+  auto* admin = sediment::cli::AddAdminCommand(app, client);
 
   CLI11_PARSE(app, argc, argv);
   if (server->parsed()) {
@@ -127,5 +128,6 @@ int main(int argc, char** argv) {
   if (ingest->parsed()) return sediment::cli::RunIngest(client);
   if (query->parsed()) return sediment::cli::RunQuery(client);
   if (status->parsed()) return sediment::cli::RunStatus(client);
+  if (admin->parsed()) return sediment::cli::RunAdmin(client, *admin);
   return 1;
 }

@@ -50,7 +50,113 @@ class Applier {
     }
     RepoInfo repo;
     repo.name = e.name;
+    repo.created_ms = e.created_ms;
     s_->repos.emplace(e.name, std::move(repo));
+    return Status::OK();
+  }
+
+  Status operator()(const DeleteRepo& e) {
+    auto it = s_->repos.find(e.name);
+    if (it == s_->repos.end()) {
+      return Status::Rejected("DeleteRepo: unknown repository '" + e.name + "'");
+    }
+    for (const std::string& hash : it->second.ingest_token_hashes) {
+      s_->ingest_token_hashes.erase(hash);
+    }
+    s_->repos.erase(it);
+    for (auto& [name, token] : s_->api_tokens) token.repos.erase(e.name);
+    for (auto seg = s_->segments.begin(); seg != s_->segments.end();) {
+      seg = seg->second.datasource.repo == e.name ? s_->segments.erase(seg) : std::next(seg);
+    }
+    return Status::OK();
+  }
+
+  // Whether `hash` is stored as any token (ingest or API, named or not).
+  bool TokenHashStored(const std::string& hash) const {
+    if (s_->ingest_token_hashes.count(hash) != 0 || s_->api_token_hashes.count(hash) != 0) {
+      return true;
+    }
+    for (const auto& [name, token] : s_->api_tokens) {
+      if (token.token_hash == hash) return true;
+    }
+    return false;
+  }
+
+  Status operator()(const CreateIngestToken& e) {
+    auto repo = s_->repos.find(e.repo);
+    if (repo == s_->repos.end()) {
+      return Status::Rejected("CreateIngestToken: unknown repository '" + e.repo + "'");
+    }
+    if (!IsValidResourceName(e.name)) {
+      return Status::Rejected("CreateIngestToken: invalid token name '" + e.name + "'");
+    }
+    if (repo->second.ingest_tokens.count(e.name) != 0) {
+      return Status::Rejected("CreateIngestToken: repository '" + e.repo +
+                              "' already has a token named '" + e.name + "'");
+    }
+    if (!IsTokenHash(e.token_hash)) return Status::Rejected("CreateIngestToken: not a token hash");
+    if (TokenHashStored(e.token_hash)) {
+      return Status::Rejected("CreateIngestToken: token already in use");
+    }
+    // A parser is a custom parser's name or a built-in one's (which may carry arguments:
+    // "csv(a,b)"); which exists is the API's to check.
+    const bool parser_ok =
+        e.parser.size() <= 1024 && std::none_of(e.parser.begin(), e.parser.end(), [](char c) {
+          return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+        });
+    if (!parser_ok) {
+      return Status::Rejected("CreateIngestToken: invalid parser name '" + e.parser + "'");
+    }
+    repo->second.ingest_tokens.emplace(e.name,
+                                       IngestTokenInfo{e.token_hash, e.parser, e.created_ms});
+    repo->second.ingest_token_hashes.insert(e.token_hash);
+    s_->ingest_token_hashes.emplace(e.token_hash, e.repo);
+    return Status::OK();
+  }
+
+  Status operator()(const RevokeIngestToken& e) {
+    auto repo = s_->repos.find(e.repo);
+    if (repo == s_->repos.end()) {
+      return Status::Rejected("RevokeIngestToken: unknown repository '" + e.repo + "'");
+    }
+    auto it = repo->second.ingest_tokens.find(e.name);
+    if (it == repo->second.ingest_tokens.end()) {
+      return Status::Rejected("RevokeIngestToken: repository '" + e.repo +
+                              "' has no token named '" + e.name + "'");
+    }
+    repo->second.ingest_token_hashes.erase(it->second.token_hash);
+    s_->ingest_token_hashes.erase(it->second.token_hash);
+    repo->second.ingest_tokens.erase(it);
+    return Status::OK();
+  }
+
+  Status operator()(const CreateApiToken& e) {
+    if (!IsValidResourceName(e.name)) {
+      return Status::Rejected("CreateApiToken: invalid token name '" + e.name + "'");
+    }
+    if (s_->api_tokens.count(e.name) != 0) {
+      return Status::Rejected("CreateApiToken: a token named '" + e.name + "' exists");
+    }
+    if (!IsTokenHash(e.token_hash)) return Status::Rejected("CreateApiToken: not a token hash");
+    if (TokenHashStored(e.token_hash)) {
+      return Status::Rejected("CreateApiToken: token already in use");
+    }
+    for (const auto& [repo, perms] : e.repos) {
+      if (perms == 0 || (perms & ~kPermAll) != 0) {
+        return Status::Rejected("CreateApiToken: invalid permissions on repository '" + repo + "'");
+      }
+      if (s_->repos.count(repo) == 0) {
+        return Status::Rejected("CreateApiToken: unknown repository '" + repo + "'");
+      }
+    }
+    s_->api_tokens.emplace(e.name, ApiTokenInfo{e.token_hash, e.admin, e.repos, e.created_ms});
+    return Status::OK();
+  }
+
+  Status operator()(const RevokeApiToken& e) {
+    if (s_->api_tokens.erase(e.name) == 0) {
+      return Status::Rejected("RevokeApiToken: no token named '" + e.name + "'");
+    }
     return Status::OK();
   }
 
@@ -510,6 +616,10 @@ bool IsValidParserName(std::string_view name) {
   return true;
 }
 
+bool IsValidResourceName(std::string_view name) {
+  return IsValidParserName(name) && name.front() != '.';
+}
+
 const char* GlobalEventName(const GlobalEvent& ev) {
   static constexpr const char* kNames[] = {
       "SetClusterId",
@@ -538,6 +648,11 @@ const char* GlobalEventName(const GlobalEvent& ev) {
       "DeleteLookupFile",
       "PutParser",
       "DeleteParser",
+      "DeleteRepo",
+      "CreateIngestToken",
+      "RevokeIngestToken",
+      "CreateApiToken",
+      "RevokeApiToken",
   };
   static_assert(std::size(kNames) == std::variant_size_v<GlobalEvent>);
   return kNames[ev.index()];

@@ -17,21 +17,24 @@ constexpr char kStateMagic[4] = {'G', 'S', 'N', 'P'};
 // An event is written in the lowest version that expresses it (EventVersion), so that a v1
 // record decodes and encodes back to the same bytes, and a node of the previous release still
 // reads every event but a fenced SetTruncationPoint and the hashed secrets. v1 is still read.
-constexpr uint8_t kEventVersion = 3;
+// v4 exists only for CreateRepo with a creation time (created_ms != 0): str name, i64 created_ms.
+constexpr uint8_t kEventVersion = 4;
 constexpr uint8_t kEventVersionMin = 1;
 // Snapshot v2 appends the cluster secret; v3 replicas, staged merges, retention bytes, the
 // replication factor and the node set; v4 the bucket fields; v5 the bucket GC report; v6 holds
 // tokens and the cluster secret only as salted hashes (same layout); v7 appends each
-// repository's lookup files. v1 to v5 are still read: their tokens are hashed with
-// LegacyTokenHash and their secret becomes the verifier; v1 to v6 are read with no lookup files.
-constexpr uint8_t kStateVersion = 8;
+// repository's lookup files; v8 each repository's parsers; v9 repository creation times, named
+// ingest tokens and named API tokens with their permissions. v1 to v5 are still read: their tokens
+// are hashed with LegacyTokenHash and their secret becomes the verifier; v1 to v6 are read with no
+// lookup files.
+constexpr uint8_t kStateVersion = 9;
 constexpr uint8_t kStateVersionMin = 1;
 constexpr size_t kEventHeader = 4;  // magic(2) version(1) type(1)
 constexpr size_t kStateHeader = 5;  // magic(4) version(1)
 constexpr size_t kCrcSize = 4;
 
 // Type tags: the variant index plus one. Never renumber: they are on disk.
-static_assert(std::variant_size_v<GlobalEvent> == 26, "new events need a tag in FORMAT.md");
+static_assert(std::variant_size_v<GlobalEvent> == 31, "new events need a tag in FORMAT.md");
 
 // ---- writing ----
 void PutI64(std::string* out, int64_t v) { PutVarsint64(out, v); }
@@ -69,7 +72,37 @@ void PutStringSet(std::string* out, const std::set<std::string>& set) {
 }
 
 void PutBody(std::string* out, const SetClusterId& e) { PutLengthPrefixed(out, e.cluster_id); }
-void PutBody(std::string* out, const CreateRepo& e) { PutLengthPrefixed(out, e.name); }
+void PutBody(std::string* out, const CreateRepo& e) {
+  PutLengthPrefixed(out, e.name);
+  if (e.created_ms != 0) PutI64(out, e.created_ms);  // v4 (EventVersion)
+}
+void PutBody(std::string* out, const DeleteRepo& e) { PutLengthPrefixed(out, e.name); }
+void PutBody(std::string* out, const CreateIngestToken& e) {
+  PutLengthPrefixed(out, e.repo);
+  PutLengthPrefixed(out, e.name);
+  PutLengthPrefixed(out, e.token_hash);
+  PutLengthPrefixed(out, e.parser);
+  PutI64(out, e.created_ms);
+}
+void PutBody(std::string* out, const RevokeIngestToken& e) {
+  PutLengthPrefixed(out, e.repo);
+  PutLengthPrefixed(out, e.name);
+}
+void PutPermissions(std::string* out, const std::map<std::string, uint32_t>& repos) {
+  PutVarint64(out, repos.size());
+  for (const auto& [repo, perms] : repos) {
+    PutLengthPrefixed(out, repo);
+    PutVarint32(out, perms);
+  }
+}
+void PutBody(std::string* out, const CreateApiToken& e) {
+  PutLengthPrefixed(out, e.name);
+  PutLengthPrefixed(out, e.token_hash);
+  PutVarint64(out, e.admin ? 1 : 0);
+  PutPermissions(out, e.repos);
+  PutI64(out, e.created_ms);
+}
+void PutBody(std::string* out, const RevokeApiToken& e) { PutLengthPrefixed(out, e.name); }
 // A legacy field is set only on a decoded v1/v2 record: it encodes back to its own bytes (v1).
 void PutBody(std::string* out, const SetClusterSecret& e) {
   PutLengthPrefixed(out, e.legacy_secret.empty() ? e.verifier : e.legacy_secret);
@@ -302,7 +335,48 @@ class Reader {
 };
 
 bool GetBody(Reader* r, SetClusterId* e) { return r->Str(&e->cluster_id, "cluster_id"); }
-bool GetBody(Reader* r, CreateRepo* e) { return r->Str(&e->name, "repo name"); }
+bool GetBody(Reader* r, CreateRepo* e, uint8_t version) {
+  if (!r->Check(version != 3, "event version", "3 is only for hashed secrets") ||
+      !r->Str(&e->name, "repo name")) {
+    return false;
+  }
+  if (version < 4) return true;
+  // A creation time of 0 is written as v1: a v4 record with it is not the canonical encoding.
+  return r->I64(&e->created_ms, "repo created_ms") && r->NonZero(e->created_ms, "created_ms");
+}
+bool GetBody(Reader* r, DeleteRepo* e) { return r->Str(&e->name, "repo name"); }
+bool GetHash(Reader* r, std::string* hash, const char* what) {
+  return r->Str(hash, what) && r->Check(IsTokenHash(*hash), what, "not a hash");
+}
+bool GetBody(Reader* r, CreateIngestToken* e) {
+  return r->Str(&e->repo, "repo") && r->Str(&e->name, "ingest token name") &&
+         GetHash(r, &e->token_hash, "ingest token") && r->Str(&e->parser, "ingest token parser") &&
+         r->I64(&e->created_ms, "ingest token created_ms");
+}
+bool GetBody(Reader* r, RevokeIngestToken* e) {
+  return r->Str(&e->repo, "repo") && r->Str(&e->name, "ingest token name");
+}
+bool GetPermissions(Reader* r, std::map<std::string, uint32_t>* out) {
+  uint64_t n = 0;
+  if (!r->Count(&n, "permission count")) return false;
+  out->clear();
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string repo;
+    uint32_t perms = 0;
+    if (!r->Str(&repo, "permission repo") || !r->Increasing(*out, repo, "permission repo") ||
+        !r->U32(&perms, "permissions")) {
+      return false;
+    }
+    out->emplace_hint(out->end(), std::move(repo), perms);
+  }
+  return true;
+}
+bool GetBody(Reader* r, CreateApiToken* e) {
+  return r->Str(&e->name, "api token name") && GetHash(r, &e->token_hash, "api token") &&
+         r->Bool(&e->admin, "api token admin") && GetPermissions(r, &e->repos) &&
+         r->I64(&e->created_ms, "api token created_ms");
+}
+bool GetBody(Reader* r, RevokeApiToken* e) { return r->Str(&e->name, "api token name"); }
 // v3: a salted hash (checked for its size); v1/v2: the secret in clear, kept as the legacy field.
 bool GetSecret(Reader* r, uint8_t version, std::string* hash, std::string* legacy,
                const char* what) {
@@ -310,14 +384,17 @@ bool GetSecret(Reader* r, uint8_t version, std::string* hash, std::string* legac
   return r->Str(hash, what) && r->Check(IsTokenHash(*hash), what, "not a hash");
 }
 bool GetBody(Reader* r, SetClusterSecret* e, uint8_t version) {
+  if (!r->Check(version != 4, "event version", "4 is only for CreateRepo")) return false;
   return GetSecret(r, version, &e->verifier, &e->legacy_secret, "cluster secret");
 }
 bool GetBody(Reader* r, AddIngestToken* e, uint8_t version) {
-  return r->Str(&e->repo, "repo") &&
+  return r->Check(version != 4, "event version", "4 is only for CreateRepo") &&
+         r->Str(&e->repo, "repo") &&
          GetSecret(r, version, &e->token_hash, &e->legacy_token, "token");
 }
 bool GetBody(Reader* r, AddApiToken* e, uint8_t version) {
-  return GetSecret(r, version, &e->token_hash, &e->legacy_token, "token");
+  return r->Check(version != 4, "event version", "4 is only for CreateRepo") &&
+         GetSecret(r, version, &e->token_hash, &e->legacy_token, "token");
 }
 bool GetBody(Reader* r, ClaimPartition* e) {
   return r->I32(&e->partition.value, "partition") && r->Strong64(&e->node, "node") &&
@@ -404,10 +481,12 @@ bool GetBody(Reader* r, BucketObjectsCollected* e) {
 }
 
 // Every other body is the same in every event version.
-// v3 is only the hashed secrets' version: another type in v3 is not the canonical encoding.
+// v3 is only the hashed secrets' version, v4 only CreateRepo's: another type in them is not the
+// canonical encoding.
 template <typename E>
 bool GetBody(Reader* r, E* e, uint8_t version) {
-  return r->Check(version < 3, "event version", "3 is only for hashed secrets") && GetBody(r, e);
+  return r->Check(version < 3, "event version", "3 and 4 are only for secrets and CreateRepo") &&
+         GetBody(r, e);
 }
 bool GetBody(Reader* r, SetTruncationPoint* e, uint8_t version) {
   return r->Check(version < 3, "event version", "3 is only for hashed secrets") &&
@@ -459,6 +538,7 @@ uint8_t EventVersion(const GlobalEvent& ev) {
   if (const auto* c = std::get_if<SetClusterSecret>(&ev)) return c->verifier.empty() ? 1 : 3;
   if (const auto* i = std::get_if<AddIngestToken>(&ev)) return i->token_hash.empty() ? 1 : 3;
   if (const auto* a = std::get_if<AddApiToken>(&ev)) return a->token_hash.empty() ? 1 : 3;
+  if (const auto* c = std::get_if<CreateRepo>(&ev)) return c->created_ms != 0 ? 4 : 1;
   return 1;
 }
 
@@ -585,6 +665,25 @@ std::string EncodeGlobalState(const GlobalState& s) {
       PutVarint64(&out, def.tag_fields.size());
       for (const std::string& f : def.tag_fields) PutLengthPrefixed(&out, f);
     }
+  }
+  // v9
+  for (const auto& [name, repo] : s.repos) {
+    PutI64(&out, repo.created_ms);
+    PutVarint64(&out, repo.ingest_tokens.size());
+    for (const auto& [token_name, token] : repo.ingest_tokens) {
+      PutLengthPrefixed(&out, token_name);
+      PutLengthPrefixed(&out, token.token_hash);
+      PutLengthPrefixed(&out, token.parser);
+      PutI64(&out, token.created_ms);
+    }
+  }
+  PutVarint64(&out, s.api_tokens.size());
+  for (const auto& [token_name, token] : s.api_tokens) {
+    PutLengthPrefixed(&out, token_name);
+    PutLengthPrefixed(&out, token.token_hash);
+    PutVarint64(&out, token.admin ? 1 : 0);
+    PutPermissions(&out, token.repos);
+    PutI64(&out, token.created_ms);
   }
   AppendCrc(&out);
   return out;
@@ -770,6 +869,40 @@ bool DecodeStateBody(Reader* r, GlobalState* s, uint8_t version) {
       }
       repo.parsers.emplace_hint(repo.parsers.end(), std::move(parser), std::move(def));
     }
+  }
+  if (version < 9) return true;  // no creation times, no named tokens
+  for (auto& [name, repo] : s->repos) {
+    if (!r->I64(&repo.created_ms, "repo created_ms") || !r->Count(&n, "ingest token count")) {
+      return false;
+    }
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string token_name;
+      IngestTokenInfo token;
+      // A named token's hash is also in the lookups' index (encoded above).
+      if (!r->Str(&token_name, "ingest token name") ||
+          !r->Increasing(repo.ingest_tokens, token_name, "ingest token name") ||
+          !GetHash(r, &token.token_hash, "ingest token") ||
+          !r->Check(repo.ingest_token_hashes.count(token.token_hash) != 0, "ingest token",
+                    "not in the repository's token hashes") ||
+          !r->Str(&token.parser, "ingest token parser") ||
+          !r->I64(&token.created_ms, "ingest token created_ms")) {
+        return false;
+      }
+      repo.ingest_tokens.emplace_hint(repo.ingest_tokens.end(), std::move(token_name),
+                                      std::move(token));
+    }
+  }
+  if (!r->Count(&n, "api token count")) return false;
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string token_name;
+    ApiTokenInfo token;
+    if (!r->Str(&token_name, "api token name") ||
+        !r->Increasing(s->api_tokens, token_name, "api token name") ||
+        !GetHash(r, &token.token_hash, "api token") || !r->Bool(&token.admin, "api token admin") ||
+        !GetPermissions(r, &token.repos) || !r->I64(&token.created_ms, "api token created_ms")) {
+      return false;
+    }
+    s->api_tokens.emplace_hint(s->api_tokens.end(), std::move(token_name), std::move(token));
   }
   return true;
 }

@@ -33,8 +33,40 @@ struct ParserDef {
   bool operator==(const ParserDef&) const = default;
 };
 
+// A named ingest token of a repository (CreateIngestToken): only its salted hash is kept, also in
+// RepoInfo::ingest_token_hashes and GlobalState::ingest_token_hashes (the lookups' index).
+struct IngestTokenInfo {
+  std::string token_hash;
+  std::string parser;      // the parser its events go through (parsers/README.md); empty: none
+  int64_t created_ms = 0;  // the creating node's wall clock
+  bool operator==(const IngestTokenInfo&) const = default;
+};
+
+// What an API token may do on one repository: a bit set of these.
+inline constexpr uint32_t kPermRead = 1;    // query, list and read files/parsers/retention
+inline constexpr uint32_t kPermIngest = 2;  // ingest (ingest routes, API token with ?repo=)
+inline constexpr uint32_t kPermManage = 4;  // parsers, files, retention, ingest tokens
+inline constexpr uint32_t kPermAll = kPermRead | kPermIngest | kPermManage;
+
+// A named API token (CreateApiToken). `admin`: every permission on every repository, and the
+// organization-level routes (repositories, API tokens, cluster views). Tokens given by
+// --api-token are not named: they are in GlobalState::api_token_hashes and act as admin.
+struct ApiTokenInfo {
+  std::string token_hash;
+  bool admin = false;
+  std::map<std::string, uint32_t> repos;  // repository -> kPerm* bits (never 0)
+  int64_t created_ms = 0;
+  bool operator==(const ApiTokenInfo&) const = default;
+};
+
 struct RepoInfo {
   std::string name;
+  // Wall clock of the node that created it (CreateRepo of event version 4); 0: unknown (created
+  // before creation times were recorded).
+  int64_t created_ms = 0;
+  // Named ingest tokens (CreateIngestToken): name -> token. Tokens from --ingest-token flags are
+  // not named: they are only in ingest_token_hashes.
+  std::map<std::string, IngestTokenInfo> ingest_tokens;
   int64_t retention_ms = 0;  // delete segments whose newest event is older; 0 = keep forever
   uint64_t retention_bytes =
       0;  // keep at most this many stored bytes (oldest go first); 0 = no bound
@@ -55,6 +87,11 @@ bool IsValidLookupFileName(std::string_view name);
 // A parser name: 1 to 100 bytes of ASCII letters, digits, '-', '_' and '.', not "." or "..".
 // The apply rule checks it; the API also refuses the built-in parsers' names.
 bool IsValidParserName(std::string_view name);
+// A repository, ingest token or API token name created through the management API: 1 to 100
+// bytes of ASCII letters, digits, '-', '_' and '.', not starting with '.'. The apply rule checks
+// it for the token events (CreateRepo keeps accepting any non-empty name: repositories named by
+// start-up flags and older records).
+bool IsValidResourceName(std::string_view name);
 
 struct SegmentRecord {
   SegmentId id;           // assigned by the apply rule
@@ -142,7 +179,9 @@ struct GlobalState {
   // Tokens only as salted hashes (global/tokens.h; look them up with IngestRepoForToken and
   // IsApiToken): hash -> repo, and the API token hashes.
   std::map<std::string, std::string> ingest_token_hashes;
-  std::set<std::string> api_token_hashes;
+  std::set<std::string> api_token_hashes;  // the --api-token tokens: admin
+  // Named API tokens with their permissions (CreateApiToken): name -> token.
+  std::map<std::string, ApiTokenInfo> api_tokens;
   std::map<SegmentId, SegmentRecord> segments;
   SegmentId next_segment_id{1};
   // (datasource key, partition) -> last position that is in a registered segment.
@@ -189,9 +228,12 @@ Offset SafeOffset(const GlobalState& state, PartitionId partition);
 struct SetClusterId {
   std::string cluster_id;
 };  // rejected when already set
+// Rejected when it exists or the name is empty. created_ms: the creator's wall clock (0: unknown;
+// written as event version 4 when set).
 struct CreateRepo {
   std::string name;
-};  // rejected when it exists
+  int64_t created_ms = 0;
+};
 // Tokens travel as salted hashes (HashToken, global/tokens.h). `legacy_token` is set only by the
 // decoder of a version-1/2 record (written when tokens were stored in clear); the apply rule hashes
 // it (LegacyTokenHash). Writers set `token_hash` only.
@@ -363,13 +405,51 @@ struct DeleteParser {
   std::string name;
 };
 
+// Deletes a repository: its settings, lookup files, parsers, every ingest token of it (named or
+// from flags), every API token's permissions on it, and every segment record of it (committed or
+// staged; their files are then removed as for RemoveSegments). Rejected for an unknown repository.
+struct DeleteRepo {
+  std::string name;
+};
+// A named ingest token of `repo`. Rejected: unknown repository, a name that is not
+// IsValidResourceName or already names a token of the repository, a token_hash that is not a hash
+// or is already stored, a parser longer than 1024 bytes or with a control character (which parser
+// exists is the API's to check: a custom one's name, or a built-in one's such as "csv(a,b)").
+struct CreateIngestToken {
+  std::string repo;
+  std::string name;
+  std::string token_hash;
+  std::string parser;
+  int64_t created_ms = 0;
+};
+// Removes the named ingest token `name` of `repo`. Rejected when there is none.
+struct RevokeIngestToken {
+  std::string repo;
+  std::string name;
+};
+// A named API token. Rejected: a name that is not IsValidResourceName or is taken, a token_hash
+// that is not a hash or is already stored, a permission set that is 0 or has bits beyond kPermAll,
+// a repository that does not exist.
+struct CreateApiToken {
+  std::string name;
+  std::string token_hash;
+  bool admin = false;
+  std::map<std::string, uint32_t> repos;
+  int64_t created_ms = 0;
+};
+// Removes the named API token `name`. Rejected when there is none.
+struct RevokeApiToken {
+  std::string name;
+};
+
 using GlobalEvent =
     std::variant<SetClusterId, CreateRepo, AddIngestToken, AddApiToken, ClaimPartition,
                  RegisterSegment, AdvanceReplayPoint, SetTruncationPoint, RemoveSegments,
                  SetClusterSecret, RegisterNode, AddSegmentReplica, RemoveSegmentReplica,
                  StageMerge, CommitMerge, SetReplicationFactor, SetRetention, ReplaceSegment,
                  SetBucket, SegmentUploaded, BeginRecovery, BucketObjectsCollected, PutLookupFile,
-                 DeleteLookupFile, PutParser, DeleteParser>;
+                 DeleteLookupFile, PutParser, DeleteParser, DeleteRepo, CreateIngestToken,
+                 RevokeIngestToken, CreateApiToken, RevokeApiToken>;
 
 std::string EncodeGlobalEvent(const GlobalEvent& ev);
 Result<GlobalEvent> DecodeGlobalEvent(std::string_view data);

@@ -159,6 +159,13 @@ std::vector<GlobalEvent> OneOfEach() {
       DeleteLookupFile{"web", "users.csv"},
       PutParser{"web", "access", {"kvParse() | #env := env", {"host"}}},
       DeleteParser{"web", "access"},
+      DeleteRepo{"web"},
+      CreateIngestToken{"web", "shipper-1", HashToken("ingest-1"), "kv", 1700000000123},
+      RevokeIngestToken{"web", "shipper-1"},
+      CreateApiToken{
+          "reader", HashToken("api-2"), false, {{"db", kPermRead}, {"web", kPermAll}}, -1},
+      RevokeApiToken{"reader"},
+      CreateRepo{"db", 1700000000999},
   };
 }
 
@@ -363,6 +370,11 @@ TEST(GlobalCodec, VersionOneTruncationPointIsStillReadAndApplied) {
       EXPECT_EQ(EncodeGlobalEvent(ev)[2], 3) << GlobalEventName(ev);
       continue;
     }
+    // A CreateRepo with a creation time is version 4 (CreateRepoCreationTimeIsVersionFour).
+    if (const auto* c = std::get_if<CreateRepo>(&ev); c != nullptr && c->created_ms != 0) {
+      EXPECT_EQ(EncodeGlobalEvent(ev)[2], 4) << GlobalEventName(ev);
+      continue;
+    }
     EXPECT_EQ(EncodeGlobalEvent(ev)[2], 1) << GlobalEventName(ev);
     // Their bodies are the same in version 2.
     std::string as_v2 = EncodeGlobalEvent(ev);
@@ -530,6 +542,37 @@ std::string V8Suffix(const GlobalState& s) {
   return out;
 }
 
+// The bytes snapshot v9 appends to v8 (FORMAT.md), written independently of the encoder.
+std::string V9Suffix(const GlobalState& s) {
+  std::string out;
+  auto perms = [&out](const std::map<std::string, uint32_t>& repos) {
+    PutVarint64(&out, repos.size());
+    for (const auto& [repo, bits] : repos) {
+      PutLengthPrefixed(&out, repo);
+      PutVarint32(&out, bits);
+    }
+  };
+  for (const auto& [name, repo] : s.repos) {
+    PutVarsint64(&out, repo.created_ms);
+    PutVarint64(&out, repo.ingest_tokens.size());
+    for (const auto& [token_name, t] : repo.ingest_tokens) {
+      PutLengthPrefixed(&out, token_name);
+      PutLengthPrefixed(&out, t.token_hash);
+      PutLengthPrefixed(&out, t.parser);
+      PutVarsint64(&out, t.created_ms);
+    }
+  }
+  PutVarint64(&out, s.api_tokens.size());
+  for (const auto& [token_name, t] : s.api_tokens) {
+    PutLengthPrefixed(&out, token_name);
+    PutLengthPrefixed(&out, t.token_hash);
+    PutVarint64(&out, t.admin ? 1 : 0);
+    perms(t.repos);
+    PutVarsint64(&out, t.created_ms);
+  }
+  return out;
+}
+
 // The bytes snapshot v7 appends to v6 (FORMAT.md), written independently of the encoder.
 std::string V7Suffix(const GlobalState& s) {
   std::string out;
@@ -580,12 +623,20 @@ GlobalState WithClearTokens(GlobalState s, const std::string& secret, GlobalStat
 TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   GlobalState hashed;
   GlobalState s = WithClearTokens(Populated(), "", &hashed);
-  const std::string v8 = EncodeGlobalState(hashed);
-  ASSERT_EQ(v8[4], 8);
+  const std::string v9 = EncodeGlobalState(hashed);
+  ASSERT_EQ(v9[4], 9);
+  // v8 = v9 without the v9 suffix (no creation times, no named tokens: per repository a 0x00
+  // time and a 0x00 count, then a 0x00 API token count).
+  const std::string suffix9 = V9Suffix(hashed);
+  ASSERT_EQ(suffix9, std::string(hashed.repos.size() * 2 + 1, '\0'));
+  std::string body8 = v9.substr(0, v9.size() - 4);
+  ASSERT_EQ(body8.substr(body8.size() - suffix9.size()), suffix9);
+  body8 = body8.substr(0, body8.size() - suffix9.size());
+  body8[4] = 8;
   // v7 = v8 without the v8 suffix (no parsers: one 0x00 count per repository).
   const std::string suffix8 = V8Suffix(hashed);
   ASSERT_EQ(suffix8, std::string(hashed.repos.size(), '\0'));
-  std::string body7 = v8.substr(0, v8.size() - 4);
+  std::string body7 = body8;
   ASSERT_EQ(body7.substr(body7.size() - suffix8.size()), suffix8);
   body7 = body7.substr(0, body7.size() - suffix8.size());
   body7[4] = 7;
@@ -598,7 +649,7 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   body6[4] = 6;
   // Version 5 is version 6's layout with the tokens in clear.
   std::string body5 = EncodeGlobalState(s);
-  body5 = body5.substr(0, body5.size() - 4 - suffix7.size() - suffix8.size());
+  body5 = body5.substr(0, body5.size() - 4 - suffix7.size() - suffix8.size() - suffix9.size());
   body5[4] = 5;
   const std::string v5 = WithCrc(body5);
   // v4 = v5 without the v5 suffix (an empty GC report); v3 = v4 without the v4 suffix; v2 = v3
@@ -620,11 +671,11 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   v2[4] = 2;
   std::string v1 = v2.substr(0, v2.size() - 1);
   v1[4] = 1;
-  for (const std::string& old :
-       {WithCrc(v1), WithCrc(v2), WithCrc(v3), WithCrc(body), v5, WithCrc(body6), WithCrc(body7)}) {
+  for (const std::string& old : {WithCrc(v1), WithCrc(v2), WithCrc(v3), WithCrc(body), v5,
+                                 WithCrc(body6), WithCrc(body7), WithCrc(body8)}) {
     Result<GlobalState> dec = DecodeGlobalState(old);
     ASSERT_TRUE(dec.ok()) << "version " << int(old[4]) << ": " << dec.status().ToString();
-    EXPECT_EQ(EncodeGlobalState(*dec), v8) << "version " << int(old[4]);
+    EXPECT_EQ(EncodeGlobalState(*dec), v9) << "version " << int(old[4]);
     EXPECT_EQ(IngestRepoForToken(*dec, "t2"), "web") << "version " << int(old[4]);
     EXPECT_TRUE(IsApiToken(*dec, "a1"));
     EXPECT_TRUE(dec->cluster_secret_verifier.empty());
@@ -646,7 +697,7 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   // An older version header on v5 bytes leaves trailing bytes; a v5 header on v4 bytes or a v4
   // header on v3 bytes is truncated; a v6 or v7 header on clear tokens is no hash; versions 0 and
   // 9 are refused; a v7 header on v6 bytes and a v8 header on v7 bytes are truncated.
-  for (char version : {0, 1, 2, 3, 4, 6, 7, 8, 9}) {
+  for (char version : {0, 1, 2, 3, 4, 6, 7, 8, 9, 10}) {
     std::string wrong = body5;
     wrong[4] = version;
     EXPECT_EQ(DecodeGlobalState(WithCrc(wrong)).status().code(), StatusCode::kCorruption)
@@ -658,6 +709,9 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   std::string short8 = body7;
   short8[4] = 8;
   EXPECT_EQ(DecodeGlobalState(WithCrc(short8)).status().code(), StatusCode::kCorruption);
+  std::string short9 = body8;
+  short9[4] = 9;
+  EXPECT_EQ(DecodeGlobalState(WithCrc(short9)).status().code(), StatusCode::kCorruption);
   std::string short5 = body;
   short5[4] = 5;
   EXPECT_EQ(DecodeGlobalState(WithCrc(short5)).status().code(), StatusCode::kCorruption);
@@ -673,7 +727,8 @@ TEST(GlobalCodec, OldSnapshotSecretBecomesAVerifier) {
   GlobalState hashed;
   GlobalState s = WithClearTokens(Populated(), "old-secret", &hashed);
   std::string body5 = EncodeGlobalState(s);
-  body5 = body5.substr(0, body5.size() - 4 - V7Suffix(s).size() - V8Suffix(s).size());
+  body5 = body5.substr(
+      0, body5.size() - 4 - V7Suffix(s).size() - V8Suffix(s).size() - V9Suffix(s).size());
   body5[4] = 5;
   Result<GlobalState> dec = DecodeGlobalState(WithCrc(body5));
   ASSERT_TRUE(dec.ok()) << dec.status().ToString();
@@ -796,7 +851,7 @@ TEST(GlobalCodec, BucketAndRecoveryStateRoundTrips) {
   const std::string enc = EncodeGlobalState(s);
   // The v4 fields are laid out as FORMAT.md says, at the end of the body.
   const std::string body = enc.substr(0, enc.size() - 4);
-  const std::string suffix = V4Suffix(s) + V5Suffix(s) + V7Suffix(s) + V8Suffix(s);
+  const std::string suffix = V4Suffix(s) + V5Suffix(s) + V7Suffix(s) + V8Suffix(s) + V9Suffix(s);
   ASSERT_GT(body.size(), suffix.size());
   EXPECT_EQ(body.substr(body.size() - suffix.size()), suffix);
 
@@ -847,7 +902,7 @@ TEST(GlobalCodec, UploadedFlagOtherThanZeroOrOneIsCorruption) {
   const std::string body = enc.substr(0, enc.size() - 4);
   // The first byte of the v4 suffix is segment 1's uploaded flag (1).
   const size_t flag = body.size() - V4Suffix(s).size() - V5Suffix(s).size() - V7Suffix(s).size() -
-                      V8Suffix(s).size();
+                      V8Suffix(s).size() - V9Suffix(s).size();
   ASSERT_EQ(body[flag], 1);
   std::string bad = body;
   bad[flag] = 2;
@@ -1019,7 +1074,7 @@ TEST(GlobalApply, LookupFiles) {
   EXPECT_EQ(dec->repos.at("db").lookup_files, s.repos.at("db").lookup_files);
   EXPECT_EQ(dec->repos.at("web").lookup_files, s.repos.at("web").lookup_files);
   EXPECT_EQ(EncodeGlobalState(*dec), enc);
-  std::string body = enc.substr(0, enc.size() - 4 - V8Suffix(s).size());
+  std::string body = enc.substr(0, enc.size() - 4 - V8Suffix(s).size() - V9Suffix(s).size());
   EXPECT_EQ(body.substr(body.size() - V7Suffix(s).size()), V7Suffix(s));
 }
 
@@ -1047,13 +1102,13 @@ TEST(GlobalApply, Parsers) {
   EXPECT_EQ(s.repos.at("web").parsers.size(), 1u);
   // The parsers survive a snapshot round trip (v8), with the documented suffix.
   const std::string enc = EncodeGlobalState(s);
-  ASSERT_EQ(enc[4], 8);
+  ASSERT_EQ(enc[4], 9);
   Result<GlobalState> dec = DecodeGlobalState(enc);
   ASSERT_TRUE(dec.ok()) << dec.status().ToString();
   EXPECT_EQ(dec->repos.at("web").parsers, s.repos.at("web").parsers);
   EXPECT_EQ(dec->repos.at("db").parsers, s.repos.at("db").parsers);
   EXPECT_EQ(EncodeGlobalState(*dec), enc);
-  std::string body = enc.substr(0, enc.size() - 4);
+  std::string body = enc.substr(0, enc.size() - 4 - V9Suffix(s).size());
   EXPECT_EQ(body.substr(body.size() - V8Suffix(s).size()), V8Suffix(s));
   // A snapshot whose parser name is not valid is corrupt.
   GlobalState bad = s;
@@ -1181,6 +1236,333 @@ TEST(GlobalApply, ClusterIdIsSetOnce) {
   EXPECT_EQ(s.cluster_id, "abc");
   ExpectRejected(&s, SetClusterId{"other"});
   ExpectRejected(&s, SetClusterId{"abc"});
+}
+
+// ---------------- management: repositories, named tokens, permissions ----------------
+
+// A version-8 snapshot written by the release before named tokens (the encoder of that release,
+// not this one): repositories web (retention 1 h / 1 MB, lookup file users.csv, ingest token
+// "ingest-web") and db (parser kvp, ingest token "ingest-db"), API token "api-admin", cluster
+// secret "secret", applied through 41. Hashes with the fixed salts 'a' x16, 'b' x16, 'c' x16 and
+// 'd' x16.
+constexpr const char* kV8SnapshotHex =
+    "47534e50085202633802026462000130626262626262626262626262626262623a1c4de3dcdaba05dd201b95"
+    "faed02c4cf6af6ea2cc635738394bc5c4707f5b70377656280bab70301306161616161616161616161616161"
+    "61617527eb9209c49fedb740c6825c33747fc57ce5bb769bb19496e79d3c8085529302306161616161616161"
+    "61616161616161617527eb9209c49fedb740c6825c33747fc57ce5bb769bb19496e79d3c8085529303776562"
+    "30626262626262626262626262626262623a1c4de3dcdaba05dd201b95faed02c4cf6af6ea2cc635738394bc"
+    "5c4707f5b70264620130636363636363636363636363636363632474da13ebf8009a1f6e8fb450b5249d7c31"
+    "c6e8d74568b34031d46d097a1b5b000200003064646464646464646464646464646464f35933a26abc43d91c"
+    "cb4afdc699eacdfcb25f000be8ab8a0307fa84c9dbe4a400c0843d0000000000010000000000000000000000"
+    "0000000000010975736572732e6373760c69642c6e616d650a312c610a01036b7670096b7650617273652829"
+    "0104686f737400b3fd3e31";
+
+std::string FromHex(std::string_view hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16)));
+  }
+  return out;
+}
+
+TEST(GlobalCodec, VersionEightSnapshotOfThePreviousReleaseIsRead) {
+  const std::string v8 = FromHex(kV8SnapshotHex);
+  ASSERT_EQ(v8[4], 8);
+  Result<GlobalState> dec = DecodeGlobalState(v8);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_EQ(dec->applied_through, Offset(41));
+  EXPECT_EQ(dec->cluster_id, "c8");
+  ASSERT_EQ(dec->repos.size(), 2u);
+  EXPECT_EQ(dec->repos.at("web").retention_ms, 3600000);
+  EXPECT_EQ(dec->repos.at("web").retention_bytes, 1000000u);
+  EXPECT_EQ(dec->repos.at("web").lookup_files.at("users.csv"), "id,name\n1,a\n");
+  EXPECT_EQ(dec->repos.at("db").parsers.at("kvp").script, "kvParse()");
+  EXPECT_EQ(IngestRepoForToken(*dec, "ingest-web"), "web");
+  EXPECT_EQ(IngestRepoForToken(*dec, "ingest-db"), "db");
+  EXPECT_TRUE(IsClusterSecret(*dec, "secret"));
+  // The --api-token token of then is an admin now; nothing is named, no creation time is known.
+  auto admin = ApiPrincipalForToken(*dec, "api-admin");
+  ASSERT_TRUE(admin.has_value());
+  EXPECT_TRUE(admin->admin);
+  EXPECT_EQ(admin->name, kStartupTokenName);
+  EXPECT_TRUE(dec->api_tokens.empty());
+  for (const auto& [name, repo] : dec->repos) {
+    EXPECT_EQ(repo.created_ms, 0);
+    EXPECT_TRUE(repo.ingest_tokens.empty());
+  }
+  // Written back as version 9: the v8 bytes plus the (empty) v9 suffix.
+  const std::string v9 = EncodeGlobalState(*dec);
+  ASSERT_EQ(v9[4], 9);
+  std::string want = v8.substr(0, v8.size() - 4) + V9Suffix(*dec);
+  want[4] = 9;
+  EXPECT_EQ(v9, WithCrc(want));
+  // And the state goes on: named tokens on the old repositories.
+  GlobalState s = *dec;
+  ASSERT_TRUE(
+      ApplyGlobalEvent(&s, CreateIngestToken{"web", "n1", HashToken("named-web"), "kv", 5}).ok());
+  EXPECT_EQ(IngestRepoForToken(s, "named-web"), "web");
+  EXPECT_EQ(IngestRepoForToken(s, "ingest-web"), "web");
+}
+
+TEST(GlobalCodec, CreateRepoCreationTimeIsVersionFour) {
+  const std::string plain = EncodeGlobalEvent(CreateRepo{"web"});
+  EXPECT_EQ(plain[2], 1);
+  const std::string timed = EncodeGlobalEvent(CreateRepo{"web", 1700000000000});
+  EXPECT_EQ(timed[2], 4);
+  std::string want("GE\x04\x02", 4);
+  PutLengthPrefixed(&want, "web");
+  PutVarsint64(&want, 1700000000000);
+  EXPECT_EQ(timed, WithCrc(want));
+  auto dec = DecodeGlobalEvent(timed);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_EQ(std::get<CreateRepo>(*dec).created_ms, 1700000000000);
+  // Version 4 with a time of 0 is not canonical; version 4 of another type, version 3 of
+  // CreateRepo, and a version-1 CreateRepo with a time (trailing bytes) are corrupt.
+  std::string zero("GE\x04\x02", 4);
+  PutLengthPrefixed(&zero, "web");
+  PutVarsint64(&zero, 0);
+  std::string v3 = want;
+  v3[2] = 3;
+  std::string v1 = want;
+  v1[2] = 1;
+  std::string other = EncodeGlobalEvent(SetReplicationFactor{2});
+  other = other.substr(0, other.size() - 4);
+  other[2] = 4;
+  std::string api = EncodeGlobalEvent(AddApiToken{HashToken("x"), ""});
+  api = api.substr(0, api.size() - 4);
+  api[2] = 4;
+  for (const std::string& b : {zero, v3, v1, other, api}) {
+    EXPECT_EQ(DecodeGlobalEvent(WithCrc(b)).status().code(), StatusCode::kCorruption);
+  }
+  GlobalState s;
+  ASSERT_TRUE(ApplyGlobalEvent(&s, *dec).ok());
+  EXPECT_EQ(s.repos.at("web").created_ms, 1700000000000);
+}
+
+TEST(GlobalCodec, ManagementEventsHaveTheDocumentedBytes) {
+  const std::string h1 = HashToken("one"), h2 = HashToken("two");
+  auto framed = [](uint8_t type, const std::string& body) {
+    std::string out("GE\x01", 3);
+    out.push_back(static_cast<char>(type));
+    return WithCrc(out + body);
+  };
+  std::string body;
+  PutLengthPrefixed(&body, "web");
+  EXPECT_EQ(EncodeGlobalEvent(DeleteRepo{"web"}), framed(27, body));
+  body.clear();
+  PutLengthPrefixed(&body, "web");
+  PutLengthPrefixed(&body, "shipper");
+  PutLengthPrefixed(&body, h1);
+  PutLengthPrefixed(&body, "kv");
+  PutVarsint64(&body, 1234);
+  EXPECT_EQ(EncodeGlobalEvent(CreateIngestToken{"web", "shipper", h1, "kv", 1234}),
+            framed(28, body));
+  body.clear();
+  PutLengthPrefixed(&body, "web");
+  PutLengthPrefixed(&body, "shipper");
+  EXPECT_EQ(EncodeGlobalEvent(RevokeIngestToken{"web", "shipper"}), framed(29, body));
+  body.clear();
+  PutLengthPrefixed(&body, "ci");
+  PutLengthPrefixed(&body, h2);
+  PutVarint64(&body, 0);
+  PutVarint64(&body, 2);
+  PutLengthPrefixed(&body, "db");
+  PutVarint32(&body, kPermRead);
+  PutLengthPrefixed(&body, "web");
+  PutVarint32(&body, kPermRead | kPermManage);
+  PutVarsint64(&body, 99);
+  const CreateApiToken api{"ci", h2, false, {{"db", kPermRead}, {"web", 5}}, 99};
+  EXPECT_EQ(EncodeGlobalEvent(api), framed(30, body));
+  auto dec = DecodeGlobalEvent(framed(30, body));
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_EQ(std::get<CreateApiToken>(*dec).repos, api.repos);
+  body.clear();
+  PutLengthPrefixed(&body, "ci");
+  EXPECT_EQ(EncodeGlobalEvent(RevokeApiToken{"ci"}), framed(31, body));
+  // A hash of the wrong size, an admin flag other than 0/1 and repositories out of order are
+  // corrupt.
+  std::string short_hash;
+  PutLengthPrefixed(&short_hash, "ci");
+  PutLengthPrefixed(&short_hash, "not-a-hash");
+  PutVarint64(&short_hash, 0);
+  PutVarint64(&short_hash, 0);
+  PutVarsint64(&short_hash, 1);
+  std::string bad_admin;
+  PutLengthPrefixed(&bad_admin, "ci");
+  PutLengthPrefixed(&bad_admin, h2);
+  PutVarint64(&bad_admin, 2);
+  PutVarint64(&bad_admin, 0);
+  PutVarsint64(&bad_admin, 1);
+  std::string order;
+  PutLengthPrefixed(&order, "ci");
+  PutLengthPrefixed(&order, h2);
+  PutVarint64(&order, 1);
+  PutVarint64(&order, 2);
+  PutLengthPrefixed(&order, "web");
+  PutVarint32(&order, 1);
+  PutLengthPrefixed(&order, "db");
+  PutVarint32(&order, 1);
+  PutVarsint64(&order, 1);
+  for (const std::string& b : {short_hash, bad_admin, order}) {
+    EXPECT_EQ(DecodeGlobalEvent(framed(30, b)).status().code(), StatusCode::kCorruption);
+  }
+}
+
+TEST(GlobalApply, NamedIngestTokens) {
+  GlobalState s = Populated();
+  const std::string h = HashToken("named");
+  ExpectRejected(&s, CreateIngestToken{"nope", "n", h, "", 1});
+  for (const std::string& bad : std::vector<std::string>{"", ".hidden", "a b", "a/b"}) {
+    ExpectRejected(&s, CreateIngestToken{"web", bad, h, "", 1});
+  }
+  ExpectRejected(&s, CreateIngestToken{"web", "n", "short", "", 1});
+  ExpectRejected(&s, CreateIngestToken{"web", "n", h, "bad\nparser", 1});
+  ExpectRejected(&s, CreateIngestToken{"web", "n", h, std::string(1025, 'p'), 1});
+  // A hash already stored (the --ingest-token t1's) cannot be added again.
+  ExpectRejected(
+      &s,
+      CreateIngestToken{"web", "n", s.repos.at("web").ingest_token_hashes.begin()->c_str(), "", 1});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, CreateIngestToken{"web", "n", h, "kv", 7}).ok());
+  ExpectRejected(&s, CreateIngestToken{"web", "n", HashToken("other"), "", 1});  // name taken
+  ASSERT_TRUE(ApplyGlobalEvent(&s, CreateIngestToken{"db", "n", HashToken("db-n"), "", 8}).ok());
+  EXPECT_EQ(IngestRepoForToken(s, "named"), "web");
+  auto m = IngestTokenForToken(s, "named");
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->name, "n");
+  EXPECT_EQ(m->parser, "kv");
+  auto flag = IngestTokenForToken(s, "t1");
+  ASSERT_TRUE(flag.has_value());
+  EXPECT_EQ(flag->repo, "web");
+  EXPECT_TRUE(flag->name.empty());
+  // Snapshot round trip (v9) with the documented suffix.
+  const std::string enc = EncodeGlobalState(s);
+  auto dec = DecodeGlobalState(enc);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_EQ(dec->repos.at("web").ingest_tokens, s.repos.at("web").ingest_tokens);
+  EXPECT_EQ(EncodeGlobalState(*dec), enc);
+  EXPECT_EQ(enc.substr(enc.size() - 4 - V9Suffix(s).size(), V9Suffix(s).size()), V9Suffix(s));
+  // A named token whose hash is not in the index is corrupt.
+  GlobalState bad = s;
+  bad.repos.at("db").ingest_tokens.emplace("stray", IngestTokenInfo{HashToken("stray"), "", 0});
+  EXPECT_EQ(DecodeGlobalState(EncodeGlobalState(bad)).status().code(), StatusCode::kCorruption);
+  // Revocation removes it from every index; the flag tokens stay.
+  ExpectRejected(&s, RevokeIngestToken{"web", "missing"});
+  ExpectRejected(&s, RevokeIngestToken{"nope", "n"});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, RevokeIngestToken{"web", "n"}).ok());
+  EXPECT_EQ(IngestRepoForToken(s, "named"), std::nullopt);
+  EXPECT_EQ(s.ingest_token_hashes.count(h), 0u);
+  EXPECT_EQ(s.repos.at("web").ingest_token_hashes.count(h), 0u);
+  EXPECT_EQ(IngestRepoForToken(s, "t1"), "web");
+  EXPECT_EQ(IngestRepoForToken(s, "db-n"), "db");
+}
+
+TEST(GlobalApply, NamedApiTokensAndPermissions) {
+  GlobalState s = Populated();
+  const std::string h = HashToken("reader");
+  ExpectRejected(&s, CreateApiToken{"r", h, false, {{"nope", kPermRead}}, 1});  // unknown repo
+  ExpectRejected(&s, CreateApiToken{"r", h, false, {{"web", 0}}, 1});
+  ExpectRejected(&s, CreateApiToken{"r", h, false, {{"web", 8}}, 1});
+  ExpectRejected(&s, CreateApiToken{"", h, false, {}, 1});
+  ExpectRejected(&s, CreateApiToken{kStartupTokenName, h, true, {}, 1});
+  ExpectRejected(&s, CreateApiToken{"r", "x", false, {}, 1});
+  ExpectRejected(&s, CreateApiToken{"r", *s.api_token_hashes.begin(), false, {}, 1});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, CreateApiToken{"r", h, false, {{"web", kPermRead}}, 3}).ok());
+  ExpectRejected(&s, CreateApiToken{"r", HashToken("x"), false, {}, 1});  // name taken
+  ExpectRejected(&s, CreateIngestToken{"web", "i", h, "", 1});            // an API token's hash
+  ASSERT_TRUE(ApplyGlobalEvent(&s, CreateApiToken{"boss", HashToken("boss"), true, {}, 4}).ok());
+  auto r = ApiPrincipalForToken(s, "reader");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->name, "r");
+  EXPECT_FALSE(r->admin);
+  EXPECT_EQ(r->On("web"), kPermRead);
+  EXPECT_EQ(r->On("db"), 0u);
+  auto boss = ApiPrincipalForToken(s, "boss");
+  ASSERT_TRUE(boss.has_value());
+  EXPECT_EQ(boss->On("anything"), kPermAll);
+  auto startup = ApiPrincipalForToken(s, "a1");
+  ASSERT_TRUE(startup.has_value());
+  EXPECT_TRUE(startup->admin);
+  EXPECT_FALSE(ApiPrincipalForToken(s, "t1").has_value());
+  // Snapshot round trip.
+  const std::string enc = EncodeGlobalState(s);
+  auto dec = DecodeGlobalState(enc);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_EQ(dec->api_tokens, s.api_tokens);
+  EXPECT_EQ(EncodeGlobalState(*dec), enc);
+  // Deleting a repository takes its permissions away (a new repository of the same name starts
+  // with none); revoking removes the token.
+  ASSERT_TRUE(ApplyGlobalEvent(&s, DeleteRepo{"web"}).ok());
+  EXPECT_TRUE(s.api_tokens.at("r").repos.empty());
+  ExpectRejected(&s, RevokeApiToken{"missing"});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, RevokeApiToken{"r"}).ok());
+  EXPECT_FALSE(ApiPrincipalForToken(s, "reader").has_value());
+  EXPECT_TRUE(ApiPrincipalForToken(s, "boss").has_value());
+}
+
+TEST(GlobalApply, DeleteRepoRemovesItsTokensAndSegments) {
+  GlobalState s = Populated();
+  ASSERT_TRUE(ApplyGlobalEvent(&s, CreateIngestToken{"web", "n", HashToken("named"), "", 1}).ok());
+  ExpectRejected(&s, DeleteRepo{"nope"});
+  const size_t segments = s.segments.size();
+  size_t web_segments = 0;
+  for (const auto& [id, seg] : s.segments) web_segments += seg.datasource.repo == "web" ? 1 : 0;
+  ASSERT_GT(web_segments, 0u);
+  ASSERT_TRUE(ApplyGlobalEvent(&s, DeleteRepo{"web"}).ok());
+  EXPECT_EQ(s.repos.count("web"), 0u);
+  EXPECT_EQ(IngestRepoForToken(s, "t1"), std::nullopt);
+  EXPECT_EQ(IngestRepoForToken(s, "named"), std::nullopt);
+  EXPECT_EQ(IngestRepoForToken(s, "t3"), "db");
+  EXPECT_EQ(s.segments.size(), segments - web_segments);
+  for (const auto& [id, seg] : s.segments) EXPECT_NE(seg.datasource.repo, "web");
+  for (const auto& [hash, repo] : s.ingest_token_hashes) EXPECT_NE(repo, "web");
+  ExpectRejected(&s, DeleteRepo{"web"});
+  // Created again: empty, no tokens.
+  ASSERT_TRUE(ApplyGlobalEvent(&s, CreateRepo{"web", 9}).ok());
+  EXPECT_TRUE(s.repos.at("web").ingest_token_hashes.empty());
+  EXPECT_EQ(IngestRepoForToken(s, "t1"), std::nullopt);
+}
+
+TEST(Global, TokenLookupForgetsRevokedTokensAtOnce) {
+  MemLog log;
+  TempDir dir;
+  auto g = Global::Open(Env::Default(), &log, dir.path());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  TokenLookup lookup(g->get());
+  ASSERT_TRUE((*g)->Submit(CreateRepo{"web", 1}).ok());
+  ASSERT_TRUE((*g)->Submit(CreateRepo{"db", 1}).ok());
+  ASSERT_TRUE((*g)->Submit(CreateIngestToken{"web", "i", HashToken("ingest"), "kv", 1}).ok());
+  ASSERT_TRUE(
+      (*g)->Submit(CreateApiToken{"r", HashToken("reader"), false, {{"web", kPermRead}}, 1}).ok());
+  for (int i = 0; i < 2; ++i) {  // the second time from the cache
+    EXPECT_EQ(lookup.IngestRepo("ingest"), "web");
+    auto m = lookup.Ingest("ingest");
+    ASSERT_TRUE(m.has_value());
+    EXPECT_EQ(m->parser, "kv");
+    auto p = lookup.Api("reader");
+    ASSERT_TRUE(p.has_value());
+    EXPECT_EQ(p->On("web"), kPermRead);
+  }
+  ASSERT_TRUE((*g)->Submit(RevokeIngestToken{"web", "i"}).ok());
+  ASSERT_TRUE((*g)->Submit(RevokeApiToken{"r"}).ok());
+  EXPECT_EQ(lookup.IngestRepo("ingest"), std::nullopt);
+  EXPECT_FALSE(lookup.IsApiToken("reader"));
+  // A new token of the same name with another secret: the old secret stays refused, the new one
+  // is found.
+  ASSERT_TRUE(
+      (*g)->Submit(CreateApiToken{"r", HashToken("reader-2"), false, {{"db", kPermRead}}, 1}).ok());
+  EXPECT_FALSE(lookup.IsApiToken("reader"));
+  auto p2 = lookup.Api("reader-2");
+  ASSERT_TRUE(p2.has_value());
+  EXPECT_EQ(p2->On("db"), kPermRead);
+  EXPECT_EQ(p2->On("web"), 0u);
+  // A repository deleted: its tokens stop at once too.
+  ASSERT_TRUE((*g)->Submit(CreateIngestToken{"db", "i", HashToken("db-ingest"), "", 1}).ok());
+  EXPECT_EQ(lookup.IngestRepo("db-ingest"), "db");
+  ASSERT_TRUE((*g)->Submit(DeleteRepo{"db"}).ok());
+  EXPECT_EQ(lookup.IngestRepo("db-ingest"), std::nullopt);
+  auto p3 = lookup.Api("reader-2");
+  ASSERT_TRUE(p3.has_value());
+  EXPECT_EQ(p3->On("db"), 0u);
 }
 
 TEST(GlobalApply, RepoAndTokenRules) {

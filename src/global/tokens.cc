@@ -76,10 +76,71 @@ std::optional<std::string> IngestRepoForToken(const GlobalState& state, std::str
 }
 
 bool IsApiToken(const GlobalState& state, std::string_view token) {
-  if (token.empty()) return false;
-  bool found = false;
-  for (const std::string& hash : state.api_token_hashes) found |= TokenMatches(hash, token);
+  return ApiPrincipalForToken(state, token).has_value();
+}
+
+uint32_t ApiPrincipal::On(std::string_view repo) const {
+  if (admin) return kPermAll;
+  auto it = repos.find(std::string(repo));
+  return it == repos.end() ? 0 : it->second;
+}
+
+std::optional<ApiPrincipal> ApiPrincipalByHash(const GlobalState& state, const std::string& name,
+                                               const std::string& hash) {
+  if (name == kStartupTokenName) {
+    if (state.api_token_hashes.count(hash) == 0) return std::nullopt;
+    return ApiPrincipal{kStartupTokenName, true, {}, hash};
+  }
+  auto it = state.api_tokens.find(name);
+  if (it == state.api_tokens.end() || it->second.token_hash != hash) return std::nullopt;
+  return ApiPrincipal{name, it->second.admin, it->second.repos, hash};
+}
+
+std::optional<ApiPrincipal> ApiPrincipalForToken(const GlobalState& state, std::string_view token) {
+  if (token.empty()) return std::nullopt;
+  std::optional<ApiPrincipal> found;
+  // Every hash is compared, also after a match: the time does not depend on which one matched.
+  for (const std::string& hash : state.api_token_hashes) {
+    if (TokenMatches(hash, token) && !found)
+      found = ApiPrincipal{kStartupTokenName, true, {}, hash};
+  }
+  for (const auto& [name, info] : state.api_tokens) {
+    if (TokenMatches(info.token_hash, token) && !found) {
+      found = ApiPrincipal{name, info.admin, info.repos, info.token_hash};
+    }
+  }
   return found;
+}
+
+std::optional<IngestTokenMatch> IngestTokenByHash(const GlobalState& state,
+                                                  const std::string& hash) {
+  auto it = state.ingest_token_hashes.find(hash);
+  if (it == state.ingest_token_hashes.end()) return std::nullopt;
+  IngestTokenMatch m;
+  m.repo = it->second;
+  m.token_hash = hash;
+  auto repo = state.repos.find(it->second);
+  if (repo != state.repos.end()) {
+    for (const auto& [name, info] : repo->second.ingest_tokens) {
+      if (info.token_hash == hash) {
+        m.name = name;
+        m.parser = info.parser;
+        break;
+      }
+    }
+  }
+  return m;
+}
+
+std::optional<IngestTokenMatch> IngestTokenForToken(const GlobalState& state,
+                                                    std::string_view token) {
+  if (token.empty()) return std::nullopt;
+  const std::string* matched = nullptr;
+  for (const auto& [hash, repo] : state.ingest_token_hashes) {
+    if (TokenMatches(hash, token) && matched == nullptr) matched = &hash;
+  }
+  if (matched == nullptr) return std::nullopt;
+  return IngestTokenByHash(state, *matched);
 }
 
 bool IsClusterSecret(const GlobalState& state, std::string_view secret) {
@@ -87,38 +148,60 @@ bool IsClusterSecret(const GlobalState& state, std::string_view secret) {
 }
 
 std::optional<std::string> TokenLookup::IngestRepo(std::string_view token) const {
+  auto m = Ingest(token);
+  if (!m) return std::nullopt;
+  return m->repo;
+}
+
+std::optional<IngestTokenMatch> TokenLookup::Ingest(std::string_view token) const {
   if (token.empty()) return std::nullopt;
   const std::string key = Sha256(token);
+  std::optional<std::string> cached;
   {
     MutexLock lock(&mu_);
     auto it = ingest_.find(key);
-    if (it != ingest_.end()) return it->second;
+    if (it != ingest_.end()) cached = it->second;
   }
-  std::optional<std::string> repo;
-  global_->Read([&](const GlobalState& st) { repo = IngestRepoForToken(st, token); });
-  if (repo) {
+  std::optional<IngestTokenMatch> m;
+  if (cached) {
+    global_->Read([&](const GlobalState& st) { m = IngestTokenByHash(st, *cached); });
+    if (m) return m;
+    MutexLock lock(&mu_);  // revoked: forget it, and look the token up again (a new grant?)
+    ingest_.erase(key);
+  }
+  global_->Read([&](const GlobalState& st) { m = IngestTokenForToken(st, token); });
+  if (m) {
     MutexLock lock(&mu_);
     if (ingest_.size() >= kMaxEntries) ingest_.clear();
-    ingest_.emplace(key, *repo);
+    ingest_.insert_or_assign(key, m->token_hash);
   }
-  return repo;
+  return m;
 }
 
-bool TokenLookup::IsApiToken(std::string_view token) const {
-  if (token.empty()) return false;
+std::optional<ApiPrincipal> TokenLookup::Api(std::string_view token) const {
+  if (token.empty()) return std::nullopt;
   const std::string key = Sha256(token);
+  std::optional<std::pair<std::string, std::string>> cached;
   {
     MutexLock lock(&mu_);
-    if (api_.count(key) != 0) return true;
+    auto it = api_.find(key);
+    if (it != api_.end()) cached = it->second;
   }
-  bool known = false;
-  global_->Read([&](const GlobalState& st) { known = sediment::IsApiToken(st, token); });
-  if (known) {
+  std::optional<ApiPrincipal> p;
+  if (cached) {
+    global_->Read(
+        [&](const GlobalState& st) { p = ApiPrincipalByHash(st, cached->first, cached->second); });
+    if (p) return p;
+    MutexLock lock(&mu_);
+    api_.erase(key);
+  }
+  global_->Read([&](const GlobalState& st) { p = ApiPrincipalForToken(st, token); });
+  if (p) {
     MutexLock lock(&mu_);
     if (api_.size() >= kMaxEntries) api_.clear();
-    api_.insert(key);
+    api_.insert_or_assign(key, std::make_pair(p->name, p->token_hash));
   }
-  return known;
+  return p;
 }
 
 }  // namespace sediment

@@ -50,27 +50,68 @@ std::string Sha256(std::string_view data);
 // hashes), the first in hash order, the same on every node.
 std::optional<std::string> IngestRepoForToken(const GlobalState& state, std::string_view token);
 bool IsApiToken(const GlobalState& state, std::string_view token);
+
+// Who an API token is: a named token (CreateApiToken) with its permissions, or a --api-token
+// token (unnamed: name kStartupTokenName, admin).
+struct ApiPrincipal {
+  std::string name;
+  bool admin = false;
+  std::map<std::string, uint32_t> repos;  // repository -> kPerm* bits (global.h)
+  // The stored hash the token matched: what TokenLookup's cache checks is still stored.
+  std::string token_hash;
+  // The bits this principal holds on `repo` (kPermAll for admin).
+  uint32_t On(std::string_view repo) const;
+};
+// The name whoami reports for a --api-token token (not a valid resource name: no named token
+// can take it).
+inline constexpr const char* kStartupTokenName = "(start-up token)";
+std::optional<ApiPrincipal> ApiPrincipalForToken(const GlobalState& state, std::string_view token);
+// The principal whose stored hash is `hash`, named `name` (kStartupTokenName: the --api-token
+// set); nullopt once it is revoked. No hashing: a map lookup.
+std::optional<ApiPrincipal> ApiPrincipalByHash(const GlobalState& state, const std::string& name,
+                                               const std::string& hash);
+
+// What an ingest token is, for the ingest routes: its repository and (named tokens) its parser
+// and name.
+struct IngestTokenMatch {
+  std::string repo;
+  std::string name;    // empty: a --ingest-token token
+  std::string parser;  // empty: none in Global (a --ingest-token token's is in the config)
+  std::string token_hash;
+};
+std::optional<IngestTokenMatch> IngestTokenForToken(const GlobalState& state,
+                                                    std::string_view token);
+// The match of stored hash `hash`; nullopt once it is revoked (or its repository deleted).
+std::optional<IngestTokenMatch> IngestTokenByHash(const GlobalState& state,
+                                                  const std::string& hash);
 // Whether `secret` matches the cluster's verifier (false when the cluster has none).
 bool IsClusterSecret(const GlobalState& state, std::string_view secret);
 
 // The lookups of a node's requests, over `global`'s current state, with the positive answers
 // cached in memory (keyed by the SHA-256 of the token, never the token; nothing here is
-// persisted) so that a known token costs one hash instead of one per stored token. Tokens are
-// never removed from Global, so a positive answer stays true. Misses are not cached (a token
-// added later must be found). Thread-safe; `global` is borrowed and must outlive it.
+// persisted) so that a known token costs one hash instead of one per stored token. A cached
+// answer remembers which stored hash the token matched, and every hit checks in the current state
+// that this hash is still stored (a map lookup, no hashing) and reads the permissions from there:
+// a revoked token, a deleted repository or changed permissions take effect on the next request,
+// on every node, as soon as the node has applied the event. Misses are not cached (a token added
+// later must be found). Thread-safe; `global` is borrowed and must outlive it.
 class TokenLookup {
  public:
   explicit TokenLookup(const Global* global) : global_(global) {}
   std::optional<std::string> IngestRepo(std::string_view token) const;
-  bool IsApiToken(std::string_view token) const;
+  std::optional<IngestTokenMatch> Ingest(std::string_view token) const;
+  std::optional<ApiPrincipal> Api(std::string_view token) const;
+  bool IsApiToken(std::string_view token) const { return Api(token).has_value(); }
 
  private:
   // Entries beyond this: the cache is emptied (a flood of distinct valid tokens only costs hashes).
   static constexpr size_t kMaxEntries = 4096;
   const Global* const global_;
   mutable Mutex mu_;
-  mutable std::map<std::string, std::string> ingest_ GUARDED_BY(mu_);  // SHA-256(token) -> repo
-  mutable std::set<std::string> api_ GUARDED_BY(mu_);                  // SHA-256(token)
+  // SHA-256(token) -> the stored hash it matched.
+  mutable std::map<std::string, std::string> ingest_ GUARDED_BY(mu_);
+  // SHA-256(token) -> (principal name, the stored hash it matched).
+  mutable std::map<std::string, std::pair<std::string, std::string>> api_ GUARDED_BY(mu_);
 };
 
 }  // namespace sediment

@@ -31,9 +31,9 @@ void ApplyRetention(Global* global, Clock* clock) {
   }
   for (const auto& [repo, counts] : plan.by_repo) {
     spdlog::info(
-        "retention: repository '{}': removed {} segments past the age limit and {} over "
-        "the size limit",
-        repo, counts.by_age, counts.by_size);
+        "retention: repository '{}': removed {} segments past the age limit, {} over "
+        "the size limit and {} of the deleted repository",
+        repo, counts.by_age, counts.by_size, counts.deleted);
   }
 }
 

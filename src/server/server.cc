@@ -512,7 +512,11 @@ Status Server::Impl::Bootstrap() {
   };
   auto ensure_api_token = [&](const std::string& token) -> Status {
     bool exists = false;
-    global->Read([&](const GlobalState& st) { exists = IsApiToken(st, token); });
+    // Only an unnamed (admin) token counts: a named token with the same secret has its own rights.
+    global->Read([&](const GlobalState& st) {
+      auto who = ApiPrincipalForToken(st, token);
+      exists = who && who->name == kStartupTokenName;
+    });
     if (exists) return Status::OK();
     auto r = global->Submit(AddApiToken{HashToken(token), ""});
     return r.ok() || r.status().code() == StatusCode::kRejected ? Status::OK() : r.status();

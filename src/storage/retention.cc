@@ -11,6 +11,11 @@ RetentionPlan PlanRetention(const GlobalState& state, int64_t now_ms) {
   for (const auto& [id, seg] : state.segments) {
     if (!seg.staged()) by_repo[seg.datasource.repo].push_back(&seg);
   }
+  for (const auto& [name, segs] : by_repo) {
+    if (state.repos.count(name) != 0) continue;
+    for (const auto* seg : segs) plan.expired.push_back(seg->id);
+    plan.by_repo[name].deleted += segs.size();
+  }
   for (const auto& [name, repo] : state.repos) {
     auto it = by_repo.find(name);
     if (it == by_repo.end()) continue;

@@ -61,9 +61,20 @@ TEST_F(RetentionTest, NoLimitsKeepEverythingAndRepositoriesAreSeparate) {
   Seg(1, "keep", 1, 1000);
   Seg(2, "small", 1, 40);
   Seg(3, "small", 2, 40);
-  Seg(4, "unknown", 1, 1000);  // no repository record: untouched
   RetentionPlan p = PlanRetention(state_, 10'000);
   EXPECT_EQ(Ids(p), (std::vector<int64_t>{2}));
+  EXPECT_EQ(p.by_repo.count("keep"), 0u);
+}
+
+TEST_F(RetentionTest, SegmentsOfADeletedRepositoryAllExpire) {
+  Repo("keep", 0, 0);
+  Seg(1, "keep", 1, 1000);
+  Seg(2, "gone", 1, 1000);  // no repository record: deleted (DeleteRepo)
+  Seg(3, "gone", 9'999, 10);
+  Seg(4, "gone", 5, 10, /*staged=*/true);  // a staged output is never removed here
+  RetentionPlan p = PlanRetention(state_, 10'000);
+  EXPECT_EQ(Ids(p), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(p.by_repo["gone"].deleted, 2u);
   EXPECT_EQ(p.by_repo.count("keep"), 0u);
 }
 
