@@ -45,7 +45,7 @@ def test_records_deleted_before_they_were_digested_are_reported_lost(server_fact
     assert st["lostOffsets"] == {"offsets": 0, "partitions": []}, st["lostOffsets"]
     (p0,) = st["partitions"]
     assert p0["logEnd"] == 5 and p0["replayPoint"] == 0, p0
-    s.stop()  # buffers are not flushed: the events are only in the log
+    s.kill()  # a crash: the buffers are not flushed (a graceful stop would), the events are only in the log
 
     write_start_file(s, 0, 3)  # "retention" deletes offsets 0..2 behind sediment's back
     s.start()
