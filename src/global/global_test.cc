@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <future>
 #include <mutex>
 #include <set>
@@ -130,6 +131,23 @@ SegmentRecord Seg(const Datasource& ds, int32_t partition, Position min, Positio
 
 Position Pos(int64_t off, uint32_t idx) { return Position{Offset(off), idx}; }
 
+AlertDef TestAlertDef() {
+  AlertDef d;
+  d.query = "status=500 | count()";
+  d.every_ms = 5000;
+  d.window_ms = 10000;
+  d.delay_ms = 250;
+  d.threshold = AlertThreshold{"_count", ">", 3.5};
+  AlertAction hook;
+  hook.url = "http://127.0.0.1:9/hook";
+  hook.headers = {{"X-Team", "ops"}};
+  hook.body_template = R"({"id": "{firing_id}"})";
+  AlertAction line;
+  line.kind = AlertActionKind::kLogLine;
+  d.actions = {hook, line};
+  return d;
+}
+
 std::vector<GlobalEvent> OneOfEach() {
   return {
       SetClusterId{"cluster-\x01\xff-id"},
@@ -159,8 +177,22 @@ std::vector<GlobalEvent> OneOfEach() {
       DeleteLookupFile{"web", "users.csv"},
       PutParser{"web", "access", {"kvParse() | #env := env", {"host"}}},
       DeleteParser{"web", "access"},
+      PutSavedSearch{"web", "errors", {"status=500", "1h", ""}},
+      DeleteSavedSearch{"web", "errors"},
+      PutAlert{"web", "many-500", TestAlertDef(), 1'700'000'001'234},
+      DeleteAlert{"web", "many-500"},
+      AlertWindowDone{"web",
+                      "many-500",
+                      7,
+                      PartitionId(3),
+                      Epoch(2),
+                      {1'700'000'005'000, 1'699'999'995'000, AlertOutcome::kFailed, 12, 5,
+                       NodeId(4), 1'700'000'009'000, "HTTP 503"}},
   };
 }
+
+// Types 27 to 31 are reserved (global.h): OneOfEach holds every other type.
+constexpr size_t kReservedEventTypes = 5;
 
 GlobalState Populated() {
   GlobalState s;
@@ -515,6 +547,69 @@ std::string V4Suffix(const GlobalState& s) {
   return out;
 }
 
+void PutTestAlertDef(std::string* out, const AlertDef& d) {
+  PutLengthPrefixed(out, d.query);
+  PutVarsint64(out, d.every_ms);
+  PutVarsint64(out, d.window_ms);
+  PutVarsint64(out, d.delay_ms);
+  PutVarint64(out, d.threshold ? 1 : 0);
+  if (d.threshold) {
+    PutLengthPrefixed(out, d.threshold->field);
+    PutLengthPrefixed(out, d.threshold->op);
+    uint64_t bits;
+    std::memcpy(&bits, &d.threshold->value, 8);
+    PutFixed64(out, bits);
+  }
+  PutVarint64(out, d.actions.size());
+  for (const AlertAction& a : d.actions) {
+    PutVarint64(out, static_cast<uint64_t>(a.kind));
+    PutLengthPrefixed(out, a.url);
+    PutVarint64(out, a.headers.size());
+    for (const auto& [k, v] : a.headers) {
+      PutLengthPrefixed(out, k);
+      PutLengthPrefixed(out, v);
+    }
+    PutLengthPrefixed(out, a.body_template);
+  }
+  PutVarint64(out, d.enabled ? 1 : 0);
+}
+
+void PutTestFiring(std::string* out, const AlertFiring& f) {
+  PutVarsint64(out, f.window_end_ms);
+  PutVarsint64(out, f.window_start_ms);
+  PutVarint64(out, static_cast<uint64_t>(f.outcome));
+  PutVarint64(out, f.result_count);
+  PutVarint32(out, f.attempts);
+  PutVarsint64(out, f.node.value);
+  PutVarsint64(out, f.at_ms);
+  PutLengthPrefixed(out, f.error);
+}
+
+// The bytes snapshot v9 appends to v8 (FORMAT.md), written independently of the encoder.
+std::string V9Suffix(const GlobalState& s) {
+  std::string out;
+  for (const auto& [name, repo] : s.repos) {
+    PutVarint64(&out, repo.saved_searches.size());
+    for (const auto& [search, def] : repo.saved_searches) {
+      PutLengthPrefixed(&out, search);
+      PutLengthPrefixed(&out, def.query);
+      PutLengthPrefixed(&out, def.start);
+      PutLengthPrefixed(&out, def.end);
+    }
+    PutVarint64(&out, repo.alerts.size());
+    for (const auto& [alert, a] : repo.alerts) {
+      PutLengthPrefixed(&out, alert);
+      PutVarint64(&out, a.id);
+      PutVarsint64(&out, a.done_through_ms);
+      PutTestAlertDef(&out, a.def);
+      PutVarint64(&out, a.firings.size());
+      for (const AlertFiring& f : a.firings) PutTestFiring(&out, f);
+    }
+  }
+  PutVarint64(&out, s.next_alert_id);
+  return out;
+}
+
 // The bytes snapshot v8 appends to v7 (FORMAT.md), written independently of the encoder.
 std::string V8Suffix(const GlobalState& s) {
   std::string out;
@@ -580,12 +675,20 @@ GlobalState WithClearTokens(GlobalState s, const std::string& secret, GlobalStat
 TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   GlobalState hashed;
   GlobalState s = WithClearTokens(Populated(), "", &hashed);
-  const std::string v8 = EncodeGlobalState(hashed);
-  ASSERT_EQ(v8[4], 8);
+  const std::string v9 = EncodeGlobalState(hashed);
+  ASSERT_EQ(v9[4], 9);
+  // v8 = v9 without the v9 suffix (no saved searches or alerts: two 0x00 counts per repository,
+  // then the next alert id 1).
+  const std::string suffix9 = V9Suffix(hashed);
+  ASSERT_EQ(suffix9, std::string(2 * hashed.repos.size(), '\0') + "\x01");
+  std::string body8 = v9.substr(0, v9.size() - 4);
+  ASSERT_EQ(body8.substr(body8.size() - suffix9.size()), suffix9);
+  body8 = body8.substr(0, body8.size() - suffix9.size());
+  body8[4] = 8;
   // v7 = v8 without the v8 suffix (no parsers: one 0x00 count per repository).
   const std::string suffix8 = V8Suffix(hashed);
   ASSERT_EQ(suffix8, std::string(hashed.repos.size(), '\0'));
-  std::string body7 = v8.substr(0, v8.size() - 4);
+  std::string body7 = body8;
   ASSERT_EQ(body7.substr(body7.size() - suffix8.size()), suffix8);
   body7 = body7.substr(0, body7.size() - suffix8.size());
   body7[4] = 7;
@@ -598,7 +701,7 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   body6[4] = 6;
   // Version 5 is version 6's layout with the tokens in clear.
   std::string body5 = EncodeGlobalState(s);
-  body5 = body5.substr(0, body5.size() - 4 - suffix7.size() - suffix8.size());
+  body5 = body5.substr(0, body5.size() - 4 - suffix7.size() - suffix8.size() - suffix9.size());
   body5[4] = 5;
   const std::string v5 = WithCrc(body5);
   // v4 = v5 without the v5 suffix (an empty GC report); v3 = v4 without the v4 suffix; v2 = v3
@@ -620,11 +723,14 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   v2[4] = 2;
   std::string v1 = v2.substr(0, v2.size() - 1);
   v1[4] = 1;
-  for (const std::string& old :
-       {WithCrc(v1), WithCrc(v2), WithCrc(v3), WithCrc(body), v5, WithCrc(body6), WithCrc(body7)}) {
+  for (const std::string& old : {WithCrc(v1), WithCrc(v2), WithCrc(v3), WithCrc(body), v5,
+                                 WithCrc(body6), WithCrc(body7), WithCrc(body8)}) {
     Result<GlobalState> dec = DecodeGlobalState(old);
     ASSERT_TRUE(dec.ok()) << "version " << int(old[4]) << ": " << dec.status().ToString();
-    EXPECT_EQ(EncodeGlobalState(*dec), v8) << "version " << int(old[4]);
+    EXPECT_EQ(EncodeGlobalState(*dec), v9) << "version " << int(old[4]);
+    EXPECT_EQ(dec->next_alert_id, 1u);
+    for (const auto& [name, repo] : dec->repos) EXPECT_TRUE(repo.alerts.empty());
+    for (const auto& [name, repo] : dec->repos) EXPECT_TRUE(repo.saved_searches.empty());
     EXPECT_EQ(IngestRepoForToken(*dec, "t2"), "web") << "version " << int(old[4]);
     EXPECT_TRUE(IsApiToken(*dec, "a1"));
     EXPECT_TRUE(dec->cluster_secret_verifier.empty());
@@ -646,7 +752,7 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   // An older version header on v5 bytes leaves trailing bytes; a v5 header on v4 bytes or a v4
   // header on v3 bytes is truncated; a v6 or v7 header on clear tokens is no hash; versions 0 and
   // 9 are refused; a v7 header on v6 bytes and a v8 header on v7 bytes are truncated.
-  for (char version : {0, 1, 2, 3, 4, 6, 7, 8, 9}) {
+  for (char version : {0, 1, 2, 3, 4, 6, 7, 8, 9, 10}) {
     std::string wrong = body5;
     wrong[4] = version;
     EXPECT_EQ(DecodeGlobalState(WithCrc(wrong)).status().code(), StatusCode::kCorruption)
@@ -658,6 +764,9 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   std::string short8 = body7;
   short8[4] = 8;
   EXPECT_EQ(DecodeGlobalState(WithCrc(short8)).status().code(), StatusCode::kCorruption);
+  std::string short9 = body8;
+  short9[4] = 9;
+  EXPECT_EQ(DecodeGlobalState(WithCrc(short9)).status().code(), StatusCode::kCorruption);
   std::string short5 = body;
   short5[4] = 5;
   EXPECT_EQ(DecodeGlobalState(WithCrc(short5)).status().code(), StatusCode::kCorruption);
@@ -673,7 +782,8 @@ TEST(GlobalCodec, OldSnapshotSecretBecomesAVerifier) {
   GlobalState hashed;
   GlobalState s = WithClearTokens(Populated(), "old-secret", &hashed);
   std::string body5 = EncodeGlobalState(s);
-  body5 = body5.substr(0, body5.size() - 4 - V7Suffix(s).size() - V8Suffix(s).size());
+  body5 = body5.substr(
+      0, body5.size() - 4 - V7Suffix(s).size() - V8Suffix(s).size() - V9Suffix(s).size());
   body5[4] = 5;
   Result<GlobalState> dec = DecodeGlobalState(WithCrc(body5));
   ASSERT_TRUE(dec.ok()) << dec.status().ToString();
@@ -714,7 +824,7 @@ TEST(GlobalCodec, BucketAndRecoveryEventsRoundTripWithTheirFields) {
   // OneOfEach covers every event type (the flip and truncation tests above rely on it).
   std::set<size_t> types;
   for (const GlobalEvent& ev : OneOfEach()) types.insert(ev.index());
-  EXPECT_EQ(types.size(), std::variant_size_v<GlobalEvent>);
+  EXPECT_EQ(types.size() + kReservedEventTypes, std::variant_size_v<GlobalEvent>);
 
   const std::vector<GlobalEvent> events = {SetBucket{"s3://bucket/prefix at http://127.0.0.1:9000"},
                                            SetBucket{""},
@@ -796,7 +906,7 @@ TEST(GlobalCodec, BucketAndRecoveryStateRoundTrips) {
   const std::string enc = EncodeGlobalState(s);
   // The v4 fields are laid out as FORMAT.md says, at the end of the body.
   const std::string body = enc.substr(0, enc.size() - 4);
-  const std::string suffix = V4Suffix(s) + V5Suffix(s) + V7Suffix(s) + V8Suffix(s);
+  const std::string suffix = V4Suffix(s) + V5Suffix(s) + V7Suffix(s) + V8Suffix(s) + V9Suffix(s);
   ASSERT_GT(body.size(), suffix.size());
   EXPECT_EQ(body.substr(body.size() - suffix.size()), suffix);
 
@@ -847,7 +957,7 @@ TEST(GlobalCodec, UploadedFlagOtherThanZeroOrOneIsCorruption) {
   const std::string body = enc.substr(0, enc.size() - 4);
   // The first byte of the v4 suffix is segment 1's uploaded flag (1).
   const size_t flag = body.size() - V4Suffix(s).size() - V5Suffix(s).size() - V7Suffix(s).size() -
-                      V8Suffix(s).size();
+                      V8Suffix(s).size() - V9Suffix(s).size();
   ASSERT_EQ(body[flag], 1);
   std::string bad = body;
   bad[flag] = 2;
@@ -1019,7 +1129,7 @@ TEST(GlobalApply, LookupFiles) {
   EXPECT_EQ(dec->repos.at("db").lookup_files, s.repos.at("db").lookup_files);
   EXPECT_EQ(dec->repos.at("web").lookup_files, s.repos.at("web").lookup_files);
   EXPECT_EQ(EncodeGlobalState(*dec), enc);
-  std::string body = enc.substr(0, enc.size() - 4 - V8Suffix(s).size());
+  std::string body = enc.substr(0, enc.size() - 4 - V8Suffix(s).size() - V9Suffix(s).size());
   EXPECT_EQ(body.substr(body.size() - V7Suffix(s).size()), V7Suffix(s));
 }
 
@@ -1047,13 +1157,13 @@ TEST(GlobalApply, Parsers) {
   EXPECT_EQ(s.repos.at("web").parsers.size(), 1u);
   // The parsers survive a snapshot round trip (v8), with the documented suffix.
   const std::string enc = EncodeGlobalState(s);
-  ASSERT_EQ(enc[4], 8);
+  ASSERT_EQ(enc[4], 9);
   Result<GlobalState> dec = DecodeGlobalState(enc);
   ASSERT_TRUE(dec.ok()) << dec.status().ToString();
   EXPECT_EQ(dec->repos.at("web").parsers, s.repos.at("web").parsers);
   EXPECT_EQ(dec->repos.at("db").parsers, s.repos.at("db").parsers);
   EXPECT_EQ(EncodeGlobalState(*dec), enc);
-  std::string body = enc.substr(0, enc.size() - 4);
+  std::string body = enc.substr(0, enc.size() - 4 - V9Suffix(s).size());
   EXPECT_EQ(body.substr(body.size() - V8Suffix(s).size()), V8Suffix(s));
   // A snapshot whose parser name is not valid is corrupt.
   GlobalState bad = s;
@@ -2650,6 +2760,160 @@ TEST(Global, RecoveredLocalLogNeedsTheRecoveredSnapshot) {
   auto log = OpenLocalLog(Env::Default(), dir.Sub("log"), LocalLogOptions{.partitions = 1});
   ASSERT_TRUE(log.ok()) << log.status().ToString();
   ExpectRecoveredLogNeedsTheRecoveredSnapshot(log->get(), dir);
+}
+
+// ---------------- saved searches and alerts (types 32 to 36, snapshot v9) ----------------
+
+TEST(GlobalAlerts, SavedSearchesArePutAndDeleted) {
+  GlobalState s = Populated();
+  ExpectRejected(&s, PutSavedSearch{"nope", "a", {"x", "1h", ""}});
+  ExpectRejected(&s, PutSavedSearch{"web", "a/b", {"x", "1h", ""}});
+  ExpectRejected(&s, PutSavedSearch{"web", "a", {"", "1h", ""}});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutSavedSearch{"web", "a", {"x", "1h", ""}}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutSavedSearch{"web", "a", {"y", "2h", "1h"}}).ok());
+  EXPECT_EQ(s.repos.at("web").saved_searches.at("a"), (SavedSearch{"y", "2h", "1h"}));
+  ASSERT_TRUE(ApplyGlobalEvent(&s, DeleteSavedSearch{"web", "a"}).ok());
+  ExpectRejected(&s, DeleteSavedSearch{"web", "a"});
+}
+
+TEST(GlobalAlerts, PutAlertAssignsIdsAndAlignsTheFirstWindow) {
+  GlobalState s = Populated();
+  AlertDef d = TestAlertDef();
+  ExpectRejected(&s, PutAlert{"nope", "a", d, 0});
+  AlertDef bad = d;
+  bad.every_ms = 0;
+  ExpectRejected(&s, PutAlert{"web", "a", bad, 0});
+  bad = d;
+  bad.delay_ms = -1;
+  ExpectRejected(&s, PutAlert{"web", "a", bad, 0});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", d, 12'345}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"db", "a", d, 12'345}).ok());
+  const AlertState& a = s.repos.at("web").alerts.at("a");
+  EXPECT_EQ(a.id, 1u);
+  EXPECT_EQ(s.repos.at("db").alerts.at("a").id, 2u);
+  EXPECT_EQ(a.done_through_ms, 10'000);  // floor(12345 / 5000) * 5000
+  // An update keeps the id; the same interval keeps done_through, a new one realigns it.
+  d.query = "status=404";
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", d, 99'999}).ok());
+  EXPECT_EQ(s.repos.at("web").alerts.at("a").id, 1u);
+  EXPECT_EQ(s.repos.at("web").alerts.at("a").done_through_ms, 10'000);
+  d.every_ms = 7000;
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", d, 99'999}).ok());
+  EXPECT_EQ(s.repos.at("web").alerts.at("a").done_through_ms, 98'000);
+  // A recreated alert gets a new id (its firing ids differ from the deleted one's).
+  ASSERT_TRUE(ApplyGlobalEvent(&s, DeleteAlert{"web", "a"}).ok());
+  ExpectRejected(&s, DeleteAlert{"web", "a"});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", d, 0}).ok());
+  EXPECT_EQ(s.repos.at("web").alerts.at("a").id, 3u);
+  EXPECT_EQ(AlertFiringId(3, 14'000), "3-14000");
+}
+
+TEST(GlobalAlerts, WindowDoneIsFencedAndInOrder) {
+  GlobalState s = Populated();  // partition 5: owner 3 at epoch 2
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", TestAlertDef(), 12'345}).ok());
+  auto done = [](int64_t end, AlertOutcome outcome, NodeId node, Epoch epoch, uint64_t id = 1) {
+    AlertWindowDone e{"web", "a", id, PartitionId(5), epoch, {}};
+    e.firing.window_end_ms = end;
+    e.firing.window_start_ms = end - 10'000;
+    e.firing.outcome = outcome;
+    e.firing.node = node;
+    return e;
+  };
+  ExpectRejected(&s, done(15'000, AlertOutcome::kFired, NodeId(3), Epoch(1)));     // stale epoch
+  ExpectRejected(&s, done(15'000, AlertOutcome::kFired, NodeId(2), Epoch(2)));     // not the owner
+  ExpectRejected(&s, done(15'000, AlertOutcome::kFired, NodeId(3), Epoch(2), 9));  // other id
+  ExpectRejected(&s, done(20'000, AlertOutcome::kFired, NodeId(3), Epoch(2)));     // skips a window
+  ASSERT_TRUE(ApplyGlobalEvent(&s, done(15'000, AlertOutcome::kFired, NodeId(3), Epoch(2))).ok());
+  ExpectRejected(&s, done(15'000, AlertOutcome::kFired, NodeId(3), Epoch(2)));  // twice
+  ASSERT_TRUE(ApplyGlobalEvent(&s, done(20'000, AlertOutcome::kQuiet, NodeId(3), Epoch(2))).ok());
+  const AlertState& a = s.repos.at("web").alerts.at("a");
+  EXPECT_EQ(a.done_through_ms, 20'000);
+  ASSERT_EQ(a.firings.size(), 1u);  // quiet windows are not listed
+  EXPECT_EQ(a.firings[0].window_end_ms, 15'000);
+  // The list keeps the newest kMaxFirings.
+  for (int64_t end = 25'000; end < 25'000 + 5'000 * 150; end += 5'000) {
+    ASSERT_TRUE(ApplyGlobalEvent(&s, done(end, AlertOutcome::kFired, NodeId(3), Epoch(2))).ok());
+  }
+  ASSERT_EQ(a.firings.size(), AlertState::kMaxFirings);
+  EXPECT_EQ(a.firings.back().window_end_ms, 20'000 + 5'000 * 150);
+}
+
+TEST(GlobalAlerts, EventsHaveTheDocumentedBytes) {
+  // FORMAT.md: type 36 = str repo, str name, u64 alert id, PartitionId, Epoch, firing.
+  AlertWindowDone e{"web", "a", 7, PartitionId(3), Epoch(2), {}};
+  e.firing = {15'000, 5'000, AlertOutcome::kFired, 4, 1, NodeId(9), 16'000, ""};
+  std::string want = "GE";
+  want.push_back(1);
+  want.push_back(36);
+  PutLengthPrefixed(&want, "web");
+  PutLengthPrefixed(&want, "a");
+  PutVarint64(&want, 7);
+  PutVarsint64(&want, 3);
+  PutVarsint64(&want, 2);
+  PutTestFiring(&want, e.firing);
+  EXPECT_EQ(EncodeGlobalEvent(e), WithCrc(want));
+  // Type 34 = str repo, str name, alert definition, i64 now_ms.
+  std::string put = "GE";
+  put.push_back(1);
+  put.push_back(34);
+  PutLengthPrefixed(&put, "web");
+  PutLengthPrefixed(&put, "a");
+  PutTestAlertDef(&put, TestAlertDef());
+  PutVarsint64(&put, 42);
+  EXPECT_EQ(EncodeGlobalEvent(PutAlert{"web", "a", TestAlertDef(), 42}), WithCrc(put));
+  Result<GlobalEvent> dec = DecodeGlobalEvent(WithCrc(put));
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_EQ(std::get<PutAlert>(*dec).def, TestAlertDef());
+  // Types 27 to 31 are reserved: Corruption, never a crash.
+  for (char type = 27; type <= 31; ++type) {
+    std::string reserved = "GE";
+    reserved.push_back(1);
+    reserved.push_back(type);
+    EXPECT_EQ(DecodeGlobalEvent(WithCrc(reserved)).status().code(), StatusCode::kCorruption);
+  }
+  // An action kind other than 1 and 2 is Corruption.
+  AlertDef odd = TestAlertDef();
+  std::string bad = "GE";
+  bad.push_back(1);
+  bad.push_back(34);
+  PutLengthPrefixed(&bad, "web");
+  PutLengthPrefixed(&bad, "a");
+  odd.actions[0].kind = static_cast<AlertActionKind>(3);
+  PutTestAlertDef(&bad, odd);
+  PutVarsint64(&bad, 42);
+  EXPECT_EQ(DecodeGlobalEvent(WithCrc(bad)).status().code(), StatusCode::kCorruption);
+}
+
+TEST(GlobalAlerts, SnapshotV9KeepsSavedSearchesAndAlerts) {
+  GlobalState s = Populated();
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutSavedSearch{"web", "errors", {"status=500", "1h", ""}}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", TestAlertDef(), 12'345}).ok());
+  AlertDef plain = TestAlertDef();
+  plain.threshold.reset();
+  plain.enabled = false;
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"db", "b", plain, 12'345}).ok());
+  AlertWindowDone e{"web", "a", 1, PartitionId(5), Epoch(2), {}};
+  e.firing = {15'000, 5'000, AlertOutcome::kFired, 4, 1, NodeId(3), 16'000, ""};
+  ASSERT_TRUE(ApplyGlobalEvent(&s, e).ok());
+  const std::string enc = EncodeGlobalState(s);
+  ASSERT_EQ(enc[4], 9);
+  const std::string body = enc.substr(0, enc.size() - 4);
+  EXPECT_EQ(body.substr(body.size() - V9Suffix(s).size()), V9Suffix(s));
+  Result<GlobalState> dec = DecodeGlobalState(enc);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_EQ(EncodeGlobalState(*dec), enc);
+  EXPECT_EQ(dec->next_alert_id, 3u);
+  EXPECT_EQ(dec->repos.at("web").saved_searches.at("errors").query, "status=500");
+  const AlertState& a = dec->repos.at("web").alerts.at("a");
+  EXPECT_EQ(a.def, TestAlertDef());
+  EXPECT_EQ(a.done_through_ms, 15'000);
+  ASSERT_EQ(a.firings.size(), 1u);
+  EXPECT_EQ(a.firings[0].result_count, 4u);
+  EXPECT_EQ(dec->repos.at("db").alerts.at("b").def, plain);
+  // An alert name that is not valid is corrupt.
+  GlobalState bad = s;
+  bad.repos.at("web").alerts.emplace("a/b", AlertState{});
+  EXPECT_EQ(DecodeGlobalState(EncodeGlobalState(bad)).status().code(), StatusCode::kCorruption);
 }
 
 }  // namespace
