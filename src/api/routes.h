@@ -14,6 +14,7 @@ void AddStorageRoutes(http::Router& router, const Node& node);  // storage_route
 void AddLookupRoutes(http::Router& router, const Node& node);   // lookup_routes.cc
 void AddElasticRoutes(http::Router& router, const Node& node);  // elastic_routes.cc
 void AddParserRoutes(http::Router& router, const Node& node);   // parser_routes.cc
+void AddAlertRoutes(http::Router& router, const Node& node);    // alert_routes.cc
 
 // Every module's routes. `router` must outlive its handlers' calls (GET / lists its routes).
 inline void AddRoutes(http::Router& router, const Node& node) {
@@ -24,6 +25,7 @@ inline void AddRoutes(http::Router& router, const Node& node) {
   AddLookupRoutes(router, node);
   AddElasticRoutes(router, node);
   AddParserRoutes(router, node);
+  AddAlertRoutes(router, node);
 }
 
 }  // namespace sediment::api

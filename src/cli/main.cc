@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <string_view>
 
+#include "cli/alert_commands.h"
 #include "cli/client_commands.h"
 #include "cli/flags.h"
 #include "log/kafka_log.h"
@@ -64,6 +65,9 @@ int main(int argc, char** argv) {
   auto* ingest = sediment::cli::AddIngestCommand(app, client);
   auto* query = sediment::cli::AddQueryCommand(app, client);
   auto* status = sediment::cli::AddStatusCommand(app, client);
+  sediment::cli::AlertArgs alert_args;
+  auto* alerts = sediment::cli::AddAlertCommands(app, alert_args);
+  auto* saved = sediment::cli::AddSavedSearchCommands(app, alert_args);
 
   CLI11_PARSE(app, argc, argv);
   if (server->parsed()) {
@@ -75,5 +79,7 @@ int main(int argc, char** argv) {
   if (ingest->parsed()) return sediment::cli::RunIngest(client);
   if (query->parsed()) return sediment::cli::RunQuery(client);
   if (status->parsed()) return sediment::cli::RunStatus(client);
+  if (alerts->parsed()) return sediment::cli::RunAlertCommand(alerts, alert_args);
+  if (saved->parsed()) return sediment::cli::RunSavedSearchCommand(saved, alert_args);
   return 1;
 }
