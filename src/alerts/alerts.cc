@@ -204,9 +204,8 @@ Delivery DeliverActions(const AlertDef& def, const FiringContext& ctx, ActionSen
       ++d.attempts;
       last = sender->PostWebhook(action.url, headers, body);
       if (last.ok()) break;
-      spdlog::warn("alert {} of {}: firing {}: webhook attempt {} of {} failed: {}",
-                   ctx.alert_name, ctx.repo, ctx.firing_id, attempt, policy.max_attempts,
-                   last.ToString());
+      spdlog::warn("alert {} of {}: firing {}: webhook attempt {} of {} failed: {}", ctx.alert_name,
+                   ctx.repo, ctx.firing_id, attempt, policy.max_attempts, last.ToString());
       if (attempt >= policy.max_attempts) break;
       if (!sleep(BackoffAfter(policy, attempt))) {
         d.interrupted = true;
@@ -314,8 +313,8 @@ bool AlertRunner::RunWindow(const Job& job,
   done.firing.result_count = result->rows.size();
   done.firing.outcome = AlertOutcome::kQuiet;
   if (*fire) {
-    FiringContext ctx{job.repo, job.name, firing_id, job.def.query, job.window,
-                      std::move(result->rows)};
+    FiringContext ctx{job.repo,      job.name,   firing_id,
+                      job.def.query, job.window, std::move(result->rows)};
     Delivery d = DeliverActions(job.def, ctx, options_.sender, options_.retry, sleep);
     if (d.interrupted) {
       ++stats->deferred;
@@ -325,8 +324,8 @@ bool AlertRunner::RunWindow(const Job& job,
     done.firing.outcome = d.status.ok() ? AlertOutcome::kFired : AlertOutcome::kFailed;
     if (!d.status.ok()) {
       done.firing.error = d.status.message();
-      spdlog::error("alert {} of {}: firing {}: the actions failed after {} attempts: {}",
-                    job.name, job.repo, firing_id, d.attempts, d.status.ToString());
+      spdlog::error("alert {} of {}: firing {}: the actions failed after {} attempts: {}", job.name,
+                    job.repo, firing_id, d.attempts, d.status.ToString());
     } else {
       spdlog::info("alert {} of {}: firing {} delivered ({} results, {} attempts)", job.name,
                    job.repo, firing_id, ctx.results.size(), d.attempts);

@@ -98,8 +98,8 @@ std::unique_ptr<ActionSender> HttpActionSender(std::chrono::milliseconds timeout
 
 // The result of delivering one firing's actions.
 struct Delivery {
-  Status status;          // OK, or the last error of the first action that never succeeded
-  uint32_t attempts = 0;  // webhook requests made, all actions
+  Status status;             // OK, or the last error of the first action that never succeeded
+  uint32_t attempts = 0;     // webhook requests made, all actions
   bool interrupted = false;  // `sleep` returned false (stopping): the window must not be marked
 };
 // Runs every action of `def` for `ctx`: a webhook is tried up to policy.max_attempts times,
@@ -116,9 +116,8 @@ struct QueryOutcome {
   std::vector<query::Row> rows;
   std::vector<std::string> warnings;
 };
-using QueryFn = std::function<Result<QueryOutcome>(const std::string& repo,
-                                                   const std::string& query, int64_t start_ms,
-                                                   int64_t end_ms)>;
+using QueryFn = std::function<Result<QueryOutcome>(
+    const std::string& repo, const std::string& query, int64_t start_ms, int64_t end_ms)>;
 
 struct RunnerOptions {
   NodeId self;
@@ -141,10 +140,10 @@ struct RunnerOptions {
 
 // What a pass did, for tests and logs.
 struct PassStats {
-  uint32_t windows_done = 0;   // AlertWindowDone accepted
-  uint32_t fired = 0;          // of which fired (kFired or kFailed)
-  uint32_t deferred = 0;       // windows left for a later pass (query error, incomplete data)
-  uint32_t fenced = 0;         // AlertWindowDone rejected (another owner, or done meanwhile)
+  uint32_t windows_done = 0;  // AlertWindowDone accepted
+  uint32_t fired = 0;         // of which fired (kFired or kFailed)
+  uint32_t deferred = 0;      // windows left for a later pass (query error, incomplete data)
+  uint32_t fenced = 0;        // AlertWindowDone rejected (another owner, or done meanwhile)
 };
 
 // Runs the alerts this node owns. Exactly one node runs an alert at a time as far as Global can

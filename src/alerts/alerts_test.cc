@@ -204,8 +204,8 @@ class RunnerTest : public ::testing::Test {
       if (!digesting_.count(self.value)) return std::nullopt;
       return CurrentEpoch();
     };
-    o.query = [this](const std::string& repo, const std::string& q, int64_t start, int64_t end)
-        -> Result<QueryOutcome> {
+    o.query = [this](const std::string& repo, const std::string& q, int64_t start,
+                     int64_t end) -> Result<QueryOutcome> {
       queried_.push_back({start, end});
       QueryOutcome out;
       auto it = counts_.find(end);
@@ -257,8 +257,8 @@ TEST_F(RunnerTest, FiresOncePerWindowAboveTheThresholdAndRecordsEveryWindow) {
   std::vector<std::string> ids;
   for (const auto& sent : sender_.sent) ids.push_back(sent.firing_id);
   const uint64_t id = Alert().id;
-  EXPECT_EQ(ids, (std::vector<std::string>{AlertFiringId(id, t0 + 5000),
-                                            AlertFiringId(id, t0 + 15000)}));
+  EXPECT_EQ(
+      ids, (std::vector<std::string>{AlertFiringId(id, t0 + 5000), AlertFiringId(id, t0 + 15000)}));
   const AlertState a = Alert();
   EXPECT_EQ(a.done_through_ms, t0 + 15000);
   ASSERT_EQ(a.firings.size(), 2u);
@@ -294,9 +294,9 @@ TEST_F(RunnerTest, OnlyTheOwnerRunsAndAFailoverResendsTheSameFiringId) {
   std::vector<std::string> ids;
   for (const auto& sent : sender_.sent) ids.push_back(sent.firing_id);
   const uint64_t id = Alert().id;
-  EXPECT_EQ(ids, (std::vector<std::string>{AlertFiringId(id, t0 + 5000),
-                                            AlertFiringId(id, t0 + 5000),
-                                            AlertFiringId(id, t0 + 10000)}));
+  EXPECT_EQ(ids,
+            (std::vector<std::string>{AlertFiringId(id, t0 + 5000), AlertFiringId(id, t0 + 5000),
+                                      AlertFiringId(id, t0 + 10000)}));
   EXPECT_EQ(Alert().done_through_ms, t0 + 10000);
   EXPECT_EQ(Alert().firings.back().node, NodeId(2));
 }

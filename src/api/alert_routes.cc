@@ -282,7 +282,7 @@ class AlertRoutes : public Node {
       if (t["value"].get(value) != simdjson::SUCCESS || !value.is_number()) {
         return Bad("threshold 'value' must be a number");
       }
-      th.value = value.is_double()   ? value.get_double().value()
+      th.value = value.is_double()  ? value.get_double().value()
                  : value.is_int64() ? static_cast<double>(value.get_int64().value())
                                     : static_cast<double>(value.get_uint64().value());
       d.threshold = std::move(th);
@@ -339,8 +339,8 @@ class AlertRoutes : public Node {
     return out;
   }
 
-  http::Response PutAlertRoute(const http::Request& req, const std::string& repo,
-                               std::string name, bool create) const {
+  http::Response PutAlertRoute(const http::Request& req, const std::string& repo, std::string name,
+                               bool create) const {
     std::string body_name;
     auto d = ReadAlert(repo, req.body, &body_name);
     if (!d.ok()) return http::JsonErrorFor(d.status());

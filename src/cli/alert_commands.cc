@@ -24,8 +24,8 @@ int Call(const AlertArgs& args, const std::string& method, const std::string& pa
   std::vector<std::pair<std::string, std::string>> headers = {
       {"Authorization", "Bearer " + args.token}};
   if (!body.empty()) headers.emplace_back("Content-Type", "application/json");
-  auto r = http::Fetch(method, args.url + "/api/v1/repositories/" + args.repo + path, headers,
-                       body, o);
+  auto r =
+      http::Fetch(method, args.url + "/api/v1/repositories/" + args.repo + path, headers, body, o);
   if (!r.ok()) return Fail(r.status().ToString());
   if (r->status < 200 || r->status > 299) {
     return Fail("server answered " + std::to_string(r->status) + ": " + r->body);
@@ -85,8 +85,7 @@ void AddCommon(CLI::App& c, AlertArgs& args) {
   c.add_option("--repo", args.repo, "repository")->capture_default_str();
 }
 
-CLI::App* Sub(CLI::App& parent, const char* name, const char* help, AlertArgs& args,
-              bool named) {
+CLI::App* Sub(CLI::App& parent, const char* name, const char* help, AlertArgs& args, bool named) {
   CLI::App* c = parent.add_subcommand(name, help);
   AddCommon(*c, args);
   if (named) c->add_option("name", args.name, "name")->required();

@@ -20,8 +20,8 @@ struct AlertArgs {
   std::string name;
   std::string query;
   std::string every = "5m", window, delay;  // durations ("5s", "10m") as the API takes them
-  std::string threshold;                     // "FIELD OP VALUE", e.g. "_count>3"
-  std::vector<std::string> webhooks;         // URLs
+  std::string threshold;                    // "FIELD OP VALUE", e.g. "_count>3"
+  std::vector<std::string> webhooks;        // URLs
   std::string body_template;
   bool log_line = false;
   bool disabled = false;
