@@ -396,7 +396,8 @@ class Applier {
       repo->alerts.emplace(e.name, std::move(a));
       return Status::OK();
     }
-    if (it->second.def.every_ms != d.every_ms) {
+    // A new interval, or an alert enabled again, starts from now (no backlog of old windows).
+    if (it->second.def.every_ms != d.every_ms || (!it->second.def.enabled && d.enabled)) {
       it->second.done_through_ms = AlignDown(e.now_ms, d.every_ms);
     }
     it->second.def = d;

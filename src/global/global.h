@@ -466,8 +466,9 @@ struct DeleteSavedSearch {
 };
 // Creates or replaces the alert `name` of `repo`. A new alert gets the id next_alert_id and
 // done_through = floor(now_ms / every) * every (its first window is the first to end after its
-// creation); a replaced one keeps its id, its firings and (when `every` is unchanged) its
-// done_through, else done_through restarts at floor(now_ms / every) * every. Rejected: unknown
+// creation); a replaced one keeps its id, its firings and (when `every` is unchanged and it is
+// not being enabled again) its done_through, else done_through restarts at
+// floor(now_ms / every) * every. Rejected: unknown
 // repository, invalid name, empty query, every or window <= 0, delay < 0.
 struct PutAlert {
   std::string repo;

@@ -2800,6 +2800,13 @@ TEST(GlobalAlerts, PutAlertAssignsIdsAndAlignsTheFirstWindow) {
   d.every_ms = 7000;
   ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", d, 99'999}).ok());
   EXPECT_EQ(s.repos.at("web").alerts.at("a").done_through_ms, 98'000);
+  // Disabled, then enabled again later: it starts from then, with no backlog.
+  d.enabled = false;
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", d, 200'000}).ok());
+  EXPECT_EQ(s.repos.at("web").alerts.at("a").done_through_ms, 98'000);
+  d.enabled = true;
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", d, 300'000}).ok());
+  EXPECT_EQ(s.repos.at("web").alerts.at("a").done_through_ms, 294'000);
   // A recreated alert gets a new id (its firing ids differ from the deleted one's).
   ASSERT_TRUE(ApplyGlobalEvent(&s, DeleteAlert{"web", "a"}).ok());
   ExpectRejected(&s, DeleteAlert{"web", "a"});
