@@ -123,6 +123,42 @@ def test_alert_definitions_are_checked(server: SedimentServer):
     assert api(s, "DELETE", ALERTS + "/a").status_code == 404
 
 
+def test_alert_routes_need_read_to_list_and_manage_to_change(server: SedimentServer):
+    """api/README.md "Permissions": GET needs `read` on the repository, POST/PUT/DELETE `manage`."""
+    s = server
+    ok = {"name": "p", "queryString": "status=500 | count()", "every": "5s",
+          "actions": [{"type": "log"}]}
+    assert api(s, "POST", ALERTS, ok).status_code == 201
+    assert api(s, "PUT", SAVED + "/p", {"queryString": "status=500", "start": "1h"}).status_code in (200, 201)
+
+    def token(name: str, perms: list[str]) -> str:
+        r = api(s, "POST", "/api/v1/tokens", {"name": name, "admin": False, "repositories": {REPO: perms}})
+        assert r.status_code == 201, r.text
+        return r.json()["token"]
+
+    def call(tok: str, method: str, path: str, body=None) -> requests.Response:
+        h = {"Authorization": f"Bearer {tok}", "Content-Type": "application/json"}
+        return requests.request(method, s.url + path, headers=h, timeout=15,
+                                data=None if body is None else json.dumps(body))
+
+    reader, manager = token("alert-reader", ["read"]), token("alert-manager", ["manage"])
+    for path in [ALERTS, ALERTS + "/p", ALERTS + "/p/firings", SAVED, SAVED + "/p"]:
+        r = call(reader, "GET", path)
+        assert r.status_code == 200, f"{path}: {r.status_code} {r.text}"
+        r = call(manager, "GET", path)
+        assert r.status_code == 403 and "read" in r.json()["error"], f"{path}: {r.status_code} {r.text}"
+    for method, path, body in [("POST", ALERTS, {**ok, "name": "q"}), ("PUT", ALERTS + "/p", ok),
+                               ("DELETE", ALERTS + "/p", None),
+                               ("POST", SAVED, {"name": "q", "queryString": "x", "start": "1h"}),
+                               ("DELETE", SAVED + "/p", None)]:
+        r = call(reader, method, path, body)
+        assert r.status_code == 403 and "manage" in r.json()["error"], f"{method} {path}: {r.text}"
+    assert call(manager, "PUT", ALERTS + "/p", {**ok, "every": "10s"}).status_code == 200
+    assert call(manager, "DELETE", SAVED + "/p").status_code == 204
+    assert call(manager, "DELETE", ALERTS + "/p").status_code == 204
+    assert call("no-such-token", "GET", ALERTS).status_code == 401
+
+
 def test_alert_fires_once_per_window_above_the_threshold(server: SedimentServer, receiver):
     s = server
     template = ('{"alert": "{alert_name}", "firing_id": "{firing_id}", "start": {window_start}, '
