@@ -489,9 +489,10 @@ struct DeleteParser {
   std::string name;
 };
 
-// Deletes a repository: its settings, lookup files, parsers, every ingest token of it (named or
-// from flags), every API token's permissions on it, and every segment record of it (committed or
-// staged; their files are then removed as for RemoveSegments). Rejected for an unknown repository.
+// Deletes a repository: its settings, lookup files, parsers, saved searches and alerts, every
+// ingest token of it (named or from flags), every API token's permissions on it, and every segment
+// record of it (committed or staged; their files are then removed as for RemoveSegments). Rejected
+// for an unknown repository.
 struct DeleteRepo {
   std::string name;
 };

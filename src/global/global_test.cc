@@ -3216,6 +3216,28 @@ TEST(GlobalAlerts, WindowDoneIsFencedAndInOrder) {
   EXPECT_EQ(a.firings.back().window_end_ms, 20'000 + 5'000 * 150);
 }
 
+TEST(GlobalAlerts, DeleteRepoRemovesItsSavedSearchesAndAlerts) {
+  GlobalState s = Populated();  // partition 5: owner 3 at epoch 2
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutSavedSearch{"web", "errors", {"status=500", "1h", ""}}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", TestAlertDef(), 12'345}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"db", "b", TestAlertDef(), 12'345}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, DeleteRepo{"web"}).ok());
+  EXPECT_EQ(s.repos.at("db").alerts.size(), 1u);
+  // A repository created again under the name starts with none; the old alert's runner is fenced
+  // by the repository and then by the alert id (ids are never reused).
+  AlertWindowDone done{"web", "a", 1, PartitionId(5), Epoch(2), {}};
+  done.firing.window_end_ms = 15'000;
+  done.firing.node = NodeId(3);
+  ExpectRejected(&s, done);
+  ASSERT_TRUE(ApplyGlobalEvent(&s, CreateRepo{"web", 20'000}).ok());
+  EXPECT_TRUE(s.repos.at("web").saved_searches.empty());
+  EXPECT_TRUE(s.repos.at("web").alerts.empty());
+  ExpectRejected(&s, done);
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", TestAlertDef(), 12'345}).ok());
+  EXPECT_EQ(s.repos.at("web").alerts.at("a").id, 3u);
+  ExpectRejected(&s, done);
+}
+
 TEST(GlobalAlerts, EventsHaveTheDocumentedBytes) {
   // FORMAT.md: type 36 = str repo, str name, u64 alert id, PartitionId, Epoch, firing.
   AlertWindowDone e{"web", "a", 7, PartitionId(3), Epoch(2), {}};
