@@ -17,6 +17,7 @@ void AddParserRoutes(http::Router& router, const Node& node);      // parser_rou
 void AddManagementRoutes(http::Router& router, const Node& node);  // management_routes.cc
 void AddWebRoutes(http::Router& router, const Node& node);         // web_routes.cc
 void AddMetricsRoutes(http::Router& router, const Node& node);     // metrics_routes.cc
+void AddAlertRoutes(http::Router& router, const Node& node);       // alert_routes.cc
 
 // Every module's routes. `router` must outlive its handlers' calls (GET / and GET /api/v1 list
 // its routes).
@@ -31,6 +32,7 @@ inline void AddRoutes(http::Router& router, const Node& node) {
   AddWebRoutes(router, node);
   AddMetricsRoutes(router, node);
   AddManagementRoutes(router, node);
+  AddAlertRoutes(router, node);
 }
 
 }  // namespace sediment::api

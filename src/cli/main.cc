@@ -15,6 +15,7 @@
 #include <string_view>
 #include <thread>
 
+#include "cli/alert_commands.h"
 #include "cli/client_commands.h"
 #include "cli/config_file_flags.h"
 #include "cli/flags.h"
@@ -104,6 +105,9 @@ int main(int argc, char** argv) {
   auto* query = sediment::cli::AddQueryCommand(app, client);
   auto* status = sediment::cli::AddStatusCommand(app, client);
   auto* admin = sediment::cli::AddAdminCommand(app, client);
+  sediment::cli::AlertArgs alert_args;
+  auto* alerts = sediment::cli::AddAlertCommands(app, alert_args);
+  auto* saved = sediment::cli::AddSavedSearchCommands(app, alert_args);
 
   CLI11_PARSE(app, argc, argv);
   if (server->parsed()) {
@@ -129,5 +133,7 @@ int main(int argc, char** argv) {
   if (query->parsed()) return sediment::cli::RunQuery(client);
   if (status->parsed()) return sediment::cli::RunStatus(client);
   if (admin->parsed()) return sediment::cli::RunAdmin(client, *admin);
+  if (alerts->parsed()) return sediment::cli::RunAlertCommand(alerts, alert_args);
+  if (saved->parsed()) return sediment::cli::RunSavedSearchCommand(saved, alert_args);
   return 1;
 }

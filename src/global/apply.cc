@@ -448,6 +448,99 @@ class Applier {
     return Status::OK();
   }
 
+  // The repository of a saved-search/alert event, or the rejection naming the event.
+  Result<RepoInfo*> AlertRepo(const char* what, const std::string& repo, const std::string& name) {
+    auto it = s_->repos.find(repo);
+    if (it == s_->repos.end()) {
+      return Status::Rejected(std::string(what) + ": unknown repository '" + repo + "'");
+    }
+    if (!IsValidAlertName(name)) {
+      return Status::Rejected(std::string(what) + ": invalid name '" + name + "'");
+    }
+    return &it->second;
+  }
+
+  Status operator()(const PutSavedSearch& e) {
+    ASSIGN_OR_RETURN(RepoInfo * repo, AlertRepo("PutSavedSearch", e.repo, e.name));
+    if (e.search.query.empty()) return Status::Rejected("PutSavedSearch: empty query");
+    repo->saved_searches[e.name] = e.search;
+    return Status::OK();
+  }
+
+  Status operator()(const DeleteSavedSearch& e) {
+    ASSIGN_OR_RETURN(RepoInfo * repo, AlertRepo("DeleteSavedSearch", e.repo, e.name));
+    if (repo->saved_searches.erase(e.name) == 0) {
+      return Status::Rejected("DeleteSavedSearch: no saved search '" + e.name + "'");
+    }
+    return Status::OK();
+  }
+
+  static int64_t AlignDown(int64_t t, int64_t every) {
+    int64_t q = t / every;
+    if (t % every != 0 && t < 0) --q;
+    return q * every;
+  }
+
+  Status operator()(const PutAlert& e) {
+    ASSIGN_OR_RETURN(RepoInfo * repo, AlertRepo("PutAlert", e.repo, e.name));
+    const AlertDef& d = e.def;
+    if (d.query.empty()) return Status::Rejected("PutAlert: empty query");
+    if (d.every_ms <= 0 || d.window_ms <= 0 || d.delay_ms < 0) {
+      return Status::Rejected("PutAlert: every and window must be positive, delay not negative");
+    }
+    auto it = repo->alerts.find(e.name);
+    if (it == repo->alerts.end()) {
+      AlertState a;
+      a.def = d;
+      a.id = s_->next_alert_id++;
+      a.done_through_ms = AlignDown(e.now_ms, d.every_ms);
+      repo->alerts.emplace(e.name, std::move(a));
+      return Status::OK();
+    }
+    // A new interval, or an alert enabled again, starts from now (no backlog of old windows).
+    if (it->second.def.every_ms != d.every_ms || (!it->second.def.enabled && d.enabled)) {
+      it->second.done_through_ms = AlignDown(e.now_ms, d.every_ms);
+    }
+    it->second.def = d;
+    return Status::OK();
+  }
+
+  Status operator()(const DeleteAlert& e) {
+    ASSIGN_OR_RETURN(RepoInfo * repo, AlertRepo("DeleteAlert", e.repo, e.name));
+    if (repo->alerts.erase(e.name) == 0) {
+      return Status::Rejected("DeleteAlert: no alert '" + e.name + "'");
+    }
+    return Status::OK();
+  }
+
+  Status operator()(const AlertWindowDone& e) {
+    ASSIGN_OR_RETURN(RepoInfo * repo, AlertRepo("AlertWindowDone", e.repo, e.name));
+    const std::string where = "AlertWindowDone (alert '" + e.name + "', window ending " +
+                              std::to_string(e.firing.window_end_ms) + ")";
+    auto it = repo->alerts.find(e.name);
+    if (it == repo->alerts.end() || it->second.id != e.alert_id) {
+      return Status::Rejected(where + ": no such alert (deleted or replaced)");
+    }
+    auto pit = s_->partitions.find(e.partition.value);
+    if (pit == s_->partitions.end() || pit->second.epoch != e.epoch ||
+        pit->second.owner != e.firing.node) {
+      return Status::Rejected(where + ": stale claim (epoch " + Str(e.epoch) + " of partition " +
+                              std::to_string(e.partition.value) + " is not current)");
+    }
+    AlertState& a = it->second;
+    const int64_t next = a.done_through_ms + a.def.every_ms;
+    if (e.firing.window_end_ms != next) {
+      return Status::Rejected(where + ": the next window to complete ends at " +
+                              std::to_string(next));
+    }
+    a.done_through_ms = next;
+    if (e.firing.outcome != AlertOutcome::kQuiet) {
+      a.firings.push_back(e.firing);
+      if (a.firings.size() > AlertState::kMaxFirings) a.firings.erase(a.firings.begin());
+    }
+    return Status::OK();
+  }
+
   Status operator()(const ReplaceSegment& e) {
     const SegmentRecord& seg = e.rebuilt;
     const std::string where = "ReplaceSegment (segment " + std::to_string(e.old_segment.value) +
@@ -620,6 +713,12 @@ bool IsValidResourceName(std::string_view name) {
   return IsValidParserName(name) && name.front() != '.';
 }
 
+std::string AlertFiringId(uint64_t alert_id, int64_t window_end_ms) {
+  return std::to_string(alert_id) + "-" + std::to_string(window_end_ms);
+}
+
+bool IsValidAlertName(std::string_view name) { return IsValidParserName(name); }
+
 const char* GlobalEventName(const GlobalEvent& ev) {
   static constexpr const char* kNames[] = {
       "SetClusterId",
@@ -653,6 +752,11 @@ const char* GlobalEventName(const GlobalEvent& ev) {
       "RevokeIngestToken",
       "CreateApiToken",
       "RevokeApiToken",
+      "PutSavedSearch",
+      "DeleteSavedSearch",
+      "PutAlert",
+      "DeleteAlert",
+      "AlertWindowDone",
   };
   static_assert(std::size(kNames) == std::variant_size_v<GlobalEvent>);
   return kNames[ev.index()];

@@ -1,4 +1,5 @@
 // Binary encodings of GlobalEvent and GlobalState (global/FORMAT.md).
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -24,9 +25,10 @@ constexpr uint8_t kEventVersionMin = 1;
 // replication factor and the node set; v4 the bucket fields; v5 the bucket GC report; v6 holds
 // tokens and the cluster secret only as salted hashes (same layout); v7 appends each
 // repository's lookup files; v8 each repository's parsers; v9 repository creation times, named
-// ingest tokens and named API tokens with their permissions. v1 to v5 are still read: their tokens
-// are hashed with LegacyTokenHash and their secret becomes the verifier; v1 to v6 are read with no
-// lookup files.
+// ingest tokens and named API tokens with their permissions, then each repository's saved searches
+// and alerts and the next alert id. v1 to v5 are still read: their tokens are hashed with
+// LegacyTokenHash and their secret becomes the verifier; v1 to v6 are read with no lookup files,
+// v1 to v8 with none of v9's.
 constexpr uint8_t kStateVersion = 9;
 constexpr uint8_t kStateVersionMin = 1;
 constexpr size_t kEventHeader = 4;  // magic(2) version(1) type(1)
@@ -34,7 +36,7 @@ constexpr size_t kStateHeader = 5;  // magic(4) version(1)
 constexpr size_t kCrcSize = 4;
 
 // Type tags: the variant index plus one. Never renumber: they are on disk.
-static_assert(std::variant_size_v<GlobalEvent> == 31, "new events need a tag in FORMAT.md");
+static_assert(std::variant_size_v<GlobalEvent> == 36, "new events need a tag in FORMAT.md");
 
 // ---- writing ----
 void PutI64(std::string* out, int64_t v) { PutVarsint64(out, v); }
@@ -194,6 +196,79 @@ void PutBody(std::string* out, const BucketObjectsCollected& e) {
     PutLengthPrefixed(out, f.file_name);
     PutVarint64(out, f.size);
   }
+}
+
+void PutDouble(std::string* out, double v) {
+  uint64_t bits;
+  static_assert(sizeof(bits) == sizeof(v));
+  std::memcpy(&bits, &v, sizeof(bits));
+  PutFixed64(out, bits);
+}
+void PutSavedSearchDef(std::string* out, const SavedSearch& s) {
+  PutLengthPrefixed(out, s.query);
+  PutLengthPrefixed(out, s.start);
+  PutLengthPrefixed(out, s.end);
+}
+void PutAlertDef(std::string* out, const AlertDef& d) {
+  PutLengthPrefixed(out, d.query);
+  PutI64(out, d.every_ms);
+  PutI64(out, d.window_ms);
+  PutI64(out, d.delay_ms);
+  PutVarint64(out, d.threshold ? 1 : 0);
+  if (d.threshold) {
+    PutLengthPrefixed(out, d.threshold->field);
+    PutLengthPrefixed(out, d.threshold->op);
+    PutDouble(out, d.threshold->value);
+  }
+  PutVarint64(out, d.actions.size());
+  for (const AlertAction& a : d.actions) {
+    PutVarint64(out, static_cast<uint64_t>(a.kind));
+    PutLengthPrefixed(out, a.url);
+    PutVarint64(out, a.headers.size());
+    for (const auto& [k, v] : a.headers) {
+      PutLengthPrefixed(out, k);
+      PutLengthPrefixed(out, v);
+    }
+    PutLengthPrefixed(out, a.body_template);
+  }
+  PutVarint64(out, d.enabled ? 1 : 0);
+}
+void PutFiring(std::string* out, const AlertFiring& f) {
+  PutI64(out, f.window_end_ms);
+  PutI64(out, f.window_start_ms);
+  PutVarint64(out, static_cast<uint64_t>(f.outcome));
+  PutVarint64(out, f.result_count);
+  PutVarint32(out, f.attempts);
+  PutI64(out, f.node.value);
+  PutI64(out, f.at_ms);
+  PutLengthPrefixed(out, f.error);
+}
+void PutBody(std::string* out, const PutSavedSearch& e) {
+  PutLengthPrefixed(out, e.repo);
+  PutLengthPrefixed(out, e.name);
+  PutSavedSearchDef(out, e.search);
+}
+void PutBody(std::string* out, const DeleteSavedSearch& e) {
+  PutLengthPrefixed(out, e.repo);
+  PutLengthPrefixed(out, e.name);
+}
+void PutBody(std::string* out, const PutAlert& e) {
+  PutLengthPrefixed(out, e.repo);
+  PutLengthPrefixed(out, e.name);
+  PutAlertDef(out, e.def);
+  PutI64(out, e.now_ms);
+}
+void PutBody(std::string* out, const DeleteAlert& e) {
+  PutLengthPrefixed(out, e.repo);
+  PutLengthPrefixed(out, e.name);
+}
+void PutBody(std::string* out, const AlertWindowDone& e) {
+  PutLengthPrefixed(out, e.repo);
+  PutLengthPrefixed(out, e.name);
+  PutVarint64(out, e.alert_id);
+  PutI64(out, e.partition.value);
+  PutI64(out, e.epoch.value);
+  PutFiring(out, e.firing);
 }
 
 // ---- reading ----
@@ -480,6 +555,82 @@ bool GetBody(Reader* r, BucketObjectsCollected* e) {
   return true;
 }
 
+bool GetDouble(Reader* r, double* v, const char* what) {
+  uint64_t bits;
+  if (!r->Fixed64(&bits, what)) return false;
+  std::memcpy(v, &bits, sizeof(bits));
+  return true;
+}
+bool GetSavedSearchDef(Reader* r, SavedSearch* s) {
+  return r->Str(&s->query, "saved search query") && r->Str(&s->start, "saved search start") &&
+         r->Str(&s->end, "saved search end");
+}
+bool GetAlertDef(Reader* r, AlertDef* d) {
+  bool has_threshold = false;
+  uint64_t n = 0;
+  if (!r->Str(&d->query, "alert query") || !r->I64(&d->every_ms, "alert every") ||
+      !r->I64(&d->window_ms, "alert window") || !r->I64(&d->delay_ms, "alert delay") ||
+      !r->Bool(&has_threshold, "alert threshold flag")) {
+    return false;
+  }
+  if (has_threshold) {
+    AlertThreshold t;
+    if (!r->Str(&t.field, "alert threshold field") || !r->Str(&t.op, "alert threshold op") ||
+        !GetDouble(r, &t.value, "alert threshold value")) {
+      return false;
+    }
+    d->threshold = std::move(t);
+  }
+  if (!r->Count(&n, "alert action count")) return false;
+  d->actions.resize(n);
+  for (AlertAction& a : d->actions) {
+    uint64_t kind = 0, headers = 0;
+    if (!r->U64(&kind, "alert action kind") ||
+        !r->Check(kind == 1 || kind == 2, "alert action kind", "not 1 or 2") ||
+        !r->Str(&a.url, "alert action url") || !r->Count(&headers, "alert action header count")) {
+      return false;
+    }
+    a.kind = static_cast<AlertActionKind>(kind);
+    a.headers.resize(headers);
+    for (auto& [k, v] : a.headers) {
+      if (!r->Str(&k, "alert action header") || !r->Str(&v, "alert action header")) return false;
+    }
+    if (!r->Str(&a.body_template, "alert action template")) return false;
+  }
+  return r->Bool(&d->enabled, "alert enabled flag");
+}
+bool GetFiring(Reader* r, AlertFiring* f) {
+  uint64_t outcome = 0;
+  if (!r->I64(&f->window_end_ms, "firing window end") ||
+      !r->I64(&f->window_start_ms, "firing window start") || !r->U64(&outcome, "firing outcome") ||
+      !r->Check(outcome <= 2, "firing outcome", "not 0, 1 or 2") ||
+      !r->U64(&f->result_count, "firing result count") ||
+      !r->U32(&f->attempts, "firing attempts") || !r->Strong64(&f->node, "firing node") ||
+      !r->I64(&f->at_ms, "firing time") || !r->Str(&f->error, "firing error")) {
+    return false;
+  }
+  f->outcome = static_cast<AlertOutcome>(outcome);
+  return true;
+}
+bool GetBody(Reader* r, PutSavedSearch* e) {
+  return r->Str(&e->repo, "repo") && r->Str(&e->name, "saved search name") &&
+         GetSavedSearchDef(r, &e->search);
+}
+bool GetBody(Reader* r, DeleteSavedSearch* e) {
+  return r->Str(&e->repo, "repo") && r->Str(&e->name, "saved search name");
+}
+bool GetBody(Reader* r, PutAlert* e) {
+  return r->Str(&e->repo, "repo") && r->Str(&e->name, "alert name") && GetAlertDef(r, &e->def) &&
+         r->I64(&e->now_ms, "alert now");
+}
+bool GetBody(Reader* r, DeleteAlert* e) {
+  return r->Str(&e->repo, "repo") && r->Str(&e->name, "alert name");
+}
+bool GetBody(Reader* r, AlertWindowDone* e) {
+  return r->Str(&e->repo, "repo") && r->Str(&e->name, "alert name") &&
+         r->U64(&e->alert_id, "alert id") && r->I32(&e->partition.value, "partition") &&
+         r->Strong64(&e->epoch, "epoch") && GetFiring(r, &e->firing);
+}
 // Every other body is the same in every event version.
 // v3 is only the hashed secrets' version, v4 only CreateRepo's: another type in them is not the
 // canonical encoding.
@@ -685,6 +836,24 @@ std::string EncodeGlobalState(const GlobalState& s) {
     PutPermissions(&out, token.repos);
     PutI64(&out, token.created_ms);
   }
+  // v9, then: saved searches and alerts (after the API tokens)
+  for (const auto& [name, repo] : s.repos) {
+    PutVarint64(&out, repo.saved_searches.size());
+    for (const auto& [search, def] : repo.saved_searches) {
+      PutLengthPrefixed(&out, search);
+      PutSavedSearchDef(&out, def);
+    }
+    PutVarint64(&out, repo.alerts.size());
+    for (const auto& [alert, a] : repo.alerts) {
+      PutLengthPrefixed(&out, alert);
+      PutVarint64(&out, a.id);
+      PutI64(&out, a.done_through_ms);
+      PutAlertDef(&out, a.def);
+      PutVarint64(&out, a.firings.size());
+      for (const AlertFiring& f : a.firings) PutFiring(&out, f);
+    }
+  }
+  PutVarint64(&out, s.next_alert_id);
   AppendCrc(&out);
   return out;
 }
@@ -870,7 +1039,7 @@ bool DecodeStateBody(Reader* r, GlobalState* s, uint8_t version) {
       repo.parsers.emplace_hint(repo.parsers.end(), std::move(parser), std::move(def));
     }
   }
-  if (version < 9) return true;  // no creation times, no named tokens
+  if (version < 9) return true;  // no creation times, named tokens, saved searches or alerts
   for (auto& [name, repo] : s->repos) {
     if (!r->I64(&repo.created_ms, "repo created_ms") || !r->Count(&n, "ingest token count")) {
       return false;
@@ -904,7 +1073,41 @@ bool DecodeStateBody(Reader* r, GlobalState* s, uint8_t version) {
     }
     s->api_tokens.emplace_hint(s->api_tokens.end(), std::move(token_name), std::move(token));
   }
-  return true;
+  // then each repository's saved searches and alerts, and the next alert id
+  for (auto& [name, repo] : s->repos) {
+    if (!r->Count(&n, "saved search count")) return false;
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string search;
+      SavedSearch def;
+      if (!r->Str(&search, "saved search name") ||
+          !r->Check(IsValidAlertName(search), "saved search name", "not a valid name") ||
+          !r->Increasing(repo.saved_searches, search, "saved search name") ||
+          !GetSavedSearchDef(r, &def)) {
+        return false;
+      }
+      repo.saved_searches.emplace_hint(repo.saved_searches.end(), std::move(search),
+                                       std::move(def));
+    }
+    if (!r->Count(&n, "alert count")) return false;
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string alert;
+      AlertState a;
+      uint64_t firings = 0;
+      if (!r->Str(&alert, "alert name") ||
+          !r->Check(IsValidAlertName(alert), "alert name", "not a valid name") ||
+          !r->Increasing(repo.alerts, alert, "alert name") || !r->U64(&a.id, "alert id") ||
+          !r->I64(&a.done_through_ms, "alert done through") || !GetAlertDef(r, &a.def) ||
+          !r->Count(&firings, "alert firing count")) {
+        return false;
+      }
+      a.firings.resize(firings);
+      for (AlertFiring& f : a.firings) {
+        if (!GetFiring(r, &f)) return false;
+      }
+      repo.alerts.emplace_hint(repo.alerts.end(), std::move(alert), std::move(a));
+    }
+  }
+  return r->U64(&s->next_alert_id, "next alert id");
 }
 }  // namespace
 

@@ -59,6 +59,84 @@ struct ApiTokenInfo {
   bool operator==(const ApiTokenInfo&) const = default;
 };
 
+// A saved search (LogScale's model): a named query of a repository and its time window, stored as
+// the API accepted them (the bounds as query::ParseTimeBound reads them; end "" = now).
+struct SavedSearch {
+  std::string query;
+  std::string start;
+  std::string end;
+  bool operator==(const SavedSearch&) const = default;
+};
+
+// What an alert does when it fires (alerts/README.md has the body template's placeholders).
+enum class AlertActionKind : uint8_t { kWebhook = 1, kLogLine = 2 };
+struct AlertAction {
+  AlertActionKind kind = AlertActionKind::kWebhook;
+  std::string url;                                           // webhook: http:// or https:// URL
+  std::vector<std::pair<std::string, std::string>> headers;  // webhook: extra request headers
+  std::string body_template;  // webhook: JSON body; log line: the line ("" = the default)
+  bool operator==(const AlertAction&) const = default;
+};
+
+// Fire when some result row's `field` compares with `value` by `op` (">", ">=", "<", "<=", "==",
+// "!="); without a threshold an alert fires when its result has any row.
+struct AlertThreshold {
+  std::string field;
+  std::string op;
+  double value = 0;
+  bool operator==(const AlertThreshold&) const = default;
+};
+
+// A scheduled search / alert: `query` runs every `every_ms` over the window
+// [end - window_ms, end), end a multiple of every_ms, once the wall clock passed end + delay_ms.
+struct AlertDef {
+  std::string query;
+  int64_t every_ms = 0;   // > 0
+  int64_t window_ms = 0;  // > 0
+  int64_t delay_ms = 0;   // >= 0: how long after a window's end it runs (late events)
+  std::optional<AlertThreshold> threshold;
+  std::vector<AlertAction> actions;
+  bool enabled = true;
+  bool operator==(const AlertDef&) const = default;
+};
+
+// How a window ended (AlertWindowDone).
+enum class AlertOutcome : uint8_t {
+  kQuiet = 0,   // the condition did not hold: nothing sent
+  kFired = 1,   // every action succeeded
+  kFailed = 2,  // an action still failed after its retries (logged; the window is not run again)
+};
+
+// A window that fired (or failed to deliver), as recorded by AlertWindowDone.
+struct AlertFiring {
+  int64_t window_end_ms = 0;  // the window is [end - window_ms of that time, end)
+  int64_t window_start_ms = 0;
+  AlertOutcome outcome = AlertOutcome::kFired;
+  uint64_t result_count = 0;
+  uint32_t attempts = 0;  // webhook deliveries tried (all actions)
+  NodeId node;            // the node that ran it
+  int64_t at_ms = 0;      // its wall clock when it recorded the window
+  std::string error;      // kFailed: the last action error
+};
+
+struct AlertState {
+  AlertDef def;
+  // Assigned at creation (GlobalState::next_alert_id), kept by updates: with a window's end it
+  // makes the firing id (AlertFiringId).
+  uint64_t id = 0;
+  // End of the last completed window: the next window to run ends at done_through_ms + every_ms.
+  int64_t done_through_ms = 0;
+  std::vector<AlertFiring> firings;  // the newest kMaxFirings, oldest first
+  static constexpr size_t kMaxFirings = 100;
+};
+
+// The firing id of an alert's window: "<alert id>-<window end ms>". The same window always has
+// the same id, on every node and after every failover.
+std::string AlertFiringId(uint64_t alert_id, int64_t window_end_ms);
+// A saved search or alert name: 1 to 100 bytes of ASCII letters, digits, '-', '_' and '.', not
+// "." or "..". The apply rule checks it.
+bool IsValidAlertName(std::string_view name);
+
 struct RepoInfo {
   std::string name;
   // Wall clock of the node that created it (CreateRepo of event version 4); 0: unknown (created
@@ -77,6 +155,10 @@ struct RepoInfo {
   // Custom parsers (parsers/README.md): name -> definition. Put by PutParser, removed by
   // DeleteParser.
   std::map<std::string, ParserDef> parsers;
+  // Saved searches and alerts (alerts/README.md): name -> definition. PutSavedSearch /
+  // DeleteSavedSearch, PutAlert / DeleteAlert / AlertWindowDone.
+  std::map<std::string, SavedSearch> saved_searches;
+  std::map<std::string, AlertState> alerts;
 };
 
 // The longest lookup file name (bytes).
@@ -199,6 +281,8 @@ struct GlobalState {
   uint32_t generation = 0;
   RecoveryReport recovery;
   BucketGcReport bucket_gc;
+  // The id the next created alert gets (AlertState::id).
+  uint64_t next_alert_id = 1;
 };
 
 // Durable for the safe offset and for merges: in the bucket when bucket storage is on, else on
@@ -405,9 +489,10 @@ struct DeleteParser {
   std::string name;
 };
 
-// Deletes a repository: its settings, lookup files, parsers, every ingest token of it (named or
-// from flags), every API token's permissions on it, and every segment record of it (committed or
-// staged; their files are then removed as for RemoveSegments). Rejected for an unknown repository.
+// Deletes a repository: its settings, lookup files, parsers, saved searches and alerts, every
+// ingest token of it (named or from flags), every API token's permissions on it, and every segment
+// record of it (committed or staged; their files are then removed as for RemoveSegments). Rejected
+// for an unknown repository.
 struct DeleteRepo {
   std::string name;
 };
@@ -441,6 +526,49 @@ struct CreateApiToken {
 struct RevokeApiToken {
   std::string name;
 };
+// Stores the saved search `name` of `repo`, replacing one of that name. Rejected for an unknown
+// repository, a name that is not IsValidAlertName or an empty query.
+struct PutSavedSearch {
+  std::string repo;
+  std::string name;
+  SavedSearch search;
+};
+// Removes a saved search. Rejected for an unknown repository or search.
+struct DeleteSavedSearch {
+  std::string repo;
+  std::string name;
+};
+// Creates or replaces the alert `name` of `repo`. A new alert gets the id next_alert_id and
+// done_through = floor(now_ms / every) * every (its first window is the first to end after its
+// creation); a replaced one keeps its id, its firings and (when `every` is unchanged and it is
+// not being enabled again) its done_through, else done_through restarts at
+// floor(now_ms / every) * every. Rejected: unknown
+// repository, invalid name, empty query, every or window <= 0, delay < 0.
+struct PutAlert {
+  std::string repo;
+  std::string name;
+  AlertDef def;
+  int64_t now_ms = 0;  // the API node's wall clock
+};
+// Removes an alert. Rejected for an unknown repository or alert.
+struct DeleteAlert {
+  std::string repo;
+  std::string name;
+};
+// The window of alert `name` (id `alert_id`) ending at window_end_ms is done: the runner that
+// holds claim `epoch` of `partition` (alerts::AlertPartition) ran it and its actions. Accepted
+// only when the alert exists with that id, partition's current epoch is `epoch` and its owner is
+// `node` (a stale runner is fenced), and window_end_ms == done_through_ms + every_ms (windows
+// complete in order, each once). Sets done_through_ms; a kFired/kFailed outcome is appended to
+// the alert's firings (the oldest beyond kMaxFirings dropped).
+struct AlertWindowDone {
+  std::string repo;
+  std::string name;
+  uint64_t alert_id = 0;
+  PartitionId partition;
+  Epoch epoch;
+  AlertFiring firing;  // firing.node is the runner; window_end_ms the window
+};
 
 using GlobalEvent =
     std::variant<SetClusterId, CreateRepo, AddIngestToken, AddApiToken, ClaimPartition,
@@ -449,7 +577,8 @@ using GlobalEvent =
                  StageMerge, CommitMerge, SetReplicationFactor, SetRetention, ReplaceSegment,
                  SetBucket, SegmentUploaded, BeginRecovery, BucketObjectsCollected, PutLookupFile,
                  DeleteLookupFile, PutParser, DeleteParser, DeleteRepo, CreateIngestToken,
-                 RevokeIngestToken, CreateApiToken, RevokeApiToken>;
+                 RevokeIngestToken, CreateApiToken, RevokeApiToken, PutSavedSearch,
+                 DeleteSavedSearch, PutAlert, DeleteAlert, AlertWindowDone>;
 
 std::string EncodeGlobalEvent(const GlobalEvent& ev);
 Result<GlobalEvent> DecodeGlobalEvent(std::string_view data);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <future>
 #include <mutex>
 #include <set>
@@ -130,6 +131,23 @@ SegmentRecord Seg(const Datasource& ds, int32_t partition, Position min, Positio
 
 Position Pos(int64_t off, uint32_t idx) { return Position{Offset(off), idx}; }
 
+AlertDef TestAlertDef() {
+  AlertDef d;
+  d.query = "status=500 | count()";
+  d.every_ms = 5000;
+  d.window_ms = 10000;
+  d.delay_ms = 250;
+  d.threshold = AlertThreshold{"_count", ">", 3.5};
+  AlertAction hook;
+  hook.url = "http://127.0.0.1:9/hook";
+  hook.headers = {{"X-Team", "ops"}};
+  hook.body_template = R"({"id": "{firing_id}"})";
+  AlertAction line;
+  line.kind = AlertActionKind::kLogLine;
+  d.actions = {hook, line};
+  return d;
+}
+
 std::vector<GlobalEvent> OneOfEach() {
   return {
       SetClusterId{"cluster-\x01\xff-id"},
@@ -166,6 +184,17 @@ std::vector<GlobalEvent> OneOfEach() {
           "reader", HashToken("api-2"), false, {{"db", kPermRead}, {"web", kPermAll}}, -1},
       RevokeApiToken{"reader"},
       CreateRepo{"db", 1700000000999},
+      PutSavedSearch{"web", "errors", {"status=500", "1h", ""}},
+      DeleteSavedSearch{"web", "errors"},
+      PutAlert{"web", "many-500", TestAlertDef(), 1'700'000'001'234},
+      DeleteAlert{"web", "many-500"},
+      AlertWindowDone{"web",
+                      "many-500",
+                      7,
+                      PartitionId(3),
+                      Epoch(2),
+                      {1'700'000'005'000, 1'699'999'995'000, AlertOutcome::kFailed, 12, 5,
+                       NodeId(4), 1'700'000'009'000, "HTTP 503"}},
   };
 }
 
@@ -527,6 +556,70 @@ std::string V4Suffix(const GlobalState& s) {
   return out;
 }
 
+void PutTestAlertDef(std::string* out, const AlertDef& d) {
+  PutLengthPrefixed(out, d.query);
+  PutVarsint64(out, d.every_ms);
+  PutVarsint64(out, d.window_ms);
+  PutVarsint64(out, d.delay_ms);
+  PutVarint64(out, d.threshold ? 1 : 0);
+  if (d.threshold) {
+    PutLengthPrefixed(out, d.threshold->field);
+    PutLengthPrefixed(out, d.threshold->op);
+    uint64_t bits;
+    std::memcpy(&bits, &d.threshold->value, 8);
+    PutFixed64(out, bits);
+  }
+  PutVarint64(out, d.actions.size());
+  for (const AlertAction& a : d.actions) {
+    PutVarint64(out, static_cast<uint64_t>(a.kind));
+    PutLengthPrefixed(out, a.url);
+    PutVarint64(out, a.headers.size());
+    for (const auto& [k, v] : a.headers) {
+      PutLengthPrefixed(out, k);
+      PutLengthPrefixed(out, v);
+    }
+    PutLengthPrefixed(out, a.body_template);
+  }
+  PutVarint64(out, d.enabled ? 1 : 0);
+}
+
+void PutTestFiring(std::string* out, const AlertFiring& f) {
+  PutVarsint64(out, f.window_end_ms);
+  PutVarsint64(out, f.window_start_ms);
+  PutVarint64(out, static_cast<uint64_t>(f.outcome));
+  PutVarint64(out, f.result_count);
+  PutVarint32(out, f.attempts);
+  PutVarsint64(out, f.node.value);
+  PutVarsint64(out, f.at_ms);
+  PutLengthPrefixed(out, f.error);
+}
+
+// The second part of what snapshot v9 appends to v8, after the API tokens (FORMAT.md): saved
+// searches and alerts, written independently of the encoder.
+std::string V9AlertSuffix(const GlobalState& s) {
+  std::string out;
+  for (const auto& [name, repo] : s.repos) {
+    PutVarint64(&out, repo.saved_searches.size());
+    for (const auto& [search, def] : repo.saved_searches) {
+      PutLengthPrefixed(&out, search);
+      PutLengthPrefixed(&out, def.query);
+      PutLengthPrefixed(&out, def.start);
+      PutLengthPrefixed(&out, def.end);
+    }
+    PutVarint64(&out, repo.alerts.size());
+    for (const auto& [alert, a] : repo.alerts) {
+      PutLengthPrefixed(&out, alert);
+      PutVarint64(&out, a.id);
+      PutVarsint64(&out, a.done_through_ms);
+      PutTestAlertDef(&out, a.def);
+      PutVarint64(&out, a.firings.size());
+      for (const AlertFiring& f : a.firings) PutTestFiring(&out, f);
+    }
+  }
+  PutVarint64(&out, s.next_alert_id);
+  return out;
+}
+
 // The bytes snapshot v8 appends to v7 (FORMAT.md), written independently of the encoder.
 std::string V8Suffix(const GlobalState& s) {
   std::string out;
@@ -570,6 +663,7 @@ std::string V9Suffix(const GlobalState& s) {
     perms(t.repos);
     PutVarsint64(&out, t.created_ms);
   }
+  out += V9AlertSuffix(s);
   return out;
 }
 
@@ -625,10 +719,12 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
   GlobalState s = WithClearTokens(Populated(), "", &hashed);
   const std::string v9 = EncodeGlobalState(hashed);
   ASSERT_EQ(v9[4], 9);
-  // v8 = v9 without the v9 suffix (no creation times, no named tokens: per repository a 0x00
-  // time and a 0x00 count, then a 0x00 API token count).
+  // v8 = v9 without the v9 suffix (no creation times, no named tokens, no saved searches or
+  // alerts: per repository a 0x00 time and a 0x00 count, then a 0x00 API token count, then per
+  // repository two 0x00 counts, then the next alert id 1).
   const std::string suffix9 = V9Suffix(hashed);
-  ASSERT_EQ(suffix9, std::string(hashed.repos.size() * 2 + 1, '\0'));
+  ASSERT_EQ(suffix9, std::string(hashed.repos.size() * 2 + 1, '\0') +
+                         std::string(2 * hashed.repos.size(), '\0') + "\x01");
   std::string body8 = v9.substr(0, v9.size() - 4);
   ASSERT_EQ(body8.substr(body8.size() - suffix9.size()), suffix9);
   body8 = body8.substr(0, body8.size() - suffix9.size());
@@ -676,6 +772,9 @@ TEST(GlobalCodec, OlderSnapshotVersionsAreStillRead) {
     Result<GlobalState> dec = DecodeGlobalState(old);
     ASSERT_TRUE(dec.ok()) << "version " << int(old[4]) << ": " << dec.status().ToString();
     EXPECT_EQ(EncodeGlobalState(*dec), v9) << "version " << int(old[4]);
+    EXPECT_EQ(dec->next_alert_id, 1u);
+    for (const auto& [name, repo] : dec->repos) EXPECT_TRUE(repo.alerts.empty());
+    for (const auto& [name, repo] : dec->repos) EXPECT_TRUE(repo.saved_searches.empty());
     EXPECT_EQ(IngestRepoForToken(*dec, "t2"), "web") << "version " << int(old[4]);
     EXPECT_TRUE(IsApiToken(*dec, "a1"));
     EXPECT_TRUE(dec->cluster_secret_verifier.empty());
@@ -3032,6 +3131,187 @@ TEST(Global, RecoveredLocalLogNeedsTheRecoveredSnapshot) {
   auto log = OpenLocalLog(Env::Default(), dir.Sub("log"), LocalLogOptions{.partitions = 1});
   ASSERT_TRUE(log.ok()) << log.status().ToString();
   ExpectRecoveredLogNeedsTheRecoveredSnapshot(log->get(), dir);
+}
+
+// ---------------- saved searches and alerts (types 32 to 36, snapshot v9) ----------------
+
+TEST(GlobalAlerts, SavedSearchesArePutAndDeleted) {
+  GlobalState s = Populated();
+  ExpectRejected(&s, PutSavedSearch{"nope", "a", {"x", "1h", ""}});
+  ExpectRejected(&s, PutSavedSearch{"web", "a/b", {"x", "1h", ""}});
+  ExpectRejected(&s, PutSavedSearch{"web", "a", {"", "1h", ""}});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutSavedSearch{"web", "a", {"x", "1h", ""}}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutSavedSearch{"web", "a", {"y", "2h", "1h"}}).ok());
+  EXPECT_EQ(s.repos.at("web").saved_searches.at("a"), (SavedSearch{"y", "2h", "1h"}));
+  ASSERT_TRUE(ApplyGlobalEvent(&s, DeleteSavedSearch{"web", "a"}).ok());
+  ExpectRejected(&s, DeleteSavedSearch{"web", "a"});
+}
+
+TEST(GlobalAlerts, PutAlertAssignsIdsAndAlignsTheFirstWindow) {
+  GlobalState s = Populated();
+  AlertDef d = TestAlertDef();
+  ExpectRejected(&s, PutAlert{"nope", "a", d, 0});
+  AlertDef bad = d;
+  bad.every_ms = 0;
+  ExpectRejected(&s, PutAlert{"web", "a", bad, 0});
+  bad = d;
+  bad.delay_ms = -1;
+  ExpectRejected(&s, PutAlert{"web", "a", bad, 0});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", d, 12'345}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"db", "a", d, 12'345}).ok());
+  const AlertState& a = s.repos.at("web").alerts.at("a");
+  EXPECT_EQ(a.id, 1u);
+  EXPECT_EQ(s.repos.at("db").alerts.at("a").id, 2u);
+  EXPECT_EQ(a.done_through_ms, 10'000);  // floor(12345 / 5000) * 5000
+  // An update keeps the id; the same interval keeps done_through, a new one realigns it.
+  d.query = "status=404";
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", d, 99'999}).ok());
+  EXPECT_EQ(s.repos.at("web").alerts.at("a").id, 1u);
+  EXPECT_EQ(s.repos.at("web").alerts.at("a").done_through_ms, 10'000);
+  d.every_ms = 7000;
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", d, 99'999}).ok());
+  EXPECT_EQ(s.repos.at("web").alerts.at("a").done_through_ms, 98'000);
+  // Disabled, then enabled again later: it starts from then, with no backlog.
+  d.enabled = false;
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", d, 200'000}).ok());
+  EXPECT_EQ(s.repos.at("web").alerts.at("a").done_through_ms, 98'000);
+  d.enabled = true;
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", d, 300'000}).ok());
+  EXPECT_EQ(s.repos.at("web").alerts.at("a").done_through_ms, 294'000);
+  // A recreated alert gets a new id (its firing ids differ from the deleted one's).
+  ASSERT_TRUE(ApplyGlobalEvent(&s, DeleteAlert{"web", "a"}).ok());
+  ExpectRejected(&s, DeleteAlert{"web", "a"});
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", d, 0}).ok());
+  EXPECT_EQ(s.repos.at("web").alerts.at("a").id, 3u);
+  EXPECT_EQ(AlertFiringId(3, 14'000), "3-14000");
+}
+
+TEST(GlobalAlerts, WindowDoneIsFencedAndInOrder) {
+  GlobalState s = Populated();  // partition 5: owner 3 at epoch 2
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", TestAlertDef(), 12'345}).ok());
+  auto done = [](int64_t end, AlertOutcome outcome, NodeId node, Epoch epoch, uint64_t id = 1) {
+    AlertWindowDone e{"web", "a", id, PartitionId(5), epoch, {}};
+    e.firing.window_end_ms = end;
+    e.firing.window_start_ms = end - 10'000;
+    e.firing.outcome = outcome;
+    e.firing.node = node;
+    return e;
+  };
+  ExpectRejected(&s, done(15'000, AlertOutcome::kFired, NodeId(3), Epoch(1)));     // stale epoch
+  ExpectRejected(&s, done(15'000, AlertOutcome::kFired, NodeId(2), Epoch(2)));     // not the owner
+  ExpectRejected(&s, done(15'000, AlertOutcome::kFired, NodeId(3), Epoch(2), 9));  // other id
+  ExpectRejected(&s, done(20'000, AlertOutcome::kFired, NodeId(3), Epoch(2)));     // skips a window
+  ASSERT_TRUE(ApplyGlobalEvent(&s, done(15'000, AlertOutcome::kFired, NodeId(3), Epoch(2))).ok());
+  ExpectRejected(&s, done(15'000, AlertOutcome::kFired, NodeId(3), Epoch(2)));  // twice
+  ASSERT_TRUE(ApplyGlobalEvent(&s, done(20'000, AlertOutcome::kQuiet, NodeId(3), Epoch(2))).ok());
+  const AlertState& a = s.repos.at("web").alerts.at("a");
+  EXPECT_EQ(a.done_through_ms, 20'000);
+  ASSERT_EQ(a.firings.size(), 1u);  // quiet windows are not listed
+  EXPECT_EQ(a.firings[0].window_end_ms, 15'000);
+  // The list keeps the newest kMaxFirings.
+  for (int64_t end = 25'000; end < 25'000 + 5'000 * 150; end += 5'000) {
+    ASSERT_TRUE(ApplyGlobalEvent(&s, done(end, AlertOutcome::kFired, NodeId(3), Epoch(2))).ok());
+  }
+  ASSERT_EQ(a.firings.size(), AlertState::kMaxFirings);
+  EXPECT_EQ(a.firings.back().window_end_ms, 20'000 + 5'000 * 150);
+}
+
+TEST(GlobalAlerts, DeleteRepoRemovesItsSavedSearchesAndAlerts) {
+  GlobalState s = Populated();  // partition 5: owner 3 at epoch 2
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutSavedSearch{"web", "errors", {"status=500", "1h", ""}}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", TestAlertDef(), 12'345}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"db", "b", TestAlertDef(), 12'345}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, DeleteRepo{"web"}).ok());
+  EXPECT_EQ(s.repos.at("db").alerts.size(), 1u);
+  // A repository created again under the name starts with none; the old alert's runner is fenced
+  // by the repository and then by the alert id (ids are never reused).
+  AlertWindowDone done{"web", "a", 1, PartitionId(5), Epoch(2), {}};
+  done.firing.window_end_ms = 15'000;
+  done.firing.node = NodeId(3);
+  ExpectRejected(&s, done);
+  ASSERT_TRUE(ApplyGlobalEvent(&s, CreateRepo{"web", 20'000}).ok());
+  EXPECT_TRUE(s.repos.at("web").saved_searches.empty());
+  EXPECT_TRUE(s.repos.at("web").alerts.empty());
+  ExpectRejected(&s, done);
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", TestAlertDef(), 12'345}).ok());
+  EXPECT_EQ(s.repos.at("web").alerts.at("a").id, 3u);
+  ExpectRejected(&s, done);
+}
+
+TEST(GlobalAlerts, EventsHaveTheDocumentedBytes) {
+  // FORMAT.md: type 36 = str repo, str name, u64 alert id, PartitionId, Epoch, firing.
+  AlertWindowDone e{"web", "a", 7, PartitionId(3), Epoch(2), {}};
+  e.firing = {15'000, 5'000, AlertOutcome::kFired, 4, 1, NodeId(9), 16'000, ""};
+  std::string want = "GE";
+  want.push_back(1);
+  want.push_back(36);
+  PutLengthPrefixed(&want, "web");
+  PutLengthPrefixed(&want, "a");
+  PutVarint64(&want, 7);
+  PutVarsint64(&want, 3);
+  PutVarsint64(&want, 2);
+  PutTestFiring(&want, e.firing);
+  EXPECT_EQ(EncodeGlobalEvent(e), WithCrc(want));
+  // Type 34 = str repo, str name, alert definition, i64 now_ms.
+  std::string put = "GE";
+  put.push_back(1);
+  put.push_back(34);
+  PutLengthPrefixed(&put, "web");
+  PutLengthPrefixed(&put, "a");
+  PutTestAlertDef(&put, TestAlertDef());
+  PutVarsint64(&put, 42);
+  EXPECT_EQ(EncodeGlobalEvent(PutAlert{"web", "a", TestAlertDef(), 42}), WithCrc(put));
+  Result<GlobalEvent> dec = DecodeGlobalEvent(WithCrc(put));
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_EQ(std::get<PutAlert>(*dec).def, TestAlertDef());
+  // The type after the last alert event is unknown: Corruption, never a crash.
+  std::string unknown = "GE";
+  unknown.push_back(1);
+  unknown.push_back(37);
+  EXPECT_EQ(DecodeGlobalEvent(WithCrc(unknown)).status().code(), StatusCode::kCorruption);
+  // An action kind other than 1 and 2 is Corruption.
+  AlertDef odd = TestAlertDef();
+  std::string bad = "GE";
+  bad.push_back(1);
+  bad.push_back(34);
+  PutLengthPrefixed(&bad, "web");
+  PutLengthPrefixed(&bad, "a");
+  odd.actions[0].kind = static_cast<AlertActionKind>(3);
+  PutTestAlertDef(&bad, odd);
+  PutVarsint64(&bad, 42);
+  EXPECT_EQ(DecodeGlobalEvent(WithCrc(bad)).status().code(), StatusCode::kCorruption);
+}
+
+TEST(GlobalAlerts, SnapshotV9KeepsSavedSearchesAndAlerts) {
+  GlobalState s = Populated();
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutSavedSearch{"web", "errors", {"status=500", "1h", ""}}).ok());
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"web", "a", TestAlertDef(), 12'345}).ok());
+  AlertDef plain = TestAlertDef();
+  plain.threshold.reset();
+  plain.enabled = false;
+  ASSERT_TRUE(ApplyGlobalEvent(&s, PutAlert{"db", "b", plain, 12'345}).ok());
+  AlertWindowDone e{"web", "a", 1, PartitionId(5), Epoch(2), {}};
+  e.firing = {15'000, 5'000, AlertOutcome::kFired, 4, 1, NodeId(3), 16'000, ""};
+  ASSERT_TRUE(ApplyGlobalEvent(&s, e).ok());
+  const std::string enc = EncodeGlobalState(s);
+  ASSERT_EQ(enc[4], 9);
+  const std::string body = enc.substr(0, enc.size() - 4);
+  EXPECT_EQ(body.substr(body.size() - V9Suffix(s).size()), V9Suffix(s));
+  Result<GlobalState> dec = DecodeGlobalState(enc);
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  EXPECT_EQ(EncodeGlobalState(*dec), enc);
+  EXPECT_EQ(dec->next_alert_id, 3u);
+  EXPECT_EQ(dec->repos.at("web").saved_searches.at("errors").query, "status=500");
+  const AlertState& a = dec->repos.at("web").alerts.at("a");
+  EXPECT_EQ(a.def, TestAlertDef());
+  EXPECT_EQ(a.done_through_ms, 15'000);
+  ASSERT_EQ(a.firings.size(), 1u);
+  EXPECT_EQ(a.firings[0].result_count, 4u);
+  EXPECT_EQ(dec->repos.at("db").alerts.at("b").def, plain);
+  // An alert name that is not valid is corrupt.
+  GlobalState bad = s;
+  bad.repos.at("web").alerts.emplace("a/b", AlertState{});
+  EXPECT_EQ(DecodeGlobalState(EncodeGlobalState(bad)).status().code(), StatusCode::kCorruption);
 }
 
 }  // namespace

@@ -358,6 +358,7 @@ Status Server::Start() {
   }
   s.query_admission =
       std::make_unique<coordinator::QueryAdmission>(s.config.max_concurrent_queries);
+  s.StartAlerts();
   api::AddRoutes(s.router, s.ApiNode());
   s.ready = true;
   spdlog::info("node {} ready at {} (data in {})", s.node.value, s.peer_tls.Url(s.advertise, ""),
@@ -391,6 +392,7 @@ void Server::Stop() {
   s.ready = false;
   // Leave the group first so the other nodes take the partitions over at once.
   if (s.group) s.group->Leave();
+  if (s.alert_runner) s.alert_runner->Stop();
   // Live queries end (their connections can close) before HTTP stops; jobs end after it.
   if (s.query_jobs) s.query_jobs->CancelAll();
   if (s.http) s.http->Stop();

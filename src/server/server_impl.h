@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "alerts/alerts.h"
 #include "api/node.h"
 #include "bucket/bucket.h"
 #include "cluster/membership.h"
@@ -172,6 +173,12 @@ struct Server::Impl : public PartitionGroupListener {
   std::unique_ptr<coordinator::QueryAdmission> query_admission;  // plain /query requests
   // The node's instruments (GET /metrics), shared with every route module through ApiNode.
   std::shared_ptr<api::NodeMetrics> metrics = std::make_shared<api::NodeMetrics>();
+
+  // Scheduled searches and alerts (alert_handler.cc): started once queries can run, stopped
+  // first (a delivery between retries gives up; its window stays unfinished for the next owner).
+  std::unique_ptr<alerts::ActionSender> alert_sender;
+  std::unique_ptr<alerts::AlertRunner> alert_runner;
+  void StartAlerts();
 };
 
 }  // namespace sediment
