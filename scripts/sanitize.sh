@@ -29,7 +29,7 @@ case "$mode" in
            parser_test transform_test aggregate_test query_test query_wire_test http_test
            cluster_test storage_test uploader_test merge_test bucket_test functions_test
            coordinator_test maintenance_test api_test cli_flags_test server_test config_test
-           elastic_bulk_test hec_acks_test metrics_test parsers_test webui_test)
+           elastic_bulk_test hec_acks_test metrics_test parsers_test webui_test alerts_test)
     export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
     ;;
   tsan)
