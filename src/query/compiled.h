@@ -284,6 +284,10 @@ struct Stage {
   std::string top_sum;       // kTop: sum this field instead of counting
   bool top_percent = false;  // kTop: add `percent`
 
+  // A per-record stage written `!f(...)` (a Function::negatable one): the stage runs on a copy
+  // of the record, which passes unchanged exactly when the stage would have dropped it.
+  bool negate = false;
+
   bool IsTransform() const { return kind < Kind::kHead; }
   bool IsAggregate() const {
     return kind == Kind::kAggregate || kind == Kind::kSort || kind == Kind::kTable;

@@ -458,6 +458,11 @@ class Parser {
       if (!ParseMatch(target, start, &st)) return false;
       return add_stage(std::move(st));
     }
+    if (c == '!' && Peek(1) != '=') {
+      bool negated = false;
+      if (!ParseNegatedStep(start, &negated, add_stage)) return false;
+      if (negated) return true;
+    }
     if (IsIdentStart(c)) {
       size_t e = FunctionNameEnd(start);
       std::string name(s_.substr(start, e - start));
@@ -538,6 +543,45 @@ class Parser {
       add_stage(std::move(st));
     }
     return true;
+  }
+
+  // `!f(...)` at `start` (pos_ there) as a whole step, f a pipeline function that is neither a
+  // filter nor regex() (those are negated filters: ParseNot): when f is negatable, the step is
+  // f's stage with Stage::negate (*negated set, the stage passed to `add`); when f is another
+  // pipeline function, an error naming it. Otherwise (no such call there) pos_ is unchanged and
+  // the step is parsed as a filter.
+  template <typename Add>
+  bool ParseNegatedStep(size_t start, bool* negated, Add&& add) {
+    const size_t name_at = SkipWsFrom(start + 1);
+    if (name_at >= s_.size() || !IsIdentStart(s_[name_at])) return true;
+    const size_t e = FunctionNameEnd(name_at);
+    const std::string name(s_.substr(name_at, e - name_at));
+    const size_t k = SkipWsFrom(e);
+    if (k >= s_.size() || s_[k] != '(' || IsKeyword(name)) return true;
+    const functions::Function* fn = functions::FindPipelineFunction(name);
+    if (fn == nullptr || fn->kind == functions::Kind::kFilter || IsRegexFunction(*fn)) return true;
+    if (!fn->negatable) {
+      Error(start, std::string(fn->name) +
+                       "() cannot be negated with '!': it is not a function that filters");
+      return false;
+    }
+    pos_ = k + 1;
+    Stage st;
+    if (!ParseFunctionStage(*fn, name_at, &st) || !CheckTables(&st)) return false;
+    if (st.kind == Stage::Kind::kMatch && !st.strict) {
+      Error(start, "a negated match() must be strict: with strict=false it drops no event");
+      return false;
+    }
+    SkipWs();
+    if (!AtStepEnd()) {
+      Error(pos_, "a negated function call '!" + name +
+                      "(...)' must be a step of its own: " + "expected '|' but found " + Found());
+      return false;
+    }
+    st.position = start;
+    st.negate = true;
+    *negated = true;
+    return add(std::move(st));
   }
 
   // Appends to *out the regex leaves of `f` with named groups, in order; false (an error

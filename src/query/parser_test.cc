@@ -1397,6 +1397,27 @@ TEST(ParserSyntaxTest, NamespacedFunctionNames) {
   EXPECT_EQ(Parsed("text:foo"), R"((text "text:foo"))");
 }
 
+TEST(ParserSyntaxTest, NegatedFilteringSteps) {
+  // `!f(...)` as a step: f's stage, negated.
+  auto q = MustCompile("a | !text:startsWith(string=p, substring=\"x\")");
+  ASSERT_EQ(q->stages.size(), 1u);
+  EXPECT_TRUE(q->stages[0].negate);
+  EXPECT_EQ(q->stages[0].position, 4u);
+  q = MustCompile("! array:contains(\"a[]\", value=x) | count()");
+  ASSERT_EQ(q->stages.size(), 2u);
+  EXPECT_TRUE(q->stages[0].negate);
+  EXPECT_FALSE(q->stages[1].negate);
+  EXPECT_FALSE(MustCompile("array:contains(\"a[]\", value=x)")->stages[0].negate);
+  // Negated filters stay filters.
+  EXPECT_EQ(Parsed("!in(f, values=[a])"), R"((not (eq "f" "a")))");
+  EXPECT_EQ(ParseError("a | !lowercase(x)"),
+            "lowercase() cannot be negated with '!': it is not a function that filters at "
+            "position 4");
+  EXPECT_EQ(ParseError("!text:contains(string=p, substring=x) b"),
+            "a negated function call '!text:contains(...)' must be a step of its own: expected "
+            "'|' but found 'b' at position 38");
+}
+
 TEST(ParserSyntaxTest, AssignAggregates) {
   // `name := f(...)` is f(..., as=name) for aggregates and functions with as=.
   EXPECT_EQ(Stages("c := count()"), "agg/none {count( as c)}");

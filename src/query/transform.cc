@@ -749,7 +749,9 @@ bool EmitsOneOrNone(const Stage& st) {
   return st.IsTransform() && st.kind != SK::kCase && st.kind != SK::kSplit;
 }
 
-bool ApplyTransformInPlace(const Stage& st, Record& r) {
+namespace {
+
+bool ApplyOne(const Stage& st, Record& r) {
   switch (st.kind) {
     case SK::kFilter:
       return !st.filter || Matches(*st.filter, r);
@@ -809,6 +811,16 @@ bool ApplyTransformInPlace(const Stage& st, Record& r) {
       // kCase and kSplit go through ApplyTransform; not a transform: the record passes unchanged.
       return true;
   }
+}
+
+}  // namespace
+
+bool ApplyTransformInPlace(const Stage& st, Record& r) {
+  if (st.negate) {
+    Record copy = r;
+    return !ApplyOne(st, copy);
+  }
+  return ApplyOne(st, r);
 }
 
 void ApplyTransform(const Stage& st, Record&& r, std::vector<Record>* out) {

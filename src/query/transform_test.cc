@@ -637,6 +637,20 @@ Stage RegexStage(const std::string& re, std::vector<std::string> groups, bool st
   return st;
 }
 
+TEST(TransformTest, NegatedStageKeepsExactlyTheDroppedRecordsUnchanged) {
+  OneEvent ev("GET /index.html 200 12ms");
+  Stage st = RegexStage(R"((?P<method>[A-Z]+) )", {"method"});
+  st.negate = true;
+  // The regex matches: the negated stage drops the record.
+  EXPECT_TRUE(Apply(st, ev.Get()).empty());
+  // It does not match: the record passes without the stage's fields.
+  OneEvent other("get lower case only");
+  std::vector<Record> out = Apply(st, other.Get());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_FALSE(out[0].Has("method"));
+  EXPECT_EQ(out[0].key(), other.Get().key());
+}
+
 TEST(TransformTest, RegexExtractsNamedGroups) {
   OneEvent ev("GET /index.html 200 12ms", {{"msg", "user=alice"}});
   Stage st = RegexStage(R"((?P<method>[A-Z]+) (?P<path>\S+) (?P<status>\d+)(?: (?P<extra>x))?)",
