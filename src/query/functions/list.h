@@ -13,7 +13,8 @@
 // concat_array.cc, lowercase lowercase.cc, upper upper.cc, urlDecode/base64Decode decode.cc,
 // dropEvent drop_event.cc, parseUrl/parseCsv parse_url_csv.cc, parseCEF parse_cef.cc, kMath*
 // math.cc, kText* text.cc, kTime* time.cc, sankey sankey.cc, formatDuration format_duration.cc,
-// eventSize event_size.cc, subnet subnet.cc, tokenHash token_hash.cc, kCrypto* crypto.cc.
+// eventSize event_size.cc, subnet subnet.cc, tokenHash token_hash.cc, kCrypto* crypto.cc,
+// arrayExists array_exists.cc.
 #define SEDIMENT_QUERY_FUNCTIONS(X)                                           \
   X(kIn)          /* in.cc */                                                 \
   X(kWildcard)    /* wildcard.cc */                                           \
@@ -158,7 +159,8 @@
   X(kTokenHash)                                                               \
   X(kCryptoMd5)                                                               \
   X(kCryptoSha1)                                                              \
-  X(kCryptoSha256)
+  X(kCryptoSha256)                                                            \
+  X(kArrayExists)
 
 namespace sediment::query::functions {
 #define SEDIMENT_QUERY_DECLARE_FUNCTION(f) extern const Function f;
