@@ -14,7 +14,8 @@
 // dropEvent drop_event.cc, parseUrl/parseCsv parse_url_csv.cc, parseCEF parse_cef.cc, kMath*
 // math.cc, kText* text.cc, kTime* time.cc, sankey sankey.cc, formatDuration format_duration.cc,
 // eventSize event_size.cc, subnet subnet.cc, tokenHash token_hash.cc, kCrypto* crypto.cc,
-// arrayExists array_exists.cc, round round.cc.
+// arrayExists array_exists.cc, round round.cc, session
+// session.cc.
 #define SEDIMENT_QUERY_FUNCTIONS(X)                                           \
   X(kIn)          /* in.cc */                                                 \
   X(kWildcard)    /* wildcard.cc */                                           \
@@ -161,7 +162,8 @@
   X(kCryptoSha1)                                                              \
   X(kCryptoSha256)                                                            \
   X(kArrayExists)                                                             \
-  X(kRound)
+  X(kRound)                                                                   \
+  X(kSession)
 
 namespace sediment::query::functions {
 #define SEDIMENT_QUERY_DECLARE_FUNCTION(f) extern const Function f;
