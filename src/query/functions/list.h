@@ -15,7 +15,7 @@
 // math.cc, kText* text.cc, kTime* time.cc, sankey sankey.cc, formatDuration format_duration.cc,
 // eventSize event_size.cc, subnet subnet.cc, tokenHash token_hash.cc, kCrypto* crypto.cc,
 // arrayExists array_exists.cc, round round.cc, session
-// session.cc.
+// session.cc, sample sample.cc.
 #define SEDIMENT_QUERY_FUNCTIONS(X)                                           \
   X(kIn)          /* in.cc */                                                 \
   X(kWildcard)    /* wildcard.cc */                                           \
@@ -163,7 +163,8 @@
   X(kCryptoSha256)                                                            \
   X(kArrayExists)                                                             \
   X(kRound)                                                                   \
-  X(kSession)
+  X(kSession)                                                                 \
+  X(kSample)
 
 namespace sediment::query::functions {
 #define SEDIMENT_QUERY_DECLARE_FUNCTION(f) extern const Function f;
