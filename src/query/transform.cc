@@ -472,6 +472,7 @@ enum class Fn {
   kFormatTime,
   kDuration,
   kGetField,
+  kFormatDuration,
 };
 
 Fn LookupFn(std::string_view name) {
@@ -495,6 +496,7 @@ Fn LookupFn(std::string_view name) {
       {"formattime", Fn::kFormatTime},
       {"duration", Fn::kDuration},
       {"getfield", Fn::kGetField},
+      {"formatduration", Fn::kFormatDuration},
   };
   for (const auto& [n, f] : kFns) {
     if (n == name) return f;
@@ -608,6 +610,13 @@ Val EvalCall(const Expr& e, const Record& r) {
       std::optional<int64_t> ms = functions::ParseSpan(a.Text(&buf));
       if (!ms) return Val();
       return Val::Int(*ms);
+    }
+    case Fn::kFormatDuration: {
+      // formatDuration(ms): as the formatDuration() step with its defaults.
+      if (n != 1) return Val();
+      std::optional<int64_t> ms = IntArg(arg(0));
+      if (!ms) return Val();
+      return Val::Owned(functions::FormatDurationMs(*ms));
     }
     case Fn::kGetField: {
       // getField(name): the value of the field whose name is the argument's value.

@@ -528,6 +528,17 @@ TEST(EvaluateTest, DurationAndGetField) {
   EXPECT_EQ(Evaluate(*Call("getfield", {F("nosuch")}), r), std::nullopt);
 }
 
+TEST(EvaluateTest, FormatDuration) {
+  OneEvent ev("raw", {{"ms", "90061001"}, {"text", "soon"}});
+  Record r = ev.Get();
+  // 1 d + 1 h + 1 m + 1 s + 1 ms.
+  EXPECT_EQ(Evaluate(*Call("formatduration", {F("ms")}), r), Str("1d1h1m1s1ms"));
+  EXPECT_EQ(Evaluate(*Call("formatduration", {N("0")}), r), Str("0ms"));
+  EXPECT_EQ(Evaluate(*Call("formatduration", {N("-1500")}), r), Str("-1s500ms"));
+  EXPECT_EQ(Evaluate(*Call("formatduration", {F("text")}), r), std::nullopt);
+  EXPECT_EQ(Evaluate(*Call("formatduration", {F("nosuch")}), r), std::nullopt);
+}
+
 // ---- FormatTime ----
 
 TEST(FormatTimeTest, Conversions) {

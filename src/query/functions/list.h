@@ -67,6 +67,7 @@
   X(kExprFormatTime)                                                          \
   X(kExprDuration)                                                            \
   X(kExprGetField)                                                            \
+  X(kExprFormatDuration)                                                      \
   X(kStdDev)                                                                  \
   X(kRange)                                                                   \
   X(kCollect)                                                                 \
