@@ -317,6 +317,10 @@ class CompiledQuery {
   FilterPtr filter;  // never null (kTrue for an empty filter)
   std::vector<Stage> stages;
   bool is_aggregate = false;  // some stage IsAggregate()
+  // The text calls start() or end() (the query's time range) in an expression. Such a query
+  // cannot execute as compiled (Execute refuses it with FailedPrecondition): the caller binds
+  // the range into the text first (BindTimeRange, query.h) and compiles that.
+  bool uses_time_range = false;
 };
 
 // Lower-cased literals that every event matching `filter` contains (case-insensitively) in its

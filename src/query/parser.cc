@@ -106,6 +106,21 @@ class Parser {
     size_t begin = 0, end = 0;
     std::string value;
   };
+  // A call of start() or end() in an expression at [begin, end) of the text.
+  struct TimeCall {
+    size_t begin = 0, end = 0;
+    bool is_end = false;
+  };
+  // The start()/end() calls parsed (after a successful Parse), in text order.
+  std::vector<TimeCall> TimeCalls() const {
+    std::vector<TimeCall> out = time_calls_;
+    std::sort(out.begin(), out.end(),
+              [](const TimeCall& a, const TimeCall& b) { return a.begin < b.begin; });
+    out.erase(std::unique(out.begin(), out.end(),
+                          [](const TimeCall& a, const TimeCall& b) { return a.begin == b.begin; }),
+              out.end());
+    return out;
+  }
   // The parameters parsed (after a successful Parse), in text order, each once.
   std::vector<Parameter> Parameters() const {
     std::vector<Parameter> out = parameters_;
@@ -128,6 +143,7 @@ class Parser {
     q->is_aggregate = std::any_of(q->stages.begin(), q->stages.end(),
                                   [](const Stage& st) { return st.IsAggregate(); });
     q->tables = std::move(tables_);
+    q->uses_time_range = !time_calls_.empty();
     return std::shared_ptr<const CompiledQuery>(std::move(q));
   }
 
@@ -1966,6 +1982,7 @@ class Parser {
                        ", got " + std::to_string(n));
       return nullptr;
     }
+    if (fname == "start" || fname == "end") time_calls_.push_back({start, pos_, fname == "end"});
     return MakeExpr(Expr::Kind::kCall, fname, start, std::move(args));
   }
 
@@ -1975,6 +1992,7 @@ class Parser {
   // parameter occurs with the value it got.
   const std::map<std::string, std::string>* arguments_ = nullptr;
   std::vector<Parameter> parameters_;
+  std::vector<TimeCall> time_calls_;
   int case_depth_ = 0;
   int subquery_depth_ = 0;
   std::vector<TableQuery> tables_;  // of defineTable()/join(), in text order  // subqueries `{ ...
@@ -2005,6 +2023,23 @@ Result<std::string> BindParameters(std::string_view text,
   out.append(text.substr(at));
   return out;
 }
+
+Result<std::string> BindTimeRange(std::string_view text, const TimeRange& range) {
+  Parser p(text);
+  auto parsed = p.Parse();
+  if (!parsed.ok()) return parsed.status();
+  std::string out;
+  size_t at = 0;
+  for (const Parser::TimeCall& call : p.TimeCalls()) {
+    out.append(text.substr(at, call.begin - at));
+    out += std::to_string(call.is_end ? range.end_ms : range.start_ms);
+    at = call.end;
+  }
+  out.append(text.substr(at));
+  return out;
+}
+
+bool UsesTimeRange(const CompiledQuery& q) { return q.uses_time_range; }
 
 bool functions::ParseArgumentValue(std::string_view text, ArgValue* out) {
   Parser p(text);

@@ -1418,6 +1418,26 @@ TEST(ParserSyntaxTest, NegatedFilteringSteps) {
             "'|' but found 'b' at position 38");
 }
 
+TEST(ParserSyntaxTest, StartAndEndBindTheTimeRange) {
+  EXPECT_TRUE(UsesTimeRange(*MustCompile("x := end() - @timestamp")));
+  EXPECT_TRUE(UsesTimeRange(*MustCompile("test(@timestamp > start())")));
+  EXPECT_FALSE(UsesTimeRange(*MustCompile("x := \"end()\" | y := now()")));
+  const TimeRange range{1000, 5000};
+  EXPECT_EQ(*BindTimeRange("x := end() - @timestamp | y := start ( ) | z := \"end()\"", range),
+            "x := 5000 - @timestamp | y := 1000 | z := \"end()\"");
+  EXPECT_EQ(*BindTimeRange("isOld := (end()-@timestamp) > 1000", range),
+            "isOld := (5000-@timestamp) > 1000");
+  // A name that is both an expression and a pipeline function is bound where it parsed as the
+  // expression; the bound text compiles without start()/end().
+  auto bound = BindTimeRange("e := end() | test(end() > start())", range);
+  ASSERT_TRUE(bound.ok());
+  EXPECT_EQ(*bound, "e := 5000 | test(5000 > 1000)");
+  EXPECT_FALSE(UsesTimeRange(*MustCompile(*bound)));
+  EXPECT_FALSE(BindTimeRange("x := end(", range).ok());
+  EXPECT_EQ(ParseError("x := end(1)"),
+            "wrong number of arguments for end(): expected 0, got 1 at position 5");
+}
+
 TEST(ParserSyntaxTest, AssignAggregates) {
   // `name := f(...)` is f(..., as=name) for aggregates and functions with as=.
   EXPECT_EQ(Stages("c := count()"), "agg/none {count( as c)}");

@@ -68,6 +68,8 @@
   X(kExprDuration)                                                            \
   X(kExprGetField)                                                            \
   X(kExprFormatDuration)                                                      \
+  X(kExprStart)                                                               \
+  X(kExprEnd)                                                                 \
   X(kStdDev)                                                                  \
   X(kRange)                                                                   \
   X(kCollect)                                                                 \
