@@ -15,7 +15,8 @@
 // math.cc, kText* text.cc, kTime* time.cc, sankey sankey.cc, formatDuration format_duration.cc,
 // eventSize event_size.cc, subnet subnet.cc, tokenHash token_hash.cc, kCrypto* crypto.cc,
 // arrayExists array_exists.cc, round round.cc, session
-// session.cc, sample sample.cc.
+// session.cc, sample sample.cc,
+// eventFieldCount event_field_count.cc.
 #define SEDIMENT_QUERY_FUNCTIONS(X)                                           \
   X(kIn)          /* in.cc */                                                 \
   X(kWildcard)    /* wildcard.cc */                                           \
@@ -167,7 +168,8 @@
   X(kArrayExists)                                                             \
   X(kRound)                                                                   \
   X(kSession)                                                                 \
-  X(kSample)
+  X(kSample)                                                                  \
+  X(kEventFieldCount)
 
 namespace sediment::query::functions {
 #define SEDIMENT_QUERY_DECLARE_FUNCTION(f) extern const Function f;
