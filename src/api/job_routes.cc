@@ -90,6 +90,10 @@ http::Response CreateJob(QueryJobs& jobs, const Global* global, const std::strin
   auto compiled = query::Compile(body.query_string, &files);
   if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
   auto range = query::ParseTimeRange(body.start, body.end, now_ms);
+  if (auto interval = query::QueryTimeInterval(**compiled)) {  // setTimeInterval() overrides
+    if (body.live) return http::JsonError(400, std::string(kTimeIntervalInLiveQuery));
+    range = query::ParseTimeRange(interval->first, interval->second, now_ms);
+  }
   if (!range.ok()) return http::JsonError(400, range.status().message());
   if (query::UsesTimeRange(**compiled)) {
     if (body.live) return http::JsonError(400, std::string(kTimeRangeInLiveQuery));

@@ -80,8 +80,14 @@ http::Response QueryRoutes::HandleQuery(const http::Request& req, const std::str
   if (body.live && query::UsesTimeRange(**compiled)) {
     return http::JsonError(400, std::string(kTimeRangeInLiveQuery));
   }
+  if (body.live && query::QueryTimeInterval(**compiled)) {
+    return http::JsonError(400, std::string(kTimeIntervalInLiveQuery));
+  }
   if (body.live) return api::StreamLiveQuery(*this, req, repo, body, *compiled);
   auto range = query::ParseTimeRange(body.start, body.end, clock->NowMillis());
+  if (auto interval = query::QueryTimeInterval(**compiled)) {  // setTimeInterval() overrides
+    range = query::ParseTimeRange(interval->first, interval->second, clock->NowMillis());
+  }
   if (!range.ok()) return http::JsonError(400, range.status().message());
   if (query::UsesTimeRange(**compiled)) {
     // start()/end(): the range's numbers go into the text, which is what runs here and on the

@@ -144,6 +144,7 @@ class Parser {
                                   [](const Stage& st) { return st.IsAggregate(); });
     q->tables = std::move(tables_);
     q->uses_time_range = !time_calls_.empty();
+    q->time_interval = std::move(time_interval_);
     return std::shared_ptr<const CompiledQuery>(std::move(q));
   }
 
@@ -501,6 +502,16 @@ class Parser {
           if (!ParseFunctionStage(*fn, start, &st) || !CheckTables(&st)) return false;
           // defineTable() is no stage: its table is the query's (CompiledQuery::tables).
           if (st.table_query != nullptr && st.kind == Stage::Kind::kFilter) return true;
+          // setTimeInterval() is no stage either: its range is the query's.
+          if (st.time_interval) {
+            if (!stages->empty() || *leading || subquery_depth_ > 0 || InCase() || time_interval_ ||
+                !tables_.empty()) {
+              Error(start, "setTimeInterval() must be the first step of the query");
+              return false;
+            }
+            time_interval_ = std::move(st.time_interval);
+            return true;
+          }
           SkipWs();
           // regex(...) followed by `and`/`or`/another filter is a filter (ParsePrimary).
           if (!IsRegexFunction(*fn)) return add_stage(std::move(st));
@@ -1993,6 +2004,7 @@ class Parser {
   const std::map<std::string, std::string>* arguments_ = nullptr;
   std::vector<Parameter> parameters_;
   std::vector<TimeCall> time_calls_;
+  std::optional<std::pair<std::string, std::string>> time_interval_;  // setTimeInterval()
   int case_depth_ = 0;
   int subquery_depth_ = 0;
   std::vector<TableQuery> tables_;  // of defineTable()/join(), in text order  // subqueries `{ ...
@@ -2040,6 +2052,10 @@ Result<std::string> BindTimeRange(std::string_view text, const TimeRange& range)
 }
 
 bool UsesTimeRange(const CompiledQuery& q) { return q.uses_time_range; }
+
+std::optional<std::pair<std::string, std::string>> QueryTimeInterval(const CompiledQuery& q) {
+  return q.time_interval;
+}
 
 bool functions::ParseArgumentValue(std::string_view text, ArgValue* out) {
   Parser p(text);

@@ -1438,6 +1438,23 @@ TEST(ParserSyntaxTest, StartAndEndBindTheTimeRange) {
             "wrong number of arguments for end(): expected 0, got 1 at position 5");
 }
 
+TEST(ParserSyntaxTest, SetTimeIntervalIsTheQuerysRange) {
+  auto q = MustCompile("setTimeInterval(start=7d, end=1d) | a | count()");
+  ASSERT_TRUE(QueryTimeInterval(*q).has_value());
+  EXPECT_EQ(*QueryTimeInterval(*q), std::make_pair(std::string("7d"), std::string("1d")));
+  ASSERT_EQ(q->stages.size(), 1u);  // no stage of its own; `a` is the leading filter
+  EXPECT_EQ(*QueryTimeInterval(*MustCompile("setTimeInterval(1h)")),
+            std::make_pair(std::string("1h"), std::string("now")));
+  EXPECT_FALSE(QueryTimeInterval(*MustCompile("a | count()")).has_value());
+  EXPECT_EQ(ParseError("a | setTimeInterval(1h)"),
+            "setTimeInterval() must be the first step of the query at position 4");
+  EXPECT_EQ(ParseError("setTimeInterval(1h) | setTimeInterval(2h)"),
+            "setTimeInterval() must be the first step of the query at position 22");
+  EXPECT_EQ(ParseError("groupBy(a, function={setTimeInterval(1h) | count()})")
+                .find("setTimeInterval() must be the first step of the query"),
+            0u);
+}
+
 TEST(ParserSyntaxTest, AssignAggregates) {
   // `name := f(...)` is f(..., as=name) for aggregates and functions with as=.
   EXPECT_EQ(Stages("c := count()"), "agg/none {count( as c)}");

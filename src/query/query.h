@@ -55,6 +55,9 @@ Result<std::string> BindParameters(std::string_view text,
 Result<std::string> BindTimeRange(std::string_view text, const TimeRange& range);
 // Whether `q` calls start()/end() (then its text must go through BindTimeRange before it runs).
 bool UsesTimeRange(const CompiledQuery& q);
+// The start and end (as written) that `q` sets with setTimeInterval(), if it does: they override
+// the range the query is run with (resolve them with ParseTimeRange).
+std::optional<std::pair<std::string, std::string>> QueryTimeInterval(const CompiledQuery& q);
 
 struct SegmentSource {
   // How the file is opened: the node's SegmentStore, or a DirectorySegmentOpener in tools and

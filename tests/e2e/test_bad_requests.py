@@ -150,6 +150,12 @@ CASES = [
     Case("queryjob-live-start", QUERY + "jobs",
          json.dumps({"queryString": "test(@timestamp > start())", "isLive": True}),
          error="start\\(\\).*live", auth=QA),
+    Case("query-live-set-time-interval", QUERY,
+         json.dumps({"queryString": "setTimeInterval(start=1h) | x", "isLive": True}),
+         error="setTimeInterval\\(\\).*live", auth=QA),
+    Case("queryjob-live-set-time-interval", QUERY + "jobs",
+         json.dumps({"queryString": "setTimeInterval(1h)", "isLive": True}),
+         error="setTimeInterval\\(\\).*live", auth=QA),
     Case("query-unknown-table", QUERY, json.dumps({"queryString": "x | match(table=t, field=a)"}),
          error="unknown table 't'.*position 4", auth=QA),
 ]

@@ -16,7 +16,8 @@
 // eventSize event_size.cc, subnet subnet.cc, tokenHash token_hash.cc, kCrypto* crypto.cc,
 // arrayExists array_exists.cc, round round.cc, session
 // session.cc, sample sample.cc,
-// eventFieldCount event_field_count.cc.
+// eventFieldCount event_field_count.cc, setTimeInterval
+// set_time_interval.cc.
 #define SEDIMENT_QUERY_FUNCTIONS(X)                                           \
   X(kIn)          /* in.cc */                                                 \
   X(kWildcard)    /* wildcard.cc */                                           \
@@ -169,7 +170,8 @@
   X(kRound)                                                                   \
   X(kSession)                                                                 \
   X(kSample)                                                                  \
-  X(kEventFieldCount)
+  X(kEventFieldCount)                                                         \
+  X(kSetTimeInterval)
 
 namespace sediment::query::functions {
 #define SEDIMENT_QUERY_DECLARE_FUNCTION(f) extern const Function f;
