@@ -85,12 +85,24 @@ std::string PollJson(const JobView& v) {
 }
 
 http::Response CreateJob(QueryJobs& jobs, const Global* global, const std::string& repo,
-                         const QueryRequestBody& body, int64_t now_ms) {
+                         QueryRequestBody body, int64_t now_ms) {
   const coordinator::GlobalLookupFiles files(global, repo);
   auto compiled = query::Compile(body.query_string, &files);
   if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
   auto range = query::ParseTimeRange(body.start, body.end, now_ms);
+  if (auto interval = query::QueryTimeInterval(**compiled)) {  // setTimeInterval() overrides
+    if (body.live) return http::JsonError(400, std::string(kTimeIntervalInLiveQuery));
+    range = query::ParseTimeRange(interval->first, interval->second, now_ms);
+  }
   if (!range.ok()) return http::JsonError(400, range.status().message());
+  if (query::UsesTimeRange(**compiled)) {
+    if (body.live) return http::JsonError(400, std::string(kTimeRangeInLiveQuery));
+    auto bound = query::BindTimeRange(body.query_string, *range);
+    if (!bound.ok()) return http::JsonError(400, bound.status().message());
+    body.query_string = std::move(*bound);
+    compiled = query::Compile(body.query_string, &files);
+    if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
+  }
   if (body.live && !query::QueryTables(**compiled).empty()) {
     return http::JsonError(400, query::QueryTables(**compiled)[0].function +
                                     "() cannot run in a live query (its subquery runs once, "

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "api/node.h"
 
@@ -18,6 +19,17 @@ struct QueryRequestBody {
   std::string start, end;  // as given (a number becomes its decimal text); empty = absent
   bool live = false;
 };
+// The 400 message for a live query calling start()/end(): its time range moves, so no one number
+// stands for them.
+inline constexpr std::string_view kTimeRangeInLiveQuery =
+    "start() and end() cannot be used in a live query (its time range moves): run it as a "
+    "static query";
+
+// The 400 message for a live query calling setTimeInterval(): a live query runs up to now.
+inline constexpr std::string_view kTimeIntervalInLiveQuery =
+    "setTimeInterval() cannot be used in a live query (it runs over a window up to now): run it "
+    "as a static query";
+
 // Parses `body`; the 400 response to send when it is not a valid query body.
 std::optional<http::Response> ParseQueryRequest(const std::string& body, QueryRequestBody* out);
 

@@ -77,9 +77,27 @@ http::Response QueryRoutes::HandleQuery(const http::Request& req, const std::str
                                     "() cannot run in a live query (its subquery runs once, "
                                     "before the query)");
   }
+  if (body.live && query::UsesTimeRange(**compiled)) {
+    return http::JsonError(400, std::string(kTimeRangeInLiveQuery));
+  }
+  if (body.live && query::QueryTimeInterval(**compiled)) {
+    return http::JsonError(400, std::string(kTimeIntervalInLiveQuery));
+  }
   if (body.live) return api::StreamLiveQuery(*this, req, repo, body, *compiled);
   auto range = query::ParseTimeRange(body.start, body.end, clock->NowMillis());
+  if (auto interval = query::QueryTimeInterval(**compiled)) {  // setTimeInterval() overrides
+    range = query::ParseTimeRange(interval->first, interval->second, clock->NowMillis());
+  }
   if (!range.ok()) return http::JsonError(400, range.status().message());
+  if (query::UsesTimeRange(**compiled)) {
+    // start()/end(): the range's numbers go into the text, which is what runs here and on the
+    // other nodes.
+    auto bound = query::BindTimeRange(body.query_string, *range);
+    if (!bound.ok()) return http::JsonError(400, bound.status().message());
+    body.query_string = std::move(*bound);
+    compiled = query::Compile(body.query_string, &files);
+    if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
+  }
   std::unique_ptr<coordinator::QueryAdmission::Ticket> ticket;  // held until the answer is built
   if (query_admission != nullptr) {
     auto admitted = query_admission->TryAdmit();

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -241,6 +242,10 @@ struct Stage {
   // tables; a defineTable() step is no stage of its own).
   std::shared_ptr<const TableQuery> table_query;
   std::string table;  // kMatch: the defineTable()/join() table it reads ("": a lookup file)
+  // setTimeInterval(start, end): the time range the query sets for itself, as written (time
+  // bounds that ParseTimeBound reads). The parser moves it to CompiledQuery::time_interval; the
+  // step is no stage of its own.
+  std::optional<std::pair<std::string, std::string>> time_interval;
   std::vector<std::string> fields;  // kDrop/kSelect/kTable columns; kSort keys; group keys
                                     // (kGroupBy/kTop; kBucket: the series field, if any)
   int64_t limit = 200;              // kHead/kTail/kSort/kTable rows; kGroupBy groups; kTop rows;
@@ -284,6 +289,10 @@ struct Stage {
   std::string top_sum;       // kTop: sum this field instead of counting
   bool top_percent = false;  // kTop: add `percent`
 
+  // A per-record stage written `!f(...)` (a Function::negatable one): the stage runs on a copy
+  // of the record, which passes unchanged exactly when the stage would have dropped it.
+  bool negate = false;
+
   bool IsTransform() const { return kind < Kind::kHead; }
   bool IsAggregate() const {
     return kind == Kind::kAggregate || kind == Kind::kSort || kind == Kind::kTable;
@@ -313,6 +322,13 @@ class CompiledQuery {
   FilterPtr filter;  // never null (kTrue for an empty filter)
   std::vector<Stage> stages;
   bool is_aggregate = false;  // some stage IsAggregate()
+  // The text calls start() or end() (the query's time range) in an expression. Such a query
+  // cannot execute as compiled (Execute refuses it with FailedPrecondition): the caller binds
+  // the range into the text first (BindTimeRange, query.h) and compiles that.
+  bool uses_time_range = false;
+  // setTimeInterval(start, end) (its first step): the range the query sets, overriding the one
+  // it is run with; the caller resolves it (ParseTimeRange) before running the query.
+  std::optional<std::pair<std::string, std::string>> time_interval;
 };
 
 // Lower-cased literals that every event matching `filter` contains (case-insensitively) in its

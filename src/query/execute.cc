@@ -276,8 +276,14 @@ void Eval(const FilterNode& node, const BlockView& v, const Mask& cand, Mask* ou
 // ---- the pipeline around the scan ----
 
 // FailedPrecondition when the query's defineTable()/join() tables are not bound (a coordinator
-// runs their subqueries first and compiles the query again with their results).
+// runs their subqueries first and compiles the query again with their results), or when it
+// calls start()/end() (see CompiledQuery::uses_time_range).
 Status CheckTablesBound(const CompiledQuery& q) {
+  if (q.uses_time_range) {
+    return Status::FailedPrecondition(
+        "start()/end() need the query's time range bound into the query text (BindTimeRange); "
+        "the query cannot run as compiled");
+  }
   if (q.tables.empty() || q.tables_bound) return Status::OK();
   return Status::FailedPrecondition(q.tables[0].function +
                                     "(): its subquery must run first (the query's coordinator "

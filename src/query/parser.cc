@@ -106,6 +106,21 @@ class Parser {
     size_t begin = 0, end = 0;
     std::string value;
   };
+  // A call of start() or end() in an expression at [begin, end) of the text.
+  struct TimeCall {
+    size_t begin = 0, end = 0;
+    bool is_end = false;
+  };
+  // The start()/end() calls parsed (after a successful Parse), in text order.
+  std::vector<TimeCall> TimeCalls() const {
+    std::vector<TimeCall> out = time_calls_;
+    std::sort(out.begin(), out.end(),
+              [](const TimeCall& a, const TimeCall& b) { return a.begin < b.begin; });
+    out.erase(std::unique(out.begin(), out.end(),
+                          [](const TimeCall& a, const TimeCall& b) { return a.begin == b.begin; }),
+              out.end());
+    return out;
+  }
   // The parameters parsed (after a successful Parse), in text order, each once.
   std::vector<Parameter> Parameters() const {
     std::vector<Parameter> out = parameters_;
@@ -128,6 +143,8 @@ class Parser {
     q->is_aggregate = std::any_of(q->stages.begin(), q->stages.end(),
                                   [](const Stage& st) { return st.IsAggregate(); });
     q->tables = std::move(tables_);
+    q->uses_time_range = !time_calls_.empty();
+    q->time_interval = std::move(time_interval_);
     return std::shared_ptr<const CompiledQuery>(std::move(q));
   }
 
@@ -458,6 +475,11 @@ class Parser {
       if (!ParseMatch(target, start, &st)) return false;
       return add_stage(std::move(st));
     }
+    if (c == '!' && Peek(1) != '=') {
+      bool negated = false;
+      if (!ParseNegatedStep(start, &negated, add_stage)) return false;
+      if (negated) return true;
+    }
     if (IsIdentStart(c)) {
       size_t e = FunctionNameEnd(start);
       std::string name(s_.substr(start, e - start));
@@ -480,6 +502,16 @@ class Parser {
           if (!ParseFunctionStage(*fn, start, &st) || !CheckTables(&st)) return false;
           // defineTable() is no stage: its table is the query's (CompiledQuery::tables).
           if (st.table_query != nullptr && st.kind == Stage::Kind::kFilter) return true;
+          // setTimeInterval() is no stage either: its range is the query's.
+          if (st.time_interval) {
+            if (!stages->empty() || *leading || subquery_depth_ > 0 || InCase() || time_interval_ ||
+                !tables_.empty()) {
+              Error(start, "setTimeInterval() must be the first step of the query");
+              return false;
+            }
+            time_interval_ = std::move(st.time_interval);
+            return true;
+          }
           SkipWs();
           // regex(...) followed by `and`/`or`/another filter is a filter (ParsePrimary).
           if (!IsRegexFunction(*fn)) return add_stage(std::move(st));
@@ -538,6 +570,45 @@ class Parser {
       add_stage(std::move(st));
     }
     return true;
+  }
+
+  // `!f(...)` at `start` (pos_ there) as a whole step, f a pipeline function that is neither a
+  // filter nor regex() (those are negated filters: ParseNot): when f is negatable, the step is
+  // f's stage with Stage::negate (*negated set, the stage passed to `add`); when f is another
+  // pipeline function, an error naming it. Otherwise (no such call there) pos_ is unchanged and
+  // the step is parsed as a filter.
+  template <typename Add>
+  bool ParseNegatedStep(size_t start, bool* negated, Add&& add) {
+    const size_t name_at = SkipWsFrom(start + 1);
+    if (name_at >= s_.size() || !IsIdentStart(s_[name_at])) return true;
+    const size_t e = FunctionNameEnd(name_at);
+    const std::string name(s_.substr(name_at, e - name_at));
+    const size_t k = SkipWsFrom(e);
+    if (k >= s_.size() || s_[k] != '(' || IsKeyword(name)) return true;
+    const functions::Function* fn = functions::FindPipelineFunction(name);
+    if (fn == nullptr || fn->kind == functions::Kind::kFilter || IsRegexFunction(*fn)) return true;
+    if (!fn->negatable) {
+      Error(start, std::string(fn->name) +
+                       "() cannot be negated with '!': it is not a function that filters");
+      return false;
+    }
+    pos_ = k + 1;
+    Stage st;
+    if (!ParseFunctionStage(*fn, name_at, &st) || !CheckTables(&st)) return false;
+    if (st.kind == Stage::Kind::kMatch && !st.strict) {
+      Error(start, "a negated match() must be strict: with strict=false it drops no event");
+      return false;
+    }
+    SkipWs();
+    if (!AtStepEnd()) {
+      Error(pos_, "a negated function call '!" + name +
+                      "(...)' must be a step of its own: " + "expected '|' but found " + Found());
+      return false;
+    }
+    st.position = start;
+    st.negate = true;
+    *negated = true;
+    return add(std::move(st));
   }
 
   // Appends to *out the regex leaves of `f` with named groups, in order; false (an error
@@ -1922,6 +1993,7 @@ class Parser {
                        ", got " + std::to_string(n));
       return nullptr;
     }
+    if (fname == "start" || fname == "end") time_calls_.push_back({start, pos_, fname == "end"});
     return MakeExpr(Expr::Kind::kCall, fname, start, std::move(args));
   }
 
@@ -1931,6 +2003,8 @@ class Parser {
   // parameter occurs with the value it got.
   const std::map<std::string, std::string>* arguments_ = nullptr;
   std::vector<Parameter> parameters_;
+  std::vector<TimeCall> time_calls_;
+  std::optional<std::pair<std::string, std::string>> time_interval_;  // setTimeInterval()
   int case_depth_ = 0;
   int subquery_depth_ = 0;
   std::vector<TableQuery> tables_;  // of defineTable()/join(), in text order  // subqueries `{ ...
@@ -1960,6 +2034,27 @@ Result<std::string> BindParameters(std::string_view text,
   }
   out.append(text.substr(at));
   return out;
+}
+
+Result<std::string> BindTimeRange(std::string_view text, const TimeRange& range) {
+  Parser p(text);
+  auto parsed = p.Parse();
+  if (!parsed.ok()) return parsed.status();
+  std::string out;
+  size_t at = 0;
+  for (const Parser::TimeCall& call : p.TimeCalls()) {
+    out.append(text.substr(at, call.begin - at));
+    out += std::to_string(call.is_end ? range.end_ms : range.start_ms);
+    at = call.end;
+  }
+  out.append(text.substr(at));
+  return out;
+}
+
+bool UsesTimeRange(const CompiledQuery& q) { return q.uses_time_range; }
+
+std::optional<std::pair<std::string, std::string>> QueryTimeInterval(const CompiledQuery& q) {
+  return q.time_interval;
 }
 
 bool functions::ParseArgumentValue(std::string_view text, ArgValue* out) {

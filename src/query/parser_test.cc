@@ -1397,6 +1397,64 @@ TEST(ParserSyntaxTest, NamespacedFunctionNames) {
   EXPECT_EQ(Parsed("text:foo"), R"((text "text:foo"))");
 }
 
+TEST(ParserSyntaxTest, NegatedFilteringSteps) {
+  // `!f(...)` as a step: f's stage, negated.
+  auto q = MustCompile("a | !text:startsWith(string=p, substring=\"x\")");
+  ASSERT_EQ(q->stages.size(), 1u);
+  EXPECT_TRUE(q->stages[0].negate);
+  EXPECT_EQ(q->stages[0].position, 4u);
+  q = MustCompile("! array:contains(\"a[]\", value=x) | count()");
+  ASSERT_EQ(q->stages.size(), 2u);
+  EXPECT_TRUE(q->stages[0].negate);
+  EXPECT_FALSE(q->stages[1].negate);
+  EXPECT_FALSE(MustCompile("array:contains(\"a[]\", value=x)")->stages[0].negate);
+  // Negated filters stay filters.
+  EXPECT_EQ(Parsed("!in(f, values=[a])"), R"((not (eq "f" "a")))");
+  EXPECT_EQ(ParseError("a | !lowercase(x)"),
+            "lowercase() cannot be negated with '!': it is not a function that filters at "
+            "position 4");
+  EXPECT_EQ(ParseError("!text:contains(string=p, substring=x) b"),
+            "a negated function call '!text:contains(...)' must be a step of its own: expected "
+            "'|' but found 'b' at position 38");
+}
+
+TEST(ParserSyntaxTest, StartAndEndBindTheTimeRange) {
+  EXPECT_TRUE(UsesTimeRange(*MustCompile("x := end() - @timestamp")));
+  EXPECT_TRUE(UsesTimeRange(*MustCompile("test(@timestamp > start())")));
+  EXPECT_FALSE(UsesTimeRange(*MustCompile("x := \"end()\" | y := now()")));
+  const TimeRange range{1000, 5000};
+  EXPECT_EQ(*BindTimeRange("x := end() - @timestamp | y := start ( ) | z := \"end()\"", range),
+            "x := 5000 - @timestamp | y := 1000 | z := \"end()\"");
+  EXPECT_EQ(*BindTimeRange("isOld := (end()-@timestamp) > 1000", range),
+            "isOld := (5000-@timestamp) > 1000");
+  // A name that is both an expression and a pipeline function is bound where it parsed as the
+  // expression; the bound text compiles without start()/end().
+  auto bound = BindTimeRange("e := end() | test(end() > start())", range);
+  ASSERT_TRUE(bound.ok());
+  EXPECT_EQ(*bound, "e := 5000 | test(5000 > 1000)");
+  EXPECT_FALSE(UsesTimeRange(*MustCompile(*bound)));
+  EXPECT_FALSE(BindTimeRange("x := end(", range).ok());
+  EXPECT_EQ(ParseError("x := end(1)"),
+            "wrong number of arguments for end(): expected 0, got 1 at position 5");
+}
+
+TEST(ParserSyntaxTest, SetTimeIntervalIsTheQuerysRange) {
+  auto q = MustCompile("setTimeInterval(start=7d, end=1d) | a | count()");
+  ASSERT_TRUE(QueryTimeInterval(*q).has_value());
+  EXPECT_EQ(*QueryTimeInterval(*q), std::make_pair(std::string("7d"), std::string("1d")));
+  ASSERT_EQ(q->stages.size(), 1u);  // no stage of its own; `a` is the leading filter
+  EXPECT_EQ(*QueryTimeInterval(*MustCompile("setTimeInterval(1h)")),
+            std::make_pair(std::string("1h"), std::string("now")));
+  EXPECT_FALSE(QueryTimeInterval(*MustCompile("a | count()")).has_value());
+  EXPECT_EQ(ParseError("a | setTimeInterval(1h)"),
+            "setTimeInterval() must be the first step of the query at position 4");
+  EXPECT_EQ(ParseError("setTimeInterval(1h) | setTimeInterval(2h)"),
+            "setTimeInterval() must be the first step of the query at position 22");
+  EXPECT_EQ(ParseError("groupBy(a, function={setTimeInterval(1h) | count()})")
+                .find("setTimeInterval() must be the first step of the query"),
+            0u);
+}
+
 TEST(ParserSyntaxTest, AssignAggregates) {
   // `name := f(...)` is f(..., as=name) for aggregates and functions with as=.
   EXPECT_EQ(Stages("c := count()"), "agg/none {count( as c)}");

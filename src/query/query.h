@@ -48,6 +48,17 @@ Result<std::shared_ptr<const CompiledQuery>> Compile(std::string_view text);
 Result<std::string> BindParameters(std::string_view text,
                                    const std::map<std::string, std::string>& arguments);
 
+// `text` with every start() and end() of its expressions replaced by the number of milliseconds
+// of `range`'s start and end (both ms since the epoch). Compile's error when `text` does not
+// parse. A query whose CompiledQuery::uses_time_range is set must be bound so before it runs;
+// the result is what a coordinator sends to other nodes.
+Result<std::string> BindTimeRange(std::string_view text, const TimeRange& range);
+// Whether `q` calls start()/end() (then its text must go through BindTimeRange before it runs).
+bool UsesTimeRange(const CompiledQuery& q);
+// The start and end (as written) that `q` sets with setTimeInterval(), if it does: they override
+// the range the query is run with (resolve them with ParseTimeRange).
+std::optional<std::pair<std::string, std::string>> QueryTimeInterval(const CompiledQuery& q);
+
 struct SegmentSource {
   // How the file is opened: the node's SegmentStore, or a DirectorySegmentOpener in tools and
   // tests. Not owned; must outlive the query.

@@ -158,6 +158,19 @@ std::string Matches(std::string_view q, const ScanInput& in) {
   return out;
 }
 
+TEST(EvalTest, StartAndEndMustBeBoundBeforeTheQueryRuns) {
+  auto q = Compile("x := end() - @timestamp");
+  ASSERT_TRUE(q.ok());
+  auto ran = Execute(Env::Default(), **q, TimeRange{0, 1}, ScanInput{});
+  ASSERT_FALSE(ran.ok());
+  EXPECT_EQ(ran.status().code(), StatusCode::kFailedPrecondition);
+  auto bound = BindTimeRange((*q)->text, TimeRange{0, 1});
+  ASSERT_TRUE(bound.ok());
+  auto b = Compile(*bound);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(Execute(Env::Default(), **b, TimeRange{0, 1}, ScanInput{}).ok());
+}
+
 TEST(EvalTest, FilterTable) {
   ScanInput in = SampleInput();
   struct Case {

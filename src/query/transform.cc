@@ -472,6 +472,7 @@ enum class Fn {
   kFormatTime,
   kDuration,
   kGetField,
+  kFormatDuration,
 };
 
 Fn LookupFn(std::string_view name) {
@@ -495,6 +496,7 @@ Fn LookupFn(std::string_view name) {
       {"formattime", Fn::kFormatTime},
       {"duration", Fn::kDuration},
       {"getfield", Fn::kGetField},
+      {"formatduration", Fn::kFormatDuration},
   };
   for (const auto& [n, f] : kFns) {
     if (n == name) return f;
@@ -608,6 +610,13 @@ Val EvalCall(const Expr& e, const Record& r) {
       std::optional<int64_t> ms = functions::ParseSpan(a.Text(&buf));
       if (!ms) return Val();
       return Val::Int(*ms);
+    }
+    case Fn::kFormatDuration: {
+      // formatDuration(ms): as the formatDuration() step with its defaults.
+      if (n != 1) return Val();
+      std::optional<int64_t> ms = IntArg(arg(0));
+      if (!ms) return Val();
+      return Val::Owned(functions::FormatDurationMs(*ms));
     }
     case Fn::kGetField: {
       // getField(name): the value of the field whose name is the argument's value.
@@ -749,7 +758,9 @@ bool EmitsOneOrNone(const Stage& st) {
   return st.IsTransform() && st.kind != SK::kCase && st.kind != SK::kSplit;
 }
 
-bool ApplyTransformInPlace(const Stage& st, Record& r) {
+namespace {
+
+bool ApplyOne(const Stage& st, Record& r) {
   switch (st.kind) {
     case SK::kFilter:
       return !st.filter || Matches(*st.filter, r);
@@ -809,6 +820,16 @@ bool ApplyTransformInPlace(const Stage& st, Record& r) {
       // kCase and kSplit go through ApplyTransform; not a transform: the record passes unchanged.
       return true;
   }
+}
+
+}  // namespace
+
+bool ApplyTransformInPlace(const Stage& st, Record& r) {
+  if (st.negate) {
+    Record copy = r;
+    return !ApplyOne(st, copy);
+  }
+  return ApplyOne(st, r);
 }
 
 void ApplyTransform(const Stage& st, Record&& r, std::vector<Record>* out) {

@@ -528,6 +528,17 @@ TEST(EvaluateTest, DurationAndGetField) {
   EXPECT_EQ(Evaluate(*Call("getfield", {F("nosuch")}), r), std::nullopt);
 }
 
+TEST(EvaluateTest, FormatDuration) {
+  OneEvent ev("raw", {{"ms", "90061001"}, {"text", "soon"}});
+  Record r = ev.Get();
+  // 1 d + 1 h + 1 m + 1 s + 1 ms.
+  EXPECT_EQ(Evaluate(*Call("formatduration", {F("ms")}), r), Str("1d1h1m1s1ms"));
+  EXPECT_EQ(Evaluate(*Call("formatduration", {N("0")}), r), Str("0ms"));
+  EXPECT_EQ(Evaluate(*Call("formatduration", {N("-1500")}), r), Str("-1s500ms"));
+  EXPECT_EQ(Evaluate(*Call("formatduration", {F("text")}), r), std::nullopt);
+  EXPECT_EQ(Evaluate(*Call("formatduration", {F("nosuch")}), r), std::nullopt);
+}
+
 // ---- FormatTime ----
 
 TEST(FormatTimeTest, Conversions) {
@@ -635,6 +646,20 @@ Stage RegexStage(const std::string& re, std::vector<std::string> groups, bool st
   st.strict = strict;
   st.field = std::move(field);
   return st;
+}
+
+TEST(TransformTest, NegatedStageKeepsExactlyTheDroppedRecordsUnchanged) {
+  OneEvent ev("GET /index.html 200 12ms");
+  Stage st = RegexStage(R"((?P<method>[A-Z]+) )", {"method"});
+  st.negate = true;
+  // The regex matches: the negated stage drops the record.
+  EXPECT_TRUE(Apply(st, ev.Get()).empty());
+  // It does not match: the record passes without the stage's fields.
+  OneEvent other("get lower case only");
+  std::vector<Record> out = Apply(st, other.Get());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_FALSE(out[0].Has("method"));
+  EXPECT_EQ(out[0].key(), other.Get().key());
 }
 
 TEST(TransformTest, RegexExtractsNamedGroups) {

@@ -144,6 +144,18 @@ CASES = [
                      "isLive": True}), error="defineTable.*live", auth=QA),
     Case("queryjob-live-join", QUERY + "jobs", json.dumps({"queryString": "join({x}, field=a)", "isLive": True}),
          error="join.*live", auth=QA),
+    # start()/end() stand for the query's time range, which moves in a live query.
+    Case("query-live-end", QUERY, json.dumps({"queryString": "x := end()", "isLive": True}),
+         error="end\\(\\).*live", auth=QA),
+    Case("queryjob-live-start", QUERY + "jobs",
+         json.dumps({"queryString": "test(@timestamp > start())", "isLive": True}),
+         error="start\\(\\).*live", auth=QA),
+    Case("query-live-set-time-interval", QUERY,
+         json.dumps({"queryString": "setTimeInterval(start=1h) | x", "isLive": True}),
+         error="setTimeInterval\\(\\).*live", auth=QA),
+    Case("queryjob-live-set-time-interval", QUERY + "jobs",
+         json.dumps({"queryString": "setTimeInterval(1h)", "isLive": True}),
+         error="setTimeInterval\\(\\).*live", auth=QA),
     Case("query-unknown-table", QUERY, json.dumps({"queryString": "x | match(table=t, field=a)"}),
          error="unknown table 't'.*position 4", auth=QA),
 ]

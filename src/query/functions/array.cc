@@ -320,6 +320,7 @@ const Function kArrayContains = {
     .params = kContainsParams,
     .doc = "keeps events whose array holds the value",
     .stage = &BuildContains,
+    .negatable = true,
 };
 const Function kArrayRegex = {
     .name = "array:regex",
@@ -327,6 +328,7 @@ const Function kArrayRegex = {
     .params = kRegexParams,
     .doc = "keeps events with an array element the regex matches",
     .stage = &BuildRegex,
+    .negatable = true,
 };
 const Function kArrayLength = {
     .name = "array:length",

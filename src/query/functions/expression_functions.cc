@@ -34,6 +34,11 @@ SEDIMENT_EXPR_FUNCTION(kExprToNumber, "tonumber", 1, 1, "toNumber", "a text as a
 SEDIMENT_EXPR_FUNCTION(kExprNow, "now", 0, 0, nullptr, "the current time in ms")
 SEDIMENT_EXPR_FUNCTION(kExprFormatTime, "formattime", 2, 3, "formatTime", "a time formatted")
 SEDIMENT_EXPR_FUNCTION(kExprDuration, "duration", 1, 1, nullptr, "a time span in milliseconds")
+SEDIMENT_EXPR_FUNCTION(kExprStart, "start", 0, 0, nullptr,
+                       "the start of the query's time range in ms")
+SEDIMENT_EXPR_FUNCTION(kExprEnd, "end", 0, 0, nullptr, "the end of the query's time range in ms")
+SEDIMENT_EXPR_FUNCTION(kExprFormatDuration, "formatduration", 1, 1, "formatDuration",
+                       "a duration in ms as text such as 6h30m52s553ms")
 SEDIMENT_EXPR_FUNCTION(kExprGetField, "getfield", 1, 1, "getField", "the value of a named field")
 
 #undef SEDIMENT_EXPR_FUNCTION

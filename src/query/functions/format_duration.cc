@@ -98,6 +98,8 @@ bool Build(Call& c, Stage* st) {
 
 }  // namespace
 
+std::string FormatDurationMs(int64_t ms) { return Format(ms, /*from=*/4, /*precision=*/0); }
+
 const Function kFormatDuration = {
     .name = "formatDuration",
     .kind = Kind::kTransform,

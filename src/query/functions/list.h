@@ -13,7 +13,11 @@
 // concat_array.cc, lowercase lowercase.cc, upper upper.cc, urlDecode/base64Decode decode.cc,
 // dropEvent drop_event.cc, parseUrl/parseCsv parse_url_csv.cc, parseCEF parse_cef.cc, kMath*
 // math.cc, kText* text.cc, kTime* time.cc, sankey sankey.cc, formatDuration format_duration.cc,
-// eventSize event_size.cc, subnet subnet.cc, tokenHash token_hash.cc.
+// eventSize event_size.cc, subnet subnet.cc, tokenHash token_hash.cc, kCrypto* crypto.cc,
+// arrayExists array_exists.cc, round round.cc, session
+// session.cc, sample sample.cc,
+// eventFieldCount event_field_count.cc, setTimeInterval
+// set_time_interval.cc.
 #define SEDIMENT_QUERY_FUNCTIONS(X)                                           \
   X(kIn)          /* in.cc */                                                 \
   X(kWildcard)    /* wildcard.cc */                                           \
@@ -65,6 +69,9 @@
   X(kExprFormatTime)                                                          \
   X(kExprDuration)                                                            \
   X(kExprGetField)                                                            \
+  X(kExprFormatDuration)                                                      \
+  X(kExprStart)                                                               \
+  X(kExprEnd)                                                                 \
   X(kStdDev)                                                                  \
   X(kRange)                                                                   \
   X(kCollect)                                                                 \
@@ -155,7 +162,16 @@
   X(kFormatDuration)                                                          \
   X(kEventSize)                                                               \
   X(kSubnet)                                                                  \
-  X(kTokenHash)
+  X(kTokenHash)                                                               \
+  X(kCryptoMd5)                                                               \
+  X(kCryptoSha1)                                                              \
+  X(kCryptoSha256)                                                            \
+  X(kArrayExists)                                                             \
+  X(kRound)                                                                   \
+  X(kSession)                                                                 \
+  X(kSample)                                                                  \
+  X(kEventFieldCount)                                                         \
+  X(kSetTimeInterval)
 
 namespace sediment::query::functions {
 #define SEDIMENT_QUERY_DECLARE_FUNCTION(f) extern const Function f;

@@ -105,6 +105,7 @@ const Function kMatch = {
     .params = kMatchParams,
     .doc = "events enriched with the lookup file's row whose column equals the field",
     .stage = &Build,
+    .negatable = true,
 };
 
 }  // namespace sediment::query::functions

@@ -126,6 +126,9 @@ struct Function {
   int min_args = 0;             // kExpression: positional arguments
   int max_args = 0;             // kExpression; -1 = any number
   const char* camel = nullptr;  // kExpression: a camelCase spelling also accepted (toString)
+  // A step that filters (it drops the records it does not match): `!f(...)` as a step of its
+  // own keeps exactly the records f() drops, unchanged (Stage::negate).
+  bool negatable = false;
 };
 
 // Every registered function, in registration order (functions/list.h).

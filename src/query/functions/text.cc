@@ -165,6 +165,7 @@ const Function kTextContains = {
     .params = kMatchParams,
     .doc = "keeps the records whose text contains a substring",
     .stage = &BuildMatch<Match::kContains>,
+    .negatable = true,
 };
 const Function kTextStartsWith = {
     .name = "text:startsWith",
@@ -172,6 +173,7 @@ const Function kTextStartsWith = {
     .params = kMatchParams,
     .doc = "keeps the records whose text starts with a substring",
     .stage = &BuildMatch<Match::kStartsWith>,
+    .negatable = true,
 };
 const Function kTextEndsWith = {
     .name = "text:endsWith",
@@ -179,6 +181,7 @@ const Function kTextEndsWith = {
     .params = kMatchParams,
     .doc = "keeps the records whose text ends with a substring",
     .stage = &BuildMatch<Match::kEndsWith>,
+    .negatable = true,
 };
 
 }  // namespace sediment::query::functions

@@ -47,6 +47,9 @@ int64_t CivilDays(int64_t year, unsigned month, unsigned day);
 std::string MapCaseText(std::string_view s, bool upper);
 // hash.cc: MurmurHash3 (x86, 32 bits) of `data` (hash(), tokenHash()).
 uint32_t Murmur3(std::string_view data, uint32_t seed);
+// format_duration.cc: `ms` milliseconds as formatDuration() writes them with its defaults
+// (from=ms, precision=0): "6h30m52s553ms", "0ms".
+std::string FormatDurationMs(int64_t ms);
 // test.cc: the fields an expression reads, appended to *out.
 void ExpressionFields(const Expr& e, std::vector<std::string>* out);
 // test.cc: whether a value counts as true (no value, 0, "", "false" and numeric text equal to 0
