@@ -10,6 +10,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "digest/event_runs.h"
 #include "global/segment_record.h"
 #include "segment/file_name.h"
 
@@ -75,6 +76,21 @@ uint32_t RandomU32() {
   }());
   return static_cast<uint32_t>(rng());
 }
+
+// Writes and publishes the events of `runs` (oldest first, non-empty) as segment `name`:
+// SegmentStore::Write's contract, reading the runs in place instead of one vector.
+Result<SegmentInfo> WriteRuns(SegmentStore* store, const std::string& name, const Datasource& ds,
+                              PartitionId partition, const std::vector<EventRuns::Run>& runs,
+                              const SegmentWriterOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<SegmentStore::NewSegment> segment, store->Create(name));
+  ASSIGN_OR_RETURN(SegmentInfo info,
+                   segment->WriteFrom(ds, partition, options, [&](SegmentFileWriter* w) {
+                     for (const EventRuns::Run& run : runs) RETURN_IF_ERROR(w->AddAll(*run));
+                     return Status::OK();
+                   }));
+  RETURN_IF_ERROR(segment->Publish());
+  return info;
+}
 }  // namespace
 
 struct Digest::Partition {
@@ -86,11 +102,12 @@ struct Digest::Partition {
   // FlushAll() takes it to flush from another thread.
   std::mutex work_mu;
 
-  // Guards everything below. Mutated only by the holder of work_mu; read by snapshots and status.
+  // Guards everything below. Mutated only by the holder of work_mu, except that SnapshotBuffers
+  // seals the buffers' open runs (EventRuns::Seal); read by snapshots and status.
   mutable std::mutex mu;
   struct Buffer {
     Datasource datasource;
-    std::vector<PositionedEvent> events;
+    EventRuns events;
     size_t bytes = 0;
     int64_t first_us = 0;  // monotonic time the oldest event arrived
   };
@@ -424,7 +441,7 @@ sediment::Status Digest::ProcessRecords(Partition* p, std::vector<LogRecord>& re
         }
       }
       buf->bytes += msg->events[i].ByteSize();
-      buf->events.push_back(PositionedEvent{pos, std::move(msg->events[i])});
+      buf->events.Append(PositionedEvent{pos, std::move(msg->events[i])});
     }
     p->next_offset = Offset(rec.offset.value + 1);
   }
@@ -451,12 +468,8 @@ void Digest::CompleteFlush(Partition* p, const std::string& key, Position max_po
   auto it = p->buffers.find(key);
   if (it != p->buffers.end()) {
     // Events that arrived after the segment was written stay buffered.
-    auto& events = it->second.events;
-    auto keep = std::find_if(events.begin(), events.end(),
-                             [&](const PositionedEvent& e) { return e.pos > max_pos; });
-    size_t dropped_bytes = 0;
-    for (auto e = events.begin(); e != keep; ++e) dropped_bytes += e->event.ByteSize();
-    events.erase(events.begin(), keep);
+    EventRuns& events = it->second.events;
+    const size_t dropped_bytes = events.DropThrough(max_pos);
     it->second.bytes -= std::min(it->second.bytes, dropped_bytes);
     if (events.empty()) p->buffers.erase(it);
   }
@@ -465,13 +478,21 @@ void Digest::CompleteFlush(Partition* p, const std::string& key, Position max_po
 }
 
 sediment::Status Digest::Flush(Partition* p, const std::string& key) {
-  // Only the work_mu holder mutates buffers and `pending`, so reading them without mu is safe.
+  // Only the work_mu holder mutates `pending` and adds or removes buffers, so reading them without
+  // mu is safe; the runs written are sealed under mu (snapshots seal too) and then immutable.
   auto pending = p->pending.find(key);
   if (pending == p->pending.end()) {
-    const Partition::Buffer& buf = p->buffers.at(key);
-    if (buf.events.empty()) return sediment::Status::OK();
-    const std::string name = FlushedSegmentFileName(p->id, p->epoch, buf.events.front().pos);
-    auto info = store_->Write(name, buf.datasource, p->id, buf.events, options_.segment);
+    std::vector<EventRuns::Run> runs;
+    Datasource datasource;
+    {
+      std::lock_guard lock(p->mu);
+      Partition::Buffer& buf = p->buffers.at(key);
+      if (buf.events.empty()) return sediment::Status::OK();
+      runs = buf.events.Seal();
+      datasource = buf.datasource;
+    }
+    const std::string name = FlushedSegmentFileName(p->id, p->epoch, runs.front()->front().pos);
+    auto info = WriteRuns(store_, name, datasource, p->id, runs, options_.segment);
     if (!info.ok()) return info.status().WithContext("writing segment " + name);
     Partition::PendingFlush f;
     {
@@ -1072,11 +1093,12 @@ std::vector<BufferedBatch> Digest::SnapshotBuffers(const std::vector<PartitionId
   for (const auto& p : Current()) {
     if (only != nullptr && std::find(only->begin(), only->end(), p->id) == only->end()) continue;
     std::lock_guard lock(p->mu);
-    for (const auto& [key, buf] : p->buffers) {
+    for (auto& [key, buf] : p->buffers) {
       if (buf.events.empty()) continue;
-      out.push_back(
-          BufferedBatch{buf.datasource, p->id, p->epoch,
-                        std::make_shared<const std::vector<PositionedEvent>>(buf.events)});
+      // One batch per run: the runs are shared, not copied.
+      for (EventRuns::Run& run : buf.events.Seal()) {
+        out.push_back(BufferedBatch{buf.datasource, p->id, p->epoch, std::move(run)});
+      }
     }
   }
   return out;

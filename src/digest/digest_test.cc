@@ -476,6 +476,40 @@ TEST_F(DigestTest, QueryCutCountsEachEventOnceWhileFlushing) {
   EXPECT_EQ(Visible().size(), 500u);
 }
 
+TEST_F(DigestTest, SnapshotsShareTheBufferedEventsInsteadOfCopyingThem) {
+  Close();
+  Open(std::chrono::hours(1));  // nothing flushes by age during the test
+  const Datasource ds{"repo", {{"#host", "a"}}};
+  const PartitionId part = ds.PartitionFor(log_->partition_count());
+  Append("a", 0, 10);
+  WaitRead(part);
+  auto first = digest_->SnapshotBuffers();
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(first[0].events->size(), 10u);
+  // A second snapshot without new events hands out the very same events (no copy).
+  auto again = digest_->SnapshotBuffers();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].events.get(), first[0].events.get());
+
+  Append("a", 10, 5);
+  WaitRead(part);
+  auto later = digest_->SnapshotBuffers();
+  ASSERT_EQ(later.size(), 2u);  // the earlier run, shared, then the newer events
+  EXPECT_EQ(later[0].events.get(), first[0].events.get());
+  EXPECT_EQ(later[1].events->size(), 5u);
+  EXPECT_EQ(later[1].events->front().event.raw, "a event 10");
+  EXPECT_EQ(StatusOf(part).buffered_events, 15u);
+
+  // A flush writes every run into one segment and releases them; the snapshots stay readable.
+  ASSERT_TRUE(digest_->FlushAll().ok());
+  EXPECT_TRUE(digest_->SnapshotBuffers().empty());
+  EXPECT_EQ(StatusOf(part).buffered_events, 0u);
+  EXPECT_EQ(first[0].events->back().event.raw, "a event 9");
+  std::map<std::string, int> seen = Visible();
+  EXPECT_EQ(seen.size(), 15u);
+  for (const auto& [raw, n] : seen) EXPECT_EQ(n, 1) << raw;
+}
+
 TEST_F(DigestTest, RestartReplaysWithoutDuplicatesOrLoss) {
   Close();
   Open(std::chrono::milliseconds(60'000));  // nothing flushes by age: everything stays buffered

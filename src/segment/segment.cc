@@ -327,23 +327,40 @@ class FileWriterImpl final : public SegmentFileWriter {
   }
 
   Status Add(const PositionedEvent& e) override {
-    if (!status_.ok()) return status_;
-    if (finished_) return Status::FailedPrecondition("segment: already finished");
-    if (info_.event_count > 0 && !(info_.max_pos < e.pos)) {
-      return status_ = Status::InvalidArgument("segment: events not strictly ordered by position");
-    }
-    const size_t estimate = EventEstimate(e.event);
-    if (estimate > kMaxBlockRawSize / 2) {
-      return status_ = Status::InvalidArgument("segment: event too large for a block");
-    }
-    if (info_.event_count == 0) info_.min_pos = e.pos;
-    info_.max_pos = e.pos;
-    ++info_.event_count;
+    ASSIGN_OR_RETURN(const size_t estimate, Admit(e));
     pending_.push_back(e);
+    ++events_copied_;
     pending_bytes_ += estimate;
-    if (pending_bytes_ >= o_.block_raw_bytes) status_ = WriteBlock();
+    if (pending_bytes_ >= o_.block_raw_bytes) status_ = WritePending();
     return status_;
   }
+
+  Status AddAll(std::span<const PositionedEvent> events) override {
+    size_t i = 0;
+    // Complete the block being filled the usual way (its first events are copies already).
+    while (i < events.size() && !pending_.empty()) RETURN_IF_ERROR(Add(events[i++]));
+    if (i == events.size()) return status_;
+    // Then blocks are cut from `events` in place, at the same events Add would cut them.
+    size_t start = i;
+    size_t bytes = 0;
+    for (; i < events.size(); ++i) {
+      ASSIGN_OR_RETURN(const size_t estimate, Admit(events[i]));
+      bytes += estimate;
+      if (bytes >= o_.block_raw_bytes) {
+        status_ = WriteBlock(events.data() + start, i + 1 - start);
+        if (!status_.ok()) return status_;
+        start = i + 1;
+        bytes = 0;
+      }
+    }
+    pending_.insert(pending_.end(), events.begin() + static_cast<std::ptrdiff_t>(start),
+                    events.end());
+    pending_bytes_ = bytes;
+    events_copied_ += events.size() - start;
+    return status_;
+  }
+
+  uint64_t events_copied() const override { return events_copied_; }
 
   Status AddStoredBlock(const StoredBlock& block) override {
     if (!status_.ok()) return status_;
@@ -357,7 +374,7 @@ class FileWriterImpl final : public SegmentFileWriter {
     if (finished_) return Status::FailedPrecondition("segment: already finished");
     if (info_.event_count == 0) return status_ = Status::InvalidArgument("segment: no events");
     if (!pending_.empty()) {
-      status_ = WriteBlock();
+      status_ = WritePending();
       if (!status_.ok()) return status_;
     }
     const uint64_t footer_offset = sink_->written();
@@ -425,7 +442,7 @@ class FileWriterImpl final : public SegmentFileWriter {
     }
     if (stored_total != in.bytes.size())
       return Status::InvalidArgument("segment: stored block sizes disagree with its bytes");
-    if (!pending_.empty()) RETURN_IF_ERROR(WriteBlock());
+    if (!pending_.empty()) RETURN_IF_ERROR(WritePending());
 
     // Field columns in this file's id order: (new field index, source column index).
     remap_.clear();
@@ -543,9 +560,33 @@ class FileWriterImpl final : public SegmentFileWriter {
   }
 
   // Encodes, compresses and appends the pending events as one block.
-  Status WriteBlock() {
-    const PositionedEvent* ev = pending_.data();
-    const size_t n = pending_.size();
+  // The checks of Add for `e` (usable writer, position order, size); on success `e` counts as
+  // added (positions, event count) and its raw-size estimate is returned.
+  Result<size_t> Admit(const PositionedEvent& e) {
+    if (!status_.ok()) return status_;
+    if (finished_) return Status::FailedPrecondition("segment: already finished");
+    if (info_.event_count > 0 && !(info_.max_pos < e.pos)) {
+      return status_ = Status::InvalidArgument("segment: events not strictly ordered by position");
+    }
+    const size_t estimate = EventEstimate(e.event);
+    if (estimate > kMaxBlockRawSize / 2) {
+      return status_ = Status::InvalidArgument("segment: event too large for a block");
+    }
+    if (info_.event_count == 0) info_.min_pos = e.pos;
+    info_.max_pos = e.pos;
+    ++info_.event_count;
+    return estimate;
+  }
+
+  Status WritePending() {
+    Status st = WriteBlock(pending_.data(), pending_.size());
+    pending_.clear();
+    pending_bytes_ = 0;
+    return st;
+  }
+
+  // Writes events [ev, ev + n) (n >= 1, admitted, in position order) as one block.
+  Status WriteBlock(const PositionedEvent* ev, size_t n) {
     BlockExtra x;
     std::string_view stored;
     uint64_t raw_size = 0, stored_size = 0;
@@ -607,8 +648,6 @@ class FileWriterImpl final : public SegmentFileWriter {
     RETURN_IF_ERROR(sink_->Append(stored));
     blocks_.push_back(b);
     extra_.push_back(std::move(x));
-    pending_.clear();
-    pending_bytes_ = 0;
     return Status::OK();
   }
 
@@ -624,6 +663,7 @@ class FileWriterImpl final : public SegmentFileWriter {
   SegmentInfo info_;
   std::vector<PositionedEvent> pending_;  // the block being filled
   size_t pending_bytes_ = 0;
+  uint64_t events_copied_ = 0;  // events copied into pending_ (see events_copied())
   std::vector<BlockInfo> blocks_;
   std::vector<BlockExtra> extra_;
   std::string filters_, content_, compressed_, block_bytes_;
@@ -646,7 +686,7 @@ Result<SegmentInfo> WriteSegmentTo(Env* env, const std::string& tmp, const Datas
                                    const SegmentWriterOptions& o) {
   ASSIGN_OR_RETURN(std::unique_ptr<SegmentFileWriter> w,
                    SegmentFileWriter::Create(env, tmp, ds, partition, o));
-  for (const PositionedEvent& e : events) RETURN_IF_ERROR(w->Add(e));
+  RETURN_IF_ERROR(w->AddAll(events));
   return w->Finish();
 }
 

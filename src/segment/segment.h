@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -106,6 +107,13 @@ class SegmentFileWriter {
   virtual ~SegmentFileWriter() = default;
   // InvalidArgument when `event` does not follow the previous one's position or is too large.
   [[nodiscard]] virtual Status Add(const PositionedEvent& event) = 0;
+  // As Add for each of `events` in order (the same checks, blocks and bytes), without copying the
+  // events of every block that lies wholly inside `events`: those are encoded in place during the
+  // call. Only the events before the first such block (completing the block being filled) and
+  // after the last one are copied. `events` need not outlive the call.
+  [[nodiscard]] virtual Status AddAll(std::span<const PositionedEvent> events) = 0;
+  // Events copied into the block being filled so far (Add copies each; AddAll see above).
+  virtual uint64_t events_copied() const = 0;
   // Appends `block` (from ReadStoredBlock of a format 2 segment of the same datasource) as one
   // block of its own, after writing the events added so far as a block: its chunks are copied
   // as they are, except the layout chunk when the block's field names get other ids in this

@@ -416,6 +416,65 @@ TEST_F(SegmentTest, StreamingWriterWritesTheSameFile) {
       StatusCode::kInvalidArgument);
 }
 
+// AddAll cuts the same blocks as Add (same bytes, whatever the pieces it is given, mixed with
+// Add) while copying only the events of the blocks that cross a piece's ends.
+TEST_F(SegmentTest, AddAllWritesTheSameFileWithoutCopyingWholeBlocks) {
+  std::vector<PositionedEvent> events = MixedEvents(3000, 23);
+  for (uint32_t version : {1u, 2u}) {
+    SegmentWriterOptions opt;
+    opt.block_raw_bytes = 16 << 10;
+    opt.format_version = version;
+    const std::string one = Path("one-by-one" + std::to_string(version));
+    auto w = SegmentFileWriter::Create(env_, one, TestDs(), PartitionId(2), opt);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    for (const PositionedEvent& e : events) ASSERT_TRUE((*w)->Add(e).ok());
+    EXPECT_EQ((*w)->events_copied(), events.size());
+    auto info = (*w)->Finish();
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    auto reader = SegmentReader::Open(env_, one);
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    const size_t blocks = (*reader)->blocks().size();
+    ASSERT_GT(blocks, 10u);
+    const size_t per_block = events.size() / blocks + 1;
+
+    const std::string whole = Path("whole" + std::to_string(version));
+    w = SegmentFileWriter::Create(env_, whole, TestDs(), PartitionId(2), opt);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->AddAll(events).ok());
+    EXPECT_LT((*w)->events_copied(), 4 * per_block);  // the last, partial block only
+    ASSERT_TRUE((*w)->Finish().ok());
+    EXPECT_TRUE(*env_->ReadFile(one) == *env_->ReadFile(whole)) << "version " << version;
+
+    // Uneven pieces (empty, single events, long runs), some events through Add.
+    const std::string pieces = Path("pieces" + std::to_string(version));
+    w = SegmentFileWriter::Create(env_, pieces, TestDs(), PartitionId(2), opt);
+    ASSERT_TRUE(w.ok());
+    std::span<const PositionedEvent> all(events);
+    const size_t cuts[] = {0, 0, 1, 2, 700, 701, 702, 1500, 2999, 3000};
+    for (size_t k = 0; k + 1 < std::size(cuts); ++k) {
+      if (k == 3) {
+        ASSERT_TRUE((*w)->Add(events[cuts[k]]).ok());
+        ASSERT_TRUE((*w)->AddAll(all.subspan(cuts[k] + 1, cuts[k + 1] - cuts[k] - 1)).ok());
+      } else {
+        ASSERT_TRUE((*w)->AddAll(all.subspan(cuts[k], cuts[k + 1] - cuts[k])).ok());
+      }
+    }
+    EXPECT_LT((*w)->events_copied(), events.size() / 2);
+    ASSERT_TRUE((*w)->Finish().ok());
+    EXPECT_TRUE(*env_->ReadFile(one) == *env_->ReadFile(pieces)) << "version " << version;
+  }
+  // The checks of Add: an event out of order fails the writer and removes its file.
+  const std::string path = Path("all-bad-order");
+  auto w = SegmentFileWriter::Create(env_, path, TestDs(), PartitionId(2));
+  ASSERT_TRUE(w.ok());
+  std::vector<PositionedEvent> swapped(events.begin(), events.begin() + 100);
+  std::swap(swapped[50], swapped[51]);
+  EXPECT_EQ((*w)->AddAll(swapped).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*w)->Finish().status().code(), StatusCode::kInvalidArgument);
+  w->reset();
+  EXPECT_FALSE(env_->FileExists(path));
+}
+
 // Values of every shape a column encoding must keep exactly: integers that are not canonical
 // ("007", "-0", "+5", beyond int64), empty values, duplicate names in one event, values absent
 // from, overlapping in or repeated in the raw string, binary bytes, and low- and high-cardinality
