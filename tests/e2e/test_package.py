@@ -19,6 +19,8 @@ from conftest import SedimentServer, marker, sediment_bin, wait_until
 
 INGEST = "pkg-ingest-token-0123456789"
 API = "pkg-api-token-0123456789"
+# postinst: `install -d ... -m MODE /var/lib/sediment`.
+DATA_DIR_MODE = re.compile(r"install -d -o sediment -g sediment -m (\d+) /var/lib/sediment")
 
 
 def build_dir() -> Path:
@@ -74,6 +76,9 @@ def test_package_metadata_scripts_conffiles_and_unit(deb, tmp_path):
     postinst = control_file(deb, "postinst")
     assert "useradd --system" in postinst and "/var/lib/sediment" in postinst, postinst
     assert "install -d -o sediment -g sediment" in postinst, postinst
+    # The server tightens a data dir others can read to 0700 (with a warning at every first
+    # start); the package creates it that way.
+    assert DATA_DIR_MODE.search(postinst).group(1) == "0700", postinst
 
     contents = subprocess.run(["dpkg-deb", "-c", str(deb)], capture_output=True, text=True, check=True).stdout
     for path in ("./usr/bin/sediment", "./usr/lib/systemd/system/sediment.service", "./etc/sediment/sediment.toml"):
@@ -87,6 +92,7 @@ def test_package_metadata_scripts_conffiles_and_unit(deb, tmp_path):
     assert unit["ExecStart"] == "/usr/bin/sediment server --config /etc/sediment/sediment.toml", unit
     assert unit["KillSignal"] == "SIGTERM", unit
     assert int(unit["TimeoutStopSec"]) > 30, unit  # above the default --shutdown-timeout-ms
+    assert unit["StateDirectoryMode"] == "0700", unit
     config = (root / "etc/sediment/sediment.toml").read_text()
     assert 'data-dir = "/var/lib/sediment"' in config, config
 
@@ -112,7 +118,10 @@ def test_installed_unit_command_serves_ingest_and_queries(deb, tmp_path):
     text = re.sub(r'^listen = ".*"$', f'listen = "127.0.0.1:{s.port}"', text, flags=re.M)
     text += f'\ningest-token = ["e2e:{INGEST}"]\napi-token = ["{API}"]\nflush-age-ms = 300\n'
     cfg.write_text(text)
+    # As postinst creates it (owner aside).
+    mode = int(DATA_DIR_MODE.search(control_file(deb, "postinst")).group(1), 8)
     (root / "var/lib/sediment").mkdir(parents=True)
+    (root / "var/lib/sediment").chmod(mode)
     s.data_dir = root / "var/lib/sediment"
     try:
         s.start()
@@ -121,6 +130,7 @@ def test_installed_unit_command_serves_ingest_and_queries(deb, tmp_path):
         assert r.status_code == 200, r.text
         wait_until(lambda: s.count(m) == 2, timeout=20, what="the ingested events")
         assert any((root / "var/lib/sediment").iterdir())
+        assert "readable by other users" not in s.log_text(), s.describe()
     finally:
         rc = s.stop()
         s.cleanup()
