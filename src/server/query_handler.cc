@@ -22,9 +22,6 @@
 namespace sediment {
 namespace {
 
-// Results with more rows than this are sent as a chunked stream instead of one body.
-constexpr size_t kStreamRowsAbove = 2000;
-
 using SteadyClock = std::chrono::steady_clock;
 using coordinator::InternalQuery;
 using coordinator::JoinIds;
