@@ -168,9 +168,9 @@ class Digest {
   // Every buffered event of the partitions this node digests under an applied claim (of `only`
   // when non-null), shared, not copied: one batch per run of a buffer (see EventRuns), so a
   // datasource may come as several batches, in position order. The events of a batch never
-  // change; they stay valid while the caller holds the batch. Callers combining it with Global's segments must take this
-  // snapshot FIRST and then read Global, keeping only buffered events above flushed_through: that
-  // cut counts every event exactly once while flushes happen concurrently.
+  // change; they stay valid while the caller holds the batch. Callers combining it with Global's
+  // segments must take this snapshot FIRST and then read Global, keeping only buffered events above
+  // flushed_through: that cut counts every event exactly once while flushes happen concurrently.
   std::vector<BufferedBatch> SnapshotBuffers(const std::vector<PartitionId>* only = nullptr) const;
 
   std::vector<PartitionDigestStatus> PartitionStatuses() const;
