@@ -20,6 +20,7 @@
 #include "api/routes.h"
 #include "common/json_writer.h"
 #include "coordinator/lookup_files.h"
+#include "http/responses.h"
 #include "http/status_code.h"
 #include "query/lookup.h"
 
@@ -30,20 +31,6 @@ constexpr size_t kMaxQueryBytes = 64 * 1024;
 constexpr size_t kMaxActions = 10;
 constexpr int64_t kMinEveryMs = 1000;
 constexpr int64_t kMaxDurationMs = 366LL * 24 * 3600 * 1000;
-
-http::Response Json(std::string body, int status = 200) {
-  http::Response r;
-  r.status = status;
-  r.body = std::move(body);
-  return r;
-}
-
-http::Response NoContent() {
-  http::Response r;
-  r.status = 204;
-  r.content_type.clear();
-  return r;
-}
 
 Status Bad(const std::string& what) { return Status::InvalidArgument(what); }
 
@@ -204,7 +191,7 @@ class AlertRoutes : public Node {
     if (!r.ok()) return http::JsonErrorFor(r.status());
     JsonWriter w;
     WriteSavedSearch(w, name, *s);
-    return Json(w.Take(), create ? 201 : 200);
+    return http::JsonBody(w.Take(), create ? 201 : 200);
   }
 
   std::optional<SavedSearch> FindSaved(const std::string& repo, const std::string& name) const {
@@ -227,7 +214,7 @@ class AlertRoutes : public Node {
       for (const auto& [name, s] : it->second.saved_searches) WriteSavedSearch(w, name, s);
     });
     w.EndArray();
-    return Json(w.Take());
+    return http::JsonBody(w.Take());
   }
 
   http::Response Saved(const http::Request& req, const std::string& repo,
@@ -238,13 +225,13 @@ class AlertRoutes : public Node {
     if (req.method == "GET") {
       JsonWriter w;
       WriteSavedSearch(w, name, *s);
-      return Json(w.Take());
+      return http::JsonBody(w.Take());
     }
     auto r = global->Submit(DeleteSavedSearch{repo, name});
     if (!r.ok() && r.status().code() != StatusCode::kRejected) {
       return http::JsonErrorFor(r.status());
     }
-    return NoContent();
+    return http::NoContent();
   }
 
   // ---- alerts ----
@@ -365,7 +352,7 @@ class AlertRoutes : public Node {
     if (!a) return http::JsonError(404, "no alert '" + name + "' in '" + repo + "'");
     JsonWriter w;
     WriteAlert(w, repo, name, *a, Partitions());
-    return Json(w.Take(), status);
+    return http::JsonBody(w.Take(), status);
   }
 
   http::Response ListAlerts(const std::string& repo) const {
@@ -377,7 +364,7 @@ class AlertRoutes : public Node {
       for (const auto& [name, a] : it->second.alerts) WriteAlert(w, repo, name, a, Partitions());
     });
     w.EndArray();
-    return Json(w.Take());
+    return http::JsonBody(w.Take());
   }
 
   http::Response Alert(const http::Request& req, const std::string& repo,
@@ -392,7 +379,7 @@ class AlertRoutes : public Node {
       return http::JsonErrorFor(r.status());
     }
     spdlog::info("alert '{}' of repository '{}' deleted", name, repo);
-    return NoContent();
+    return http::NoContent();
   }
 
   http::Response Firings(const std::string& repo, const std::string& name) const {
@@ -409,7 +396,7 @@ class AlertRoutes : public Node {
       w.Key("at").Int(it->at_ms).Key("error").String(it->error).EndObject();
     }
     w.EndArray();
-    return Json(w.Take());
+    return http::JsonBody(w.Take());
   }
 };
 

@@ -24,6 +24,7 @@
 #include "api/permissions.h"
 #include "api/routes.h"
 #include "common/json_writer.h"
+#include "http/responses.h"
 #include "http/status_code.h"
 #include "parsers/parsers.h"
 
@@ -35,20 +36,6 @@ constexpr size_t kSecretBytes = 16;
 
 constexpr const char* kNameRule =
     "1 to 100 ASCII letters, digits, '-', '_' and '.', not starting with '.'";
-
-http::Response Json(std::string body, int status = 200) {
-  http::Response r;
-  r.status = status;
-  r.body = std::move(body);
-  return r;
-}
-
-http::Response NoContent() {
-  http::Response r;
-  r.status = 204;
-  r.content_type.clear();
-  return r;
-}
 
 void WriteCreatedAt(JsonWriter& w, int64_t ms) {
   w.Key("createdAt");
@@ -98,7 +85,7 @@ class ManagementRoutes : public Node {
     w.Key("repositories");
     WritePermissions(w, repos);
     w.EndObject();
-    return Json(w.Take());
+    return http::JsonBody(w.Take());
   }
 
   http::Response ListRepositories(const http::Request& req) const {
@@ -153,7 +140,7 @@ class ManagementRoutes : public Node {
       }
     });
     w.EndArray().EndObject();
-    return Json(w.Take());
+    return http::JsonBody(w.Take());
   }
 
   http::Response CreateRepository(const http::Request& req) const {
@@ -183,7 +170,7 @@ class ManagementRoutes : public Node {
     spdlog::info("created repository '{}'", name);
     JsonWriter w;
     w.BeginObject().Key("name").String(name).EndObject();
-    return Json(w.Take(), 201);
+    return http::JsonBody(w.Take(), 201);
   }
 
   http::Response DeleteRepository(const std::string& name) const {
@@ -198,7 +185,7 @@ class ManagementRoutes : public Node {
       return http::JsonErrorFor(r.status());
     }
     spdlog::info("deleted repository '{}'", name);
-    return NoContent();
+    return http::NoContent();
   }
 
   http::Response ListIngestTokens(const std::string& repo) const {
@@ -224,7 +211,7 @@ class ManagementRoutes : public Node {
     // Tokens given by --ingest-token: unnamed, not listed, not revocable here.
     w.Key("startupTokens").Int(static_cast<int64_t>(startup));
     w.EndObject();
-    return Json(w.Take());
+    return http::JsonBody(w.Take());
   }
 
   http::Response CreateIngestTokenRoute(const http::Request& req, const std::string& repo) const {
@@ -279,7 +266,7 @@ class ManagementRoutes : public Node {
       w.String(parser_name);
     }
     w.Key("repository").String(repo).EndObject();
-    return Json(w.Take(), 201);
+    return http::JsonBody(w.Take(), 201);
   }
 
   http::Response RevokeIngestTokenRoute(const std::string& repo, const std::string& name) const {
@@ -298,7 +285,7 @@ class ManagementRoutes : public Node {
                                                         : http::JsonErrorFor(r.status());
     }
     spdlog::info("revoked ingest token '{}' of repository '{}'", name, repo);
-    return NoContent();
+    return http::NoContent();
   }
 
   http::Response ListApiTokens() const {
@@ -318,7 +305,7 @@ class ManagementRoutes : public Node {
     w.EndArray();
     w.Key("startupTokens").Int(static_cast<int64_t>(startup));  // --api-token: admin, unnamed
     w.EndObject();
-    return Json(w.Take());
+    return http::JsonBody(w.Take());
   }
 
   http::Response CreateApiTokenRoute(const http::Request& req) const {
@@ -393,7 +380,7 @@ class ManagementRoutes : public Node {
     w.Key("admin").Bool(ev.admin).Key("repositories");
     WritePermissions(w, ev.repos);
     w.EndObject();
-    return Json(w.Take(), 201);
+    return http::JsonBody(w.Take(), 201);
   }
 
   http::Response RevokeApiTokenRoute(const std::string& name) const {
@@ -406,7 +393,7 @@ class ManagementRoutes : public Node {
                                                         : http::JsonErrorFor(r.status());
     }
     spdlog::info("revoked API token '{}'", name);
-    return NoContent();
+    return http::NoContent();
   }
 };
 

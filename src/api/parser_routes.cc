@@ -17,6 +17,7 @@
 #include "api/node.h"
 #include "api/routes.h"
 #include "common/json_writer.h"
+#include "http/responses.h"
 #include "http/status_code.h"
 #include "parsers/parsers.h"
 
@@ -96,12 +97,6 @@ void WriteEvent(JsonWriter& w, const parsers::TaggedEvent& t) {
   w.EndObject();
 }
 
-http::Response Json(std::string body) {
-  http::Response resp;
-  resp.body = std::move(body);
-  return resp;
-}
-
 class ParserRoutes : public Node {
  public:
   explicit ParserRoutes(const Node& node) : Node(node) {}
@@ -140,7 +135,7 @@ class ParserRoutes : public Node {
     spdlog::info("parser '{}' of repository '{}' stored", name, repo);
     JsonWriter w;
     WriteDef(w, name, def, false);
-    return Json(w.Take());
+    return http::JsonBody(w.Take());
   }
 
   http::Response List(const std::string& repo) const {
@@ -153,7 +148,7 @@ class ParserRoutes : public Node {
     });
     for (const std::string& name : parsers::BuiltinNames()) WriteDef(w, name, {}, true);
     w.EndArray();
-    return Json(w.Take());
+    return http::JsonBody(w.Take());
   }
 
   http::Response Get(const std::string& repo, const std::string& name) const {
@@ -162,13 +157,13 @@ class ParserRoutes : public Node {
       if (parsers::IsBuiltinName(name)) {
         JsonWriter w;
         WriteDef(w, name, {}, true);
-        return Json(w.Take());
+        return http::JsonBody(w.Take());
       }
       return http::JsonError(404, "no parser '" + name + "' in repository '" + repo + "'");
     }
     JsonWriter w;
     WriteDef(w, name, *def, false);
-    return Json(w.Take());
+    return http::JsonBody(w.Take());
   }
 
   http::Response Delete(const std::string& repo, const std::string& name) const {
@@ -223,7 +218,7 @@ class ParserRoutes : public Node {
       w.EndArray().EndObject();
     }
     w.EndArray().EndObject();
-    return Json(w.Take());
+    return http::JsonBody(w.Take());
   }
 };
 

@@ -385,6 +385,24 @@ class ServerState {
     }
     sessions_changed.NotifyAll();
   }
+  // Closes the listening socket (on its strand): no new connection is accepted.
+  void CloseAcceptor() {
+    net::post(acceptor->get_executor(), [this] {
+      beast::error_code ec;
+      acceptor->close(ec);
+      accept_retry->cancel();
+    });
+  }
+  // The connections alive now. Drop the result outside `mu`: the last reference runs a
+  // session's destructor, which takes it.
+  std::vector<std::shared_ptr<SessionBase>> LiveSessions() {
+    std::vector<std::shared_ptr<SessionBase>> live;
+    MutexLock lock(&mu);
+    for (auto& w : sessions) {
+      if (auto s = w.lock()) live.push_back(std::move(s));
+    }
+    return live;
+  }
 };
 
 // One connection: a chain of asynchronous operations on the connection's strand (an I/O
@@ -1036,18 +1054,8 @@ Status Server::Start() {
 void Server::StopGracefully(Clock::time_point deadline) {
   if (!impl_ || !impl_->started || impl_->stopping) return;
   if (impl_->draining.exchange(true)) return;
-  net::post(impl_->acceptor->get_executor(), [impl = impl_.get()] {
-    beast::error_code ec;
-    impl->acceptor->close(ec);
-    impl->accept_retry->cancel();
-  });
-  std::vector<std::shared_ptr<SessionBase>> live;
-  {
-    MutexLock lock(&impl_->mu);
-    for (auto& w : impl_->sessions) {
-      if (auto s = w.lock()) live.push_back(std::move(s));
-    }
-  }
+  impl_->CloseAcceptor();
+  std::vector<std::shared_ptr<SessionBase>> live = impl_->LiveSessions();
   for (auto& s : live) s->PostCloseIfIdle();
   live.clear();  // outside the lock: the last reference runs the destructor, which takes it
   MutexLock lock(&impl_->mu);
@@ -1063,18 +1071,8 @@ void Server::StopGracefully(Clock::time_point deadline) {
 void Server::Stop() {
   if (!impl_ || !impl_->started) return;
   if (impl_->stopping.exchange(true)) return;
-  net::post(impl_->acceptor->get_executor(), [impl = impl_.get()] {
-    beast::error_code ec;
-    impl->acceptor->close(ec);
-    impl->accept_retry->cancel();
-  });
-  std::vector<std::shared_ptr<SessionBase>> live;
-  {
-    MutexLock lock(&impl_->mu);
-    for (auto& w : impl_->sessions) {
-      if (auto s = w.lock()) live.push_back(std::move(s));
-    }
-  }
+  impl_->CloseAcceptor();
+  std::vector<std::shared_ptr<SessionBase>> live = impl_->LiveSessions();
   for (auto& s : live) s->PostStop();
   live.clear();  // outside the lock: the last reference runs the destructor, which takes it
   {
