@@ -694,11 +694,14 @@ TEST_F(SegmentExecTest, BlocksInsideTheRangeSkipTimeAndPositionsWhenUnread) {
       EXPECT_FALSE(got->rows.empty());
       EXPECT_EQ(got->rows, full->rows);
       EXPECT_EQ(got->rows, buffered->rows);
-      EXPECT_EQ(got->stats.events_matched, full->stats.events_matched);
+      if (!c.order) {
+        // (tail() counts only the events it read, which depends on the block sizes.)
+        EXPECT_EQ(got->stats.events_matched, full->stats.events_matched);
+      }
       if (c.order) {
         EXPECT_EQ(counting.unordered(), 0u);
         EXPECT_GT(counting.ordered(), 0u);
-      } else if (&range == &whole) {
+      } else if (range.start_ms == whole.start_ms) {
         // Every block inside the range.
         EXPECT_EQ(counting.ordered(), 0u);
         EXPECT_GT(counting.unordered(), 0u);
