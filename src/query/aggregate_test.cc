@@ -125,6 +125,7 @@ struct TestBlock {
     b.raw.push_back(Keep(std::move(raw)));
     for (auto& [k, v] : fields) b.fields.push_back(FieldView{Keep(k), Keep(v)});
     b.field_begin.push_back(static_cast<uint32_t>(b.fields.size()));
+    b.event_count = b.timestamps.size();
   }
   Record At(size_t i) const { return Record(EventRef{&b, &ds, partition, i}); }
 };

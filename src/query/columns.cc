@@ -20,11 +20,16 @@ class Needs {
       sel_.ingest = true;
       return;
     }
-    if (name == "@timestamp" || name == "@id") return;
+    if (name == "@timestamp" || name == "@id") {
+      Order();
+      return;
+    }
     sel_.fields.push_back(name);
   }
   void Raw() { sel_.raw = true; }
   void All() { sel_.all = true; }
+  // @timestamp, @id or the records' order (Record::key) may be read.
+  void Order() { sel_.order = true; }
 
   void Filter(const FilterNode& f) {
     switch (f.kind) {
@@ -100,6 +105,8 @@ class Needs {
       case S::kFunction:
         if (st.function_reads_all) All();
         for (const std::string& f : st.function_fields) Field(f);
+        // A function may keep or compare the record's order key.
+        Order();
         return;
       default:
         // kSplit reads every field under a prefix; anything new is read whole.
@@ -112,11 +119,17 @@ class Needs {
     switch (st.kind) {
       case S::kTable:
         for (const std::string& f : st.fields) Field(f);
+        Order();  // the newest rows, by the records' order
         return;
       case S::kAggregate:
+        if (st.grouping == Stage::Grouping::kBucket) Order();  // buckets by @timestamp
         for (const std::string& f : st.fields) Field(f);
         for (const Metric& m : st.metrics) {
           if (m.kind == Metric::Kind::kSubquery) All();  // its stages may read anything
+          // selectLast keeps the newest value; selectFromMax/Min break ties by the order.
+          if (m.kind == Metric::Kind::kSelectMax || m.kind == Metric::Kind::kSelectMin ||
+              m.kind == Metric::Kind::kSelectLast)
+            Order();
           Field(m.field);
           for (const std::string& f : m.select_fields) Field(f);
         }
@@ -137,7 +150,7 @@ class Needs {
   }
 
  private:
-  ColumnSelection sel_{.all = false, .raw = false, .ingest = false, .fields = {}};
+  ColumnSelection sel_{.all = false, .raw = false, .ingest = false, .order = false, .fields = {}};
 };
 
 }  // namespace

@@ -373,6 +373,7 @@ void BuildBufferedBlock(const std::vector<PositionedEvent>& events, size_t begin
     }
     out->field_begin.push_back(static_cast<uint32_t>(out->fields.size()));
   }
+  out->event_count = out->timestamps.size();
 }
 
 std::string RangeText(int64_t min_ts, int64_t max_ts) {
@@ -459,10 +460,13 @@ void ScanBlock(const FilterNode& filter, const TimeRange& range, uint64_t raw_by
   Eval(filter, v, w->cand, &w->matched);
 }
 
-bool ValidBlockShape(const DecodedBlock& b) {
-  const size_t n = b.timestamps.size();
-  if (b.ingest_ts.size() != n || b.positions.size() != n || b.raw.size() != n ||
-      b.field_begin.size() != n + 1) {
+// `order`: the block was read with @timestamp and positions (ColumnSelection::order); without,
+// they are either absent (empty) or decoded anyway (format 1).
+bool ValidBlockShape(const DecodedBlock& b, bool order) {
+  const size_t n = b.size();
+  const size_t ordered = order || !b.timestamps.empty() ? n : 0;
+  if (b.timestamps.size() != ordered || b.positions.size() != ordered || b.ingest_ts.size() != n ||
+      b.raw.size() != n || b.field_begin.size() != n + 1) {
     return false;
   }
   for (size_t i = 0; i < n; ++i) {
@@ -490,16 +494,16 @@ struct ScanOutcome {
 // The scan shared by Execute and CollectMatches: prunes segments (time range, datasource tags),
 // opens them and prunes blocks (time range, block filters) in parallel, then scans blocks and
 // 4096-event chunks of buffered events on max(1, options.threads) threads. Segment blocks are
-// decoded with `columns` (at least those; see query/columns.h). When `count_block` is set, a
-// segment block that lies wholly inside `range` and whose datasource's filter is always true is
-// not read: count_block(worker, its event count) is called instead (from phase 1). For every
-// scanned
-// block it calls visit(worker, task, view, matched) on a worker thread, where matched[i] != 0 for
-// the events of `view` in `range` that pass the filter; `task` numbers the scan tasks in input
-// order (segments in order with their blocks in order, then buffered sources in order with their
-// chunks in order). Calls with the same `worker` never overlap. `stop()` is asked (from worker
-// threads) before each task; once it returns true the remaining tasks are skipped and
-// `stopped` is set.
+// decoded with `columns` (at least those; see query/columns.h), with @timestamp and positions
+// added for a block not wholly inside `range` (the range check reads them). When `count_block` is
+// set, a segment block that lies wholly inside `range` and whose datasource's filter is always
+// true is not read: count_block(worker, its event count) is called instead (from phase 1). For
+// every scanned block it calls visit(worker, task, view, matched) on a worker thread, where
+// matched[i] != 0 for the events of `view` in `range` that pass the filter; `task` numbers the
+// scan tasks in input order (segments in order with their blocks in order, then buffered sources
+// in order with their chunks in order). Calls with the same `worker` never overlap. `stop()` is
+// asked (from worker threads) before each task; once it returns true the remaining tasks are
+// skipped and `stopped` is set.
 template <typename Visit, typename Stop>
 Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelection& columns,
                          const TimeRange& range, const ScanInput& input, const ExecOptions& options,
@@ -524,6 +528,8 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelec
   }
 
   std::vector<ScanWorker> workers(static_cast<size_t>(threads));
+  ColumnSelection ordered_columns = columns;
+  ordered_columns.order = true;
 
   // Phase 1: open segments and prune their blocks.
   std::vector<std::vector<Task>> plan_tasks(plans.size());
@@ -649,8 +655,11 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelec
       const int64_t at = cut_at.load(std::memory_order_relaxed);
       if (cutter.direction > 0 ? info.max_ts < at : info.min_ts > at) return;
     }
-    Status st = p.reader->ReadBlockColumns(t.block, columns, &w.block);
-    if (st.ok() && !ValidBlockShape(w.block)) {
+    const BlockInfo& bi = p.reader->blocks()[t.block];
+    const bool inside = bi.min_ts >= range.start_ms && bi.max_ts < range.end_ms;
+    const ColumnSelection& sel = inside ? columns : ordered_columns;
+    Status st = p.reader->ReadBlockColumns(t.block, sel, &w.block);
+    if (st.ok() && !ValidBlockShape(w.block, sel.all || sel.order)) {
       st = Status::Corruption("decoded block has inconsistent event arrays");
     }
     if (!st.ok()) {
@@ -665,9 +674,7 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelec
     }
     ++w.stats.blocks_scanned;
     w.view.Init(&w.block, &p.src->datasource, p.src->partition);
-    const BlockInfo& bi = p.reader->blocks()[t.block];
-    ScanBlock(*p.filter, range, bi.raw_bytes,
-              bi.min_ts >= range.start_ms && bi.max_ts < range.end_ms, &w);
+    ScanBlock(*p.filter, range, bi.raw_bytes, inside, &w);
     visit(worker, ti, static_cast<const BlockView&>(w.view), static_cast<const Mask&>(w.matched));
     raise_cut(worker);
   }));

@@ -552,6 +552,18 @@ TEST_F(SegmentExecTest, ColumnSelectiveReadsAnswerAsFullReads) {
       "| groupBy(method, function=[stdDev(size), range(size), collect(status)])",
       "| groupBy(status, function=selectFromMax(size, include=[user, size]))",
       "| selectLast([note, level, user])",
+      // Shapes read without @timestamp and positions in blocks inside the range, and their
+      // neighbours that need them.
+      "status=500 | groupBy(method)",
+      "status=500 | groupBy(user)",
+      "size>100 | groupBy(status, function=[min(size), avg(size), collect(method)])",
+      "| rename(size, as=s) | groupBy(status, function=max(s))",
+      "level=warn | groupBy(level, function=count(as=n))",
+      "@timestamp > 1500 | groupBy(status)",
+      "| groupBy(status, function=max(@timestamp))",
+      "| groupBy(status, function=selectLast(user))",
+      "| groupBy(method, function=selectFromMin(size, include=[user]))",
+      "| ts := @timestamp | groupBy(status, function=min(ts))",
       "",
   };
   // The whole range (every block inside it) and one that cuts blocks.
@@ -569,6 +581,137 @@ TEST_F(SegmentExecTest, ColumnSelectiveReadsAnswerAsFullReads) {
       EXPECT_EQ(a->rows, c->rows) << q << " " << range.start_ms;
       EXPECT_EQ(a->rows, big->rows) << q << " " << range.start_ms;
       EXPECT_EQ(m->rows, c->rows) << q << " " << range.start_ms;
+    }
+  }
+}
+
+// Counts the block reads of the segments it opens by whether they asked for @timestamp and
+// positions (ColumnSelection::order). Thread-safe.
+class OrderCountingOpener final : public SegmentOpener {
+ public:
+  explicit OrderCountingOpener(const SegmentOpener* inner) : inner_(inner) {}
+  Result<std::unique_ptr<SegmentReader>> Open(const std::string& file_name) const override {
+    ASSIGN_OR_RETURN(std::unique_ptr<SegmentReader> r, inner_->Open(file_name));
+    return std::unique_ptr<SegmentReader>(std::make_unique<Reader>(std::move(r), this));
+  }
+  uint64_t ordered() const { return ordered_.load(); }
+  uint64_t unordered() const { return unordered_.load(); }
+  void Reset() {
+    ordered_ = 0;
+    unordered_ = 0;
+  }
+
+ private:
+  class Reader final : public SegmentReader {
+   public:
+    Reader(std::unique_ptr<SegmentReader> r, const OrderCountingOpener* o)
+        : r_(std::move(r)), o_(o) {}
+    const SegmentInfo& info() const override { return r_->info(); }
+    const std::vector<BlockInfo>& blocks() const override { return r_->blocks(); }
+    bool BlockMayContainAll(size_t i, const std::vector<std::string>& terms) const override {
+      return r_->BlockMayContainAll(i, terms);
+    }
+    Status ReadBlock(size_t i, DecodedBlock* out) const override {
+      ++o_->ordered_;
+      return r_->ReadBlock(i, out);
+    }
+    Status ReadBlockColumns(size_t i, const ColumnSelection& columns,
+                            DecodedBlock* out) const override {
+      ++(columns.all || columns.order ? o_->ordered_ : o_->unordered_);
+      return r_->ReadBlockColumns(i, columns, out);
+    }
+    Status ReadStoredBlock(size_t i, StoredBlock* out) const override {
+      return r_->ReadStoredBlock(i, out);
+    }
+    uint32_t format_version() const override { return r_->format_version(); }
+    Status VerifyAll() const override { return r_->VerifyAll(); }
+
+   private:
+    std::unique_ptr<SegmentReader> r_;
+    const OrderCountingOpener* o_;
+  };
+  const SegmentOpener* inner_;
+  mutable std::atomic<uint64_t> ordered_{0}, unordered_{0};
+};
+
+// A query that reads neither @timestamp, @id nor the records' order reads the blocks wholly
+// inside its range without @timestamp and positions, and the blocks the range cuts with them;
+// the answers are those of format 1 (always decoded whole) and of the same events buffered.
+TEST_F(SegmentExecTest, BlocksInsideTheRangeSkipTimeAndPositionsWhenUnread) {
+  std::vector<PositionedEvent> events;
+  const char* methods[] = {"GET", "POST", "PUT"};
+  for (int i = 0; i < 2000; ++i) {
+    const std::string status = std::to_string(200 + 100 * (i % 4));
+    events.push_back(
+        Ev(1000 + i * 2, 100 + i,
+           std::string(methods[i % 3]) + " /x " + status + " u" + std::to_string(i % 29),
+           {{"method", methods[i % 3]},
+            {"status", status},
+            {"user", "u" + std::to_string(i % 29)},
+            {"size", std::to_string((i * 31) % 977)}}));
+  }
+  ScanInput v1, v2, mem;
+  v1.segments.push_back(WriteEvents("v1", events, 1));
+  v2.segments.push_back(WriteEvents("v2", events, 2));
+  OrderCountingOpener counting(opener_.get());
+  v2.segments[0].opener = &counting;
+  {
+    auto r = opener_->Open("v2");
+    ASSERT_TRUE(r.ok());
+    ASSERT_GT((*r)->blocks().size(), 4u);
+  }
+  BufferedSource b;
+  b.datasource = Datasource{"logs", {{"#type", "app"}}};
+  b.partition = PartitionId(1);
+  b.events = std::make_shared<std::vector<PositionedEvent>>(events);
+  mem.buffered.push_back(b);
+  struct Case {
+    const char* q;
+    bool order;  // the blocks inside the range need @timestamp and positions
+  };
+  const Case cases[] = {
+      {"status=500 | count()", false},
+      {"| groupBy(status)", false},
+      {"status=500 | groupBy(method)", false},
+      {"status=500 | groupBy(user, function=sum(size))", false},
+      {"/PUT/ | groupBy(status)", false},  // with the raw strings
+      {"| timeChart(span=100ms)", true},
+      {"| groupBy(status, function=selectLast(user))", true},
+      {"@timestamp > 1500 | count()", true},
+      {"| groupBy(status, function=max(@timestamp))", true},
+      {"status=500 | tail(3)", true},
+  };
+  const TimeRange whole{0, 100000}, cut{1501, 4499};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.q);
+    for (const TimeRange& range : {whole, cut}) {
+      counting.Reset();
+      auto got = RunQuery(c.q, v2, range);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      auto full = RunQuery(c.q, v1, range);
+      auto buffered = RunQuery(c.q, mem, range);
+      ASSERT_TRUE(full.ok() && buffered.ok());
+      EXPECT_FALSE(got->rows.empty());
+      EXPECT_EQ(got->rows, full->rows);
+      EXPECT_EQ(got->rows, buffered->rows);
+      if (!c.order) {
+        // (tail() counts only the events it read, which depends on the block sizes.)
+        EXPECT_EQ(got->stats.events_matched, full->stats.events_matched);
+      }
+      if (c.order) {
+        EXPECT_EQ(counting.unordered(), 0u);
+        EXPECT_GT(counting.ordered(), 0u);
+      } else if (range.start_ms == whole.start_ms) {
+        // Every block inside the range.
+        EXPECT_EQ(counting.ordered(), 0u);
+        EXPECT_GT(counting.unordered(), 0u);
+      } else {
+        // The blocks at the range's edges (one or two) need each event's time; the others do
+        // not.
+        EXPECT_GE(counting.ordered(), 1u);
+        EXPECT_LE(counting.ordered(), 2u);
+        EXPECT_GT(counting.unordered(), 0u);
+      }
     }
   }
 }
@@ -670,6 +813,30 @@ TEST(ScanColumnsTest, SelectsWhatTheQueryReads) {
   EXPECT_EQ(sel("| tail(10)"), "all");
   EXPECT_EQ(sel("| kvParse() | count()"), "all");
   EXPECT_EQ(sel("| count() | sort(_count)"), "");
+  // Whether @timestamp and positions are needed (ColumnSelection::order).
+  auto order = [](std::string_view q) {
+    auto c = Compile(q);
+    EXPECT_TRUE(c.ok()) << q;
+    ColumnSelection s = ScanColumns(**c);
+    return s.all || s.order;
+  };
+  EXPECT_FALSE(order("status=500 | count()"));
+  EXPECT_FALSE(order("| groupBy(status)"));
+  EXPECT_FALSE(order("status=500 | groupBy(method, function=[sum(size), collect(user)])"));
+  EXPECT_FALSE(order("error | top(user)"));
+  EXPECT_FALSE(order("| x := size * 2 | avg(x)"));
+  EXPECT_TRUE(order("| timeChart(span=1m)"));
+  EXPECT_TRUE(order("| bucket(span=1m)"));
+  EXPECT_TRUE(order("@timestamp > 5 | count()"));
+  EXPECT_TRUE(order("| groupBy(@id)"));
+  EXPECT_TRUE(order("| t := @timestamp | max(t)"));
+  EXPECT_TRUE(order("| formatTime(\"%H\", as=h) | groupBy(h)"));
+  EXPECT_TRUE(order("| groupBy(a, function=selectLast(b))"));
+  EXPECT_TRUE(order("| groupBy(a, function=selectFromMax(c, include=[b]))"));
+  EXPECT_TRUE(order("| table([a])"));
+  EXPECT_TRUE(order("| upper(a) | count()"));  // a RecordFunction
+  EXPECT_TRUE(order("status=500"));
+  EXPECT_TRUE(order("| tail(10)"));
 }
 
 TEST_F(SegmentExecTest, RareTermPrunesBlocksAndMatchesUnprunedResult) {

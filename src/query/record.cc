@@ -91,10 +91,17 @@ Record::Record(const EventRef& ev) { ResetToEvent(ev); }
 void Record::ResetToEvent(const EventRef& ev) {
   ev_ = ev;
   const DecodedBlock& b = *ev.block;
-  key_.ts = b.timestamps[ev.index];
   key_.partition = ev.partition.value;
-  key_.offset = b.positions[ev.index].offset.value;
-  key_.index = b.positions[ev.index].index;
+  if (b.timestamps.empty()) {
+    // Read without order (ColumnSelection::order): no stage reads the key.
+    key_.ts = 0;
+    key_.offset = 0;
+    key_.index = 0;
+  } else {
+    key_.ts = b.timestamps[ev.index];
+    key_.offset = b.positions[ev.index].offset.value;
+    key_.index = b.positions[ev.index].index;
+  }
   row_.clear();
   removed_.clear();
 }

@@ -30,7 +30,8 @@ struct EventRef {
 };
 
 // Order of records: events by (@timestamp, partition, offset, index); rows by their input order
-// (ts = 0, offset = sequence number).
+// (ts = 0, offset = sequence number). An event of a block read without @timestamp and positions
+// (ColumnSelection::order false, only when no stage reads the key) has ts = offset = index = 0.
 struct RecordKey {
   int64_t ts = 0;
   int32_t partition = 0;

@@ -61,6 +61,7 @@ class TestBlock {
       }
       block_.field_begin.push_back(static_cast<uint32_t>(block_.fields.size()));
     }
+    block_.event_count = events.size();
   }
 
   Record At(size_t i) const { return Record(EventRef{&block_, &ds_, PartitionId(7), i}); }

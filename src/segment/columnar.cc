@@ -384,19 +384,24 @@ bool ParseField(const Chunk& ch, size_t n, bool ids_only, ParsedColumn* col) {
 }  // namespace
 
 bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
-                 const std::vector<std::string>& names, bool full, uint64_t max_raw_bytes,
-                 DecodedBlock* out, int64_t* min_ts, int64_t* max_ts) {
+                 const std::vector<std::string>& names, bool full, bool order,
+                 uint64_t max_raw_bytes, DecodedBlock* out, int64_t* min_ts, int64_t* max_ts) {
   const size_t n = event_count;
   if (n == 0 || chunks.size() < kBuiltinColumns) return false;
   for (uint64_t id = 0; id < kBuiltinColumns; ++id) {
     if (chunks[id].id != id) return false;
   }
-  if (!chunks[kTimestamps].loaded || !chunks[kPositions].loaded ||
-      (full && !chunks[kIngest].loaded))
-    return false;
-  if (!DecodeDeltas(chunks[kTimestamps].data, n, &out->timestamps, min_ts, max_ts) ||
-      !DecodePositions(chunks[kPositions].data, n, &out->positions))
-    return false;
+  if (full && !chunks[kIngest].loaded) return false;
+  out->event_count = n;
+  if (order) {
+    if (!chunks[kTimestamps].loaded || !chunks[kPositions].loaded) return false;
+    if (!DecodeDeltas(chunks[kTimestamps].data, n, &out->timestamps, min_ts, max_ts) ||
+        !DecodePositions(chunks[kPositions].data, n, &out->positions))
+      return false;
+  } else {
+    out->timestamps.clear();
+    out->positions.clear();
+  }
   if (chunks[kIngest].loaded) {
     int64_t lo, hi;
     if (!DecodeDeltas(chunks[kIngest].data, n, &out->ingest_ts, &lo, &hi)) return false;

@@ -74,8 +74,10 @@ struct Chunk {
 };
 
 // Decodes a block from its chunks into `out` (views point into the chunks, out->raw_text and
-// out->value_text). `chunks` lists the block's columns in footer order; the built-in
-// timestamps/ingest/positions chunks must be loaded; with `full` every chunk must be loaded and
+// out->value_text; out->event_count = event_count). `chunks` lists the block's columns in footer
+// order; with `order` the built-in timestamps and positions chunks must be loaded and are
+// decoded, without it they are not looked at and out->timestamps / out->positions come out empty
+// (*min_ts / *max_ts untouched); with `full` every other chunk must be loaded and
 // raw strings and field order are reconstructed, otherwise only the loaded field columns are
 // decoded (fields in chunk order) and raw views are empty. `names` is the segment's name table.
 // Every length, count and reference is checked: any inconsistency is false (the caller reports
@@ -85,7 +87,7 @@ struct Chunk {
 // Positions come out strictly increasing (the encoding cannot express anything else);
 // *min_ts / *max_ts get the smallest and largest @timestamp.
 bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
-                 const std::vector<std::string>& names, bool full, uint64_t max_raw_bytes,
-                 DecodedBlock* out, int64_t* min_ts, int64_t* max_ts);
+                 const std::vector<std::string>& names, bool full, bool order,
+                 uint64_t max_raw_bytes, DecodedBlock* out, int64_t* min_ts, int64_t* max_ts);
 
 }  // namespace sediment::segment_v2

@@ -942,6 +942,7 @@ void ClearColumns(DecodedBlock* out) {
   out->field_names.clear();
   out->field_names_complete = false;
   out->dict_columns.clear();
+  out->event_count = 0;
 }
 
 Status SegmentReaderImpl::ReadBlock(size_t i, DecodedBlock* out) const {
@@ -966,11 +967,11 @@ Status SegmentReaderImpl::ReadColumnsV2(size_t i, const ColumnSelection& selecti
   const BlockInfo& b = blocks_[i];
   const std::vector<ColumnEntry>& cols = extra_[i].columns;
   const bool full = selection.all || selection.raw;
-  // Which chunks to read: the built-in time and position columns always, then all or the
+  const bool order = selection.all || selection.order;
+  // Which chunks to read: the built-in time and position columns when `order`, then all or the
   // selected fields.
   std::vector<uint8_t>& wanted = tls_wanted;
   wanted.assign(cols.size(), 0);
-  wanted[segment_v2::kTimestamps] = wanted[segment_v2::kPositions] = 1;
   wanted[segment_v2::kIngest] = selection.ingest ? 1 : 0;
   if (full) {
     std::fill(wanted.begin(), wanted.end(), 1);
@@ -984,6 +985,7 @@ Status SegmentReaderImpl::ReadColumnsV2(size_t i, const ColumnSelection& selecti
       if (c != cols.end() && c->id == id) wanted[static_cast<size_t>(c - cols.begin())] = 1;
     }
   }
+  wanted[segment_v2::kTimestamps] = wanted[segment_v2::kPositions] = order ? 1 : 0;
   if (!tls_dctx) {
     tls_dctx.reset(ZSTD_createDCtx());
     if (!tls_dctx) return Status::Internal("segment: out of memory");
@@ -1034,10 +1036,11 @@ Status SegmentReaderImpl::ReadColumnsV2(size_t i, const ColumnSelection& selecti
     }
   }
   int64_t min_ts = 0, max_ts = 0;
-  if (!segment_v2::DecodeBlock(b.event_count, chunks, names_, full, b.raw_bytes, out, &min_ts,
-                               &max_ts) ||
+  if (!segment_v2::DecodeBlock(b.event_count, chunks, names_, full, order, b.raw_bytes, out,
+                               &min_ts, &max_ts) ||
       (full && out->raw_text.size() != b.raw_bytes))
     return Corrupt("block " + std::to_string(i) + ": inconsistent columns");
+  if (!order) return Status::OK();
   // The decoder gives strictly increasing positions and the time bounds: cross-check them with
   // the index without another pass over the events.
   if (out->timestamps.size() != b.event_count || out->positions.size() != b.event_count ||
@@ -1105,8 +1108,8 @@ Status SegmentReaderImpl::ReadStoredBlock(size_t i, StoredBlock* out) const {
   out->filter.assign(filters_, x.filter_offset, x.filter_size);
   out->filter_hashes = x.filter_hashes;
   int64_t min_ts = 0, max_ts = 0;
-  if (!segment_v2::DecodeBlock(b.event_count, chunks, names_, /*full=*/false, b.raw_bytes,
-                               &tls_check_block, &min_ts, &max_ts))
+  if (!segment_v2::DecodeBlock(b.event_count, chunks, names_, /*full=*/false, /*order=*/true,
+                               b.raw_bytes, &tls_check_block, &min_ts, &max_ts))
     return Corrupt("block " + std::to_string(i) + ": inconsistent columns");
   return CheckDecoded(i, tls_check_block);
 }
@@ -1172,6 +1175,7 @@ Status SegmentReaderImpl::DecodeColumns(size_t bi, DecodedBlock* out) const {
     c.p += len;
   }
 
+  out->event_count = n;
   out->timestamps.resize(n);
   out->ingest_ts.resize(n);
   out->positions.resize(n);

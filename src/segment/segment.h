@@ -167,6 +167,10 @@ struct DecodedBlock {
   };
   static constexpr uint32_t kNoValue = 0xffffffffu;
   std::vector<DictColumn> dict_columns;
+  // The block's event count. Every reader sets it; `timestamps` and `positions` have this size
+  // unless the read was asked for without them (ColumnSelection::order false), when they are
+  // empty.
+  size_t event_count = 0;
   // The dictionary column of field `name`, or nullptr.
   const DictColumn* FindDictColumn(std::string_view name) const {
     for (const DictColumn& c : dict_columns) {
@@ -174,7 +178,7 @@ struct DecodedBlock {
     }
     return nullptr;
   }
-  size_t size() const { return timestamps.size(); }
+  size_t size() const { return event_count; }
 
   // Calls fn(name, value) for every decoded field value of event i: those in `fields` in their
   // order, then those of the dictionary columns.
@@ -205,16 +209,21 @@ struct DecodedBlock {
   }
 };
 
-// Which parts of a block a reader must decode. @timestamp and positions are always decoded. A
-// reader may decode more than asked (format 1 always decodes everything), never less: with `all`
-// false, `raw` empty views mean "not decoded", `ingest_ts` is all zeros unless `ingest` (or raw)
-// is asked for, and `fields` holds, per event, the
-// values of the named fields only (names in an unspecified order, the values of one name in
-// the order they occur in the event).
+// Which parts of a block a reader must decode. A reader may decode more than asked (format 1
+// always decodes everything), never less: with `all` false, `raw` empty views mean "not decoded",
+// `ingest_ts` is all zeros unless `ingest` (or raw) is asked for, `timestamps` and `positions` are
+// empty when `order` is false (DecodedBlock::event_count still gives the event count), and
+// `fields` holds, per event, the values of the named fields only (names in an unspecified order,
+// the values of one name in the order they occur in the event).
+// Without `order`, format 2 neither reads nor checks the block's timestamp and position chunks
+// (the chunks it does read are still checksummed); a caller that needs no per-event time (a
+// block wholly inside the query's range, a pipeline that never reads @timestamp, @id or the
+// event order) saves their decode.
 struct ColumnSelection {
   bool all = true;
   bool raw = false;                 // @rawstring (when !all)
   bool ingest = false;              // @ingesttimestamp (when !all)
+  bool order = true;                // @timestamp and positions (when !all)
   std::vector<std::string> fields;  // field names (when !all); sorted, unique
 };
 

@@ -264,10 +264,20 @@ void ExpectSelectedFields(const SegmentReader& r, const std::vector<PositionedEv
     Status st = r.ReadBlockColumns(i, selection, &block);
     ASSERT_TRUE(st.ok()) << st.ToString();
     ASSERT_EQ(block.size(), r.blocks()[i].event_count);
+    if (selection.order) {
+      ASSERT_EQ(block.timestamps.size(), block.size());
+      ASSERT_EQ(block.positions.size(), block.size());
+    } else if (r.format_version() == 2) {
+      // Format 2 leaves them undecoded.
+      ASSERT_TRUE(block.timestamps.empty());
+      ASSERT_TRUE(block.positions.empty());
+    }
     for (size_t e = 0; e < block.size(); ++e, ++k) {
       const Event& want = events[k].event;
-      ASSERT_EQ(block.positions[e], events[k].pos);
-      ASSERT_EQ(block.timestamps[e], want.timestamp_ms);
+      if (selection.order) {
+        ASSERT_EQ(block.positions[e], events[k].pos);
+        ASSERT_EQ(block.timestamps[e], want.timestamp_ms);
+      }
       if (selection.raw) {
         ASSERT_EQ(block.raw[e], want.raw);
       } else {
@@ -368,6 +378,11 @@ TEST_F(SegmentTest, RoundTripManyBlocks) {
       ColumnSelection raw = one;
       raw.raw = true;
       ExpectSelectedFields(r, events, raw);
+      // Without @timestamp and positions: the same fields and raw strings.
+      for (ColumnSelection sel : {one, two, none, raw}) {
+        sel.order = false;
+        ExpectSelectedFields(r, events, sel);
+      }
     }
   }
 }
@@ -553,6 +568,71 @@ TEST_F(SegmentTest, ColumnReadsCheckOnlyTheChunksTheyRead) {
   Status st = (*r)->ReadBlock(0, &block);
   EXPECT_EQ(st.code(), StatusCode::kCorruption) << st.ToString();
   EXPECT_EQ(block.size(), 0u);
+}
+
+// A format 2 read without `order` neither reads nor decodes the @timestamp and position chunks:
+// with both chunks damaged it still gives every selected column (and the raw strings), and
+// size() is the event count; a read that asks for them reports the damage. Format 1 decodes
+// everything whatever is asked, so the same selection gives the timestamps there.
+TEST_F(SegmentTest, ReadsWithoutOrderSkipTheTimeAndPositionChunks) {
+  std::vector<PositionedEvent> events = AccessLog(3000, 5);
+  SegmentWriterOptions opt;
+  opt.block_raw_bytes = 64 << 10;
+  const std::string path = Path("order");
+  ASSERT_TRUE(WriteSegment(env_, path, TestDs(), PartitionId(0), events, opt).ok());
+  auto r0 = SegmentReader::Open(env_, path);
+  ASSERT_TRUE(r0.ok());
+  ASSERT_GT((*r0)->blocks().size(), 2u);
+  auto file = env_->ReadFile(path);
+  ASSERT_TRUE(file.ok());
+  std::string bytes = *file;
+  // Damage the first byte of the timestamps and positions chunks of every block.
+  StoredBlock stored;
+  for (size_t i = 0; i < (*r0)->blocks().size(); ++i) {
+    ASSERT_TRUE((*r0)->ReadStoredBlock(i, &stored).ok());
+    uint64_t at = (*r0)->blocks()[i].file_offset;
+    for (const StoredBlock::Column& c : stored.columns) {
+      if (c.id == 0 || c.id == 2) bytes[at] ^= 0x5a;  // @timestamp, positions (FORMAT.md)
+      at += c.stored_size;
+    }
+  }
+  WriteRaw(path, bytes);
+  auto r = SegmentReader::Open(env_, path);
+  ASSERT_TRUE(r.ok());
+  ColumnSelection status;
+  status.all = false;
+  status.order = false;
+  status.fields = {"method", "status"};
+  ExpectSelectedFields(**r, events, status);
+  ColumnSelection raw = status;
+  raw.raw = true;
+  ExpectSelectedFields(**r, events, raw);
+  DecodedBlock block;
+  for (size_t i = 0; i < (*r)->blocks().size(); ++i) {
+    ColumnSelection ordered = status;
+    ordered.order = true;
+    Status st = (*r)->ReadBlockColumns(i, ordered, &block);
+    EXPECT_EQ(st.code(), StatusCode::kCorruption) << st.ToString();
+    EXPECT_EQ(block.size(), 0u);
+  }
+
+  SegmentWriterOptions v1 = opt;
+  v1.format_version = 1;
+  const std::string path1 = Path("order1");
+  ASSERT_TRUE(WriteSegment(env_, path1, TestDs(), PartitionId(0), events, v1).ok());
+  auto r1 = SegmentReader::Open(env_, path1);
+  ASSERT_TRUE(r1.ok());
+  size_t k = 0;
+  for (size_t i = 0; i < (*r1)->blocks().size(); ++i) {
+    ASSERT_TRUE((*r1)->ReadBlockColumns(i, status, &block).ok());
+    ASSERT_EQ(block.size(), (*r1)->blocks()[i].event_count);
+    ASSERT_EQ(block.timestamps.size(), block.size());
+    for (size_t e = 0; e < block.size(); ++e, ++k) {
+      ASSERT_EQ(block.timestamps[e], events[k].event.timestamp_ms);
+      ASSERT_EQ(block.positions[e], events[k].pos);
+    }
+  }
+  EXPECT_EQ(k, events.size());
 }
 
 // Moves every position of `events` by `delta` offsets (to lay sources one after another).
