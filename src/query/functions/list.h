@@ -18,7 +18,7 @@
 // session.cc, sample sample.cc,
 // eventFieldCount event_field_count.cc, setTimeInterval
 // set_time_interval.cc, kBitfield* bitfield.cc, geohash geohash.cc,
-// math:spherical2cartesian spherical.cc.
+// math:spherical2cartesian spherical.cc, cidr cidr.cc.
 #define SEDIMENT_QUERY_FUNCTIONS(X)                                           \
   X(kIn)          /* in.cc */                                                 \
   X(kWildcard)    /* wildcard.cc */                                           \
@@ -177,7 +177,8 @@
   X(kBitfieldExtractFlagsAsString)                                            \
   X(kBitfieldExtractFlagsAsArray)                                             \
   X(kGeohash)                                                                 \
-  X(kMathSpherical2Cartesian)
+  X(kMathSpherical2Cartesian)                                                 \
+  X(kCidr)
 
 namespace sediment::query::functions {
 #define SEDIMENT_QUERY_DECLARE_FUNCTION(f) extern const Function f;
