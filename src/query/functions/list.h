@@ -18,7 +18,8 @@
 // session.cc, sample sample.cc,
 // eventFieldCount event_field_count.cc, setTimeInterval
 // set_time_interval.cc, kBitfield* bitfield.cc, geohash geohash.cc,
-// math:spherical2cartesian spherical.cc, cidr cidr.cc.
+// math:spherical2cartesian spherical.cc, cidr cidr.cc,
+// json:prettyPrint json_pretty_print.cc.
 #define SEDIMENT_QUERY_FUNCTIONS(X)                                           \
   X(kIn)          /* in.cc */                                                 \
   X(kWildcard)    /* wildcard.cc */                                           \
@@ -178,7 +179,8 @@
   X(kBitfieldExtractFlagsAsArray)                                             \
   X(kGeohash)                                                                 \
   X(kMathSpherical2Cartesian)                                                 \
-  X(kCidr)
+  X(kCidr)                                                                    \
+  X(kJsonPrettyPrint)
 
 namespace sediment::query::functions {
 #define SEDIMENT_QUERY_DECLARE_FUNCTION(f) extern const Function f;
