@@ -449,7 +449,9 @@ class Parser {
       return add_stage(std::move(st));
     }
     std::string target;
-    if (MatchStepAt(start, &target)) {  // `field =~ match(...)`: match() with field=field
+    const functions::Function* step_fn = nullptr;
+    if (MatchStepAt(start, &target, &step_fn)) {  // `field =~ match(...)`: match() with
+                                                  // field=field (also cidr(), ...)
       const size_t name_at = SkipWsFrom(SkipWsFrom(pos_) + 2);
       const size_t open = SkipWsFrom(FunctionNameEnd(name_at));
       functions::Arg field;
@@ -460,9 +462,7 @@ class Parser {
       field.value.position = start;
       pos_ = open + 1;
       Stage st;
-      if (!ParseFunctionStage(*functions::FindPipelineFunction("match"), name_at, &st, nullptr,
-                              &field) ||
-          !CheckTables(&st)) {
+      if (!ParseFunctionStage(*step_fn, name_at, &st, nullptr, &field) || !CheckTables(&st)) {
         return false;
       }
       return add_stage(std::move(st));
@@ -834,18 +834,24 @@ class Parser {
 
   // Whether a `target :=` starts at pos_ (target a field name, "quoted" or `backquoted`); then
   // *target is set and pos_ is after ':='. Otherwise pos_ is unchanged.
-  // Whether `field =~ match(` starts at pos_ (match() is a step, not a filter function): true
-  // with *field set and pos_ after the field name; else pos_ unchanged.
-  bool MatchStepAt(size_t start, std::string* field) {
+  // Whether `field =~ f(` starts at pos_ for a step f that filters by a `field` parameter
+  // (match(), or a negatable step such as cidr(); not a filter function): true with *field and
+  // *fn set and pos_ after the field name; else pos_ unchanged.
+  bool MatchStepAt(size_t start, std::string* field, const functions::Function** fn) {
     if (!TryFieldNameAt(field)) return false;
     const size_t k = SkipWsFrom(pos_);
     if (k + 1 < s_.size() && s_[k] == '=' && s_[k + 1] == '~') {
       const size_t name_at = SkipWsFrom(k + 2);
       const size_t e = FunctionNameEnd(name_at);
       const size_t open = SkipWsFrom(e);
-      if (e > name_at && open < s_.size() && s_[open] == '(' &&
-          EqualsIgnoreCase(s_.substr(name_at, e - name_at), "match")) {
-        return true;
+      if (e > name_at && open < s_.size() && s_[open] == '(') {
+        const std::string_view name = s_.substr(name_at, e - name_at);
+        const functions::Function* f = functions::FindPipelineFunction(name);
+        if (f != nullptr && f->kind == functions::Kind::kTransform && HasParam(*f, "field") &&
+            (EqualsIgnoreCase(name, "match") || f->negatable)) {
+          *fn = f;
+          return true;
+        }
       }
     }
     pos_ = start;

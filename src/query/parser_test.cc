@@ -1386,6 +1386,17 @@ TEST(ParserSyntaxTest, NamespacedFunctionNames) {
   EXPECT_EQ(ParseError("groupBy(a, function=time:hour(b))"),
             "unknown aggregate function 'time:hour' in groupBy(function=...) at position 20");
   EXPECT_EQ(ParseError("f =~ text:foo(x)"), "unknown function 'text:foo' at position 5");
+  // `field =~ f(...)` for a filtering step with a field parameter (match(), cidr()): f with
+  // field=field; other steps are refused by name.
+  EXPECT_EQ(ParseError("ip =~ cidr(subnet=\"10.0.0.0/8\")"), "OK");
+  EXPECT_EQ(ParseError("ip =~ cidr(subnet=\"10.0.0.0/8\", field=x)"),
+            "parameter 'field' of cidr() given twice at position 0");
+  EXPECT_EQ(ParseError("ip =~ cidr(subnet=\"10.0.0.0/99\")"),
+            "invalid value '10.0.0.0/99' for parameter 'subnet' of cidr(): expected an IPv4 or "
+            "IPv6 subnet such as 192.0.2.0/24 or 2001:db8::/32 at position 18");
+  EXPECT_EQ(ParseError("ip =~ subnet(bits=8)"),
+            "expected a filter function such as in(), wildcard() or regex() after '=~' but found "
+            "'subnet' at position 6");
   // An expression function where a pipeline function or a filter is expected.
   EXPECT_EQ(ParseError("a | concat(a, b)"),
             "concat() is an expression function: use it in an expression (x := concat(...), "

@@ -674,26 +674,63 @@ Val EvalVal(const Expr& e, const Record& r) {
 
 // ---- stages ----
 
-void ApplyCase(const Stage& st, Record&& r, std::vector<Record>* out) {
-  for (const CaseBranch& b : st.branches) {
-    if (b.condition && !Matches(*b.condition, r)) continue;
-    if (b.stages.empty()) {
-      out->push_back(std::move(r));
-      return;
+// Whether `stages` may drop a record (filters, strict regex()/match(), functions that filter,
+// nested case): then a case branch may produce nothing and the next branch is tried. A branch
+// with dropEvent() never hands its records on: dropEvent() drops what reaches it (LogScale's
+// `case { @rawstring="#*" | dropEvent() ; * }` drops the comment lines).
+bool MayDrop(const std::vector<Stage>& stages) {
+  for (const Stage& s : stages) {
+    if (s.function == "dropEvent") return false;
+  }
+  for (const Stage& s : stages) {
+    switch (s.kind) {
+      case SK::kFilter:
+      case SK::kRegex:
+      case SK::kMatch:
+      case SK::kFunction:
+      case SK::kCase:
+        return true;
+      default:
+        break;
     }
-    if (b.stages.size() == 1) {
-      ApplyTransform(b.stages[0], std::move(r), out);
-      return;
-    }
-    std::vector<Record> cur, next;
-    cur.push_back(std::move(r));
-    for (size_t s = 0; s < b.stages.size(); ++s) {
-      std::vector<Record>* dst = s + 1 == b.stages.size() ? out : &next;
-      for (Record& rec : cur) ApplyTransform(b.stages[s], std::move(rec), dst);
-      cur.swap(next);
-      next.clear();
-    }
+  }
+  return false;
+}
+
+// Runs the stages of branch `b` on `r`, appending its output to *out.
+void ApplyBranch(const CaseBranch& b, Record&& r, std::vector<Record>* out) {
+  if (b.stages.empty()) {
+    out->push_back(std::move(r));
     return;
+  }
+  if (b.stages.size() == 1) {
+    ApplyTransform(b.stages[0], std::move(r), out);
+    return;
+  }
+  std::vector<Record> cur, next;
+  cur.push_back(std::move(r));
+  for (size_t s = 0; s < b.stages.size(); ++s) {
+    std::vector<Record>* dst = s + 1 == b.stages.size() ? out : &next;
+    for (Record& rec : cur) ApplyTransform(b.stages[s], std::move(rec), dst);
+    cur.swap(next);
+    next.clear();
+  }
+}
+
+// The first branch whose condition matches and whose stages give at least one record (LogScale:
+// a clause matches when it returns events); no such branch drops the record.
+void ApplyCase(const Stage& st, Record&& r, std::vector<Record>* out) {
+  for (size_t i = 0; i < st.branches.size(); ++i) {
+    const CaseBranch& b = st.branches[i];
+    if (b.condition && !Matches(*b.condition, r)) continue;
+    if (i + 1 == st.branches.size() || !MayDrop(b.stages)) {
+      ApplyBranch(b, std::move(r), out);
+      return;
+    }
+    const size_t before = out->size();
+    Record copy = r;  // the branch may drop it: keep the original for the next branches
+    ApplyBranch(b, std::move(copy), out);
+    if (out->size() > before) return;
   }
 }
 

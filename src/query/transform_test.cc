@@ -984,6 +984,41 @@ TEST(TransformTest, CaseBranchStagesMayEmitManyOrNone) {
   EXPECT_EQ(Apply(outer, ev.Get()).size(), 2u);
 }
 
+TEST(TransformTest, CaseBranchThatDropsTheRecordHandsItToTheNextBranch) {
+  // LogScale: a clause matches when it returns events. Branch 1 sets x, then keeps status >= 500
+  // only; the others go on to branch 2 without branch 1's x.
+  Stage filter;
+  filter.kind = SK::kFilter;
+  filter.filter = Cmp("status", FilterNode::Cmp::kGe, 500);
+  Stage st;
+  st.kind = SK::kCase;
+  st.branches = {
+      CaseBranch{Node(FK::kTrue), {EvalStage("x", N("1")), filter, EvalStage("k", S("server"))}},
+      CaseBranch{Node(FK::kTrue), {EvalStage("k", S("other"))}}};
+  OneEvent e503("raw", {{"status", "503"}});
+  std::vector<Record> out = Apply(st, e503.Get());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(GetText(out[0], "k"), "server");
+  EXPECT_EQ(out[0].GetValue("x"), I(1));
+  OneEvent e200("raw", {{"status", "200"}});
+  out = Apply(st, e200.Get());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(GetText(out[0], "k"), "other");
+  EXPECT_FALSE(out[0].Has("x"));
+  EXPECT_EQ(out[0].key(), e200.Get().key());
+  // The last branch dropping it: no branch matched, the record is dropped.
+  st.branches.pop_back();
+  EXPECT_TRUE(Apply(st, e200.Get()).empty());
+  // A branch with dropEvent() drops what it does not pass on (no next branch for it).
+  Stage drop_event;
+  drop_event.kind = SK::kFilter;  // dropEvent()'s effect; the branch is known by the name
+  drop_event.function = "dropEvent";
+  drop_event.filter = Node(FK::kFalse);
+  st.branches = {CaseBranch{Node(FK::kTrue), {drop_event}},
+                 CaseBranch{Node(FK::kTrue), {EvalStage("k", S("other"))}}};
+  EXPECT_TRUE(Apply(st, e200.Get()).empty());
+}
+
 Stage FormatTimeStage(std::string format, std::string field, std::string as,
                       std::string tz = "UTC") {
   Stage st;

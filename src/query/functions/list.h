@@ -17,7 +17,9 @@
 // arrayExists array_exists.cc, round round.cc, session
 // session.cc, sample sample.cc,
 // eventFieldCount event_field_count.cc, setTimeInterval
-// set_time_interval.cc.
+// set_time_interval.cc, kBitfield* bitfield.cc, geohash geohash.cc,
+// math:spherical2cartesian spherical.cc, cidr cidr.cc,
+// json:prettyPrint json_pretty_print.cc.
 #define SEDIMENT_QUERY_FUNCTIONS(X)                                           \
   X(kIn)          /* in.cc */                                                 \
   X(kWildcard)    /* wildcard.cc */                                           \
@@ -171,7 +173,14 @@
   X(kSession)                                                                 \
   X(kSample)                                                                  \
   X(kEventFieldCount)                                                         \
-  X(kSetTimeInterval)
+  X(kSetTimeInterval)                                                         \
+  X(kBitfieldExtractFlags)                                                    \
+  X(kBitfieldExtractFlagsAsString)                                            \
+  X(kBitfieldExtractFlagsAsArray)                                             \
+  X(kGeohash)                                                                 \
+  X(kMathSpherical2Cartesian)                                                 \
+  X(kCidr)                                                                    \
+  X(kJsonPrettyPrint)
 
 namespace sediment::query::functions {
 #define SEDIMENT_QUERY_DECLARE_FUNCTION(f) extern const Function f;
