@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cmath>
+#include <cstdlib>
+
 #include "common/base64.h"
 #include "common/checksum.h"
 #include "common/coding.h"
@@ -103,6 +106,25 @@ TEST(JsonWriter, EscapesAndNests) {
   std::string s;
   AppendJsonString(&s, "\xff");
   EXPECT_EQ(s, "\"\xEF\xBF\xBD\"");
+}
+
+// Whole numbers stay whole: "%.1g"-style shortening once printed 90 as 9e+01.
+TEST(JsonWriter, DoublesAreShortestRoundTripNumbers) {
+  auto text = [](double v) {
+    JsonWriter w;
+    w.Double(v);
+    return w.str();
+  };
+  EXPECT_EQ(text(90.0), "90");
+  EXPECT_EQ(text(180.0), "180");
+  EXPECT_EQ(text(-0.25), "-0.25");
+  EXPECT_EQ(text(1.732050807568877), "1.732050807568877");
+  EXPECT_EQ(text(0.1), "0.1");
+  EXPECT_EQ(text(1e21), "1e+21");
+  EXPECT_EQ(text(std::nan("")), "null");
+  for (double v : {90.0, 0.1, 1.0 / 3, 123456789.125, 1e-7, 5e-324}) {
+    EXPECT_EQ(std::strtod(text(v).c_str(), nullptr), v) << text(v);
+  }
 }
 
 TEST(TimeParse, Iso8601) {

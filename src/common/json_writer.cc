@@ -1,5 +1,6 @@
 #include "common/json_writer.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -111,18 +112,15 @@ JsonWriter& JsonWriter::Double(double v) {
     out_.append("null");
     return *this;
   }
+  // The shortest text that reads back as `v`, in fixed notation unless scientific is shorter
+  // (90 -> "90", 0.5 -> "0.5", 1e21 -> "1e+21"); every form is a JSON number.
   char buf[32];
-  int n = std::snprintf(buf, sizeof buf, "%.17g", v);
-  // Prefer the shortest representation that round-trips.
-  for (int prec = 1; prec <= 17; ++prec) {
-    char b2[32];
-    int n2 = std::snprintf(b2, sizeof b2, "%.*g", prec, v);
-    if (std::strtod(b2, nullptr) == v) {
-      out_.append(b2, n2);
-      return *this;
-    }
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  if (ec != std::errc()) {
+    out_.append(buf, static_cast<size_t>(std::snprintf(buf, sizeof buf, "%.17g", v)));
+    return *this;
   }
-  out_.append(buf, n);
+  out_.append(buf, end);
   return *this;
 }
 JsonWriter& JsonWriter::Bool(bool v) {
