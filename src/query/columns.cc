@@ -53,6 +53,7 @@ class Needs {
   void Expression(const Expr& e) {
     if (e.kind == Expr::Kind::kField) Field(e.text);
     if (e.kind == Expr::Kind::kCall && e.text == "getfield") All();  // a name known at run time
+    if (e.kind == Expr::Kind::kStage) Transform(*e.stage);
     for (const ExprPtr& a : e.args) Expression(*a);
   }
 

@@ -74,6 +74,7 @@ using FilterPtr = std::shared_ptr<const FilterNode>;
 // ---- expressions (eval(), `x := ...`, case conditions) ----
 
 struct Expr;
+struct Stage;  // below
 using ExprPtr = std::shared_ptr<const Expr>;
 struct Expr {
   enum class Kind {
@@ -83,12 +84,19 @@ struct Expr {
     kCall,    // function `text` (canonical lower-case name) applied to `args`
     kUnary,   // `text` is "-" or "!": args[0]
     kBinary,  // `text` is one of + - * / % == != < <= > >= && ||  (args[0], args[1])
+    // A per-record pipeline function called in an expression (`text:length(m) - 9`,
+    // `if(regex("^5", field=s), ...)`): `stage` runs on a copy of the record; the value is the
+    // copy's field `text` (the output the parser named with as=), or, when `text` is empty (the
+    // function has no output field: a filter), 1 when the stage keeps the record and 0 when it
+    // drops it.
+    kStage,
   };
   Kind kind = Kind::kString;
   std::string text;
   double number = 0;
   std::vector<ExprPtr> args;
   size_t position = 0;
+  std::shared_ptr<const Stage> stage;  // kStage: a transform with EmitsOneOrNone()
 };
 
 // ---- aggregate metrics ----

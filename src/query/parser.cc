@@ -21,6 +21,7 @@
 #include "query/query.h"
 #include "query/record.h"
 #include "query/text_util.h"
+#include "query/transform.h"
 
 namespace sediment::query {
 namespace {
@@ -881,21 +882,35 @@ class Parser {
     const size_t fe = FunctionNameEnd(fstart);
     ExprPtr value;
     Status expr_err;  // why the call is not an expression, when it is tried as a function
+    bool prefer_expr_err = false;      // report expr_err when the function fails too
+    bool value_was_lone_step = false;  // the expression was the pipeline call alone
     if (fe > fstart) {
       std::string name(s_.substr(fstart, fe - fstart));
       size_t k = SkipWsFrom(fe);
       const functions::Function* fn = functions::FindPipelineFunction(name);
       bool pipeline = k < s_.size() && s_[k] == '(' && fn != nullptr;
-      if (pipeline && functions::FindExpressionFunction(name) != nullptr) {
+      if (pipeline) {
+        // An expression when it is one up to the step's end (`x := lower(y)`,
+        // `i := array:length("a[]") - 1`); a lone pipeline call stays the step itself with
+        // as=target (`c := count()`, `x := text:length(m)`).
+        const size_t parameters = parameters_.size();
+        const size_t time_calls = time_calls_.size();
         value = ParseExpr();
         SkipWs();
-        if (value && AtStepEnd()) pipeline = false;
+        const bool lone_step =
+            value && value->kind == Expr::Kind::kStage && value->position == fstart;
+        if (value && AtStepEnd() && !lone_step) pipeline = false;
+        value_was_lone_step = lone_step && AtStepEnd();
         if (pipeline) {
           expr_err = ok() ? Status::InvalidArgument("unexpected " + Found() + " at position " +
                                                     std::to_string(pos_))
                           : err_;
+          prefer_expr_err = functions::FindExpressionFunction(name) != nullptr;
           err_ = Status::OK();  // not an expression: try the function
           pos_ = fstart;
+          value = nullptr;
+          parameters_.resize(parameters);
+          time_calls_.resize(time_calls);
         }
       }
       if (pipeline) {
@@ -913,7 +928,12 @@ class Parser {
         pos_ = k + 1;
         Stage st;
         if (!ParseFunctionStage(*fn, fstart, &st, &as)) {
-          if (!expr_err.ok()) err_ = expr_err;  // neither: the expression's error
+          if (prefer_expr_err) err_ = expr_err;  // neither: the expression's error
+          return false;
+        }
+        SkipWs();
+        if (!value_was_lone_step && !AtStepEnd()) {  // `x := count() + 1`: why it is no expression
+          err_ = expr_err;
           return false;
         }
         stages->push_back(std::move(st));
@@ -1332,7 +1352,7 @@ class Parser {
   FilterPtr ParseFilterFunction(const functions::Function& fn, size_t start,
                                 const std::string& field = "", size_t field_pos = 0) {
     std::vector<functions::Arg> args;
-    if (!ParseArgs(&args)) return nullptr;
+    if (!ParseArgs(&args, &fn)) return nullptr;
     if (!field.empty()) {
       if (!HasParam(fn, "field")) {
         Error(start, std::string(fn.name) + "() has no field parameter: it cannot follow '=~'");
@@ -1537,17 +1557,39 @@ class Parser {
   // ---- function arguments ----
 
   // Arguments up to and including ')'; pos_ is just after '('.
-  bool ParseArgs(std::vector<functions::Arg>* args) {
+  // The arguments of a call up to its ')'; pos_ just after '('. With `fn`, the values of its
+  // Type::kExpr parameters are read as expressions (ArgValue::Kind::kExpr).
+  bool ParseArgs(std::vector<functions::Arg>* args, const functions::Function* fn = nullptr) {
     for (bool done = TryClose(')'); !done;) {
       SkipWs();
       functions::Arg arg;
       arg.position = pos_;
       arg.name = ParseParamName();
-      if (!ParseArgValue(&arg.value)) return false;
+      if (fn != nullptr && IsExpressionParam(*fn, arg.name)) {
+        SkipWs();
+        arg.value.position = pos_;
+        arg.value.kind = functions::ArgValue::Kind::kExpr;
+        arg.value.expr = ParseExpr();
+        if (!arg.value.expr) return false;
+        arg.value.text = std::string(s_.substr(arg.value.position, pos_ - arg.value.position));
+        while (!arg.value.text.empty() && IsSpace(arg.value.text.back())) arg.value.text.pop_back();
+      } else if (!ParseArgValue(&arg.value)) {
+        return false;
+      }
       args->push_back(std::move(arg));
       if (!ListSeparator(')', &done)) return false;
     }
     return true;
+  }
+
+  // Whether the argument named `name` ("" = positional) of `fn` is a Type::kExpr parameter.
+  static bool IsExpressionParam(const functions::Function& fn, std::string_view name) {
+    for (const functions::Param& p : fn.params) {
+      const bool named =
+          name.empty() ? p.unnamed : name == p.name || name == Lower(std::string_view(p.name));
+      if (named) return p.type == functions::Type::kExpr;
+    }
+    return false;
   }
 
   bool ParseArgValue(functions::ArgValue* v) {
@@ -1799,7 +1841,7 @@ class Parser {
       call.expression = ParseExpr();
       if (!call.expression || !CloseParen(open)) return false;
     } else {
-      if (!ParseArgs(&args)) return false;
+      if (!ParseArgs(&args, &fn)) return false;
       if (as != nullptr) args.push_back(*as);
       if (field != nullptr) args.push_back(*field);
       if (!call.Bind(args)) return false;
@@ -1936,6 +1978,9 @@ class Parser {
   ExprPtr ParseExprCall(const std::string& name, size_t start) {
     const functions::Function* fn = functions::FindExpressionFunction(name);
     if (fn == nullptr) {
+      if (const functions::Function* step = functions::FindPipelineFunction(name)) {
+        return ParseStageCall(*step, start);
+      }
       Error(start, "unknown function '" + name + "' in expression");
       return nullptr;
     }
@@ -2001,6 +2046,53 @@ class Parser {
     }
     if (fname == "start" || fname == "end") time_calls_.push_back({start, pos_, fname == "end"});
     return MakeExpr(Expr::Kind::kCall, fname, start, std::move(args));
+  }
+
+  // A per-record pipeline function `fn` called in an expression (Expr::Kind::kStage); pos_ just
+  // after '('. Its output goes to a field of the record's copy named here with as=; a function
+  // without as= (a filter) gives 1 when it keeps the record, else 0.
+  ExprPtr ParseStageCall(const functions::Function& fn, size_t start) {
+    if (fn.kind != functions::Kind::kTransform && fn.kind != functions::Kind::kFilter) {
+      Error(start, std::string(fn.name) +
+                       "() needs every event (it aggregates): it cannot be used in an expression");
+      return nullptr;
+    }
+    auto st = std::make_shared<Stage>();
+    std::string out;
+    if (fn.kind == functions::Kind::kFilter) {
+      FilterPtr f = ParseFilterFunction(fn, start);
+      if (!f) return nullptr;
+      st->kind = Stage::Kind::kFilter;
+      st->filter = std::move(f);
+      st->position = start;
+      st->function = fn.name;
+    } else {
+      functions::Arg as;
+      const bool named_output = fn.syntax == functions::Syntax::kArguments && HasParam(fn, "as");
+      if (named_output) {
+        out = "_expr@" + std::to_string(start);
+        as.name = "as";
+        as.position = start;
+        as.value.kind = functions::ArgValue::Kind::kScalar;
+        as.value.quoted = true;
+        as.value.text = out;
+        as.value.position = start;
+      }
+      if (!ParseFunctionStage(fn, start, st.get(), named_output ? &as : nullptr)) return nullptr;
+      if (!EmitsOneOrNone(*st) || st->table_query != nullptr || st->time_interval) {
+        Error(start, std::string(fn.name) +
+                         "() is not a per-event function with one result: it cannot be used in "
+                         "an expression");
+        return nullptr;
+      }
+      if (!CheckTables(st.get())) return nullptr;
+    }
+    auto e = std::make_shared<Expr>();
+    e->kind = Expr::Kind::kStage;
+    e->text = std::move(out);
+    e->position = start;
+    e->stage = std::move(st);
+    return e;
   }
 
   std::string_view s_;

@@ -54,6 +54,8 @@ std::string ExprString(const Expr& e) {
       for (const ExprPtr& a : e.args) out += " " + ExprString(*a);
       return out + ")";
     }
+    case Expr::Kind::kStage:
+      return "(step " + e.stage->function + (e.text.empty() ? "" : " -> " + e.text) + ")";
   }
   return "?";
 }
@@ -1135,6 +1137,38 @@ TEST(ParserExprTest, Eval) {
   EXPECT_EQ(ParseError("| eval(x = 1"), "missing ')' at position 12");
   EXPECT_EQ(ParseError("| eval(= 1)"),
             "expected a field name in eval() but found '=' at position 7");
+}
+
+// Per-event pipeline functions inside expressions run as a step on a copy of the event.
+TEST(ParserExprTest, PipelineFunctionsInExpressions) {
+  EXPECT_EQ(Assigned("i := array:length(\"a[]\") - 1"),
+            "i = (- (step array:length -> _expr@5) #1)");
+  EXPECT_EQ(Assigned("x := if(regex(\"^5\", field=s), then=1, else=0)"),
+            "x = (if (step regex) #1 #0)");
+  EXPECT_EQ(Assigned("x := !text:contains(string=s, substring=\"a\")"),
+            "x = (! (step text:contains))");
+  // Alone, the call stays the step with as=.
+  EXPECT_EQ(Stages("x := text:length(m)"), "text:length fields=[x,m]");
+  EXPECT_EQ(ParseError("x := count() + 1"),
+            "count() needs every event (it aggregates): it cannot be used in an expression at "
+            "position 5");
+  EXPECT_EQ(ParseError("x := 1 + groupBy(a)"),
+            "groupBy() needs every event (it aggregates): it cannot be used in an expression at "
+            "position 9");
+}
+
+// Type::kExpr parameters are read as expressions.
+TEST(ParserExprTest, ExpressionParameters) {
+  auto q = MustCompile("setField(target=bar, value=item + 10 * 2)");
+  ASSERT_TRUE(q);
+  ASSERT_EQ(q->stages.size(), 1u);
+  EXPECT_EQ(q->stages[0].function, "setField");
+  EXPECT_TRUE(MustCompile("text:substring(m, begin=1, end=text:length(m) - 9)"));
+  EXPECT_EQ(ParseError("setField(target=bar, value=item +)"),
+            "expected an expression but found ')' at position 33");
+  EXPECT_EQ(ParseError("text:substring(m, begin=-1)"),
+            "invalid value '-1' for parameter 'begin' of text:substring(): expected a "
+            "non-negative integer or an expression at position 24");
 }
 
 TEST(ParserExprTest, Errors) {

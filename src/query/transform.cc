@@ -654,6 +654,15 @@ Val EvalCall(const Expr& e, const Record& r) {
   return Val();
 }
 
+Val EvalStage(const Expr& e, const Record& r) {
+  Record copy = r;
+  const bool kept = ApplyTransformInPlace(*e.stage, copy);
+  if (e.text.empty()) return Val::Int(kept ? 1 : 0);
+  if (!kept) return Val();
+  std::optional<Value> v = copy.GetValue(e.text);
+  return v ? Val::From(std::move(*v)) : Val();
+}
+
 Val EvalVal(const Expr& e, const Record& r) {
   switch (e.kind) {
     case EK::kField:
@@ -668,6 +677,8 @@ Val EvalVal(const Expr& e, const Record& r) {
       return EvalUnary(e, r);
     case EK::kBinary:
       return EvalBinary(e, r);
+    case EK::kStage:
+      return EvalStage(e, r);
   }
   return Val();
 }

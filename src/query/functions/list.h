@@ -19,7 +19,7 @@
 // eventFieldCount event_field_count.cc, setTimeInterval
 // set_time_interval.cc, kBitfield* bitfield.cc, geohash geohash.cc,
 // math:spherical2cartesian spherical.cc, cidr cidr.cc,
-// json:prettyPrint json_pretty_print.cc.
+// json:prettyPrint json_pretty_print.cc, setField set_field.cc.
 #define SEDIMENT_QUERY_FUNCTIONS(X)                                           \
   X(kIn)          /* in.cc */                                                 \
   X(kWildcard)    /* wildcard.cc */                                           \
@@ -84,6 +84,7 @@
   X(kParseTimestamp)                                                          \
   X(kFindTimestamp)                                                           \
   X(kTest)                                                                    \
+  X(kSetField)                                                                \
   X(kReplace)                                                                 \
   X(kDefault)                                                                 \
   X(kCoalesce)                                                                \
@@ -145,6 +146,7 @@
   X(kWorldMap)                                                                \
   X(kTextLength)                                                              \
   X(kTextSubstring)                                                           \
+  X(kTextPositionOf)                                                          \
   X(kTextContains)                                                            \
   X(kTextStartsWith)                                                          \
   X(kTextEndsWith)                                                            \

@@ -66,6 +66,8 @@ std::string ValueText(const ArgValue& v) {
       return v.text + "()";
     case ArgValue::Kind::kSubquery:
       return "{...}";
+    case ArgValue::Kind::kExpr:
+      return v.text;
   }
   return "";
 }
@@ -134,6 +136,7 @@ const Call::Bound* Call::Find(std::string_view param) const {
 bool Call::Given(std::string_view param) const { return Find(param)->arg != nullptr; }
 const Arg* Call::GivenArg(std::string_view param) const { return Find(param)->arg; }
 const ArgValue* Call::Value(std::string_view param) const { return Find(param)->value; }
+ExprPtr Call::Expression(std::string_view param) const { return Find(param)->expr; }
 const std::string& Call::String(std::string_view param) const { return Find(param)->text; }
 const std::vector<std::string>& Call::Fields(std::string_view param) const {
   return Find(param)->fields;
@@ -321,6 +324,29 @@ bool Call::Convert(Bound* b) {
     }
     case Type::kMetrics:
       return MetricsFrom(v, name_ + "(" + p.name + "=...)", err_, &b->metrics);
+    case Type::kExpr: {
+      if (v.kind == ArgValue::Kind::kExpr && v.expr) {
+        b->expr = v.expr;
+        return true;
+      }
+      if (v.kind != ArgValue::Kind::kScalar) {
+        BadParam(p.name, "an expression");
+        return false;
+      }
+      auto e = std::make_shared<Expr>();
+      e->text = v.text;
+      e->position = v.position;
+      if (v.quoted) {
+        e->kind = Expr::Kind::kString;
+      } else if (std::optional<double> n = ParseNumber(v.text)) {
+        e->kind = Expr::Kind::kNumber;
+        e->number = *n;
+      } else {
+        e->kind = Expr::Kind::kField;
+      }
+      b->expr = std::move(e);
+      return true;
+    }
     case Type::kRaw:
     case Type::kUnsupported:
       return true;

@@ -41,12 +41,15 @@ inline constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
 // `{ ... }` (parsed and compiled by the parser; `text` is its source).
 struct Arg;
 struct ArgValue {
-  enum class Kind { kScalar, kList, kCall, kSubquery } kind = Kind::kScalar;
+  // kExpr: the value of a Type::kExpr parameter, parsed as an expression (`expr`; `text` is its
+  // source text).
+  enum class Kind { kScalar, kList, kCall, kSubquery, kExpr } kind = Kind::kScalar;
   std::string text;  // scalar text or call name
   bool quoted = false;
   std::vector<ArgValue> list;
   std::vector<Arg> args;                     // call arguments
   std::shared_ptr<const Subquery> subquery;  // kSubquery
+  ExprPtr expr;                              // kExpr
   size_t position = 0;
 };
 struct Arg {
@@ -77,6 +80,8 @@ enum class Type {
   kSpan,         // a time span (1m, 5min, "1 hour", auto = 0)
   kPercentiles,  // a number or a list of numbers in [0, 100]
   kMetrics,      // an aggregate call or a list of them (count(), [sum(x), avg(y)])
+  kExpr,         // an expression evaluated per record (`x + 1`, `text:length(m) - 9`, a field, a
+                 // literal); the parser reads the value as one (Call::Expression)
   kRaw,          // any value; the factory checks and converts it (Call::Arg / Call::Value)
   kUnsupported,  // a LogScale parameter sediment refuses by name
 };
@@ -172,6 +177,9 @@ class Call {
   int64_t Limit(std::string_view param) const;  // also kSpan (ms, 0 = auto)
   const std::vector<double>& Percentiles(std::string_view param) const;
   std::vector<Metric> TakeMetrics(std::string_view param);
+  // kExpr: the expression (null when absent without default). A default in query syntax is a
+  // literal or a field name.
+  ExprPtr Expression(std::string_view param) const;
 
   // Converters for kRaw parameters, with the same checks and messages as the typed ones: false
   // (error recorded) when the value does not fit; *out unchanged when `param` has no value.
@@ -205,6 +213,7 @@ class Call {
     int64_t number = 0;                   // kLimit, kSpan
     std::vector<double> percentiles;      // kPercentiles
     std::vector<Metric> metrics;          // kMetrics
+    ExprPtr expr;                         // kExpr
   };
   Bound* Find(std::string_view param);
   const Bound* Find(std::string_view param) const;

@@ -12,11 +12,32 @@
 
 namespace sediment::query::functions {
 
-void ExpressionFields(const Expr& e, std::vector<std::string>* out) {
-  if (e.kind == Expr::Kind::kField) out->push_back(e.text);
-  for (const ExprPtr& a : e.args) {
-    if (a) ExpressionFields(*a, out);
+bool ExpressionFields(const Expr& e, std::vector<std::string>* out) {
+  bool known = true;
+  switch (e.kind) {
+    case Expr::Kind::kField:
+      out->push_back(e.text);
+      break;
+    case Expr::Kind::kCall:
+      if (e.text == "getfield") known = false;  // a name known at run time
+      break;
+    case Expr::Kind::kStage:
+      if (e.stage->kind == Stage::Kind::kFunction) {
+        out->insert(out->end(), e.stage->function_fields.begin(), e.stage->function_fields.end());
+        known = !e.stage->function_reads_all;
+      } else if (e.stage->kind == Stage::Kind::kRegex) {
+        out->push_back(e.stage->field.empty() ? kRawstringField : e.stage->field);
+      } else {
+        known = false;
+      }
+      break;
+    default:
+      break;
   }
+  for (const ExprPtr& a : e.args) {
+    if (a && !ExpressionFields(*a, out)) known = false;
+  }
+  return known;
 }
 
 bool ValueIsTrue(const std::optional<Value>& v) {
@@ -31,15 +52,6 @@ bool ValueIsTrue(const std::optional<Value>& v) {
 
 namespace {
 
-// Whether `e` calls getfield(), which reads a field named at run time.
-bool ReadsNamedField(const Expr& e) {
-  if (e.kind == Expr::Kind::kCall && e.text == "getfield") return true;
-  for (const ExprPtr& a : e.args) {
-    if (a && ReadsNamedField(*a)) return true;
-  }
-  return false;
-}
-
 bool Build(Call& c, Stage* st) {
   ExprPtr e = c.expression;
   if (!e) {
@@ -47,10 +59,10 @@ bool Build(Call& c, Stage* st) {
     return false;
   }
   std::vector<std::string> fields;
-  ExpressionFields(*e, &fields);
+  const bool known = ExpressionFields(*e, &fields);
   SetRecordFunction(
       st, [e](Record& r) { return ValueIsTrue(Evaluate(*e, r)); }, std::move(fields),
-      /*reads_all=*/ReadsNamedField(*e));
+      /*reads_all=*/!known);
   return true;
 }
 

@@ -50,8 +50,9 @@ uint32_t Murmur3(std::string_view data, uint32_t seed);
 // format_duration.cc: `ms` milliseconds as formatDuration() writes them with its defaults
 // (from=ms, precision=0): "6h30m52s553ms", "0ms".
 std::string FormatDurationMs(int64_t ms);
-// test.cc: the fields an expression reads, appended to *out.
-void ExpressionFields(const Expr& e, std::vector<std::string>* out);
+// test.cc: the fields an expression reads, appended to *out; false when it may read fields not
+// named in it (getField(), a pipeline call that may read any field).
+[[nodiscard]] bool ExpressionFields(const Expr& e, std::vector<std::string>* out);
 // test.cc: whether a value counts as true (no value, 0, "", "false" and numeric text equal to 0
 // are false), as if() and the logical operators of expressions count it.
 bool ValueIsTrue(const std::optional<Value>& v);
