@@ -8,6 +8,9 @@
 // array's name without "[]") holds the element; the element satisfies it when a record comes
 // out. The event passes unchanged: nothing the condition sets is kept. Arrays are read as in the
 // other array:* functions (array.cc): name[0], name[1], ... up to the first missing index.
+//
+// Also defines RunsThrough() and SubqueryStages() (transforms.h), shared with the other functions
+// taking a subquery of per-record steps (array_eval.cc, self_join.cc).
 #include <string>
 #include <string_view>
 #include <utility>
@@ -86,8 +89,9 @@ bool Build(Call& c, Stage* st) {
     return false;
   }
   std::vector<Stage> condition;
-  if (!SubqueryStages(c, "condition", *c.Value("condition"), /*filter_call=*/true, &condition))
+  if (!SubqueryStages(c, "condition", *c.Value("condition"), /*filter_call=*/true, &condition)) {
     return false;
+  }
   std::string var = c.Given("var") ? c.String("var") : base;
   SetRecordFunction(
       st,
