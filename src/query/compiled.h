@@ -148,6 +148,10 @@ class RecordFunction {
   virtual ~RecordFunction() = default;
   // Applies the function to `r`; false when `r` is dropped. Never fails on data.
   virtual bool Apply(Record& r) const = 0;
+  // A function that may emit more than one record per input (copyEvent()) sets
+  // Stage::function_emits_many and overrides this: it appends its output records for `r` to *out.
+  // The default (transform.cc) appends `r` when Apply keeps it.
+  virtual void ApplyMany(Record&& r, std::vector<Record>* out) const;
 };
 
 // The implementation of a function over the whole sequence of its input rows (createEvents(),
@@ -280,6 +284,9 @@ struct Stage {
   std::shared_ptr<const RecordFunction> record_function;
   std::vector<std::string> function_fields;
   bool function_reads_all = false;
+  // kFunction: record_function may emit several records per input (RecordFunction::ApplyMany);
+  // such a stage is not negatable.
+  bool function_emits_many = false;
   std::shared_ptr<const RowsFunction> rows_function;  // kRows
   std::string top_rest;     // kTop: top(rest=): the field value of a row counting the others
   int64_t buckets = 0;      // kBucket: timeChart(buckets=): the span is range/buckets

@@ -802,8 +802,13 @@ bool Matches(const FilterNode& f, const Record& r) {
 
 std::optional<Value> Evaluate(const Expr& e, const Record& r) { return EvalVal(e, r).ToValue(); }
 
+void RecordFunction::ApplyMany(Record&& r, std::vector<Record>* out) const {
+  if (Apply(r)) out->push_back(std::move(r));
+}
+
 bool EmitsOneOrNone(const Stage& st) {
-  return st.IsTransform() && st.kind != SK::kCase && st.kind != SK::kSplit;
+  return st.IsTransform() && st.kind != SK::kCase && st.kind != SK::kSplit &&
+         !st.function_emits_many;
 }
 
 namespace {
@@ -887,6 +892,13 @@ void ApplyTransform(const Stage& st, Record&& r, std::vector<Record>* out) {
       return;
     case SK::kSplit:
       functions::ApplySplit(st, std::move(r), out);
+      return;
+    case SK::kFunction:
+      if (st.function_emits_many && st.record_function && !st.negate) {
+        st.record_function->ApplyMany(std::move(r), out);
+        return;
+      }
+      if (ApplyTransformInPlace(st, r)) out->push_back(std::move(r));
       return;
     default:
       if (ApplyTransformInPlace(st, r)) out->push_back(std::move(r));

@@ -29,7 +29,8 @@ std::optional<Value> Evaluate(const Expr& e, const Record& r);
 void ApplyTransform(const Stage& st, Record&& r, std::vector<Record>* out);
 
 // Whether the transform stage `st` gives at most one record for each input (every transform but
-// case and split), which ApplyTransformInPlace can run.
+// case, split and a function with Stage::function_emits_many), which ApplyTransformInPlace can
+// run.
 bool EmitsOneOrNone(const Stage& st);
 // ApplyTransform for a stage with EmitsOneOrNone(st): changes `r` in place and returns false when
 // the stage drops it (`r` is then unspecified).

@@ -1252,5 +1252,34 @@ TEST(TransformTest, EveryTransformKeepsTheKey) {
   }
 }
 
+// A RecordFunction emitting two records per input (copyEvent()'s contract): the stage is not one
+// ApplyTransformInPlace can run, and ApplyTransform appends what ApplyMany emits, in order.
+class Twice final : public RecordFunction {
+ public:
+  bool Apply(Record&) const override { return true; }
+  void ApplyMany(Record&& r, std::vector<Record>* out) const override {
+    Record copy = r;
+    copy.Set("copy", Value(int64_t{1}));
+    out->push_back(std::move(r));
+    out->push_back(std::move(copy));
+  }
+};
+
+TEST(ApplyTransformTest, FunctionEmittingManyRecords) {
+  Stage st;
+  st.kind = SK::kFunction;
+  st.record_function = std::make_shared<const Twice>();
+  EXPECT_TRUE(EmitsOneOrNone(st));  // without function_emits_many: Apply, one record
+  EXPECT_EQ(Apply(st, RowRecord({{"a", Str("x")}})).size(), 1u);
+  st.function_emits_many = true;
+  EXPECT_FALSE(EmitsOneOrNone(st));
+  std::vector<Record> out = Apply(st, RowRecord({{"a", Str("x")}}));
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(GetText(out[0], "copy"), std::nullopt);
+  EXPECT_EQ(GetText(out[1], "copy"), "1");
+  EXPECT_EQ(GetText(out[1], "a"), "x");
+  EXPECT_EQ(out[0].key(), out[1].key());
+}
+
 }  // namespace
 }  // namespace sediment::query

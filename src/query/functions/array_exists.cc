@@ -8,7 +8,11 @@
 // array's name without "[]") holds the element; the element satisfies it when a record comes
 // out. The event passes unchanged: nothing the condition sets is kept. Arrays are read as in the
 // other array:* functions (array.cc): name[0], name[1], ... up to the first missing index.
+//
+// Also defines RunsThrough() and SubqueryStages() (transforms.h), shared with the other functions
+// taking a subquery of per-record steps (array_eval.cc, self_join.cc).
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -17,16 +21,8 @@
 #include "query/transform.h"
 
 namespace sediment::query::functions {
-namespace {
 
-constexpr Param kParams[] = {
-    {.name = "array", .type = Type::kField, .unnamed = true, .required = true},
-    {.name = "condition", .type = Type::kRaw, .required = true},
-    {.name = "var", .type = Type::kField},
-};
-
-// Whether a record comes out of `stages` (per-record stages) run over `r`.
-bool Passes(const std::vector<Stage>& stages, Record r) {
+bool RunsThrough(const std::vector<Stage>& stages, Record r, Record* out) {
   std::vector<Record> cur, next;
   cur.push_back(std::move(r));
   for (const Stage& st : stages) {
@@ -35,27 +31,29 @@ bool Passes(const std::vector<Stage>& stages, Record r) {
     cur.swap(next);
     if (cur.empty()) return false;
   }
+  if (out != nullptr) *out = std::move(cur.front());
   return true;
 }
 
-// The condition's stages from the value of `condition`; false (error recorded) when it is
-// neither a subquery of per-record steps nor a filter function call.
-bool ConditionStages(Call& c, std::vector<Stage>* out) {
-  const ArgValue* v = c.Value("condition");
-  constexpr const char* kExpected =
-      "a subquery { ... } of filters and per-record steps, or a filter function such as in()";
+bool SubqueryStages(Call& c, std::string_view param, const ArgValue& value, bool filter_call,
+                    std::vector<Stage>* out) {
+  const ArgValue* v = &value;
+  const char* expected =
+      filter_call
+          ? "a subquery { ... } of filters and per-record steps, or a filter function such as in()"
+          : "a subquery { ... } of filters and per-record steps";
   if (v->kind == ArgValue::Kind::kSubquery) {
     const Subquery& sq = *v->subquery;
     if (sq.collect < sq.stages.size()) {
-      c.Error(sq.stages[sq.collect].position,
-              "array:exists(condition=...) cannot hold the collecting function " +
-                  sq.stages[sq.collect].function + "()");
+      c.Error(sq.stages[sq.collect].position, c.name() + "(" + std::string(param) +
+                                                  "=...) cannot hold the collecting function " +
+                                                  sq.stages[sq.collect].function + "()");
       return false;
     }
     *out = sq.stages;
     return true;
   }
-  if (v->kind == ArgValue::Kind::kCall) {
+  if (filter_call && v->kind == ArgValue::Kind::kCall) {
     const Function* fn = FindPipelineFunction(v->text);
     if (fn != nullptr && fn->kind == Kind::kFilter) {
       Call inner(*fn, v->position, c.err());
@@ -71,9 +69,17 @@ bool ConditionStages(Call& c, std::vector<Stage>* out) {
       return true;
     }
   }
-  c.BadValue("condition", *v, kExpected);
+  c.BadValue(param, *v, expected);
   return false;
 }
+
+namespace {
+
+constexpr Param kParams[] = {
+    {.name = "array", .type = Type::kField, .unnamed = true, .required = true},
+    {.name = "condition", .type = Type::kRaw, .required = true},
+    {.name = "var", .type = Type::kField},
+};
 
 bool Build(Call& c, Stage* st) {
   std::string base = c.String("array");
@@ -83,7 +89,9 @@ bool Build(Call& c, Stage* st) {
     return false;
   }
   std::vector<Stage> condition;
-  if (!ConditionStages(c, &condition)) return false;
+  if (!SubqueryStages(c, "condition", *c.Value("condition"), /*filter_call=*/true, &condition)) {
+    return false;
+  }
   std::string var = c.Given("var") ? c.String("var") : base;
   SetRecordFunction(
       st,
@@ -94,7 +102,7 @@ bool Build(Call& c, Stage* st) {
           if (!v) return false;
           Record copy = r;
           copy.Set(var, Value(std::string(*v)));
-          if (Passes(condition, std::move(copy))) return true;
+          if (RunsThrough(condition, std::move(copy), nullptr)) return true;
         }
       },
       {}, /*reads_all=*/true);  // the elements, and whatever the condition reads

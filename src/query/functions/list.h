@@ -19,7 +19,10 @@
 // eventFieldCount event_field_count.cc, setTimeInterval
 // set_time_interval.cc, kBitfield* bitfield.cc, geohash geohash.cc,
 // math:spherical2cartesian spherical.cc, cidr cidr.cc,
-// json:prettyPrint json_pretty_print.cc, setField set_field.cc.
+// json:prettyPrint json_pretty_print.cc, xml:prettyPrint xml_pretty_print.cc, fieldstats/fieldset
+// field_stats.cc, array:eval/objectArray:eval/objectArray:exists array_eval.cc, copyEvent
+// copy_event.cc, hashRewrite/hashMatch hash_match.cc, eventInternals event_internals.cc,
+// selfJoinFilter/selfJoin self_join.cc, setField set_field.cc.
 #define SEDIMENT_QUERY_FUNCTIONS(X)                                           \
   X(kIn)          /* in.cc */                                                 \
   X(kWildcard)    /* wildcard.cc */                                           \
@@ -182,7 +185,19 @@
   X(kGeohash)                                                                 \
   X(kMathSpherical2Cartesian)                                                 \
   X(kCidr)                                                                    \
-  X(kJsonPrettyPrint)
+  X(kJsonPrettyPrint)                                                         \
+  X(kXmlPrettyPrint)                                                          \
+  X(kFieldstats)                                                              \
+  X(kFieldset)                                                                \
+  X(kArrayEval)                                                               \
+  X(kObjectArrayEval)                                                         \
+  X(kObjectArrayExists)                                                       \
+  X(kCopyEvent)                                                               \
+  X(kHashRewrite)                                                             \
+  X(kHashMatch)                                                               \
+  X(kEventInternals)                                                          \
+  X(kSelfJoinFilter)                                                          \
+  X(kSelfJoin)
 
 namespace sediment::query::functions {
 #define SEDIMENT_QUERY_DECLARE_FUNCTION(f) extern const Function f;

@@ -34,26 +34,6 @@
 namespace sediment::query::functions {
 namespace {
 
-template <typename F>
-class LambdaRowsFunction final : public RowsFunction {
- public:
-  LambdaRowsFunction(F f, bool ignores_input) : f_(std::move(f)), ignores_(ignores_input) {}
-  std::vector<Row> Run(std::vector<Row> rows, std::vector<std::string>* warnings) const override {
-    return f_(std::move(rows), warnings);
-  }
-  bool IgnoresInput() const override { return ignores_; }
-
- private:
-  F f_;
-  bool ignores_;
-};
-
-template <typename F>
-void SetRowsFunction(Stage* st, F f, bool ignores_input = false) {
-  st->kind = Stage::Kind::kRows;
-  st->rows_function = std::make_shared<const LambdaRowsFunction<F>>(std::move(f), ignores_input);
-}
-
 const Value* FindValue(const Row& row, std::string_view name) {
   for (const auto& [k, v] : row) {
     if (k == name) return &v;

@@ -57,6 +57,19 @@ std::string FormatDurationMs(int64_t ms);
 // are false), as if() and the logical operators of expressions count it.
 bool ValueIsTrue(const std::optional<Value>& v);
 
+// array_exists.cc: whether a record comes out of `stages` (per-record stages) run over `r`; the
+// first record that comes out goes to *out when out is not null.
+bool RunsThrough(const std::vector<Stage>& stages, Record r, Record* out);
+class Call;
+struct ArgValue;
+// array_exists.cc: the stages of `value`, the value (or an item of the list value) of the subquery
+// parameter `param` of c (array:exists(condition=), array:eval(function=), selfJoin(where=), ...):
+// a subquery `{ ... }` of filters and per-record steps, or with `filter_call` also a filter
+// function call such as in(x, values=[...]). False (error recorded on c) for anything else, a
+// collecting function included.
+[[nodiscard]] bool SubqueryStages(Call& c, std::string_view param, const ArgValue& value,
+                                  bool filter_call, std::vector<Stage>* out);
+
 // ---- helpers shared by the implementations ----
 
 // A RecordFunction calling `f` (a callable `bool(Record&) const`, copied in; it must be reentrant).
@@ -78,6 +91,29 @@ void SetRecordFunction(Stage* st, F f, std::vector<std::string> fields, bool rea
   st->record_function = std::make_shared<const LambdaRecordFunction<F>>(std::move(f));
   st->function_fields = std::move(fields);
   st->function_reads_all = reads_all;
+}
+
+// A RowsFunction calling `f` (a callable `std::vector<Row>(std::vector<Row>,
+// std::vector<std::string>*) const`, copied in; it must be reentrant).
+template <typename F>
+class LambdaRowsFunction final : public RowsFunction {
+ public:
+  LambdaRowsFunction(F f, bool ignores_input) : f_(std::move(f)), ignores_(ignores_input) {}
+  std::vector<Row> Run(std::vector<Row> rows, std::vector<std::string>* warnings) const override {
+    return f_(std::move(rows), warnings);
+  }
+  bool IgnoresInput() const override { return ignores_; }
+
+ private:
+  F f_;
+  bool ignores_;
+};
+
+// Makes `st` a kRows stage running `f` over its whole input.
+template <typename F>
+void SetRowsFunction(Stage* st, F f, bool ignores_input = false) {
+  st->kind = Stage::Kind::kRows;
+  st->rows_function = std::make_shared<const LambdaRowsFunction<F>>(std::move(f), ignores_input);
 }
 
 inline const std::string kRawstringField = "@rawstring";
