@@ -875,6 +875,18 @@ class Parser {
   // transform with an `as` parameter: as LogScale, the same as f(..., as=target)); pos_ after
   // ':='. A name that is both (min, max, lower, ...) is the expression function when the call
   // parses as one (`m := max(a, b)`), else the pipeline function (`m := max(x)`).
+  // The argument as=`target` that `target := f(...)` gives f (at `start`).
+  static functions::Arg OutputArg(const std::string& target, size_t start) {
+    functions::Arg as;
+    as.name = "as";
+    as.position = start;
+    as.value.kind = functions::ArgValue::Kind::kScalar;
+    as.value.quoted = true;
+    as.value.text = target;
+    as.value.position = start;
+    return as;
+  }
+
   bool ParseAssignmentStep(const std::string& target, size_t start, std::vector<Stage>* stages,
                            bool* filter_phase) {
     SkipWs();
@@ -901,6 +913,29 @@ class Parser {
             value && value->kind == Expr::Kind::kStage && value->position == fstart;
         if (value && AtStepEnd() && !lone_step) pipeline = false;
         value_was_lone_step = lone_step && AtStepEnd();
+        if (!pipeline && value->kind == Expr::Kind::kCall && value->position == fstart &&
+            fn->kind != functions::Kind::kFilter && HasParam(*fn, "as") &&
+            fn->syntax == functions::Syntax::kArguments) {
+          // A lone call of a name that is both: LogScale reads `x := f(...)` as f(..., as=x),
+          // where a quoted argument names a field (`x := upper("d")` reads field d). The step
+          // when it takes these arguments (`concat(a, b)` does not), else the expression.
+          const size_t expr_end = pos_;
+          pos_ = k + 1;
+          Stage st;
+          functions::Arg as = OutputArg(target, start);
+          if (ParseFunctionStage(*fn, fstart, &st, &as)) {
+            SkipWs();
+            if (AtStepEnd()) {
+              stages->push_back(std::move(st));
+              *filter_phase = false;
+              return true;
+            }
+          }
+          err_ = Status::OK();
+          pos_ = expr_end;
+          parameters_.resize(parameters);
+          time_calls_.resize(time_calls);
+        }
         if (pipeline) {
           expr_err = ok() ? Status::InvalidArgument("unexpected " + Found() + " at position " +
                                                     std::to_string(pos_))
@@ -918,13 +953,7 @@ class Parser {
           Error(fstart, std::string(fn->name) + "() is a filter: it has no value to assign");
           return false;
         }
-        functions::Arg as;
-        as.name = "as";
-        as.position = start;
-        as.value.kind = functions::ArgValue::Kind::kScalar;
-        as.value.quoted = true;
-        as.value.text = target;
-        as.value.position = start;
+        functions::Arg as = OutputArg(target, start);
         pos_ = k + 1;
         Stage st;
         if (!ParseFunctionStage(*fn, fstart, &st, &as)) {

@@ -1074,7 +1074,10 @@ TEST(ParserExprTest, Precedence) {
 }
 
 TEST(ParserExprTest, Calls) {
-  EXPECT_EQ(Assigned("x := lower(y)"), "x = (lower y)");
+  // A lone call of a pipeline function is the step with as= (a quoted argument names a field).
+  EXPECT_EQ(Stages("x := lower(y)"), "lower y as=x");
+  EXPECT_EQ(Stages("x := upper(\"d\")").rfind("upper", 0), 0u);
+  EXPECT_EQ(Assigned("x := lower(\"A\") + \"\""), "x = (+ (lower \"A\") \"\")");
   EXPECT_EQ(Assigned("x := upper(y) + length(\"abc\")"), "x = (+ (upper y) (length \"abc\"))");
   EXPECT_EQ(Assigned("x := concat(a, \"-\", b)"), "x = (concat a \"-\" b)");
   EXPECT_EQ(Assigned("x := concat([a, \"-\", b])"), "x = (concat a \"-\" b)");
@@ -1099,7 +1102,7 @@ TEST(ParserExprTest, Calls) {
             "x = (formattime \"%H\" t \"+02:00\")");
   // Not an expression call but a pipeline function with as=: formatTime("%H", as=x).
   EXPECT_EQ(Stages("x := formatTime(\"%H\")"), "formatTime %H field=@timestamp as=x tz=UTC");
-  EXPECT_EQ(Assigned("x := lower (y)"), "x = (lower y)");
+  EXPECT_EQ(Stages("x := lower (y)"), "lower y as=x");
 
   EXPECT_EQ(Assigned("x := foo(y)"), "ERROR: unknown function 'foo' in expression at position 5");
   EXPECT_EQ(Assigned("x := LOWER(y)"),
@@ -1511,8 +1514,8 @@ TEST(ParserSyntaxTest, AssignAggregates) {
   EXPECT_EQ(Stages("groupBy(x, function=n := count())"),
             "agg/groupBy [x] limit=20000 {count( as n)}");
   EXPECT_EQ(Stages("\"my count\" := count()"), "agg/none {count( as my count)}");
-  EXPECT_EQ(Stages("l := lower(x)"), "eval l=(lower x)");   // the expression function wins
-  EXPECT_EQ(Stages("m := max(a, b)"), "eval m=(max a b)");  // when it parses as one
+  EXPECT_EQ(Stages("l := lower(x)"), "lower x as=l");       // the step when it takes the arguments,
+  EXPECT_EQ(Stages("m := max(a, b)"), "eval m=(max a b)");  // else the expression function
   EXPECT_EQ(Stages("t := formatTime(\"%H\")"), "formatTime %H field=@timestamp as=t tz=UTC");
   EXPECT_EQ(ParseError("c := count(as=d)"), "parameter 'as' of count() given twice at position 0");
   EXPECT_EQ(ParseError("c := head(1)"),
