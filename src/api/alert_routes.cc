@@ -20,6 +20,7 @@
 #include "api/routes.h"
 #include "common/json_writer.h"
 #include "coordinator/lookup_files.h"
+#include "coordinator/saved_queries.h"
 #include "http/responses.h"
 #include "http/status_code.h"
 #include "query/lookup.h"
@@ -149,13 +150,22 @@ class AlertRoutes : public Node {
     return s;
   }
 
-  Status CheckQuery(const std::string& repo, const std::string& text) const {
+  // `saving`: the name of the saved search whose text this is (its calls of other saved
+  // searches must not lead back to it), or "" for an alert's query.
+  Status CheckQuery(const std::string& repo, const std::string& text,
+                    const std::string& saving = "") const {
     if (text.empty()) return Bad("'queryString' is empty");
     if (text.size() > kMaxQueryBytes) {
       return Bad("'queryString' is longer than " + std::to_string(kMaxQueryBytes) + " bytes");
     }
+    // A saved search's parameters may be left to its callers ($name(param=value)).
+    auto bound = query::BindParameters(text, {}, /*missing_as_empty=*/!saving.empty());
+    if (!bound.ok()) return bound.status();
+    const coordinator::GlobalSavedQueries saved(global, repo);
+    auto expanded = query::ExpandSavedQueries(*bound, saved, {}, saving);
+    if (!expanded.ok()) return expanded.status();
     const coordinator::GlobalLookupFiles files(global, repo);
-    auto compiled = query::Compile(text, &files);
+    auto compiled = query::Compile(*expanded, &files);
     if (!compiled.ok()) return compiled.status();
     return Status::OK();
   }
@@ -177,7 +187,7 @@ class AlertRoutes : public Node {
       return http::JsonError(400, "the body names '" + body_name + "', the path '" + name + "'");
     }
     if (Status st = CheckName(name); !st.ok()) return http::JsonErrorFor(st);
-    if (Status st = CheckQuery(repo, s->query); !st.ok()) return http::JsonErrorFor(st);
+    if (Status st = CheckQuery(repo, s->query, name); !st.ok()) return http::JsonErrorFor(st);
     const int64_t now = clock->NowMillis();
     for (const std::string& bound : {s->start, s->end}) {
       if (!bound.empty() && !query::ParseTimeBound(bound, now).ok()) {

@@ -12,6 +12,7 @@
 #include "common/json_writer.h"
 #include "coordinator/lookup_files.h"
 #include "coordinator/query_jobs.h"
+#include "coordinator/saved_queries.h"
 #include "http/status_code.h"
 #include "query/lookup.h"
 
@@ -133,7 +134,8 @@ http::Response HandleQueryJobs(const Node& n, const http::Request& req, const st
   if (id.empty()) {
     if (req.method != "POST") return http::JsonError(405, "use POST for " + req.path);
     QueryRequestBody body;
-    if (auto err = ParseQueryRequest(req.body, &body)) return *err;
+    const coordinator::GlobalSavedQueries saved(n.global, repo);
+    if (auto err = ParseQueryRequest(req.body, &saved, &body)) return *err;
     http::Response r = CreateJob(*n.query_jobs, n.global, repo, body, n.clock->NowMillis());
     if (r.status == 200) n.metrics->query_jobs_started.With({body.live ? "live_job" : "job"}).Inc();
     return r;

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "api/node.h"
+#include "query/query.h"
 
 namespace sediment::api {
 
@@ -30,8 +31,12 @@ inline constexpr std::string_view kTimeIntervalInLiveQuery =
     "setTimeInterval() cannot be used in a live query (it runs over a window up to now): run it "
     "as a static query";
 
-// Parses `body`; the 400 response to send when it is not a valid query body.
-std::optional<http::Response> ParseQueryRequest(const std::string& body, QueryRequestBody* out);
+// Parses `body`; the 400 response to send when it is not a valid query body. The query text
+// comes out with the saved query calls `$name()` expanded from `saved` (null: none) and the
+// request's "arguments" bound to its parameters.
+std::optional<http::Response> ParseQueryRequest(const std::string& body,
+                                                const query::SavedQueries* saved,
+                                                QueryRequestBody* out);
 
 // The error response of a query that failed: 408 for its time limit, 413 for its memory bound
 // (naming the flag), else http::JsonErrorFor's answer.

@@ -14,6 +14,7 @@
 #include "common/json_writer.h"
 #include "coordinator/internal_query.h"
 #include "coordinator/lookup_files.h"
+#include "coordinator/saved_queries.h"
 #include "http/status_code.h"
 #include "query/lookup.h"
 #include "query/query.h"
@@ -68,7 +69,8 @@ Result<CoordinatedResult> QueryRoutes::RunQuery(const std::string& repo,
 
 http::Response QueryRoutes::HandleQuery(const http::Request& req, const std::string& repo) const {
   QueryRequestBody body;
-  if (auto err = ParseQueryRequest(req.body, &body)) return *err;
+  const coordinator::GlobalSavedQueries saved(global, repo);
+  if (auto err = ParseQueryRequest(req.body, &saved, &body)) return *err;
   const coordinator::GlobalLookupFiles files(global, repo);
   auto compiled = query::Compile(body.query_string, &files);
   if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
@@ -164,7 +166,9 @@ http::Response QueryRoutes::HandleQuery(const http::Request& req, const std::str
 
 }  // namespace
 
-std::optional<http::Response> ParseQueryRequest(const std::string& body, QueryRequestBody* out) {
+std::optional<http::Response> ParseQueryRequest(const std::string& body,
+                                                const query::SavedQueries* saved,
+                                                QueryRequestBody* out) {
   try {
     simdjson::dom::parser parser;
     simdjson::dom::element doc;
@@ -234,6 +238,11 @@ std::optional<http::Response> ParseQueryRequest(const std::string& body, QueryRe
         }
         arguments[std::string(key)] = std::move(text);
       }
+    }
+    if (saved != nullptr && out->query_string.find('$') != std::string::npos) {
+      auto expanded = query::ExpandSavedQueries(out->query_string, *saved, arguments);
+      if (!expanded.ok()) return http::JsonError(400, expanded.status().message());
+      out->query_string = std::move(*expanded);
     }
     if (out->query_string.find('?') != std::string::npos) {
       auto bound_query = query::BindParameters(out->query_string, arguments);

@@ -112,6 +112,23 @@ class Parser {
     size_t begin = 0, end = 0;
     bool is_end = false;
   };
+  // A saved query call `$name(args)` at [begin, end) of the text.
+  struct SavedCall {
+    size_t begin = 0, end = 0;
+    std::string name;
+    std::map<std::string, std::string> args;
+  };
+  // The saved query calls parsed (after a successful Parse), in text order.
+  std::vector<SavedCall> SavedCalls() const {
+    std::vector<SavedCall> out = saved_calls_;
+    std::sort(out.begin(), out.end(),
+              [](const SavedCall& a, const SavedCall& b) { return a.begin < b.begin; });
+    out.erase(
+        std::unique(out.begin(), out.end(),
+                    [](const SavedCall& a, const SavedCall& b) { return a.begin == b.begin; }),
+        out.end());
+    return out;
+  }
   // The start()/end() calls parsed (after a successful Parse), in text order.
   std::vector<TimeCall> TimeCalls() const {
     std::vector<TimeCall> out = time_calls_;
@@ -1120,10 +1137,10 @@ class Parser {
       return n;
     }
     if (c == '$') {
-      size_t e = FunctionNameEnd(start + 1);
-      Error(start, "saved query call '" + std::string(s_.substr(start, e - start)) +
-                       "' is not supported (sediment has no saved queries)");
-      return nullptr;
+      // A saved query call: recorded for ExpandSavedQueries, a placeholder matching every event
+      // here (Compile refuses a text that still has one).
+      if (!ParseSavedCall()) return nullptr;
+      return MakeNode(FilterNode::Kind::kTrue, start);
     }
     if (IsIdentStart(c)) {
       // A filter function: in(...), wildcard(...), regex(...).
@@ -1419,6 +1436,45 @@ class Parser {
     return n;
   }
 
+  // `$name(arg=value, ...)` or `$"name"(...)` at pos_: recorded in saved_calls_. The arguments
+  // are named scalars (the values of the saved query's parameters).
+  bool ParseSavedCall() {
+    const size_t start = pos_++;
+    SavedCall call;
+    call.begin = start;
+    if (Peek() == '"') {
+      if (!ParseQuoted(&call.name)) return false;
+    } else {
+      const size_t e = FunctionNameEnd(pos_);
+      call.name = std::string(s_.substr(pos_, e - pos_));
+      pos_ = e;
+    }
+    if (call.name.empty()) {
+      Error(start, "expected a saved query name after '$' but found " + Found());
+      return false;
+    }
+    SkipWs();
+    if (Peek() != '(') {
+      Error(pos_,
+            "expected '(' after the saved query name '" + call.name + "' but found " + Found());
+      return false;
+    }
+    ++pos_;
+    std::vector<functions::Arg> args;
+    if (!ParseArgs(&args)) return false;
+    for (const functions::Arg& a : args) {
+      if (a.name.empty() || a.value.kind != functions::ArgValue::Kind::kScalar) {
+        Error(a.position, "the arguments of saved query '" + call.name +
+                              "' are name=value pairs (its parameters' values)");
+        return false;
+      }
+      call.args[a.name] = a.value.text;
+    }
+    call.end = pos_;
+    saved_calls_.push_back(std::move(call));
+    return true;
+  }
+
   // `?name` or `?{name=default}` at pos_ (a query parameter): its value from the arguments, else
   // its default; an error when it has neither. Recorded for BindParameters.
   bool ParseParameter(std::string* value) {
@@ -1475,6 +1531,8 @@ class Parser {
       *value = *given;
     } else if (fallback) {
       *value = *fallback;
+    } else if (missing_as_empty_) {
+      *value = "0";  // a value every place of a parameter takes (numbers, texts, patterns)
     } else {
       Error(start, "query parameter ?" + name +
                        " has no value (give it in the request's \"arguments\", or a default: ?{" +
@@ -1662,7 +1720,7 @@ class Parser {
     if (c == '$') {
       Error(pos_, "saved query call '" +
                       std::string(s_.substr(pos_, FunctionNameEnd(pos_ + 1) - pos_)) +
-                      "' is not supported (sediment has no saved queries)");
+                      "' cannot be an argument value: call it as a step of its own");
       return false;
     }
     size_t e = pos_;
@@ -2131,6 +2189,13 @@ class Parser {
   const std::map<std::string, std::string>* arguments_ = nullptr;
   std::vector<Parameter> parameters_;
   std::vector<TimeCall> time_calls_;
+  std::vector<SavedCall> saved_calls_;
+
+ public:
+  // A parameter with neither an argument nor a default gets "0" instead of an error.
+  bool missing_as_empty_ = false;
+
+ private:
   std::optional<std::pair<std::string, std::string>> time_interval_;  // setTimeInterval()
   int case_depth_ = 0;
   int subquery_depth_ = 0;
@@ -2144,12 +2209,86 @@ class Parser {
 
 Result<std::shared_ptr<const CompiledQuery>> Compile(std::string_view text) {
   Parser p(text);
-  return p.Parse();
+  auto parsed = p.Parse();
+  if (parsed.ok() && !p.SavedCalls().empty()) {
+    const Parser::SavedCall call = p.SavedCalls().front();
+    return Status::InvalidArgument("saved query call '$" + call.name +
+                                   "()' here: saved queries are expanded by a repository's query "
+                                   "API (ExpandSavedQueries) at position " +
+                                   std::to_string(call.begin));
+  }
+  return parsed;
+}
+
+namespace {
+
+constexpr size_t kMaxSavedQueryDepth = 8;
+
+// `chain`: the saved queries being expanded around `text`, outermost first.
+Result<std::string> Expand(std::string_view text, const SavedQueries& saved,
+                           const std::map<std::string, std::string>& arguments,
+                           std::vector<std::string>* chain) {
+  Parser p(text, &arguments);
+  auto parsed = p.Parse();
+  if (!parsed.ok()) return parsed.status();
+  const std::vector<Parser::SavedCall> calls = p.SavedCalls();
+  if (calls.empty()) return std::string(text);
+  std::string out;
+  size_t at = 0;
+  for (const Parser::SavedCall& call : calls) {
+    const std::string where = " at position " + std::to_string(call.begin);
+    if (std::find(chain->begin(), chain->end(), call.name) != chain->end()) {
+      std::string path;
+      for (const std::string& n : *chain) path += n + " -> ";
+      return Status::InvalidArgument("saved query '" + call.name + "' calls itself (" + path +
+                                     call.name + ")" + where);
+    }
+    if (chain->size() >= kMaxSavedQueryDepth) {
+      return Status::InvalidArgument("saved queries nest more than " +
+                                     std::to_string(kMaxSavedQueryDepth) + " deep" + where);
+    }
+    std::optional<std::string> body = saved.Find(call.name);
+    if (!body) {
+      return Status::InvalidArgument("unknown saved query '" + call.name +
+                                     "' (the repository has no saved search of that name)" + where);
+    }
+    // Its parameters: the call's arguments, else the request's, else their defaults.
+    std::map<std::string, std::string> args = arguments;
+    for (const auto& [k, v] : call.args) args[k] = v;
+    Result<std::string> bound = BindParameters(*body, args);
+    if (!bound.ok()) {
+      return Status::InvalidArgument("in saved query '" + call.name + "' called" + where + ": " +
+                                     bound.status().message());
+    }
+    chain->push_back(call.name);
+    Result<std::string> expanded = Expand(*bound, saved, arguments, chain);
+    chain->pop_back();
+    if (!expanded.ok()) return expanded.status();  // names the inner call already
+    out.append(text.substr(at, call.begin - at));
+    out += *expanded;
+    // A `// comment` at its end must not swallow what follows the call.
+    if (expanded->find("//") != std::string::npos) out += '\n';
+    at = call.end;
+  }
+  out.append(text.substr(at));
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> ExpandSavedQueries(std::string_view text, const SavedQueries& saved,
+                                       const std::map<std::string, std::string>& arguments,
+                                       std::string_view self) {
+  std::vector<std::string> chain;
+  if (!self.empty()) chain.emplace_back(self);
+  return Expand(text, saved, arguments, &chain);
 }
 
 Result<std::string> BindParameters(std::string_view text,
-                                   const std::map<std::string, std::string>& arguments) {
+                                   const std::map<std::string, std::string>& arguments,
+                                   bool missing_as_empty) {
   Parser p(text, &arguments);
+  p.missing_as_empty_ = missing_as_empty;
   auto parsed = p.Parse();
   if (!parsed.ok()) return parsed.status();
   std::string out;

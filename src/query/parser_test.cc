@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <re2/re2.h>
 
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -1355,12 +1357,11 @@ TEST(ParserSyntaxTest, Like) {
 }
 
 TEST(ParserSyntaxTest, UnknownSyntaxIsAnError) {
-  EXPECT_EQ(ParseError("$saved()"),
-            "saved query call '$saved' is not supported (sediment has no saved queries) at "
-            "position 0");
   EXPECT_EQ(ParseError("a | $my:query(x=1)"),
-            "saved query call '$my:query' is not supported (sediment has no saved queries) at "
-            "position 4");
+            "saved query call '$my:query()' here: saved queries are expanded by a repository's "
+            "query API (ExpandSavedQueries) at position 4");
+  EXPECT_EQ(ParseError("$| x"),
+            "expected a saved query name after '$' but found '|' at position 0");
   EXPECT_EQ(ParseError("a status match { 200 => * }"),
             "a match statement (field match { ... }) must be a pipeline step of its own: put '|' "
             "before it at position 9");
@@ -1664,6 +1665,61 @@ TEST(ParserSubqueryTest, ArgumentsCompileToSubqueryMetrics) {
   // Comments and line breaks inside.
   EXPECT_NE(MustCompile("groupBy(a, function={ // per a\n count() /* n */ | n := _count })"),
             nullptr);
+}
+
+// ---------- saved query calls ----------
+
+class MapSavedQueries final : public SavedQueries {
+ public:
+  explicit MapSavedQueries(std::map<std::string, std::string> m) : m_(std::move(m)) {}
+  std::optional<std::string> Find(std::string_view name) const override {
+    auto it = m_.find(std::string(name));
+    if (it == m_.end()) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  std::map<std::string, std::string> m_;
+};
+
+std::string Expanded(std::string_view q, const SavedQueries& saved,
+                     const std::map<std::string, std::string>& args = {},
+                     std::string_view self = {}) {
+  auto r = ExpandSavedQueries(q, saved, args, self);
+  return r.ok() ? *r : "ERROR: " + r.status().message();
+}
+
+TEST(ParserSavedQueryTest, CallsAreExpandedInPlace) {
+  MapSavedQueries saved({{"errs", "status >= ?{min=500}"},
+                         {"my q", "$errs(min=400) | count() // note"},
+                         {"req", "x = ?v"},
+                         {"a", "$b()"},
+                         {"b", "$a()"}});
+  EXPECT_EQ(Expanded("a | b", saved), "a | b");  // no call: unchanged
+  EXPECT_EQ(Expanded("kvParse() | $errs() | c", saved), "kvParse() | status >= \"500\" | c");
+  EXPECT_EQ(Expanded("$errs(min=404)", saved), "status >= \"404\"");
+  // Nested calls; a saved text ending in a comment gets a newline so it swallows nothing.
+  EXPECT_EQ(Expanded("$\"my q\"() | y", saved), "status >= \"400\" | count() // note\n | y");
+  // Parameters without a call argument come from the request's arguments.
+  EXPECT_EQ(Expanded("$req()", saved, {{"v", "7"}}), "x = \"7\"");
+  EXPECT_EQ(Expanded("$req()", saved),
+            "ERROR: in saved query 'req' called at position 0: query parameter ?v has no value "
+            "(give it in the request's \"arguments\", or a default: ?{v=value}) at position 4");
+  EXPECT_EQ(Expanded("a | $nope()", saved),
+            "ERROR: unknown saved query 'nope' (the repository has no saved search of that "
+            "name) at position 4");
+  EXPECT_EQ(Expanded("$a()", saved),
+            "ERROR: saved query 'a' calls itself (a -> b -> a) at position 0");
+  EXPECT_EQ(Expanded("$b()", saved, {}, "a"),
+            "ERROR: saved query 'a' calls itself (a -> b -> a) at position 0");
+  EXPECT_EQ(Expanded("$errs(x)", saved).rfind("ERROR: the arguments of saved query 'errs'", 0), 0u);
+  // Compile never runs a call that was not expanded.
+  EXPECT_EQ(ParseError("$errs()"),
+            "saved query call '$errs()' here: saved queries are expanded by a repository's query "
+            "API (ExpandSavedQueries) at position 0");
+  EXPECT_EQ(ParseError("groupBy(x, function=$errs())"),
+            "saved query call '$errs' cannot be an argument value: call it as a step of its own "
+            "at position 20");
 }
 
 }  // namespace

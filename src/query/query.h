@@ -45,8 +45,33 @@ Result<std::shared_ptr<const CompiledQuery>> Compile(std::string_view text);
 // value ... at position N" when it has neither, or Compile's error when `text` does not parse.
 // The result compiles to the query the parameters stand for (and needs no arguments), so it is
 // what a coordinator sends to other nodes. Compile itself gives parameters their defaults.
+// `missing_as_empty`: a parameter with neither gets "0" instead, a value every place of a
+// parameter takes (to check a saved search whose parameters its callers give).
 Result<std::string> BindParameters(std::string_view text,
-                                   const std::map<std::string, std::string>& arguments);
+                                   const std::map<std::string, std::string>& arguments,
+                                   bool missing_as_empty = false);
+
+// The saved searches of one repository, which a query calls as `$name()` or
+// `$"name"(param=value, ...)`. Implementations must be usable from the calling thread for the
+// duration of the ExpandSavedQueries call.
+class SavedQueries {
+ public:
+  virtual ~SavedQueries() = default;
+  // The query text of the saved search `name`, or nullopt when there is none.
+  virtual std::optional<std::string> Find(std::string_view name) const = 0;
+};
+// `text` with every saved query call replaced by the saved search's query text (as LogScale
+// inserts it: in place, so `a | $q() | b` runs a, q's steps, then b), its parameters bound to the
+// call's arguments, else to `arguments` (the request's), else their defaults; saved queries
+// calling saved queries are expanded too (at most 8 deep). InvalidArgument naming the call for
+// an unknown name, a parameter without a value, too deep a nesting, or a saved text that does
+// not parse, or a call leading back to a saved query being expanded. `self`: the name of the
+// saved search `text` is the query of (when one is being stored), which its calls must not lead
+// back to. A text without calls comes back unchanged. Compile refuses a text that still holds a
+// call.
+Result<std::string> ExpandSavedQueries(std::string_view text, const SavedQueries& saved,
+                                       const std::map<std::string, std::string>& arguments,
+                                       std::string_view self = {});
 
 // `text` with every start() and end() of its expressions replaced by the number of milliseconds
 // of `range`'s start and end (both ms since the epoch). Compile's error when `text` does not

@@ -5,6 +5,7 @@
 
 #include "alerts/alerts.h"
 #include "coordinator/lookup_files.h"
+#include "coordinator/saved_queries.h"
 #include "query/lookup.h"
 #include "server/server_impl.h"
 
@@ -23,12 +24,15 @@ void Server::Impl::StartAlerts() {
   };
   o.query = [this](const std::string& repo, const std::string& text, int64_t start_ms,
                    int64_t end_ms) -> Result<alerts::QueryOutcome> {
+    // Saved query calls resolve against the saved searches as they are when the window runs.
+    const coordinator::GlobalSavedQueries saved(global.get(), repo);
+    ASSIGN_OR_RETURN(std::string expanded, query::ExpandSavedQueries(text, saved, {}));
     const coordinator::GlobalLookupFiles files(global.get(), repo);
-    ASSIGN_OR_RETURN(auto compiled, query::Compile(text, &files));
+    ASSIGN_OR_RETURN(auto compiled, query::Compile(expanded, &files));
     const coordinator::QueryControl control =
         coordinator::QueryLimitsFromNow(config.query_timeout_ms, config.query_memory_bytes);
     ASSIGN_OR_RETURN(coordinator::CoordinatedResult run,
-                     coordinator->Run(repo, text, *compiled, {start_ms, end_ms}, control));
+                     coordinator->Run(repo, expanded, *compiled, {start_ms, end_ms}, control));
     alerts::QueryOutcome out;
     out.rows = std::move(run.result.rows);
     out.warnings = std::move(run.warnings);
