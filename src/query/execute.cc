@@ -406,10 +406,41 @@ Status ParallelFor(int threads, size_t count, Fn fn) {
   return first_error;
 }
 
+// Event fields that every event passing `f` has: those of field comparisons on its AND-spine
+// (an event without the field matches no comparison, see Eval). An OR contributes the fields both
+// sides require.
+std::vector<std::string> RequiredFields(const FilterNode& f) {
+  switch (f.kind) {
+    case K::kFieldEq:
+    case K::kFieldGlob:
+    case K::kFieldRegex:
+    case K::kFieldCmp:
+      if (f.field.empty() || !IsEventField(f.field)) return {};
+      return {f.field};
+    case K::kAnd: {
+      std::vector<std::string> out = RequiredFields(*f.children[0]);
+      for (std::string& s : RequiredFields(*f.children[1])) {
+        if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(std::move(s));
+      }
+      return out;
+    }
+    case K::kOr: {
+      std::vector<std::string> out, right = RequiredFields(*f.children[1]);
+      for (std::string& s : RequiredFields(*f.children[0])) {
+        if (std::find(right.begin(), right.end(), s) != right.end()) out.push_back(std::move(s));
+      }
+      return out;
+    }
+    default:
+      return {};
+  }
+}
+
 struct SegmentPlan {
   const SegmentSource* src = nullptr;
   FilterPtr filter;
   std::vector<std::string> terms;
+  std::vector<std::string> fields;  // RequiredFields(*filter)
   std::unique_ptr<SegmentReader> reader;
 };
 
@@ -469,10 +500,9 @@ bool ValidBlockShape(const DecodedBlock& b, bool order) {
       b.raw.size() != n || b.field_begin.size() != n + 1) {
     return false;
   }
-  for (size_t i = 0; i < n; ++i) {
-    if (b.field_begin[i] > b.field_begin[i + 1]) return false;
-  }
-  return b.field_begin[n] <= b.fields.size();
+  bool decreasing = false;  // no early exit: the loop vectorizes
+  for (size_t i = 0; i < n; ++i) decreasing |= b.field_begin[i] > b.field_begin[i + 1];
+  return !decreasing && b.field_begin[n] <= b.fields.size();
 }
 
 // Lets a scan whose collector keeps the newest (direction +1) or oldest (-1) records skip blocks
@@ -523,6 +553,7 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelec
     SegmentPlan p;
     p.src = &s;
     p.terms = RequiredTerms(*f);
+    p.fields = RequiredFields(*f);
     p.filter = std::move(f);
     plans.push_back(std::move(p));
   }
@@ -562,6 +593,13 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelec
       }
       if (options.use_block_filters && !p.terms.empty() &&
           !p.reader->BlockMayContainAll(bi, p.terms)) {
+        continue;
+      }
+      // A block without a field the filter compares: no event of it passes.
+      if (options.use_block_filters &&
+          std::any_of(p.fields.begin(), p.fields.end(), [&](const std::string& name) {
+            return !p.reader->BlockMayHaveField(bi, name);
+          })) {
         continue;
       }
       plan_tasks[i].push_back(Task{false, i, bi, 0});

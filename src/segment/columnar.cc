@@ -317,7 +317,8 @@ bool ParseField(const Chunk& ch, size_t n, bool ids_only, ParsedColumn* col) {
   col->one_each = mode == 1;
   uint64_t most = 1;  // the most values of one event
   if (mode == 1) {
-    std::fill(col->counts.begin(), col->counts.end(), 1);
+    // An ids-only dictionary column with one value per event never reads its counts.
+    if (!(ids_only && ch.encoding == kDict)) std::fill(col->counts.begin(), col->counts.end(), 1);
     m = n;
   } else if (mode == 0) {
     most = 0;
@@ -372,9 +373,13 @@ bool ParseField(const Chunk& ch, size_t n, bool ids_only, ParsedColumn* col) {
       if (col->ids_only && nd <= 256) {
         if (c.left() != m) return false;
         const uint8_t* p = reinterpret_cast<const uint8_t*>(c.p);
-        if (m != 0 && *std::max_element(p, p + m) >= nd) return false;
         uint32_t* __restrict ids = col->dict_ids.data();
-        for (uint64_t j = 0; j < m; ++j) ids[j] = p[j];
+        uint8_t most = 0;  // one pass: widen and find the largest index
+        for (uint64_t j = 0; j < m; ++j) {
+          ids[j] = p[j];
+          most = std::max(most, p[j]);
+        }
+        if (m != 0 && most >= nd) return false;
         c.p += m;
         return true;
       }
@@ -424,6 +429,9 @@ bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
                  uint64_t max_raw_bytes, DecodedBlock* out, int64_t* min_ts, int64_t* max_ts) {
   const size_t n = event_count;
   if (n == 0 || chunks.size() < kBuiltinColumns) return false;
+  // Every raw view already empty: nothing is decoded into raw_text and `buffer` holds nothing
+  // (a previous partial read, or none), so a partial read need not clear them again.
+  const bool raw_views_empty = out->raw_text.empty() && out->buffer.empty();
   for (uint64_t id = 0; id < kBuiltinColumns; ++id) {
     if (chunks[id].id != id) return false;
   }
@@ -512,7 +520,7 @@ bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
         }
       }
     }
-    std::fill(out->raw.begin(), out->raw.end(), std::string_view());
+    if (!raw_views_empty) std::fill(out->raw.begin(), out->raw.end(), std::string_view());
     out->raw_text.clear();
     if (nrows == 0) {
       std::fill(out->field_begin.begin(), out->field_begin.end(), 0);
