@@ -531,13 +531,19 @@ struct ScanOutcome {
 // every scanned block it calls visit(worker, task, view, matched) on a worker thread, where
 // matched[i] != 0 for the events of `view` in `range` that pass the filter; `task` numbers the
 // scan tasks in input order (segments in order with their blocks in order, then buffered sources
-// in order with their chunks in order). Calls with the same `worker` never overlap. `stop()` is
+// in order with their chunks in order). When `unread` is set, a segment block wholly inside `range`
+// whose datasource's filter is always true and that has no field `unread_field`
+// (SegmentReader::BlockMayHaveField; only with options.use_block_filters) is not read either:
+// unread(worker, its event count) is called instead (from phase 1): its events pass the filter but
+// add nothing to the collector. Calls with the same `worker` never overlap. `stop()` is
 // asked (from worker threads) before each task; once it returns true the remaining tasks are
 // skipped and `stopped` is set.
 template <typename Visit, typename Stop>
 Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelection& columns,
                          const TimeRange& range, const ScanInput& input, const ExecOptions& options,
                          const std::function<void(size_t, uint64_t)>& count_block,
+                         const std::string& unread_field,
+                         const std::function<void(size_t, uint64_t)>& unread,
                          const TimeCutter& cutter, Visit&& visit, Stop&& stop) {
   ScanOutcome out;
   const int threads = std::max(1, options.threads);
@@ -587,6 +593,14 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelec
       if (count_block && p.filter->kind == K::kTrue && info.min_ts >= range.start_ms &&
           info.max_ts < range.end_ms) {
         count_block(worker, info.event_count);
+        w.stats.events_scanned += info.event_count;
+        w.stats.bytes_scanned += info.raw_bytes;
+        continue;
+      }
+      if (unread && options.use_block_filters && p.filter->kind == K::kTrue &&
+          info.min_ts >= range.start_ms && info.max_ts < range.end_ms &&
+          !p.reader->BlockMayHaveField(bi, unread_field)) {
+        unread(worker, info.event_count);
         w.stats.events_scanned += info.event_count;
         w.stats.bytes_scanned += info.raw_bytes;
         continue;
@@ -825,6 +839,19 @@ Result<PartialResult> ExecutePartialImpl(Env* env, const CompiledQuery& query,
       }
     };
   }
+  // A collector that only takes events with some field: blocks without it are counted as matched
+  // without being read.
+  std::string unread_field;
+  std::function<void(size_t, uint64_t)> unread;
+  if (collect == 0 && !count_block) unread_field = collectors[0]->ContributingField();
+  if (!unread_field.empty()) {
+    unread = [&](size_t worker, uint64_t n) {
+      matched[worker] += n;
+      if (options.progress != nullptr) {
+        options.progress->events_matched.fetch_add(n, std::memory_order_relaxed);
+      }
+    };
+  }
   TimeCutter cutter;
   if (collect == 0 && collectors[0]->KeepsByTime() != 0) {
     cutter.direction = collectors[0]->KeepsByTime();
@@ -836,7 +863,8 @@ Result<PartialResult> ExecutePartialImpl(Env* env, const CompiledQuery& query,
   QueryProgress* progress = options.progress;
   ASSIGN_OR_RETURN(ScanOutcome scan,
                    Scan(
-                       env, query, ScanColumns(query), range, input, options, count_block, cutter,
+                       env, query, ScanColumns(query), range, input, options, count_block,
+                       unread_field, unread, cutter,
                        [&](size_t worker, size_t /*task*/, const BlockView& v, const Mask& m) {
                          Collector& c = *collectors[worker];
                          Record& rec = records[worker];
@@ -1018,7 +1046,8 @@ Result<MatchSet> CollectMatchesImpl(Env* env, const CompiledQuery& query, const 
   std::atomic<size_t> found{0};
   ASSIGN_OR_RETURN(ScanOutcome scan,
                    Scan(
-                       env, query, ColumnSelection{}, range, input, options, nullptr, TimeCutter{},
+                       env, query, ColumnSelection{}, range, input, options, nullptr, std::string(),
+                       nullptr, TimeCutter{},
                        [&](size_t worker, size_t task, const BlockView& v, const Mask& matched) {
                          MatchPiece piece;
                          for (size_t i = 0; i < v.n; ++i) {

@@ -650,6 +650,24 @@ TEST_F(SegmentExecTest, BlocksWithoutAComparedFieldAreSkipped) {
   EXPECT_LT(p->stats.blocks_scanned, u->stats.blocks_total);
   EXPECT_GE(p->stats.events_scanned, 600u);
   EXPECT_LT(p->stats.events_scanned, 700u);
+  // groupBy on a field: blocks without it are not read, their events still count as matched.
+  for (const char* q : {"| groupBy(status)", "| top(status)", "level=warn | groupBy(status)"}) {
+    auto gp = RunQuery(q, v2, kAll);
+    auto gu = RunQuery(q, v2, kAll, unpruned);
+    auto ga = RunQuery(q, v1, kAll);
+    auto gm = RunQuery(q, mem, kAll);
+    ASSERT_TRUE(gp.ok() && gu.ok() && ga.ok() && gm.ok()) << q;
+    EXPECT_FALSE(gp->rows.empty()) << q;
+    EXPECT_EQ(gp->rows, gu->rows) << q;
+    EXPECT_EQ(gp->rows, ga->rows) << q;
+    EXPECT_EQ(gp->rows, gm->rows) << q;
+    EXPECT_EQ(gp->stats.events_matched, gu->stats.events_matched) << q;
+    EXPECT_EQ(gp->stats.events_scanned, gu->stats.events_scanned) << q;
+  }
+  auto g = RunQuery("| groupBy(status)", v2, kAll);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->stats.events_matched, 900u);
+  EXPECT_LT(g->stats.blocks_scanned, g->stats.blocks_total);
   // A negation or an OR with another field keeps every block.
   for (const char* q : {"status!=500 | count()", "status=500 or level=warn | count()"}) {
     auto r = RunQuery(q, v2, kAll);
