@@ -1219,6 +1219,12 @@ class AggregateCollector final : public Collector {
     return true;
   }
 
+  std::string ContributingField() const override {
+    if (!counts_only_ || fields_.size() != 1 || !IsEventField(fields_[0])) return {};
+    if (grouping_ != Stage::Grouping::kGroupBy && grouping_ != Stage::Grouping::kTop) return {};
+    return fields_[0];
+  }
+
   bool AddBlock(const DecodedBlock& b, const std::vector<uint8_t>& matched) override {
     if (!counts_only_) return false;
     const size_t n = b.size();

@@ -45,6 +45,10 @@ class Collector {
   // other plain counts without grouping), so that whole blocks can be counted from the segment
   // index without being read. Returns false, adding nothing, otherwise (n = 0 probes).
   virtual bool AddCount(uint64_t n) { return false; }
+  // A field without which an unchanged event adds nothing (it joins no group, as AddBlock and Add
+  // agree), so a block none of whose events has it may be passed over unread; empty when any
+  // event may add something.
+  virtual std::string ContributingField() const { return {}; }
   // For stages that keep the N newest (tail) or oldest (head) records: +1 or -1, else 0.
   virtual int KeepsByTime() const { return 0; }
   // When KeepsByTime() != 0 and the collector is full: the @timestamp of the least wanted record

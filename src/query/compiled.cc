@@ -210,9 +210,14 @@ FilterPtr WithRegexStageLiterals(const FilterPtr& filter, const std::vector<Stag
     if (!st.strict || !(st.field.empty() || st.field == "@rawstring")) continue;
     std::vector<const std::vector<std::string>*> clauses;
     for (const auto& c : st.regex_literals.clauses) {
-      const bool long_enough = std::all_of(c.begin(), c.end(), [&](const std::string& l) {
-        return l.size() >= kMinPrefilterLiteral;
-      });
+      // A clause of one two-byte literal joins too (after the longer ones): too short for the
+      // block filters and too common for a per-event search, but a block's raw bytes are searched
+      // for it at once, so a block without it skips the stage's per-event work (the search is
+      // itself skipped where the literal is common, see `implied`).
+      const bool long_enough =
+          std::all_of(c.begin(), c.end(),
+                      [&](const std::string& l) { return l.size() >= kMinPrefilterLiteral; }) ||
+          (c.size() == 1 && c[0].size() >= kMinImpliedLiteral);
       const bool known =
           c.size() == 1 && std::any_of(required.begin(), required.end(), [&](const std::string& t) {
             return t.find(c[0]) != std::string::npos;

@@ -352,8 +352,12 @@ class CompiledQuery {
 // terms implied by both of its sides.
 std::vector<std::string> RequiredTerms(const FilterNode& filter);
 
+// The shortest literal WithRegexStageLiterals adds, as a clause of its own.
+constexpr size_t kMinImpliedLiteral = 2;
+
 // `filter` AND the literals that the leading strict regex() stages on @rawstring require (at most
-// two clauses per stage, each literal at least kMinPrefilterLiteral bytes), as free-text nodes
+// two clauses per stage, each literal at least kMinPrefilterLiteral bytes, or one literal of at
+// least kMinImpliedLiteral bytes; longer clauses first), as free-text nodes
 // marked `implied`: an event without
 // them would be dropped by the stage anyway, and as filter terms they prune blocks and are
 // searched over a block's raw bytes at once. The leading stages are those before the first stage

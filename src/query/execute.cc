@@ -406,10 +406,41 @@ Status ParallelFor(int threads, size_t count, Fn fn) {
   return first_error;
 }
 
+// Event fields that every event passing `f` has: those of field comparisons on its AND-spine
+// (an event without the field matches no comparison, see Eval). An OR contributes the fields both
+// sides require.
+std::vector<std::string> RequiredFields(const FilterNode& f) {
+  switch (f.kind) {
+    case K::kFieldEq:
+    case K::kFieldGlob:
+    case K::kFieldRegex:
+    case K::kFieldCmp:
+      if (f.field.empty() || !IsEventField(f.field)) return {};
+      return {f.field};
+    case K::kAnd: {
+      std::vector<std::string> out = RequiredFields(*f.children[0]);
+      for (std::string& s : RequiredFields(*f.children[1])) {
+        if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(std::move(s));
+      }
+      return out;
+    }
+    case K::kOr: {
+      std::vector<std::string> out, right = RequiredFields(*f.children[1]);
+      for (std::string& s : RequiredFields(*f.children[0])) {
+        if (std::find(right.begin(), right.end(), s) != right.end()) out.push_back(std::move(s));
+      }
+      return out;
+    }
+    default:
+      return {};
+  }
+}
+
 struct SegmentPlan {
   const SegmentSource* src = nullptr;
   FilterPtr filter;
   std::vector<std::string> terms;
+  std::vector<std::string> fields;  // RequiredFields(*filter)
   std::unique_ptr<SegmentReader> reader;
 };
 
@@ -469,10 +500,9 @@ bool ValidBlockShape(const DecodedBlock& b, bool order) {
       b.raw.size() != n || b.field_begin.size() != n + 1) {
     return false;
   }
-  for (size_t i = 0; i < n; ++i) {
-    if (b.field_begin[i] > b.field_begin[i + 1]) return false;
-  }
-  return b.field_begin[n] <= b.fields.size();
+  bool decreasing = false;  // no early exit: the loop vectorizes
+  for (size_t i = 0; i < n; ++i) decreasing |= b.field_begin[i] > b.field_begin[i + 1];
+  return !decreasing && b.field_begin[n] <= b.fields.size();
 }
 
 // Lets a scan whose collector keeps the newest (direction +1) or oldest (-1) records skip blocks
@@ -501,13 +531,19 @@ struct ScanOutcome {
 // every scanned block it calls visit(worker, task, view, matched) on a worker thread, where
 // matched[i] != 0 for the events of `view` in `range` that pass the filter; `task` numbers the
 // scan tasks in input order (segments in order with their blocks in order, then buffered sources
-// in order with their chunks in order). Calls with the same `worker` never overlap. `stop()` is
+// in order with their chunks in order). When `unread` is set, a segment block wholly inside `range`
+// whose datasource's filter is always true and that has no field `unread_field`
+// (SegmentReader::BlockMayHaveField; only with options.use_block_filters) is not read either:
+// unread(worker, its event count) is called instead (from phase 1): its events pass the filter but
+// add nothing to the collector. Calls with the same `worker` never overlap. `stop()` is
 // asked (from worker threads) before each task; once it returns true the remaining tasks are
 // skipped and `stopped` is set.
 template <typename Visit, typename Stop>
 Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelection& columns,
                          const TimeRange& range, const ScanInput& input, const ExecOptions& options,
                          const std::function<void(size_t, uint64_t)>& count_block,
+                         const std::string& unread_field,
+                         const std::function<void(size_t, uint64_t)>& unread,
                          const TimeCutter& cutter, Visit&& visit, Stop&& stop) {
   ScanOutcome out;
   const int threads = std::max(1, options.threads);
@@ -523,6 +559,7 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelec
     SegmentPlan p;
     p.src = &s;
     p.terms = RequiredTerms(*f);
+    p.fields = RequiredFields(*f);
     p.filter = std::move(f);
     plans.push_back(std::move(p));
   }
@@ -560,8 +597,23 @@ Result<ScanOutcome> Scan(Env* env, const CompiledQuery& query, const ColumnSelec
         w.stats.bytes_scanned += info.raw_bytes;
         continue;
       }
+      if (unread && options.use_block_filters && p.filter->kind == K::kTrue &&
+          info.min_ts >= range.start_ms && info.max_ts < range.end_ms &&
+          !p.reader->BlockMayHaveField(bi, unread_field)) {
+        unread(worker, info.event_count);
+        w.stats.events_scanned += info.event_count;
+        w.stats.bytes_scanned += info.raw_bytes;
+        continue;
+      }
       if (options.use_block_filters && !p.terms.empty() &&
           !p.reader->BlockMayContainAll(bi, p.terms)) {
+        continue;
+      }
+      // A block without a field the filter compares: no event of it passes.
+      if (options.use_block_filters &&
+          std::any_of(p.fields.begin(), p.fields.end(), [&](const std::string& name) {
+            return !p.reader->BlockMayHaveField(bi, name);
+          })) {
         continue;
       }
       plan_tasks[i].push_back(Task{false, i, bi, 0});
@@ -787,6 +839,19 @@ Result<PartialResult> ExecutePartialImpl(Env* env, const CompiledQuery& query,
       }
     };
   }
+  // A collector that only takes events with some field: blocks without it are counted as matched
+  // without being read.
+  std::string unread_field;
+  std::function<void(size_t, uint64_t)> unread;
+  if (collect == 0 && !count_block) unread_field = collectors[0]->ContributingField();
+  if (!unread_field.empty()) {
+    unread = [&](size_t worker, uint64_t n) {
+      matched[worker] += n;
+      if (options.progress != nullptr) {
+        options.progress->events_matched.fetch_add(n, std::memory_order_relaxed);
+      }
+    };
+  }
   TimeCutter cutter;
   if (collect == 0 && collectors[0]->KeepsByTime() != 0) {
     cutter.direction = collectors[0]->KeepsByTime();
@@ -798,7 +863,8 @@ Result<PartialResult> ExecutePartialImpl(Env* env, const CompiledQuery& query,
   QueryProgress* progress = options.progress;
   ASSIGN_OR_RETURN(ScanOutcome scan,
                    Scan(
-                       env, query, ScanColumns(query), range, input, options, count_block, cutter,
+                       env, query, ScanColumns(query), range, input, options, count_block,
+                       unread_field, unread, cutter,
                        [&](size_t worker, size_t /*task*/, const BlockView& v, const Mask& m) {
                          Collector& c = *collectors[worker];
                          Record& rec = records[worker];
@@ -980,7 +1046,8 @@ Result<MatchSet> CollectMatchesImpl(Env* env, const CompiledQuery& query, const 
   std::atomic<size_t> found{0};
   ASSIGN_OR_RETURN(ScanOutcome scan,
                    Scan(
-                       env, query, ColumnSelection{}, range, input, options, nullptr, TimeCutter{},
+                       env, query, ColumnSelection{}, range, input, options, nullptr, std::string(),
+                       nullptr, TimeCutter{},
                        [&](size_t worker, size_t task, const BlockView& v, const Mask& matched) {
                          MatchPiece piece;
                          for (size_t i = 0; i < v.n; ++i) {

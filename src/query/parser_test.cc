@@ -836,6 +836,25 @@ TEST(ParserFunctionTest, RegexStage) {
             "(repeat=true is not supported) at position 20");
 }
 
+TEST(ParserFunctionTest, RegexStageLiteralsJoinTheFilter) {
+  auto filter = [](std::string_view q) -> std::string {
+    auto c = Compile(q);
+    EXPECT_TRUE(c.ok()) << q << ": " << c.status().ToString();
+    return c.ok() ? DebugString(*(*c)->filter) : "<error>";
+  };
+  // A clause of one two-byte literal joins as an implied free-text node (searched over a block's
+  // raw bytes at once); one byte does not.
+  EXPECT_EQ(filter(R"q(regex("\" (?<code>\d{3}) ") | groupBy(code))q"), R"((text "\" "))");
+  EXPECT_EQ(filter(R"q(regex("x(?<a>\d)") | count())q"), "true");
+  // Longer clauses come first; at most two per stage.
+  EXPECT_EQ(filter(R"q(regex("abc(?<x>\d+)de") | count())q"), R"((and (text "abc") (text "de")))");
+  EXPECT_EQ(filter(R"q(regex("abc(?<x>\d+)def(?<y>\d+)gh") | count())q"),
+            R"((and (text "abc") (text "def")))");
+  // Not strict, or on another field: the stage keeps events without a match; nothing joins.
+  EXPECT_EQ(filter(R"q(regex("\" (?<c>\d{3}) ", strict=false) | count())q"), "true");
+  EXPECT_EQ(filter(R"q(regex("\" (?<c>\d{3}) ", field=msg) | count())q"), "true");
+}
+
 TEST(ParserFunctionTest, RegexPrefix) {
   auto prefix = [](std::string_view q) -> std::string {
     auto c = Compile(q);

@@ -143,7 +143,8 @@ struct ExecOptions {
   int threads = 2;
   // Non-aggregate queries keep at most this many events (the newest), with a warning when cut.
   size_t max_events = 200000;
-  // Skip blocks whose token filter rules out a required term. Off only to cross-check pruning.
+  // Skip blocks whose token filter rules out a required term, or that lack a field the filter
+  // compares (SegmentReader::BlockMayHaveField). Off only to cross-check pruning.
   bool use_block_filters = true;
   // The query fails with DeadlineExceeded once the steady clock passes this (checked before
   // every block and buffered chunk).

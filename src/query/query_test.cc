@@ -585,6 +585,97 @@ TEST_F(SegmentExecTest, ColumnSelectiveReadsAnswerAsFullReads) {
   }
 }
 
+// Blocks without a field that the filter compares are not read (SegmentReader::BlockMayHaveField);
+// the answers equal the unpruned scan, a format 1 segment and buffered events. `status` is a
+// dictionary column in the first blocks, plain (one value per event) in the next ones, and absent
+// from the last ones.
+TEST_F(SegmentExecTest, BlocksWithoutAComparedFieldAreSkipped) {
+  std::vector<PositionedEvent> events;
+  for (int i = 0; i < 900; ++i) {
+    std::vector<Field> fields = {{"level", i % 3 ? "info" : "warn"}};
+    std::string raw = "line " + std::to_string(i);
+    if (i < 300) {
+      fields.push_back({"status", std::to_string(200 + 100 * (i % 4))});
+    } else if (i < 600) {
+      fields.push_back({"status", std::to_string(500 + i)});  // distinct: plain encoding
+    }
+    for (const Field& f : fields) raw += " " + f.name + "=" + f.value;
+    events.push_back(Ev(1000 + i, 100 + i, raw, fields));
+  }
+  block_raw_bytes_ = 1024;
+  ScanInput v1, v2, mem;
+  v1.segments.push_back(WriteEvents("v1", events, 1));
+  v2.segments.push_back(WriteEvents("v2", events, 2));
+  BufferedSource b;
+  b.datasource = Datasource{"logs", {{"#type", "app"}}};
+  b.partition = PartitionId(1);
+  b.events = std::make_shared<std::vector<PositionedEvent>>(events);
+  mem.buffered.push_back(b);
+  ExecOptions unpruned;
+  unpruned.use_block_filters = false;
+  const std::pair<const char*, const char*> cases[] = {
+      {"status=500 | count()", "75"},
+      {"status=99999 | count()", "0"},   // in no dictionary
+      {"status=1099 | count()", "1"},    // a plain-encoded value
+      {"status!=500 | count()", "825"},  // events without status match a negation
+      {"NOT status=500 | count()", "825"},
+      {"status=/^5/ | count()", "75"},
+      {"status=/^5/i | count()", "75"},
+      {"status=5* | count()", "75"},
+      {"status>=1000 | count()", "100"},
+      {"status=500 or level=warn | count()", "350"},
+      {"status=500 and level=warn | count()", "25"},
+      {"status=500 level=info | count()", "50"},
+      {"status=* | count()", "600"},
+      {"level=warn | count()", "300"},
+  };
+  for (const auto& [q, want] : cases) {
+    auto p = RunQuery(q, v2, kAll);
+    auto u = RunQuery(q, v2, kAll, unpruned);
+    auto a = RunQuery(q, v1, kAll);
+    auto m = RunQuery(q, mem, kAll);
+    ASSERT_TRUE(p.ok() && u.ok() && a.ok() && m.ok()) << q;
+    EXPECT_EQ(Column(*p, "_count"), want) << q;
+    EXPECT_EQ(p->rows, u->rows) << q;
+    EXPECT_EQ(p->rows, a->rows) << q;
+    EXPECT_EQ(p->rows, m->rows) << q;
+  }
+  // Only the blocks that have status are read when the filter requires it (a filter without
+  // terms for the token filters).
+  auto p = RunQuery("status=* | groupBy(level)", v2, kAll);
+  auto u = RunQuery("status=* | groupBy(level)", v2, kAll, unpruned);
+  ASSERT_TRUE(p.ok() && u.ok());
+  EXPECT_EQ(p->rows, u->rows);
+  EXPECT_EQ(u->stats.blocks_scanned, u->stats.blocks_total);
+  EXPECT_LT(p->stats.blocks_scanned, u->stats.blocks_total);
+  EXPECT_GE(p->stats.events_scanned, 600u);
+  EXPECT_LT(p->stats.events_scanned, 700u);
+  // groupBy on a field: blocks without it are not read, their events still count as matched.
+  for (const char* q : {"| groupBy(status)", "| top(status)", "level=warn | groupBy(status)"}) {
+    auto gp = RunQuery(q, v2, kAll);
+    auto gu = RunQuery(q, v2, kAll, unpruned);
+    auto ga = RunQuery(q, v1, kAll);
+    auto gm = RunQuery(q, mem, kAll);
+    ASSERT_TRUE(gp.ok() && gu.ok() && ga.ok() && gm.ok()) << q;
+    EXPECT_FALSE(gp->rows.empty()) << q;
+    EXPECT_EQ(gp->rows, gu->rows) << q;
+    EXPECT_EQ(gp->rows, ga->rows) << q;
+    EXPECT_EQ(gp->rows, gm->rows) << q;
+    EXPECT_EQ(gp->stats.events_matched, gu->stats.events_matched) << q;
+    EXPECT_EQ(gp->stats.events_scanned, gu->stats.events_scanned) << q;
+  }
+  auto g = RunQuery("| groupBy(status)", v2, kAll);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->stats.events_matched, 900u);
+  EXPECT_LT(g->stats.blocks_scanned, g->stats.blocks_total);
+  // A negation or an OR with another field keeps every block.
+  for (const char* q : {"status!=500 | count()", "status=500 or level=warn | count()"}) {
+    auto r = RunQuery(q, v2, kAll);
+    ASSERT_TRUE(r.ok()) << q;
+    EXPECT_EQ(r->stats.blocks_scanned, r->stats.blocks_total) << q;
+  }
+}
+
 // Counts the block reads of the segments it opens by whether they asked for @timestamp and
 // positions (ColumnSelection::order). Thread-safe.
 class OrderCountingOpener final : public SegmentOpener {

@@ -213,6 +213,42 @@ struct ParsedColumn {
 
 thread_local std::vector<ParsedColumn> tls_columns;
 thread_local std::vector<uint64_t> tls_lengths;
+thread_local std::vector<int32_t> tls_slots;
+
+// memcpy of n bytes, inlined for the short copies that template reassembly makes (a field value
+// or a literal gap is mostly a few bytes): reads and writes only [src, src + n), [dst, dst + n).
+inline void CopyBytes(char* dst, const char* src, size_t n) {
+  if (n <= 16) {
+    if (n >= 8) {
+      uint64_t a, b;
+      std::memcpy(&a, src, 8);
+      std::memcpy(&b, src + n - 8, 8);
+      std::memcpy(dst, &a, 8);
+      std::memcpy(dst + n - 8, &b, 8);
+    } else if (n >= 4) {
+      uint32_t a, b;
+      std::memcpy(&a, src, 4);
+      std::memcpy(&b, src + n - 4, 4);
+      std::memcpy(dst, &a, 4);
+      std::memcpy(dst + n - 4, &b, 4);
+    } else if (n != 0) {
+      const char a = src[0], b = src[n / 2], c = src[n - 1];
+      dst[0] = a;
+      dst[n / 2] = b;
+      dst[n - 1] = c;
+    }
+    return;
+  }
+  if (n <= 32) {
+    char a[16], b[16];
+    std::memcpy(a, src, 16);
+    std::memcpy(b, src + n - 16, 16);
+    std::memcpy(dst, a, 16);
+    std::memcpy(dst + n - 16, b, 16);
+    return;
+  }
+  std::memcpy(dst, src, n);
+}
 
 // Decodes n >= 1 delta-coded values; *lo and *hi get the smallest and largest.
 bool DecodeDeltas(std::string_view data, size_t n, std::vector<int64_t>* col, int64_t* lo,
@@ -281,7 +317,8 @@ bool ParseField(const Chunk& ch, size_t n, bool ids_only, ParsedColumn* col) {
   col->one_each = mode == 1;
   uint64_t most = 1;  // the most values of one event
   if (mode == 1) {
-    std::fill(col->counts.begin(), col->counts.end(), 1);
+    // An ids-only dictionary column with one value per event never reads its counts.
+    if (!(ids_only && ch.encoding == kDict)) std::fill(col->counts.begin(), col->counts.end(), 1);
     m = n;
   } else if (mode == 0) {
     most = 0;
@@ -336,9 +373,13 @@ bool ParseField(const Chunk& ch, size_t n, bool ids_only, ParsedColumn* col) {
       if (col->ids_only && nd <= 256) {
         if (c.left() != m) return false;
         const uint8_t* p = reinterpret_cast<const uint8_t*>(c.p);
-        if (m != 0 && *std::max_element(p, p + m) >= nd) return false;
         uint32_t* __restrict ids = col->dict_ids.data();
-        for (uint64_t j = 0; j < m; ++j) ids[j] = p[j];
+        uint8_t most = 0;  // one pass: widen and find the largest index
+        for (uint64_t j = 0; j < m; ++j) {
+          ids[j] = p[j];
+          most = std::max(most, p[j]);
+        }
+        if (m != 0 && most >= nd) return false;
         c.p += m;
         return true;
       }
@@ -388,6 +429,9 @@ bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
                  uint64_t max_raw_bytes, DecodedBlock* out, int64_t* min_ts, int64_t* max_ts) {
   const size_t n = event_count;
   if (n == 0 || chunks.size() < kBuiltinColumns) return false;
+  // Every raw view already empty: nothing is decoded into raw_text and `buffer` holds nothing
+  // (a previous partial read, or none), so a partial read need not clear them again.
+  const bool raw_views_empty = out->raw_text.empty() && out->buffer.empty();
   for (uint64_t id = 0; id < kBuiltinColumns; ++id) {
     if (chunks[id].id != id) return false;
   }
@@ -476,7 +520,7 @@ bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
         }
       }
     }
-    std::fill(out->raw.begin(), out->raw.end(), std::string_view());
+    if (!raw_views_empty) std::fill(out->raw.begin(), out->raw.end(), std::string_view());
     out->raw_text.clear();
     if (nrows == 0) {
       std::fill(out->field_begin.begin(), out->field_begin.end(), 0);
@@ -502,88 +546,100 @@ bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
     return true;
   }
 
-  // Full decode: field order from the layout, then @rawstring from its template.
+  // Full decode, one pass over the events: each event's fields in layout order, then its
+  // @rawstring from its template (reading the fields just placed, still in cache).
   if (!chunks[kLayout].loaded || !chunks[kRaw].loaded) return false;
-  {
-    // Column index by id (ids are strictly increasing in `chunks`, so `cols` is sorted by id).
-    Cursor c{chunks[kLayout].data.data(),
-             chunks[kLayout].data.data() + chunks[kLayout].data.size()};
-    uint64_t total = 0;
-    for (size_t k = 0; k < ncols; ++k) total += cols[k].values.size();
-    if (total > chunks[kLayout].data.size()) return false;
-    out->fields.resize(total);
-    size_t f = 0;
-    for (size_t i = 0; i < n; ++i) {
-      out->field_begin[i] = static_cast<uint32_t>(f);
-      const uint64_t count = c.V();
-      if (count > total - f) return false;
-      for (uint64_t r = 0; r < count; ++r) {
-        const uint64_t id = kFirstField + c.V();
-        auto it = std::lower_bound(cols.begin(), cols.begin() + static_cast<ptrdiff_t>(ncols), id,
-                                   [](const ParsedColumn& a, uint64_t x) { return a.id < x; });
-        if (it == cols.begin() + static_cast<ptrdiff_t>(ncols) || it->id != id) return false;
-        if (it->next >= it->values.size()) return false;
-        out->fields[f++] = FieldView{it->name, it->values[it->next++]};
-      }
-      // Every column gave exactly its count for this event.
-      for (size_t k = 0; k < ncols; ++k) {
-        cols[k].prefix += cols[k].counts[i];
-        if (cols[k].next != cols[k].prefix) return false;
-      }
+  // Column index by field name id (-1: no column of that id in the block). The table stays all
+  // -1 between calls: only this block's entries are set, and reset on every way out.
+  std::vector<int32_t>& slot = tls_slots;
+  if (slot.size() < names.size()) slot.resize(names.size(), -1);
+  for (size_t k = 0; k < ncols; ++k) slot[cols[k].id - kFirstField] = static_cast<int32_t>(k);
+  struct Reset {
+    std::vector<int32_t>& slot;
+    const std::vector<ParsedColumn>& cols;
+    size_t ncols;
+    ~Reset() {
+      for (size_t k = 0; k < ncols; ++k) slot[cols[k].id - kFirstField] = -1;
     }
-    out->field_begin[n] = static_cast<uint32_t>(f);
-    if (!c.ok || c.p != c.end || f != total) return false;
+  } reset{slot, cols, ncols};
+  Cursor lc{chunks[kLayout].data.data(), chunks[kLayout].data.data() + chunks[kLayout].data.size()};
+  uint64_t total_fields = 0;
+  for (size_t k = 0; k < ncols; ++k) total_fields += cols[k].values.size();
+  if (total_fields > chunks[kLayout].data.size()) return false;
+  out->fields.resize(total_fields);
+  FieldView* const fields = out->fields.data();
+
+  const std::string_view data = chunks[kRaw].data;
+  Cursor rc{data.data(), data.data() + data.size()};
+  const uint64_t meta = rc.V();
+  if (!rc.ok || meta > rc.left()) return false;
+  const char* literal = rc.p + meta;
+  const char* const literal_end = rc.end;
+  rc.end = literal;
+  std::vector<uint64_t>& lens = tls_lengths;
+  lens.resize(n);
+  uint64_t total_raw = 0;
+  for (size_t i = 0; i < n; ++i) {
+    lens[i] = rc.V();
+    if (lens[i] > max_raw_bytes - total_raw) return false;
+    total_raw += lens[i];
   }
-  {
-    std::string_view data = chunks[kRaw].data;
-    Cursor c{data.data(), data.data() + data.size()};
-    const uint64_t meta = c.V();
-    if (!c.ok || meta > c.left()) return false;
-    const char* literal = c.p + meta;
-    const char* literal_end = c.end;
-    c.end = literal;
-    std::vector<uint64_t>& lens = tls_lengths;
-    lens.resize(n);
-    uint64_t total = 0;
-    for (size_t i = 0; i < n; ++i) {
-      lens[i] = c.V();
-      if (lens[i] > max_raw_bytes - total) return false;
-      total += lens[i];
+  out->raw_text.resize(total_raw);
+  char* dst = out->raw_text.data();
+
+  size_t f = 0;
+  for (size_t i = 0; i < n; ++i) {
+    // Fields [fb, fe) of event i, in layout order.
+    const size_t fb = f;
+    out->field_begin[i] = static_cast<uint32_t>(fb);
+    const uint64_t count = lc.V();
+    if (count > total_fields - f) return false;
+    for (uint64_t r = 0; r < count; ++r) {
+      const uint64_t name = lc.V();
+      if (name >= names.size() || slot[name] < 0) return false;
+      ParsedColumn& col = cols[static_cast<size_t>(slot[name])];
+      if (col.next >= col.values.size()) return false;
+      fields[f++] = FieldView{col.name, col.values[col.next++]};
     }
-    out->raw_text.resize(total);
-    char* dst = out->raw_text.data();
-    for (size_t i = 0; i < n; ++i) {
-      const uint64_t nrefs = c.V();
-      const uint32_t fb = out->field_begin[i], fe = out->field_begin[i + 1];
-      if (!c.ok || nrefs > fe - fb) return false;
-      char* const start = dst;
-      uint64_t room = lens[i];
-      uint64_t slot = 0;
-      for (uint64_t r = 0; r < nrefs; ++r) {
-        const uint64_t gap = c.V();
-        const uint64_t skip = c.V();
-        if (gap > room || gap > static_cast<uint64_t>(literal_end - literal)) return false;
-        std::memcpy(dst, literal, gap);
-        dst += gap;
-        literal += gap;
-        room -= gap;
-        if (skip >= fe - fb - slot) return false;
-        slot += skip;
-        const std::string_view v = out->fields[fb + slot].value;
-        ++slot;
-        if (v.size() > room) return false;
-        std::memcpy(dst, v.data(), v.size());
-        dst += v.size();
-        room -= v.size();
-      }
-      if (room > static_cast<uint64_t>(literal_end - literal)) return false;
-      std::memcpy(dst, literal, room);
-      dst += room;
-      literal += room;
-      out->raw[i] = std::string_view(start, lens[i]);
+    // Every column gave exactly its count for this event.
+    for (size_t k = 0; k < ncols; ++k) {
+      cols[k].prefix += cols[k].counts[i];
+      if (cols[k].next != cols[k].prefix) return false;
     }
-    if (!c.ok || c.p != c.end || literal != literal_end) return false;
+    const size_t fe = f;
+
+    // @rawstring: literal gaps and references to the event's fields.
+    const uint64_t nrefs = rc.V();
+    if (!rc.ok || nrefs > fe - fb) return false;
+    char* const start = dst;
+    uint64_t room = lens[i];
+    uint64_t at = 0;  // the event's next field slot
+    for (uint64_t r = 0; r < nrefs; ++r) {
+      const uint64_t gap = rc.V();
+      const uint64_t skip = rc.V();
+      if (gap > room || gap > static_cast<uint64_t>(literal_end - literal)) return false;
+      CopyBytes(dst, literal, gap);
+      dst += gap;
+      literal += gap;
+      room -= gap;
+      if (skip >= fe - fb - at) return false;
+      at += skip;
+      const std::string_view v = fields[fb + at].value;
+      ++at;
+      if (v.size() > room) return false;
+      CopyBytes(dst, v.data(), v.size());
+      dst += v.size();
+      room -= v.size();
+    }
+    if (room > static_cast<uint64_t>(literal_end - literal)) return false;
+    CopyBytes(dst, literal, room);
+    dst += room;
+    literal += room;
+    out->raw[i] = std::string_view(start, lens[i]);
   }
+  out->field_begin[n] = static_cast<uint32_t>(f);
+  if (!lc.ok || lc.p != lc.end || f != total_fields) return false;
+  if (!rc.ok || rc.p != rc.end || literal != literal_end) return false;
   return true;
 }
 

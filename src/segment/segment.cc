@@ -706,6 +706,7 @@ class SegmentReaderImpl final : public SegmentReader {
   const SegmentInfo& info() const override { return info_; }
   const std::vector<BlockInfo>& blocks() const override { return blocks_; }
   bool BlockMayContainAll(size_t i, const std::vector<std::string>& terms) const override;
+  bool BlockMayHaveField(size_t i, std::string_view name) const override;
   Status ReadBlock(size_t i, DecodedBlock* out) const override;
   Status ReadBlockColumns(size_t i, const ColumnSelection& columns,
                           DecodedBlock* out) const override;
@@ -929,6 +930,17 @@ bool SegmentReaderImpl::BlockMayContainAll(size_t i, const std::vector<std::stri
     if (!segment_filter::MayContain(filter, x.filter_hashes, t)) return false;
   }
   return true;
+}
+
+bool SegmentReaderImpl::BlockMayHaveField(size_t i, std::string_view name) const {
+  if (version_ != kFormatVersion2 || i >= extra_.size()) return true;
+  auto it = name_ids_.find(name);
+  if (it == name_ids_.end()) return false;
+  const uint64_t id = segment_v2::kFirstField + it->second;
+  const std::vector<ColumnEntry>& cols = extra_[i].columns;
+  auto c = std::lower_bound(cols.begin(), cols.end(), id,
+                            [](const ColumnEntry& e, uint64_t x) { return e.id < x; });
+  return c != cols.end() && c->id == id;
 }
 
 // Empties every column (the buffer is reused by the next decode).

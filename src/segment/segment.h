@@ -243,6 +243,9 @@ class SegmentReader {
   // @rawstring or of one of its field values). Terms shorter than the filter's gram size always
   // pass.
   virtual bool BlockMayContainAll(size_t i, const std::vector<std::string>& terms) const = 0;
+  // False only when no event of block i has a field named `name` (format 2: the block has no
+  // column of that name). Format 1 (and readers that do not know) always true.
+  virtual bool BlockMayHaveField(size_t /*i*/, std::string_view /*name*/) const { return true; }
   virtual Status ReadBlock(size_t i, DecodedBlock* out) const = 0;
   // As ReadBlock, decoding at least `columns` (see ColumnSelection). Format 2 reads, checks and
   // decompresses only the column chunks asked for.

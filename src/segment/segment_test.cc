@@ -542,6 +542,78 @@ TEST_F(SegmentTest, ColumnEncodingsKeepValuesExactly) {
   }
 }
 
+// BlockMayHaveField: format 2 answers from each block's columns; format 1 always says maybe.
+TEST_F(SegmentTest, BlockMayHaveFieldFollowsTheBlocksColumns) {
+  std::vector<PositionedEvent> events;
+  for (int i = 0; i < 400; ++i) {
+    PositionedEvent pe;
+    pe.pos = Position{Offset(10 + i), 0};
+    pe.event.timestamp_ms = 1700000000000 + i;
+    pe.event.ingest_ms = pe.event.timestamp_ms;
+    pe.event.raw = "event number " + std::to_string(i) + " with some padding text";
+    if (i < 200) pe.event.fields.push_back({"status", std::to_string(200 + i % 3)});
+    pe.event.fields.push_back({"level", "info"});
+    events.push_back(std::move(pe));
+  }
+  for (uint32_t version : {1u, 2u}) {
+    SegmentWriterOptions opt;
+    opt.block_raw_bytes = 1024;
+    opt.format_version = version;
+    const std::string path = Path("fields" + std::to_string(version));
+    ASSERT_TRUE(WriteSegment(env_, path, TestDs(), PartitionId(0), events, opt).ok());
+    auto r = SegmentReader::Open(env_, path);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const std::vector<BlockInfo>& blocks = (*r)->blocks();
+    ASSERT_GT(blocks.size(), 4u);
+    size_t with = 0;
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      EXPECT_TRUE((*r)->BlockMayHaveField(b, "level")) << b;
+      // A block holding one of the first 200 events has the column.
+      const bool has = blocks[b].min_ts < 1700000000000 + 200;
+      EXPECT_EQ((*r)->BlockMayHaveField(b, "status"), version == 1 || has) << b;
+      EXPECT_EQ((*r)->BlockMayHaveField(b, "nosuchfield"), version == 1) << b;
+      with += (*r)->BlockMayHaveField(b, "status");
+    }
+    if (version == 2) {
+      EXPECT_LT(with, blocks.size());
+    }
+  }
+}
+
+// @rawstring rebuilt from its template: field values and literal gaps of every length from 0 to
+// 40 bytes (the short pieces are copied inline, in 1-3, 4-8, 9-16 and 17-32 byte cases), at the
+// start, middle and end of the text, come back byte for byte.
+TEST_F(SegmentTest, RawTemplatePiecesOfEveryLengthRoundTrip) {
+  std::vector<PositionedEvent> events;
+  auto text = [](size_t len, char first) {
+    std::string t;
+    for (size_t k = 0; k < len; ++k) t.push_back(static_cast<char>(first + k % 23));
+    return t;
+  };
+  for (size_t i = 0; i < 41 * 41; ++i) {
+    const size_t value_len = i % 41, gap_len = i / 41;
+    PositionedEvent pe;
+    pe.pos = Position{Offset(10 + static_cast<int64_t>(i)), 0};
+    pe.event.timestamp_ms = 1700000000000 + static_cast<int64_t>(i);
+    pe.event.ingest_ms = pe.event.timestamp_ms;
+    const std::string value = "v" + text(value_len, 'a');  // non-empty: referenced by the template
+    const std::string other = "w" + std::to_string(i);
+    pe.event.raw = value + text(gap_len, 'A') + other + text(gap_len, '0') + value;
+    pe.event.fields.push_back({"value", value});
+    pe.event.fields.push_back({"other", other});
+    events.push_back(std::move(pe));
+  }
+  for (size_t block : {size_t{1} << 12, size_t{1} << 20}) {
+    SegmentWriterOptions opt;
+    opt.block_raw_bytes = block;
+    const std::string path = Path("pieces" + std::to_string(block));
+    ASSERT_TRUE(WriteSegment(env_, path, TestDs(), PartitionId(0), events, opt).ok());
+    auto r = SegmentReader::Open(env_, path);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ExpectSameEvents(**r, events);
+  }
+}
+
 // A query that reads one column must not depend on the bytes of the others: a damaged chunk of an
 // unread column goes unnoticed by that read, and is reported (never decoded) by a read that needs
 // it.

@@ -103,6 +103,9 @@ class ForwardingReader : public SegmentReader {
   bool BlockMayContainAll(size_t i, const std::vector<std::string>& terms) const override {
     return reader_->BlockMayContainAll(i, terms);
   }
+  bool BlockMayHaveField(size_t i, std::string_view name) const override {
+    return reader_->BlockMayHaveField(i, name);
+  }
   Status ReadBlock(size_t i, DecodedBlock* out) const override {
     return reader_->ReadBlock(i, out);
   }
