@@ -154,7 +154,7 @@ class AlertRoutes : public Node {
     if (text.size() > kMaxQueryBytes) {
       return Bad("'queryString' is longer than " + std::to_string(kMaxQueryBytes) + " bytes");
     }
-    const coordinator::GlobalLookupFiles files(global, repo);
+    const coordinator::GlobalLookupFiles files(global, repo, geo);
     auto compiled = query::Compile(text, &files);
     if (!compiled.ok()) return compiled.status();
     return Status::OK();

@@ -69,7 +69,7 @@ Result<CoordinatedResult> QueryRoutes::RunQuery(const std::string& repo,
 http::Response QueryRoutes::HandleQuery(const http::Request& req, const std::string& repo) const {
   QueryRequestBody body;
   if (auto err = ParseQueryRequest(req.body, &body)) return *err;
-  const coordinator::GlobalLookupFiles files(global, repo);
+  const coordinator::GlobalLookupFiles files(global, repo, geo);
   auto compiled = query::Compile(body.query_string, &files);
   if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
   if (body.live && !query::QueryTables(**compiled).empty()) {

@@ -23,7 +23,7 @@ void Server::Impl::StartAlerts() {
   };
   o.query = [this](const std::string& repo, const std::string& text, int64_t start_ms,
                    int64_t end_ms) -> Result<alerts::QueryOutcome> {
-    const coordinator::GlobalLookupFiles files(global.get(), repo);
+    const coordinator::GlobalLookupFiles files(global.get(), repo, geo);
     ASSIGN_OR_RETURN(auto compiled, query::Compile(text, &files));
     const coordinator::QueryControl control =
         coordinator::QueryLimitsFromNow(config.query_timeout_ms, config.query_memory_bytes);
