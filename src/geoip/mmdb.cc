@@ -2,6 +2,7 @@
 
 #include <maxminddb.h>
 
+#include <cerrno>
 #include <cstring>
 #include <optional>
 #include <string>
