@@ -22,13 +22,13 @@ class Mmdb {
     if (open_) MMDB_close(&db_);
   }
 
-  Status Open(const std::string& path, const char* what) {
+  Status Open(const std::string& path, const char* what, const char* flag) {
     const int rc = MMDB_open(path.c_str(), MMDB_MODE_MMAP, &db_);
     if (rc != MMDB_SUCCESS) {
       std::string reason = MMDB_strerror(rc);
       if (rc == MMDB_IO_ERROR && errno != 0) reason += std::string(": ") + std::strerror(errno);
-      return Status::InvalidArgument(std::string("cannot open the GeoIP ") + what + " database '" +
-                                     path + "': " + reason);
+      return Status::InvalidArgument(std::string(flag) + ": cannot open the GeoIP " + what +
+                                     " database '" + path + "': " + reason);
     }
     open_ = true;
     return Status::OK();
@@ -103,8 +103,9 @@ std::optional<int64_t> GetUnsigned(MMDB_entry_s entry, Keys... keys) {
 class MmdbGeoDatabases final : public query::GeoDatabases {
  public:
   Status Open(const std::string& city_path, const std::string& asn_path) {
-    if (!city_path.empty()) RETURN_IF_ERROR(city_.Open(city_path, "city"));
-    if (!asn_path.empty()) RETURN_IF_ERROR(asn_.Open(asn_path, "ASN"));
+    if (!city_path.empty())
+      RETURN_IF_ERROR(city_.Open(city_path, "city", query::kCityDatabaseFlag));
+    if (!asn_path.empty()) RETURN_IF_ERROR(asn_.Open(asn_path, "ASN", query::kAsnDatabaseFlag));
     return Status::OK();
   }
 

@@ -12,8 +12,8 @@
 namespace sediment::geoip {
 
 // Opens the files named (an empty path: that database is absent). InvalidArgument naming the
-// file when one cannot be opened or is not a MaxMind DB (libmaxminddb's reason included). The
-// files are memory-mapped read-only for the life of the result.
+// flag and the file when one cannot be opened or is not a MaxMind DB (libmaxminddb's reason
+// included). The files are memory-mapped read-only for the life of the result.
 //
 // Thread-safety: the result is immutable; MMDB_lookup_string on an opened MMDB_s only reads it,
 // so Locate/Asn may run on any number of threads at once.

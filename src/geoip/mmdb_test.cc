@@ -29,7 +29,9 @@ TEST(OpenGeoDatabases, MissingFileIsNamed) {
   auto dbs = OpenGeoDatabases(path, "");
   ASSERT_FALSE(dbs.ok());
   EXPECT_EQ(dbs.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(dbs.status().message().find("city database '" + path + "'"), std::string::npos)
+  EXPECT_NE(dbs.status().message().find("--geoip-city-db: cannot open the GeoIP city database '" +
+                                        path + "'"),
+            std::string::npos)
       << dbs.status().message();
 }
 
@@ -42,7 +44,9 @@ TEST(OpenGeoDatabases, FileThatIsNotAMaxMindDbIsNamed) {
   auto dbs = OpenGeoDatabases("", path);
   ASSERT_FALSE(dbs.ok());
   EXPECT_EQ(dbs.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(dbs.status().message().find("ASN database '" + path + "'"), std::string::npos)
+  EXPECT_NE(dbs.status().message().find("--geoip-asn-db: cannot open the GeoIP ASN database '" +
+                                        path + "'"),
+            std::string::npos)
       << dbs.status().message();
 }
 

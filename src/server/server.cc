@@ -226,11 +226,7 @@ Status Server::Start() {
   }
   {
     auto geo = geoip::OpenGeoDatabases(s.config.geoip_city_db, s.config.geoip_asn_db);
-    if (!geo.ok()) {
-      return geo.status().WithContext(s.config.geoip_city_db.empty() ? "--geoip-asn-db"
-                                                                     : "--geoip-city-db or "
-                                                                       "--geoip-asn-db");
-    }
+    if (!geo.ok()) return geo.status();
     s.geo = std::move(*geo);
   }
   s.started_ms = s.clock->NowMillis();
