@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "query/aggregate.h"
 #include "query/compiled.h"
 #include "query/lookup.h"
 #include "query/query.h"
@@ -196,6 +197,37 @@ TEST(GeoFunctions, WorldMapBucketsPointsByGeohash) {
         "worldMap(lat=a, lon=b, magnitude=count(as=lat))"}) {
     EXPECT_FALSE(Compile(bad, &files).ok()) << bad;
   }
+}
+
+// As in a cluster: two nodes' partial states of the same worldMap() stage, one of them encoded
+// and decoded (the wire), merged at the coordinator.
+TEST(GeoFunctions, WorldMapStatesMergeAcrossTheWire) {
+  const GeoFiles files(std::make_shared<FakeGeo>(true, true));
+  auto c = Compile("worldMap(ip=ip, precision=1, magnitude=sum(ms))", &files);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const Stage& st = (*c)->stages.at(0);
+  const CollectorContext ctx{TimeRange{0, 1000}};
+  auto record = [](const std::string& ip, const std::string& ms) {
+    Row row{{"ip", Value(ip)}, {"ms", Value(ms)}};
+    return Record::FromRow(std::move(row), RecordKey{});
+  };
+  auto node1 = NewCollector(st, ctx);
+  auto node2 = NewCollector(st, ctx);
+  node1->Add(record("81.2.69.160", "10"));
+  node1->Add(record("10.0.0.1", "1000"));  // unknown: left out
+  node2->Add(record("81.2.69.160", "30"));
+  node2->Add(record("2001:db8::1", "5"));
+  std::string wire;
+  node2->Encode(&wire);
+  auto decoded = DecodeCollector(&st, ctx, wire);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  node1->Merge(**decoded);
+  std::vector<std::string> warnings;
+  QueryResult r;
+  r.rows = node1->Finish(&warnings);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_EQ(Cells(r),
+            "_geohash=g _sum=40 lat=67.5 lon=-22.5 | _geohash=u _sum=5 lat=67.5 lon=22.5 | ");
 }
 
 }  // namespace
