@@ -12,6 +12,7 @@ PACKAGES=(
   libhowardhinnant-date-dev  # named time zones in queries (src/query/time_zone.h)
   nodejs  # the web UI's build (web/: npm ci, esbuild; src/webui embeds the bundle)
   libtomlplusplus-dev  # the config file (src/config), header-only
+  libmaxminddb-dev  # the GeoIP databases of ipLocation()/asn()/worldMap() (src/geoip)
 )
 # Debian's nodejs comes without npm; a nodejs from elsewhere (e.g. NodeSource) brings its own.
 if ! command -v npm >/dev/null 2>&1; then PACKAGES+=(npm); fi
@@ -29,17 +30,25 @@ if [[ "${1:-}" == "--test" ]]; then
   # python3-prometheus-client: the real Prometheus text parser reading /metrics
   # (tests/e2e/test_metrics.py, tests/cluster/test_metrics_lag.py).
   PACKAGES+=(python3-prometheus-client)
+  # python3-pip, python3-netaddr: mmdb-writer below (it writes the MaxMind DB files of
+  # tests/e2e/test_geoip.py; netaddr gives its networks).
+  PACKAGES+=(python3-pip python3-netaddr)
 fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if ((${#missing[@]} == 0)); then
-  exit 0
+if ((${#missing[@]} > 0)); then
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  echo "installing: ${missing[*]}" >&2
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-echo "installing: ${missing[*]}" >&2
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+
+# PyPI packages the tests need that Debian does not package, with pip (pinned).
+if [[ "${1:-}" == "--test" ]] && ! python3 -c "import mmdb_writer" 2>/dev/null; then
+  echo "installing from PyPI: mmdb-writer" >&2
+  python3 -m pip install -q --break-system-packages "mmdb-writer==0.2.7"
+fi

@@ -164,7 +164,7 @@ class AlertRoutes : public Node {
     const coordinator::GlobalSavedQueries saved(global, repo);
     auto expanded = query::ExpandSavedQueries(*bound, saved, {}, saving);
     if (!expanded.ok()) return expanded.status();
-    const coordinator::GlobalLookupFiles files(global, repo);
+    const coordinator::GlobalLookupFiles files(global, repo, geo);
     auto compiled = query::Compile(*expanded, &files);
     if (!compiled.ok()) return compiled.status();
     return Status::OK();

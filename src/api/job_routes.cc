@@ -85,9 +85,10 @@ std::string PollJson(const JobView& v) {
   return w.Take();
 }
 
-http::Response CreateJob(QueryJobs& jobs, const Global* global, const std::string& repo,
-                         QueryRequestBody body, int64_t now_ms) {
-  const coordinator::GlobalLookupFiles files(global, repo);
+http::Response CreateJob(QueryJobs& jobs, const Global* global,
+                         const std::shared_ptr<const query::GeoDatabases>& geo,
+                         const std::string& repo, QueryRequestBody body, int64_t now_ms) {
+  const coordinator::GlobalLookupFiles files(global, repo, geo);
   auto compiled = query::Compile(body.query_string, &files);
   if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
   auto range = query::ParseTimeRange(body.start, body.end, now_ms);
@@ -136,7 +137,7 @@ http::Response HandleQueryJobs(const Node& n, const http::Request& req, const st
     QueryRequestBody body;
     const coordinator::GlobalSavedQueries saved(n.global, repo);
     if (auto err = ParseQueryRequest(req.body, &saved, &body)) return *err;
-    http::Response r = CreateJob(*n.query_jobs, n.global, repo, body, n.clock->NowMillis());
+    http::Response r = CreateJob(*n.query_jobs, n.global, n.geo, repo, body, n.clock->NowMillis());
     if (r.status == 200) n.metrics->query_jobs_started.With({body.live ? "live_job" : "job"}).Inc();
     return r;
   }

@@ -61,6 +61,8 @@ struct Node {
   CommitLog* global_log = nullptr;
   BoundsMonitor* ingest_bounds = nullptr;  // the ingest log's offsets
   Global* global = nullptr;
+  // The GeoIP databases queries read (query/geo.h; null: none), shared read-only.
+  std::shared_ptr<const query::GeoDatabases> geo;
   Digest* digest = nullptr;
   Membership* membership = nullptr;
   PartitionGroup* group = nullptr;  // Kafka only: the digest consumer group

@@ -71,7 +71,7 @@ http::Response QueryRoutes::HandleQuery(const http::Request& req, const std::str
   QueryRequestBody body;
   const coordinator::GlobalSavedQueries saved(global, repo);
   if (auto err = ParseQueryRequest(req.body, &saved, &body)) return *err;
-  const coordinator::GlobalLookupFiles files(global, repo);
+  const coordinator::GlobalLookupFiles files(global, repo, geo);
   auto compiled = query::Compile(body.query_string, &files);
   if (!compiled.ok()) return http::JsonError(400, compiled.status().message());
   if (body.live && !query::QueryTables(**compiled).empty()) {

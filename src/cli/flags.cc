@@ -314,6 +314,14 @@ void QueryFlags(std::vector<ServerFlag>& f) {
                     &ServerConfig::query_job_expiry_ms, 90000,
                     "a query job not polled for this long is cancelled and forgotten (0: never)",
                     Bounds(int64_t{0}, int64_t{86400000})));
+  f.push_back(Value(S::kQueries, "--geoip-city-db", "SEDIMENT_GEOIP_CITY_DB", "FILE",
+                    &ServerConfig::geoip_city_db, "",
+                    "MaxMind DB file (e.g. GeoLite2 City) that ipLocation() and worldMap(ip=) "
+                    "read; opened at the start (every node of a cluster needs it)"));
+  f.push_back(Value(S::kQueries, "--geoip-asn-db", "SEDIMENT_GEOIP_ASN_DB", "FILE",
+                    &ServerConfig::geoip_asn_db, "",
+                    "MaxMind DB file (e.g. GeoLite2 ASN) that asn() reads; opened at the start "
+                    "(every node of a cluster needs it)"));
 }
 
 void ClusterFlags(std::vector<ServerFlag>& f) {

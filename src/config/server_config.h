@@ -102,6 +102,11 @@ struct ServerConfig {
   // Plain /query requests running at once on this node (429 beyond).
   int max_concurrent_queries = 32;
   int64_t query_job_expiry_ms = 90000;
+  // GeoIP databases (MaxMind DB files, src/geoip) that ipLocation()/worldMap(ip=) (city) and
+  // asn() (ASN) read; empty = none (those functions then answer 400 naming the flag). Opened once
+  // at the start (a file that cannot be opened stops the start) and shared by every query.
+  std::string geoip_city_db;
+  std::string geoip_asn_db;
   // Cluster (DESIGN sections 6, 9, 11). The address peers and clients use to reach this node;
   // empty = the listen address (which then must not be a wildcard).
   std::string advertise;

@@ -660,7 +660,7 @@ Result<CoordinatedResult> Coordinator::Run(const std::string& repo, const std::s
   // defineTable()/join(): each subquery runs first, as a whole query of its own over the
   // repository (earlier tables bound into later ones); its rows become a table; then the query
   // is compiled again with the tables, and they go with it to every node.
-  const GlobalLookupFiles files(global_, repo);
+  const GlobalLookupFiles files(global_, repo, options_.geo);
   query::BoundTables tables;
   std::vector<std::string> warnings;
   uint64_t fetches = 0, fetched_bytes = 0;

@@ -87,6 +87,9 @@ struct CoordinatorOptions {
   std::chrono::milliseconds peer_progress_timeout{0};
   // How long to wait for this node's Global to reach the partition owners' snapshots.
   std::chrono::milliseconds global_wait{5000};
+  // The node's GeoIP databases (query/geo.h) for the defineTable()/join() subqueries it compiles
+  // (null: none).
+  std::shared_ptr<const query::GeoDatabases> geo;
 };
 
 // What a peer looks like to the coordinator now.

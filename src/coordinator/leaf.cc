@@ -28,11 +28,12 @@ query::ExecOptions ExecOptionsFor(const InternalQuery& q, int threads,
 
 // The internal query in `req`'s body and its compiled form; the 400 answer when either is bad.
 std::optional<http::Response> Parse(const http::Request& req, const Global* global,
+                                    const std::shared_ptr<const query::GeoDatabases>& geo,
                                     InternalQuery* q,
                                     std::shared_ptr<const query::CompiledQuery>* compiled) {
   auto decoded = DecodeInternalQuery(req.body);
   if (!decoded.ok()) return http::JsonError(400, decoded.status().message());
-  const GlobalLookupFiles files(global, decoded->repo);
+  const GlobalLookupFiles files(global, decoded->repo, geo);
   // With the coordinator's defineTable()/join() results (none for most queries).
   auto c = query::Compile(decoded->query_string, &files, &decoded->tables);
   if (!c.ok()) return http::JsonError(400, c.status().message());
@@ -108,8 +109,13 @@ struct Leaf::Held {
   std::shared_ptr<void> pin;
 };
 
-Leaf::Leaf(Env* env, Global* global, LocalNode* local, int query_threads)
-    : env_(env), global_(global), local_(local), query_threads_(query_threads) {}
+Leaf::Leaf(Env* env, Global* global, LocalNode* local, int query_threads,
+           std::shared_ptr<const query::GeoDatabases> geo)
+    : env_(env),
+      global_(global),
+      local_(local),
+      query_threads_(query_threads),
+      geo_(std::move(geo)) {}
 
 Leaf::Held Leaf::HoldSegments(const InternalQuery& q) {
   Held held;
@@ -144,7 +150,7 @@ Leaf::Held Leaf::HoldSegments(const InternalQuery& q) {
 http::Response Leaf::Buffers(const http::Request& req) {
   InternalQuery q;
   std::shared_ptr<const query::CompiledQuery> compiled;
-  if (auto err = Parse(req, global_, &q, &compiled)) return *err;
+  if (auto err = Parse(req, global_, geo_, &q, &compiled)) return *err;
   Running running(this, q.query_id);
   std::map<int32_t, Epoch> want;
   for (const auto& [p, e] : q.partitions) want[p.value] = e;
@@ -169,7 +175,7 @@ http::Response Leaf::Buffers(const http::Request& req) {
 http::Response Leaf::Segments(const http::Request& req) {
   InternalQuery q;
   std::shared_ptr<const query::CompiledQuery> compiled;
-  if (auto err = Parse(req, global_, &q, &compiled)) return *err;
+  if (auto err = Parse(req, global_, geo_, &q, &compiled)) return *err;
   Running running(this, q.query_id);
   Held held = HoldSegments(q);
   auto set = query::CollectMatches(env_, *compiled, q.range, held.input,
@@ -185,7 +191,7 @@ http::Response Leaf::Segments(const http::Request& req) {
 http::Response Leaf::Partial(const http::Request& req) {
   InternalQuery q;
   std::shared_ptr<const query::CompiledQuery> compiled;
-  if (auto err = Parse(req, global_, &q, &compiled)) return *err;
+  if (auto err = Parse(req, global_, geo_, &q, &compiled)) return *err;
   Running running(this, q.query_id);
   Held held = HoldSegments(q);
   auto partial = query::ExecutePartial(env_, *compiled, q.range, held.input,

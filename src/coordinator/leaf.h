@@ -33,8 +33,10 @@ namespace sediment::coordinator {
 
 class Leaf {
  public:
-  // Borrows everything; all must outlive the Leaf.
-  Leaf(Env* env, Global* global, LocalNode* local, int query_threads);
+  // Borrows everything; all must outlive the Leaf. `geo`: the node's GeoIP databases the queries
+  // it is sent compile with (query/geo.h; null: none).
+  Leaf(Env* env, Global* global, LocalNode* local, int query_threads,
+       std::shared_ptr<const query::GeoDatabases> geo = nullptr);
   Leaf(const Leaf&) = delete;
   Leaf& operator=(const Leaf&) = delete;
 
@@ -53,6 +55,7 @@ class Leaf {
   Global* const global_;
   LocalNode* const local_;
   const int query_threads_;
+  const std::shared_ptr<const query::GeoDatabases> geo_;
   std::mutex mu_;
   // Cancel flags of the requests running now, by query id. Guarded by mu_.
   std::multimap<std::string, std::shared_ptr<std::atomic<bool>>> running_;

@@ -1,8 +1,10 @@
 // The lookup files match() reads (query/lookup.h), from this node's Global: one repository's
 // files (PutLookupFile, global/README.md). Every place that compiles a query of a repository
-// (the query and query-job routes, the leaf's internal routes) compiles it with one of these.
+// (the query and query-job routes, the leaf's internal routes) compiles it with one of these; it
+// also carries the node's GeoIP databases (query/geo.h) to ipLocation(), asn() and worldMap().
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,9 +16,13 @@ namespace sediment::coordinator {
 
 class GlobalLookupFiles final : public query::LookupFiles {
  public:
-  // `global` is borrowed (null: no files); thread-safe as Global::Read is.
-  GlobalLookupFiles(const Global* global, std::string repo)
-      : global_(global), repo_(std::move(repo)) {}
+  // `global` is borrowed (null: no files); `geo` the node's GeoIP databases (null: none);
+  // thread-safe as Global::Read is.
+  GlobalLookupFiles(const Global* global, std::string repo,
+                    std::shared_ptr<const query::GeoDatabases> geo)
+      : global_(global), repo_(std::move(repo)), geo_(std::move(geo)) {}
+
+  std::shared_ptr<const query::GeoDatabases> Geo() const override { return geo_; }
 
   Result<std::string> Read(std::string_view name) const override {
     std::optional<std::string> content;
@@ -38,6 +44,7 @@ class GlobalLookupFiles final : public query::LookupFiles {
  private:
   const Global* global_;
   std::string repo_;
+  std::shared_ptr<const query::GeoDatabases> geo_;
 };
 
 }  // namespace sediment::coordinator

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "query/geo.h"
 #include "query/query.h"
 
 namespace sediment::query {
@@ -28,6 +29,9 @@ class LookupFiles {
   virtual ~LookupFiles() = default;
   // The content of file `name` as uploaded; NotFound when there is none.
   virtual Result<std::string> Read(std::string_view name) const = 0;
+  // The node's GeoIP databases (geo.h) for ipLocation(), asn() and worldMap(ip=); null: none
+  // (those functions then refuse to compile, naming the server flag).
+  virtual std::shared_ptr<const GeoDatabases> Geo() const { return nullptr; }
 };
 
 // Compile(text) with `files` available to match() (null: none; match() then refuses to compile

@@ -27,7 +27,7 @@ void Server::Impl::StartAlerts() {
     // Saved query calls resolve against the saved searches as they are when the window runs.
     const coordinator::GlobalSavedQueries saved(global.get(), repo);
     ASSIGN_OR_RETURN(std::string expanded, query::ExpandSavedQueries(text, saved, {}));
-    const coordinator::GlobalLookupFiles files(global.get(), repo);
+    const coordinator::GlobalLookupFiles files(global.get(), repo, geo);
     ASSIGN_OR_RETURN(auto compiled, query::Compile(expanded, &files));
     const coordinator::QueryControl control =
         coordinator::QueryLimitsFromNow(config.query_timeout_ms, config.query_memory_bytes);

@@ -132,12 +132,13 @@ void Server::Impl::StartCoordinator() {
   query_local = std::make_unique<LocalQueryNode>(node, digest.get(), store.get(), replicator.get(),
                                                  bucket != nullptr);
   leaf = std::make_unique<coordinator::Leaf>(env, global.get(), query_local.get(),
-                                             EffectiveQueryThreads(config));
+                                             EffectiveQueryThreads(config), geo);
   query_peers = coordinator::NewHttpPeerClient([this] { return ClusterSecret(); }, peer_tls);
   coordinator::CoordinatorOptions options;
   options.query_threads = EffectiveQueryThreads(config);
   options.heartbeat_timeout_ms = config.heartbeat_timeout_ms;
   options.peer_progress_timeout = std::chrono::milliseconds(config.peer_progress_timeout_ms);
+  options.geo = geo;
   coordinator = std::make_unique<coordinator::Coordinator>(
       env, clock, global.get(), query_local.get(), query_peers.get(),
       [m = membership.get()](NodeId n) -> std::optional<coordinator::PeerInfo> {

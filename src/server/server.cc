@@ -1,4 +1,5 @@
 #include "server/server.h"
+#include "geoip/mmdb.h"
 
 #include "server/server_impl.h"
 
@@ -222,6 +223,11 @@ Status Server::Start() {
   }
   for (const std::string& range : s.config.metrics_allow) {
     if (auto c = Cidr::Parse(range); !c.ok()) return c.status().WithContext("--metrics-allow");
+  }
+  {
+    auto geo = geoip::OpenGeoDatabases(s.config.geoip_city_db, s.config.geoip_asn_db);
+    if (!geo.ok()) return geo.status();
+    s.geo = std::move(*geo);
   }
   s.started_ms = s.clock->NowMillis();
   s.peer_tls = PeerTlsOf(s.config);
@@ -609,6 +615,7 @@ api::Node Server::Impl::ApiNode() const {
   n.global_log = global_log.get();
   n.ingest_bounds = ingest_bounds.get();
   n.global = global.get();
+  n.geo = geo;
   n.digest = digest.get();
   n.membership = membership.get();
   n.group = group.get();

@@ -167,6 +167,9 @@ struct Server::Impl : public PartitionGroupListener {
   std::unique_ptr<coordinator::PeerClient> query_peers;
   std::unique_ptr<coordinator::Coordinator> coordinator;
   std::unique_ptr<coordinator::Leaf> leaf;  // answers the coordinators of other nodes
+  // The GeoIP databases (--geoip-city-db, --geoip-asn-db), opened at the start before anything
+  // else (none open when neither flag is set); read-only and shared by every query.
+  std::shared_ptr<const query::GeoDatabases> geo;
   void StartCoordinator();
   // Created in Start, cancelled before HTTP stops and joined after.
   std::shared_ptr<coordinator::QueryJobs> query_jobs;

@@ -24,6 +24,31 @@ constexpr Param kParams[] = {
     {.name = "as", .type = Type::kField, .default_value = "_geohash"},
 };
 
+bool Build(Call& c, Stage* st) {
+  const int64_t precision = c.Limit("precision");
+  if (precision < 1) {
+    c.BadParam("precision", "a number of characters from 1 to 12");
+    return false;
+  }
+  std::string lat = c.String("lat");
+  std::string lon = c.String("lon");
+  std::string as = c.String("as");
+  std::vector<std::string> touched = {lat, lon, as};
+  SetRecordFunction(
+      st,
+      [lat, lon, as, precision](Record& r) {
+        std::optional<double> y = r.GetNumber(lat);
+        std::optional<double> x = r.GetNumber(lon);
+        if (!y || !x || !(*y >= -90 && *y <= 90) || !(*x >= -180 && *x <= 180)) return true;
+        r.Set(as, Value(Geohash(*y, *x, precision)));
+        return true;
+      },
+      std::move(touched));
+  return true;
+}
+
+}  // namespace
+
 std::string Geohash(double lat, double lon, int64_t precision) {
   static constexpr char kAlphabet[] = "0123456789bcdefghjkmnpqrstuvwxyz";
   double lat_lo = -90, lat_hi = 90, lon_lo = -180, lon_hi = 180;
@@ -49,31 +74,6 @@ std::string Geohash(double lat, double lon, int64_t precision) {
   }
   return out;
 }
-
-bool Build(Call& c, Stage* st) {
-  const int64_t precision = c.Limit("precision");
-  if (precision < 1) {
-    c.BadParam("precision", "a number of characters from 1 to 12");
-    return false;
-  }
-  std::string lat = c.String("lat");
-  std::string lon = c.String("lon");
-  std::string as = c.String("as");
-  std::vector<std::string> touched = {lat, lon, as};
-  SetRecordFunction(
-      st,
-      [lat, lon, as, precision](Record& r) {
-        std::optional<double> y = r.GetNumber(lat);
-        std::optional<double> x = r.GetNumber(lon);
-        if (!y || !x || !(*y >= -90 && *y <= 90) || !(*x >= -180 && *x <= 180)) return true;
-        r.Set(as, Value(Geohash(*y, *x, precision)));
-        return true;
-      },
-      std::move(touched));
-  return true;
-}
-
-}  // namespace
 
 const Function kGeohash = {
     .name = "geohash",

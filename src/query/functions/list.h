@@ -22,7 +22,8 @@
 // json:prettyPrint json_pretty_print.cc, xml:prettyPrint xml_pretty_print.cc, fieldstats/fieldset
 // field_stats.cc, array:eval/objectArray:eval/objectArray:exists array_eval.cc, copyEvent
 // copy_event.cc, hashRewrite/hashMatch hash_match.cc, eventInternals event_internals.cc,
-// selfJoinFilter/selfJoin self_join.cc, setField set_field.cc.
+// selfJoinFilter/selfJoin self_join.cc, setField set_field.cc, ipLocation
+// ip_location.cc, asn asn.cc, worldMap world_map.cc.
 #define SEDIMENT_QUERY_FUNCTIONS(X)                                           \
   X(kIn)          /* in.cc */                                                 \
   X(kWildcard)    /* wildcard.cc */                                           \
@@ -147,6 +148,7 @@
   X(kIocLookup)                                                               \
   X(kIpLocation)                                                              \
   X(kWorldMap)                                                                \
+  X(kAsn)                                                                     \
   X(kTextLength)                                                              \
   X(kTextSubstring)                                                           \
   X(kTextPositionOf)                                                          \

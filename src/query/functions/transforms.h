@@ -70,6 +70,17 @@ struct ArgValue;
 [[nodiscard]] bool SubqueryStages(Call& c, std::string_view param, const ArgValue& value,
                                   bool filter_call, std::vector<Stage>* out);
 
+class Call;
+// ip_location.cc: the GeoIP databases of the query being compiled (CurrentLookupFiles()->Geo(),
+// query/geo.h) when the one c's function needs is open (`city`: the city database, else the ASN
+// database); null, with c's error naming the server flag that opens it, otherwise.
+std::shared_ptr<const GeoDatabases> RequireGeo(Call& c, bool city);
+
+// geohash.cc: the geohash of `precision` (1 to 12) characters of a point in degrees.
+std::string Geohash(double lat, double lon, int64_t precision);
+// world_map.cc: the center of the cell of `hash` (a geohash), nullopt when it is not one.
+std::optional<std::pair<double, double>> GeohashCenter(std::string_view hash);
+
 // ---- helpers shared by the implementations ----
 
 // A RecordFunction calling `f` (a callable `bool(Record&) const`, copied in; it must be reentrant).
