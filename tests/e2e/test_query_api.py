@@ -422,7 +422,7 @@ BAD = [
     ("parameter-without-value", "POST", QUERYJOBS, json.dumps({"queryString": "x=?a"}), API_TOKEN, 400,
      r"query parameter \?a has no value .*position 2"),
     ("saved-query-call", "POST", QUERY, json.dumps({"queryString": "$saved()"}), API_TOKEN, 400,
-     r"saved query call '\$saved'.*position 0"),
+     r"unknown saved query 'saved'.*position 0"),
     ("live-parse-error", "POST", QUERY, json.dumps({"queryString": "x |", "isLive": True}), API_TOKEN, 400,
      "position"),
 ]
