@@ -898,7 +898,8 @@ void ApplyTransform(const Stage& st, Record&& r, std::vector<Record>* out) {
         functions::ApplyRegexRepeat(st, std::move(r), out);
         return;
       }
-      break;
+      if (ApplyTransformInPlace(st, r)) out->push_back(std::move(r));
+      return;
     case SK::kFunction:
       if (st.function_emits_many && st.record_function && !st.negate) {
         st.record_function->ApplyMany(std::move(r), out);
