@@ -238,6 +238,9 @@ struct Stage {
   RegexLiterals regex_literals;
   std::vector<CiSearcher> regex_prefilter;
   bool strict = true;  // kRegex
+  // kRegex: regex(repeat=true): one output record per match (in text order), at most this many;
+  // 0 = the first match only, the record itself.
+  int64_t repeat_limit = 0;
   std::string field;   // kRegex/kParseJson/kKvParse/kFormatTime/kLower/kLength/kSplit source
   std::string as;      // kFormatTime/kLower/kLength target
   std::string prefix;  // kParseJson

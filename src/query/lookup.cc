@@ -214,7 +214,8 @@ Result<LookupTable> ParseLookupTable(std::string_view name, std::string_view con
 Result<std::shared_ptr<const MatchTable>> BuildMatchTable(const LookupTable& table,
                                                           const std::string& column,
                                                           std::vector<std::string> include,
-                                                          bool include_all, bool ignore_case) {
+                                                          bool include_all, bool ignore_case,
+                                                          MatchMode mode) {
   auto col_of = [&](const std::string& name) -> std::optional<size_t> {
     auto it = std::find(table.columns.begin(), table.columns.end(), name);
     if (it == table.columns.end()) return std::nullopt;
@@ -235,18 +236,43 @@ Result<std::shared_ptr<const MatchTable>> BuildMatchTable(const LookupTable& tab
     cols.push_back(*c);
   }
   auto m = std::make_shared<MatchTable>();
+  m->mode = mode;
   m->ignore_case = ignore_case;
   m->include = std::move(include);
-  for (const auto& row : table.rows) {
+  for (size_t i = 0; i < table.rows.size(); ++i) {
+    const auto& row = table.rows[i];
     if (*key >= row.size()) continue;
-    std::string k = ignore_case ? Lower(row[*key]) : row[*key];
-    if (m->rows.count(k)) continue;  // the first row of a value wins
     MatchTable::Row r;
     for (size_t c : cols) {
       r.present.push_back(c < row.size());
       r.cells.push_back(c < row.size() ? row[c] : std::string());
     }
-    m->rows.emplace(std::move(k), std::move(r));
+    switch (mode) {
+      case MatchMode::kString: {
+        std::string k = ignore_case ? Lower(row[*key]) : row[*key];
+        m->rows.emplace(std::move(k), std::move(r));  // the first row of a value wins
+        break;
+      }
+      case MatchMode::kGlob:
+        m->patterns.push_back({row[*key], IpSubnet{}, std::move(r)});
+        break;
+      case MatchMode::kCidr: {
+        std::optional<IpSubnet> subnet = ParseIpSubnet(row[*key]);
+        if (!subnet) {
+          return Status::InvalidArgument("row " + std::to_string(i + 1) + ": '" + row[*key] +
+                                         "' in column '" + column +
+                                         "' is not an IPv4 or IPv6 subnet (mode=cidr)");
+        }
+        m->patterns.push_back({std::string(), *subnet, std::move(r)});
+        break;
+      }
+    }
+  }
+  if (mode == MatchMode::kCidr) {
+    std::stable_sort(m->patterns.begin(), m->patterns.end(),
+                     [](const MatchTable::Pattern& a, const MatchTable::Pattern& b) {
+                       return a.subnet.bits > b.subnet.bits;
+                     });
   }
   return std::shared_ptr<const MatchTable>(std::move(m));
 }
@@ -258,8 +284,31 @@ bool ApplyMatch(const Stage& st, Record& r) {
   std::optional<std::string_view> v = r.Get(st.field, &scratch);
   const MatchTable::Row* row = nullptr;
   if (v) {
-    auto it = t.ignore_case ? t.rows.find(Lower(*v)) : t.rows.find(std::string(*v));
-    if (it != t.rows.end()) row = &it->second;
+    switch (t.mode) {
+      case MatchMode::kString: {
+        auto it = t.ignore_case ? t.rows.find(Lower(*v)) : t.rows.find(std::string(*v));
+        if (it != t.rows.end()) row = &it->second;
+        break;
+      }
+      case MatchMode::kGlob:
+        for (const MatchTable::Pattern& p : t.patterns) {
+          if (t.ignore_case ? GlobMatchIgnoreCase(p.glob, *v) : GlobMatch(p.glob, *v)) {
+            row = &p.row;
+            break;
+          }
+        }
+        break;
+      case MatchMode::kCidr:
+        if (std::optional<IpAddress> a = ParseIpAddress(*v)) {
+          for (const MatchTable::Pattern& p : t.patterns) {
+            if (p.subnet.Contains(*a)) {
+              row = &p.row;
+              break;
+            }
+          }
+        }
+        break;
+    }
   }
   if (!row) return !st.strict;
   for (size_t i = 0; i < t.include.size(); ++i) {

@@ -5,6 +5,7 @@
 // executing never reads files (each node compiles the query text with its own LookupFiles).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "common/status.h"
 #include "query/geo.h"
+#include "query/ip_address.h"
 #include "query/query.h"
 
 namespace sediment::query {
@@ -73,25 +75,42 @@ Result<LookupTable> ParseLookupTable(std::string_view name, std::string_view con
 
 // match()'s compiled table: the rows of `table` by the value of its key column (the first row of
 // a value wins), with the columns the stage adds. Immutable; shared by the stage's copies.
+// How match() compares an event's field with the key column (match(mode=)).
+enum class MatchMode : uint8_t {
+  kString,  // equal texts (a hash lookup)
+  kGlob,    // the key is a glob pattern (`*` any run of characters) matched against the whole
+            // value; the first row in file order that matches wins
+  kCidr,    // the key is an IPv4/IPv6 subnet (ip_address.h) holding the value's address; the
+            // most specific (longest prefix) wins, ties in file order
+};
+
 struct MatchTable {
-  bool ignore_case = false;          // keys are stored lower-cased and looked up lower-cased
+  MatchMode mode = MatchMode::kString;
+  bool ignore_case = false;          // kString/kGlob: keys compared ignoring case
   std::vector<std::string> include;  // the added columns, in this order
-  // key -> the included cells of its row (same order as `include`; absent cells as nullopt-less
-  // empty markers are not stored: `present[i]` says whether cell i exists)
+  // The included cells of a row (same order as `include`; `present[i]` says whether cell i
+  // exists).
   struct Row {
     std::vector<std::string> cells;
     std::vector<bool> present;
   };
-  std::unordered_map<std::string, Row> rows;
+  std::unordered_map<std::string, Row> rows;  // kString: key (lower-cased with ignore_case)
+  struct Pattern {
+    std::string glob;  // kGlob
+    IpSubnet subnet;   // kCidr
+    Row row;
+  };
+  std::vector<Pattern> patterns;  // kGlob/kCidr: in file order (kCidr: longest prefix first)
 };
 
 // Builds the MatchTable of `table` keyed by `column`, adding `include` (every column but
 // `column` when `include_all`). InvalidArgument for a column or an included name not in the
-// table.
+// table, and (kCidr) for a key that is not a subnet, naming its row.
 Result<std::shared_ptr<const MatchTable>> BuildMatchTable(const LookupTable& table,
                                                           const std::string& column,
                                                           std::vector<std::string> include,
-                                                          bool include_all, bool ignore_case);
+                                                          bool include_all, bool ignore_case,
+                                                          MatchMode mode = MatchMode::kString);
 
 // A table the query defines by a subquery (defineTable(name=, query={...}, include=[...]) or
 // join(query={...}, ...)): its subquery runs first, over the query's repository and range (or

@@ -110,14 +110,58 @@ TEST(Match, EnrichesAndFiltersLikeTheDocumentation) {
   EXPECT_EQ(Text(upper, "userid"), "2");
 }
 
+// mode=glob: the first row (file order) whose pattern matches the whole value; mode=cidr: the
+// most specific subnet holding the address (IPv4 and IPv6 apart), ties in file order.
+TEST(Match, GlobAndCidrModes) {
+  const MapFiles files(std::map<std::string, std::string>{
+      {"hosts.csv", "host,role\nweb-*,web\n*-db,database\nweb-db,never\n*,other\n"},
+      {"nets.csv",
+       "net,zone\n10.0.0.0/8,corp\n10.1.0.0/16,lab\n10.1.2.3,host\n10.1.0.0/16,second\n"
+       "2001:db8::/32,v6\n"}});
+  auto q = Compile("match(file=\"hosts.csv\", field=h, column=host, mode=glob)", &files);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  for (const auto& [host, role] : std::vector<std::pair<std::string, std::string>>{
+           {"web-1", "web"}, {"web-db", "web"}, {"orders-db", "database"}, {"x", "other"}}) {
+    Record r = Row({{"h", host}});
+    EXPECT_TRUE(ApplyTransformInPlace(MatchStage(**q), r)) << host;
+    EXPECT_EQ(Text(r, "role"), role) << host;
+  }
+  q = Compile("match(file=\"hosts.csv\", field=h, column=host, mode=glob, ignoreCase=true)",
+              &files);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  Record upper = Row({{"h", "WEB-7"}});
+  EXPECT_TRUE(ApplyTransformInPlace(MatchStage(**q), upper));
+  EXPECT_EQ(Text(upper, "role"), "web");
+
+  q = Compile("match(file=\"nets.csv\", field=ip, column=net, mode=cidr)", &files);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  for (const auto& [ip, zone] :
+       std::vector<std::pair<std::string, std::string>>{{"10.9.9.9", "corp"},
+                                                        {"10.1.7.7", "lab"},
+                                                        {"10.1.2.3", "host"},
+                                                        {"2001:db8::1", "v6"}}) {
+    Record r = Row({{"ip", ip}});
+    EXPECT_TRUE(ApplyTransformInPlace(MatchStage(**q), r)) << ip;
+    EXPECT_EQ(Text(r, "zone"), zone) << ip;
+  }
+  for (const char* miss : {"11.0.0.1", "::ffff:10.1.2.3", "not an address", ""}) {
+    Record r = Row({{"ip", miss}});
+    EXPECT_FALSE(ApplyTransformInPlace(MatchStage(**q), r)) << miss;
+  }
+}
+
 TEST(Match, RefusalsNameTheProblem) {
-  const MapFiles files(
-      std::map<std::string, std::string>{{"users.csv", kUsersCsv}, {"bad.json", "{}"}});
+  const MapFiles files(std::map<std::string, std::string>{
+      {"users.csv", kUsersCsv}, {"bad.json", "{}"}, {"nets.csv", "net,zone\n10.0.0.0/8,a\n"}});
   for (const auto& [query, wanted] : std::vector<std::pair<std::string, std::string>>{
            {"match(file=\"nope.csv\", field=userid)", "no lookup file 'nope.csv'"},
            {"match(file=\"users.csv\", field=x)", "no column 'x'"},
            {"match(file=\"users.csv\", field=userid, include=[zip])", "no column 'zip'"},
-           {"match(file=\"users.csv\", field=userid, mode=glob)", "mode"},
+           {"match(file=\"users.csv\", field=userid, mode=regex)", "string, glob or cidr"},
+           {"match(file=\"users.csv\", field=userid, mode=cidr)",
+            "row 1: '1' in column 'userid' is not an IPv4 or IPv6 subnet"},
+           {"match(file=\"nets.csv\", field=ip, column=net, mode=cidr, ignoreCase=true)",
+            "ignoreCase"},
            {"match(file=\"bad.json\", field=userid)", "array of objects"},
            {"match(table=t, field=userid)", "table"},
        }) {

@@ -831,9 +831,9 @@ TEST(ParserFunctionTest, RegexStage) {
   EXPECT_EQ(ParseError("| regex(\"a\", flags=q)"),
             "invalid value 'q' for parameter 'flags' of regex(): expected a combination of the "
             "flags d, i and m at position 19");
-  EXPECT_EQ(ParseError("| regex(\"a\", repeat=true)"),
-            "invalid value 'true' for parameter 'repeat' of regex(): expected false "
-            "(repeat=true is not supported) at position 20");
+  EXPECT_EQ(ParseError("| regex(\"a\", repeat=true, limit=0)"),
+            "invalid value '0' for parameter 'limit' of regex(): expected a positive number of "
+            "events per match with repeat=true at position 32");
 }
 
 TEST(ParserFunctionTest, RegexStageLiteralsJoinTheFilter) {

@@ -808,7 +808,7 @@ void RecordFunction::ApplyMany(Record&& r, std::vector<Record>* out) const {
 
 bool EmitsOneOrNone(const Stage& st) {
   return st.IsTransform() && st.kind != SK::kCase && st.kind != SK::kSplit &&
-         !st.function_emits_many;
+         !st.function_emits_many && !(st.kind == SK::kRegex && st.repeat_limit > 0);
 }
 
 namespace {
@@ -892,6 +892,13 @@ void ApplyTransform(const Stage& st, Record&& r, std::vector<Record>* out) {
       return;
     case SK::kSplit:
       functions::ApplySplit(st, std::move(r), out);
+      return;
+    case SK::kRegex:
+      if (st.repeat_limit > 0) {
+        functions::ApplyRegexRepeat(st, std::move(r), out);
+        return;
+      }
+      if (ApplyTransformInPlace(st, r)) out->push_back(std::move(r));
       return;
     case SK::kFunction:
       if (st.function_emits_many && st.record_function && !st.negate) {

@@ -663,6 +663,36 @@ TEST(TransformTest, NegatedStageKeepsExactlyTheDroppedRecordsUnchanged) {
   EXPECT_EQ(out[0].key(), other.Get().key());
 }
 
+// regex(repeat=true): a copy per match (its own groups, the event's key), at most the limit; no
+// match: dropped when strict, else the event itself. ApplyTransform only: it emits several.
+TEST(TransformTest, RegexRepeatGivesOneRecordPerMatch) {
+  OneEvent ev("a=1 b=22 c=333");
+  Stage st = RegexStage(R"((?P<k>[a-z])=(?P<v>\d+))", {"k", "v"});
+  st.repeat_limit = 100;
+  EXPECT_FALSE(EmitsOneOrNone(st));
+  std::vector<Record> out = Apply(st, ev.Get());
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(GetText(out[0], "k"), "a");
+  EXPECT_EQ(GetText(out[1], "v"), "22");
+  EXPECT_EQ(GetText(out[2], "k"), "c");
+  EXPECT_EQ(out[2].key(), ev.Get().key());
+  st.repeat_limit = 2;
+  EXPECT_EQ(Apply(st, ev.Get()).size(), 2u);
+  // An empty match moves on by one character instead of looping.
+  Stage empty = RegexStage(R"((?P<d>\d*))", {"d"});
+  empty.repeat_limit = 100;
+  OneEvent digits("1a");
+  out = Apply(empty, digits.Get());
+  ASSERT_EQ(out.size(), 3u);  // "1" at 0, "" at 1, "" at 2
+  EXPECT_EQ(GetText(out[0], "d"), "1");
+  OneEvent none("no pairs");
+  EXPECT_TRUE(Apply(st, none.Get()).empty());
+  st.strict = false;
+  out = Apply(st, none.Get());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_FALSE(out[0].Has("k"));
+}
+
 TEST(TransformTest, RegexExtractsNamedGroups) {
   OneEvent ev("GET /index.html 200 12ms", {{"msg", "user=alice"}});
   Stage st = RegexStage(R"((?P<method>[A-Z]+) (?P<path>\S+) (?P<status>\d+)(?: (?P<extra>x))?)",

@@ -156,3 +156,29 @@ def test_match_enriches_and_filters_with_an_uploaded_file(server: SedimentServer
                       ('match(file="users.csv", field=id)', "no column 'id'")]:
         r = s.query_raw(q, start=0)
         assert r.status_code == 400 and wanted in r.json()["error"], (q, r.text)
+
+
+@IN_GLOBAL
+def test_match_glob_and_cidr_modes(server: SedimentServer) -> None:
+    """match(mode=glob) and match(mode=cidr) over uploaded files: patterns and subnets in the
+    key column, the first matching pattern and the most specific subnet win."""
+    s = server
+    assert upload(s, "hosts.csv", "host,role\nweb-*,web\n*-db,database\n").status_code == 200
+    assert upload(s, "nets.csv", "net,zone\n10.0.0.0/8,corp\n10.1.0.0/16,lab\n2001:db8::/32,v6\n").status_code == 200
+    now = int(time.time() * 1000)
+    events = [{"timestamp": now - 1000 * i, "attributes": {"host": h, "ip": ip}, "rawstring": f"{h} {ip}"}
+              for i, (h, ip) in enumerate([("web-1", "10.1.2.3"), ("orders-db", "10.200.0.1"),
+                                           ("cache", "2001:db8::5"), ("web-db", "192.0.2.1")])]
+    r = s.ingest("/api/v1/ingest/humio-structured", [{"tags": {"type": "hosts"}, "events": events}])
+    assert r.status_code == 200, r.text
+    wait_until(lambda: s.count("#type=hosts") == 4, timeout=20, what="events searchable")
+
+    rows = s.query('#type=hosts | match(file="hosts.csv", field=host, mode=glob) | table([host, role])', start=0)
+    assert sorted((r["host"], r["role"]) for r in rows) == [
+        ("orders-db", "database"), ("web-1", "web"), ("web-db", "web")]
+    rows = s.query('#type=hosts | ip =~ match(file="nets.csv", column=net, mode=cidr, strict=false) '
+                   '| table([ip, zone])', start=0)
+    assert sorted((r["ip"], r.get("zone")) for r in rows) == [
+        ("10.1.2.3", "lab"), ("10.200.0.1", "corp"), ("192.0.2.1", None), ("2001:db8::5", "v6")]
+    r = s.query_raw('match(file="hosts.csv", field=ip, column=host, mode=cidr)', start=0)
+    assert r.status_code == 400 and "is not an IPv4 or IPv6 subnet" in r.json()["error"], r.text

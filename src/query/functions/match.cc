@@ -1,10 +1,12 @@
 // match(file, field, column=field, include=all other columns, strict=true, mode=string,
 // ignoreCase=false): enriches (and with strict, filters) events with the rows of a lookup file
-// whose `column` equals the event's `field`. The file is read and indexed while the query
-// compiles, through the LookupFiles the caller of Compile gives (query/lookup.h); a per-record
-// stage.
+// whose `column` equals the event's `field` (mode=glob: whose glob pattern matches it; mode=cidr:
+// whose subnet holds its address; MatchMode in lookup.h). The file is read and indexed while the
+// query compiles, through the LookupFiles the caller of Compile gives (query/lookup.h); a
+// per-record stage.
 #include "query/functions/list.h"
 #include "query/lookup.h"
+#include "query/text_util.h"
 
 namespace sediment::query::functions {
 namespace {
@@ -29,8 +31,18 @@ bool Build(Call& c, Stage* st) {
   st->strict = c.Bool("strict");
   const std::string& file = c.String("file");
   const std::string column = c.Given("column") ? c.String("column") : st->field;
-  if (c.String("mode") != "string") {
-    c.BadParam("mode", "string (glob and cidr are not supported)");
+  MatchMode mode = MatchMode::kString;
+  const std::string mode_name = Lower(c.String("mode"));
+  if (mode_name == "glob") {
+    mode = MatchMode::kGlob;
+  } else if (mode_name == "cidr") {
+    mode = MatchMode::kCidr;
+  } else if (mode_name != "string") {
+    c.BadParam("mode", "string, glob or cidr");
+    return false;
+  }
+  if (mode == MatchMode::kCidr && c.Bool("ignoreCase")) {
+    c.BadParam("ignoreCase", "false with mode=cidr (addresses have no case)");
     return false;
   }
   if (c.Given("file") == c.Given("table")) {
@@ -62,8 +74,8 @@ bool Build(Call& c, Stage* st) {
       c.Error(tat, "match(): no table '" + st->table + "'");
       return false;
     }
-    auto built =
-        BuildMatchTable(it->second, column, std::move(include), include_all, c.Bool("ignoreCase"));
+    auto built = BuildMatchTable(it->second, column, std::move(include), include_all,
+                                 c.Bool("ignoreCase"), mode);
     if (!built.ok()) {
       c.Error(tat, "match(): table '" + st->table + "': " + built.status().message());
       return false;
@@ -88,7 +100,7 @@ bool Build(Call& c, Stage* st) {
     return false;
   }
   auto built =
-      BuildMatchTable(*table, column, std::move(include), include_all, c.Bool("ignoreCase"));
+      BuildMatchTable(*table, column, std::move(include), include_all, c.Bool("ignoreCase"), mode);
   if (!built.ok()) {
     c.Error(at, "match(): file '" + file + "': " + built.status().message());
     return false;

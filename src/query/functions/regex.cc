@@ -1,5 +1,7 @@
-// regex(regex, field=@rawstring, strict=true, flags=m, limit, repeat=false): named groups of the
-// first match become fields; strict drops records without a match. A per-record stage.
+// regex(regex, field=@rawstring, strict=true, flags=m, limit=100, repeat=false): named groups of
+// the first match become fields; strict drops records without a match. A per-record stage. With
+// repeat=true every match (left to right, not overlapping; at most `limit`) gives its own copy of
+// the record with that match's groups; an empty match moves on by one character.
 #include <re2/re2.h>
 
 #include <algorithm>
@@ -27,8 +29,11 @@ bool Build(Call& c, Stage* st) {
   st->field = c.String("field");
   st->strict = c.Bool("strict");
   if (c.Bool("repeat")) {
-    c.BadParam("repeat", "false (repeat=true is not supported)");
-    return false;
+    st->repeat_limit = c.Limit("limit");
+    if (st->repeat_limit == 0) {
+      c.BadParam("limit", "a positive number of events per match with repeat=true");
+      return false;
+    }
   }
   std::string prefix;
   for (char f : c.String("flags")) {
@@ -151,6 +156,41 @@ bool ApplyRegex(const Stage& st, Record& r) {
     r.Set(st.groups[k], Value(std::string(m.data(), m.size())));
   }
   return true;
+}
+
+void ApplyRegexRepeat(const Stage& st, Record&& r, std::vector<Record>* out) {
+  std::string scratch;
+  std::optional<std::string_view> found =
+      st.re ? r.Get(FieldOr(st.field, kRawstringField), &scratch) : std::nullopt;
+  if (!found || !PrefilterAdmits(st.regex_prefilter, *found)) {
+    if (!st.strict) out->push_back(std::move(r));
+    return;
+  }
+  const std::string text(*found);  // the copies below may move the field's bytes
+  const re2::RE2& re = ThreadLocalRegex(st.re);
+  std::vector<int> index =
+      st.group_index.size() == st.groups.size() ? st.group_index : RegexGroupIndexes(re, st.groups);
+  int nsub = 1;
+  for (int i : index) nsub = std::max(nsub, i + 1);
+  std::vector<re2::StringPiece> sub(static_cast<size_t>(nsub));
+  const re2::StringPiece input(text.data(), text.size());
+  size_t at = 0;
+  int64_t emitted = 0;
+  while (at <= text.size() && emitted < st.repeat_limit &&
+         re.Match(input, at, text.size(), re2::RE2::UNANCHORED, sub.data(), nsub)) {
+    Record copy = r;
+    for (size_t k = 0; k < st.groups.size(); ++k) {
+      if (index[k] < 0) continue;
+      const re2::StringPiece& m = sub[static_cast<size_t>(index[k])];
+      if (m.data() == nullptr) continue;
+      copy.Set(st.groups[k], Value(std::string(m.data(), m.size())));
+    }
+    out->push_back(std::move(copy));
+    ++emitted;
+    const size_t end = static_cast<size_t>(sub[0].data() - text.data()) + sub[0].size();
+    at = sub[0].empty() ? end + 1 : end;
+  }
+  if (emitted == 0 && !st.strict) out->push_back(std::move(r));
 }
 
 }  // namespace sediment::query::functions

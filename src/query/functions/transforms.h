@@ -22,6 +22,9 @@ namespace sediment::query::functions {
 // regex.cc: sets the named groups of the first match of st.re in st.field; false when the
 // record is dropped (strict and no match).
 bool ApplyRegex(const Stage& st, Record& r);
+// regex(repeat=true) (st.repeat_limit > 0): a copy of `r` per match with that match's groups, at
+// most repeat_limit, appended to *out; without a match, `r` itself unless st.strict.
+void ApplyRegexRepeat(const Stage& st, Record&& r, std::vector<Record>* out);
 // parse_json.cc: the members of the JSON object in st.field become fields.
 void ApplyParseJson(const Stage& st, Record& r);
 // kv_parse.cc: the key=value pairs of st.field become fields.
