@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fuzz/fuzz_util.h"
@@ -45,13 +47,29 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   return 0;
 }
 
+// Saved searches for `$name()` calls: "q" (a parameter with a default), "p" (one without), "loop"
+// (calls itself).
+class FuzzSavedQueries final : public query::SavedQueries {
+ public:
+  std::optional<std::string> Find(std::string_view name) const override {
+    if (name == "q") return std::string("status=?{code=500} | x := ?n");
+    if (name == "p") return std::string("host=?h");
+    if (name == "loop") return std::string("a | $loop()");
+    return std::nullopt;
+  }
+};
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  // Query parameters: a text whose parameters could be bound compiles without arguments (what
-  // the server runs and sends to other nodes).
+  // Saved query calls and query parameters: a text whose calls expand and whose parameters
+  // could be bound compiles without arguments (what the server runs and sends to other nodes).
   static const std::map<std::string, std::string> kArguments = {
       {"x", "a \"b\" \\ *"}, {"code", "404"}, {"n", "-2.5"}, {"empty", ""}};
-  auto bound = query::BindParameters(fuzz::Bytes(data, size), kArguments);
-  if (bound.ok() && !query::Compile(*bound).ok()) __builtin_trap();
+  static const FuzzSavedQueries kSaved;
+  auto expanded = query::ExpandSavedQueries(fuzz::Bytes(data, size), kSaved, kArguments);
+  if (expanded.ok()) {
+    auto bound = query::BindParameters(*expanded, kArguments);
+    if (bound.ok() && !query::Compile(*bound).ok()) __builtin_trap();
+  }
   auto compiled = query::Compile(fuzz::Bytes(data, size));
   if (!compiled.ok()) return 0;
   static const auto events = Events();
