@@ -23,6 +23,17 @@
 #include "query/transform.h"
 
 namespace sediment::query::functions {
+std::optional<int64_t> IntegerOf(const Value& v) {
+  if (const auto* i = std::get_if<int64_t>(&v)) return *i;
+  if (const auto* d = std::get_if<double>(&v)) {
+    return FitsInt64(*d) ? std::optional<int64_t>(static_cast<int64_t>(*d)) : std::nullopt;
+  }
+  const std::string& s = std::get<std::string>(v);
+  if (auto i = ParseInt(s)) return i;
+  if (auto d = ParseNumber(s); d && FitsInt64(*d)) return static_cast<int64_t>(*d);
+  return std::nullopt;
+}
+
 namespace {
 
 constexpr Param kParams[] = {
@@ -185,17 +196,6 @@ std::string Group(std::string s) {
   while (e < s.size() && IsDigit(s[e])) ++e;
   for (size_t k = e; k > b + 3; k -= 3) s.insert(k - 3, 1, ',');
   return s;
-}
-
-std::optional<int64_t> IntegerOf(const Value& v) {
-  if (const auto* i = std::get_if<int64_t>(&v)) return *i;
-  if (const auto* d = std::get_if<double>(&v)) {
-    return FitsInt64(*d) ? std::optional<int64_t>(static_cast<int64_t>(*d)) : std::nullopt;
-  }
-  const std::string& s = std::get<std::string>(v);
-  if (auto i = ParseInt(s)) return i;
-  if (auto d = ParseNumber(s); d && FitsInt64(*d)) return static_cast<int64_t>(*d);
-  return std::nullopt;
 }
 
 // Appends the conversion `p` of `v`; false when `v` does not fit it.

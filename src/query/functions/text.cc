@@ -103,14 +103,7 @@ struct Index {
     if (constant) return constant;
     std::optional<Value> v = Evaluate(*expr, r);
     if (!v) return std::nullopt;
-    std::optional<int64_t> n;
-    if (const auto* i = std::get_if<int64_t>(&*v)) {
-      n = *i;
-    } else if (const auto* d = std::get_if<double>(&*v)) {
-      if (FitsInt64(*d)) n = static_cast<int64_t>(*d);
-    } else {
-      n = ParseInt(std::get<std::string>(*v));
-    }
+    std::optional<int64_t> n = IntegerOf(*v);
     if (n && *n < 0) return std::nullopt;
     return n;
   }

@@ -53,6 +53,9 @@ uint32_t Murmur3(std::string_view data, uint32_t seed);
 // format_duration.cc: `ms` milliseconds as formatDuration() writes them with its defaults
 // (from=ms, precision=0): "6h30m52s553ms", "0ms".
 std::string FormatDurationMs(int64_t ms);
+// format.cc: `v` as an integer: int64, a double or a text (integer or decimal) with a whole
+// value that fits int64; nullopt otherwise.
+std::optional<int64_t> IntegerOf(const Value& v);
 // test.cc: the fields an expression reads, appended to *out; false when it may read fields not
 // named in it (getField(), a pipeline call that may read any field).
 [[nodiscard]] bool ExpressionFields(const Expr& e, std::vector<std::string>* out);
