@@ -732,6 +732,57 @@ int CompareSortValues(const Value& a, const Value& b, Stage::SortType type) {
   return 0;
 }
 
+// The order sort() gives two rows by the values of its fields (`keys`, one per field): < 0 when
+// `a` comes first, > 0 when `b` does, 0 when the fields do not decide (the rows then keep their
+// input order). A row lacking a field comes after one having it.
+int CompareSortFields(const std::vector<std::optional<Value>>& a,
+                      const std::vector<std::optional<Value>>& b,
+                      const std::vector<Stage::SortKey>& keys) {
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::optional<Value>& va = a[i];
+    const std::optional<Value>& vb = b[i];
+    if (!va || !vb) {
+      if (!va && !vb) continue;
+      return vb == std::nullopt ? -1 : 1;
+    }
+    const int c = CompareSortValues(*va, *vb, keys[i].type);
+    if (c != 0) return (keys[i].descending ? c > 0 : c < 0) ? -1 : 1;
+  }
+  return 0;
+}
+
+// The sort keys of a kSort stage, one per field (the stage's own, or its order and the numeric
+// type for every field).
+std::vector<Stage::SortKey> SortKeysOf(const Stage& st) {
+  std::vector<Stage::SortKey> keys = st.sort_keys;
+  if (keys.size() != st.fields.size()) {
+    keys.assign(st.fields.size(), Stage::SortKey{st.descending, Stage::SortType::kNumber});
+  }
+  return keys;
+}
+
+size_t LimitOf(const Stage& st) { return static_cast<size_t>(std::max<int64_t>(st.limit, 0)); }
+
+// sort()'s warning when it kept `cap` of `total` rows (none when it kept them all).
+void SortLimitWarning(uint64_t total, size_t cap, std::vector<std::string>* warnings) {
+  if (total > cap) {
+    warnings->push_back("sort: kept the first " + std::to_string(cap) + " of " +
+                        std::to_string(total) + " rows (limit=" + std::to_string(cap) + ")");
+  }
+}
+
+// table(sortby=): keeps only `columns` of each row, in that order (nothing when empty).
+void ProjectColumns(const std::vector<std::string>& columns, std::vector<Row>* rows) {
+  if (columns.empty()) return;
+  for (Row& row : *rows) {
+    Row only;
+    for (const std::string& f : columns) {
+      if (const Value* v = RowGet(row, f)) only.emplace_back(f, *v);
+    }
+    row = std::move(only);
+  }
+}
+
 class SortCollector final : public Collector {
  public:
   SortCollector(std::vector<std::string> fields, std::vector<Stage::SortKey> keys, size_t cap,
@@ -819,21 +870,10 @@ class SortCollector final : public Collector {
     // numeric and text values.
     std::stable_sort(entries_.begin(), entries_.end(),
                      [this](const Entry& a, const Entry& b) { return Before(a, b); });
-    if (total_ > cap_) {
-      warnings->push_back("sort: kept the first " + std::to_string(cap_) + " of " +
-                          std::to_string(total_) + " rows (limit=" + std::to_string(cap_) + ")");
-    }
+    SortLimitWarning(total_, cap_, warnings);
     bytes_ = 0;
     std::vector<Row> rows = TakeRows(&entries_);
-    if (!columns_.empty()) {
-      for (Row& row : rows) {
-        Row only;
-        for (const std::string& f : columns_) {
-          if (const Value* v = RowGet(row, f)) only.emplace_back(f, *v);
-        }
-        row = std::move(only);
-      }
-    }
+    ProjectColumns(columns_, &rows);
     return rows;
   }
 
@@ -846,17 +886,8 @@ class SortCollector final : public Collector {
 
   // Output order: by the fields (rows lacking a field after those having it), then by key.
   bool Before(const Entry& a, const Entry& b) const {
-    for (size_t i = 0; i < fields_.size(); ++i) {
-      const std::optional<Value>& va = a.vals[i];
-      const std::optional<Value>& vb = b.vals[i];
-      if (!va || !vb) {
-        if (!va && !vb) continue;
-        return vb == std::nullopt;
-      }
-      const int c = CompareSortValues(*va, *vb, keys_[i].type);
-      if (c != 0) return keys_[i].descending ? c > 0 : c < 0;
-    }
-    return a.key < b.key;
+    const int c = CompareSortFields(a.vals, b.vals, keys_);
+    return c != 0 ? c < 0 : a.key < b.key;
   }
   // Max-heap by output order: the front is the last kept row.
   struct HeapCmp {
@@ -1846,6 +1877,8 @@ class AggregateCollector final : public Collector {
     return std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 9007199254740992.0;
   }
 
+  std::optional<std::vector<Row>> FinishThrough(const Stage& next,
+                                                std::vector<std::string>* warnings) override;
   std::vector<Row> FinishGroupBy(std::vector<std::string>* warnings);
   std::vector<Row> FinishBucket(std::vector<std::string>* warnings);
   std::vector<Row> FinishTop();
@@ -2243,6 +2276,86 @@ std::vector<Row> AggregateCollector::FinishGroupBy(std::vector<std::string>* war
   return rows;
 }
 
+// groupBy() then sort(limit=N) over fewer than all of its groups (the top-N shape): picks the N
+// groups sort() would keep from their sort fields' values alone, then builds only their rows.
+// Ties on the sort fields go to the earlier row of groupBy's output, whose rows are in key order,
+// so to the smaller key, as in sort(). Not taken for groupBy(limit=) cutting groups, subquery
+// metrics, or a sort field that is neither a grouping field nor a metric column.
+std::optional<std::vector<Row>> AggregateCollector::FinishThrough(
+    const Stage& next, std::vector<std::string>* warnings) {
+  const size_t cap = LimitOf(next);
+  if (grouping_ != Stage::Grouping::kGroupBy || has_subquery_ || next.kind != Stage::Kind::kSort ||
+      keys_.size() > static_cast<size_t>(limit_) || cap == 0 || cap >= keys_.size()) {
+    return std::nullopt;
+  }
+  const size_t nf = fields_.size();
+  // Where each sort field's value comes from: a grouping field (its index) or the metrics' row.
+  constexpr size_t kMetricColumn = static_cast<size_t>(-1);
+  std::vector<size_t> source;
+  for (const std::string& f : next.fields) {
+    const auto it = std::find(fields_.begin(), fields_.end(), f);
+    if (it != fields_.end()) {
+      source.push_back(static_cast<size_t>(it - fields_.begin()));
+      continue;
+    }
+    const bool metric = std::any_of(metrics_.begin(), metrics_.end(), [&f](const MetricSpec& m) {
+      return !m.IsSelect() && std::find(m.names.begin(), m.names.end(), f) != m.names.end();
+    });
+    if (!metric) return std::nullopt;
+    source.push_back(kMetricColumn);
+  }
+  const std::vector<Stage::SortKey> keys = SortKeysOf(next);
+  struct Candidate {
+    uint32_t group;
+    std::vector<std::string_view> parts;
+    std::vector<std::optional<Value>> vals;
+  };
+  auto before = [&keys](const Candidate& a, const Candidate& b) {
+    const int c = CompareSortFields(a.vals, b.vals, keys);
+    return c != 0 ? c < 0 : a.parts < b.parts;
+  };
+  // A max-heap by output order of the `cap` best so far: its front is the last one kept.
+  std::vector<Candidate> kept;
+  kept.reserve(cap + 1);
+  Candidate c;
+  Row metrics;
+  for (uint32_t g = 0; g < keys_.size(); ++g) {
+    SplitGroupKey(keys_[g], &c.parts);
+    c.parts.resize(nf);
+    metrics.clear();
+    AppendMetrics({g}, &metrics);
+    c.vals.clear();
+    for (size_t i = 0; i < source.size(); ++i) {
+      if (source[i] != kMetricColumn) {
+        c.vals.emplace_back(Value(std::string(c.parts[source[i]])));
+      } else if (const Value* v = RowGet(metrics, next.fields[i])) {
+        c.vals.emplace_back(*v);
+      } else {
+        c.vals.emplace_back(std::nullopt);
+      }
+    }
+    c.group = g;
+    if (kept.size() == cap && !before(c, kept.front())) continue;
+    if (kept.size() == cap) {
+      std::pop_heap(kept.begin(), kept.end(), before);
+      kept.pop_back();
+    }
+    kept.push_back(c);
+    std::push_heap(kept.begin(), kept.end(), before);
+  }
+  std::sort_heap(kept.begin(), kept.end(), before);
+  std::vector<Row> rows;
+  rows.reserve(kept.size());
+  for (const Candidate& k : kept) {
+    Row row;
+    for (size_t f = 0; f < nf; ++f) SetColumn(&row, fields_[f], Value(std::string(k.parts[f])));
+    EmitRows({k.group}, std::move(row), &rows);
+  }
+  SortLimitWarning(keys_.size(), cap, warnings);
+  ProjectColumns(next.table_columns, &rows);
+  return rows;
+}
+
 std::vector<Row> AggregateCollector::FinishTop() {
   struct G {
     uint32_t g;
@@ -2425,8 +2538,6 @@ void AggregateCollector::ApplyUnits(std::vector<Row>* rows) const {
 
 // ---- construction ----
 
-size_t LimitOf(const Stage& st) { return static_cast<size_t>(std::max<int64_t>(st.limit, 0)); }
-
 std::unique_ptr<Collector> Make(const Stage& st, const CollectorContext& ctx) {
   using M = KeptRowsCollector::Mode;
   switch (st.kind) {
@@ -2436,14 +2547,9 @@ std::unique_ptr<Collector> Make(const Stage& st, const CollectorContext& ctx) {
       return std::make_unique<KeptRowsCollector>(M::kTail, LimitOf(st), std::vector<std::string>{});
     case Stage::Kind::kTable:
       return std::make_unique<KeptRowsCollector>(M::kTable, LimitOf(st), st.fields);
-    case Stage::Kind::kSort: {
-      std::vector<Stage::SortKey> keys = st.sort_keys;
-      if (keys.size() != st.fields.size()) {
-        keys.assign(st.fields.size(), Stage::SortKey{st.descending, Stage::SortType::kNumber});
-      }
-      return std::make_unique<SortCollector>(st.fields, std::move(keys), LimitOf(st),
+    case Stage::Kind::kSort:
+      return std::make_unique<SortCollector>(st.fields, SortKeysOf(st), LimitOf(st),
                                              st.table_columns);
-    }
     case Stage::Kind::kAggregate:
       return std::make_unique<AggregateCollector>(st, ctx);
     case Stage::Kind::kRows:

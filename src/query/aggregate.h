@@ -58,6 +58,15 @@ class Collector {
   // Folds `other` (a collector of the same stage and context) into this one; `other` is left
   // in an unspecified state.
   virtual void Merge(Collector& other) = 0;
+  // Finish followed by `next`, the collecting stage right after this one (which would take the
+  // rows Finish returns, in their order), when this collector can give `next`'s output without
+  // building every row: the rows and warnings are exactly those of Finish and then `next` over
+  // them. Returns nullopt, having done nothing, when it cannot (the caller then calls Finish).
+  // Called at most once, instead of Finish.
+  virtual std::optional<std::vector<Row>> FinishThrough(const Stage& next,
+                                                        std::vector<std::string>* warnings) {
+    return std::nullopt;
+  }
   // Approximate bytes held, for the query memory bound.
   virtual size_t MemoryBytes() const = 0;
   // Appends the state to `out` (see WIRE.md, "collector states"). Deterministic.

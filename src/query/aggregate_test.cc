@@ -725,6 +725,88 @@ TEST(GroupByTest, MatchesAReferenceComputation) {
   }
 }
 
+// groupBy() then sort(limit=) through FinishThrough gives exactly the rows and warnings of
+// Finish followed by the sort collector: ties on the sort fields (many groups share a count),
+// sort fields that are grouping fields or metric columns, missing metric values, several sort
+// keys and table(sortby=)'s columns.
+TEST(GroupByTest, FinishThroughSortEqualsFinishThenSort) {
+  using T = Stage::SortType;
+  struct Case {
+    std::vector<std::string> group;
+    std::vector<std::string> sort_fields;
+    std::vector<Stage::SortKey> keys;
+    int64_t limit;
+    std::vector<std::string> table_columns;
+  };
+  const std::vector<Case> cases = {
+      {{"g"}, {"_count"}, {{true, T::kNumber}}, 5, {}},
+      {{"g"}, {"_count"}, {{false, T::kNumber}}, 7, {}},
+      {{"g"}, {"_sum", "_count"}, {{true, T::kNumber}, {false, T::kNumber}}, 4, {}},
+      {{"g"}, {"_avg"}, {{true, T::kNumber}}, 6, {}},  // missing for groups without v
+      {{"g"}, {"g"}, {{true, T::kString}}, 3, {}},
+      {{"g", "h"}, {"_count", "h"}, {{true, T::kNumber}, {false, T::kString}}, 9, {}},
+      {{"g", "h"}, {"_max"}, {{true, T::kNumber}}, 2, {"g", "_max"}},
+      {{"g"}, {"_count"}, {{true, T::kNumber}}, 1, {}},
+  };
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const Case& tc = cases[ci];
+    CollectorContext ctx;
+    const Stage agg = Agg(Stage::Grouping::kGroupBy, tc.group,
+                          {M(Metric::Kind::kCount), M(Metric::Kind::kSum, "v"),
+                           M(Metric::Kind::kAvg, "v"), M(Metric::Kind::kMax, "v")});
+    Stage sort = Simple(Stage::Kind::kSort, tc.limit, tc.sort_fields);
+    sort.sort_keys = tc.keys;
+    sort.table_columns = tc.table_columns;
+    auto a = NewCollector(agg, ctx);
+    auto b = NewCollector(agg, ctx);
+    std::mt19937_64 rng(11 + ci);
+    for (int i = 0; i < 3000; ++i) {
+      Row row{{"g", "g" + std::to_string(rng() % 53)}, {"h", "h" + std::to_string(rng() % 3)}};
+      if (rng() % 5 != 0 && row[0].second != Value(std::string("g7"))) {
+        row.emplace_back("v", std::to_string(static_cast<int64_t>(rng() % 21) - 10));
+      }
+      a->Add(R(row, Key(i)));
+      b->Add(R(std::move(row), Key(i)));
+    }
+    Output want;
+    std::vector<Row> grouped = b->Finish(&want.warnings);
+    auto s = NewCollector(sort, ctx);
+    for (size_t i = 0; i < grouped.size(); ++i) {
+      RecordKey key;
+      key.offset = static_cast<int64_t>(i);
+      s->Add(R(std::move(grouped[i]), key));
+    }
+    want.rows = s->Finish(&want.warnings);
+    Output got;
+    std::optional<std::vector<Row>> rows = a->FinishThrough(sort, &got.warnings);
+    ASSERT_TRUE(rows.has_value()) << "case " << ci;
+    got.rows = std::move(*rows);
+    EXPECT_EQ(got, want) << "case " << ci << "\ngot:\n"
+                         << Show(got.rows) << "want:\n"
+                         << Show(want.rows);
+  }
+}
+
+// FinishThrough declines (leaving the collector to Finish) when the sort keeps every group, when
+// groupBy(limit=) cut groups, and when a sort field is not one of the groupBy's columns.
+TEST(GroupByTest, FinishThroughDeclinesWhatItCannotShortcut) {
+  CollectorContext ctx;
+  auto fill = [](Collector& c, int groups) {
+    for (int i = 0; i < 100; ++i) c.Add(R(Row{{"g", "g" + std::to_string(i % groups)}}, Key(i)));
+  };
+  std::vector<std::string> warnings;
+  auto all = NewCollector(Agg(Stage::Grouping::kGroupBy, {"g"}, {M(Metric::Kind::kCount)}), ctx);
+  fill(*all, 10);
+  EXPECT_FALSE(all->FinishThrough(Simple(Stage::Kind::kSort, 10, {"_count"}), &warnings));
+  EXPECT_FALSE(all->FinishThrough(Simple(Stage::Kind::kSort, 3, {"other"}), &warnings));
+  EXPECT_FALSE(all->FinishThrough(Simple(Stage::Kind::kHead, 3), &warnings));
+  auto cut = NewCollector(Agg(Stage::Grouping::kGroupBy, {"g"}, {M(Metric::Kind::kCount)}, 5), ctx);
+  fill(*cut, 10);
+  EXPECT_FALSE(cut->FinishThrough(Simple(Stage::Kind::kSort, 3, {"_count"}), &warnings));
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_EQ(Finish(*all).rows.size(), 10u);
+}
+
 // ---------- bucket / timeChart ----------
 
 TEST(BucketTest, EveryBucketOfTheRangeWithoutASeries) {

@@ -1005,11 +1005,24 @@ Result<QueryResult> FinishPartialsImpl(const CompiledQuery& query, const TimeRan
   result.unreadable_segments.erase(
       std::unique(result.unreadable_segments.begin(), result.unreadable_segments.end()),
       result.unreadable_segments.end());
-  std::vector<Row> rows = all->Finish(&result.warnings);
+  // The collecting stage's rows, or those of the next stage when it directly follows and the
+  // collector can give them without building every row (groupBy then sort(limit=)).
+  size_t rest = collect + 1;
+  std::optional<std::vector<Row>> through;
+  if (rest < query.stages.size() && !query.stages[rest].IsTransform()) {
+    through = all->FinishThrough(query.stages[rest], &result.warnings);
+  }
+  std::vector<Row> rows;
+  if (through) {
+    rows = std::move(*through);
+    ++rest;
+  } else {
+    rows = all->Finish(&result.warnings);
+  }
   all.reset();
   partials.clear();
-  ASSIGN_OR_RETURN(result.rows, RunRowStages(query, collect + 1, std::move(rows), ctx, options,
-                                             &result.warnings));
+  ASSIGN_OR_RETURN(result.rows,
+                   RunRowStages(query, rest, std::move(rows), ctx, options, &result.warnings));
   result.stats.elapsed_ms = elapsed + MillisSince(t0);
   return result;
 }
