@@ -286,6 +286,13 @@ TEST(ReadFile, EmitsTheRowsOfTheFilesInOrder) {
       {{"userid", Value("7")}}, {{"host", Value("h1")}},  {{"host", Value("h2")}}};
   EXPECT_EQ(r->rows, want);
 
+  // The files given as positional values, as LogScale's examples write it.
+  q = Compile("readFile(\"users.csv\", \"hosts.csv\", include=[userid, host], limit=6)", &files);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  r = Execute(Env::Default(), **q, TimeRange{0, 1000}, ScanInput{});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->rows, want);
+
   q = Compile("readFile(\"hosts.csv\", limit=1) | site=s1", &files);
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   r = Execute(Env::Default(), **q, TimeRange{0, 1000}, ScanInput{});

@@ -80,6 +80,7 @@
   X(kExprEnd)                                                                 \
   X(kStdDev)                                                                  \
   X(kRange)                                                                   \
+  X(kCallFunction) /* call_function.cc */                                     \
   X(kCollect)                                                                 \
   X(kSelectFromMax)                                                           \
   X(kSelectFromMin)                                                           \

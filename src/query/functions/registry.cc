@@ -177,6 +177,21 @@ bool Call::Bind(const std::vector<functions::Arg>& args) {
         return false;
       }
     }
+    if (b->arg != nullptr && a.name.empty() && b->arg->name.empty() &&
+        b->param->type == Type::kFields) {
+      // Several positional values of a list parameter make one list, as LogScale reads
+      // `groupBy(a, b)` and `readFile("x", "y")`.
+      if (combined_.empty() || b->value != &combined_.back()) {
+        ArgValue list;
+        list.kind = ArgValue::Kind::kList;
+        list.position = b->value->position;
+        for (const ArgValue* v : ItemsOf(*b->value)) list.list.push_back(*v);
+        combined_.push_back(std::move(list));
+        b->value = &combined_.back();
+      }
+      for (const ArgValue* v : ItemsOf(a.value)) combined_.back().list.push_back(*v);
+      continue;
+    }
     if (b->arg != nullptr) {
       Error(a.position,
             "parameter '" + std::string(b->param->name) + "' of " + name_ + "() given twice");

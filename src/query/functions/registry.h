@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <memory>
 #include <span>
@@ -225,6 +226,9 @@ class Call {
   Status* err_;
   std::vector<Bound> bound_;        // one per parameter of the table, in table order
   std::vector<ArgValue> defaults_;  // reserved up front: Bound::value points into it
+  // Lists made of several positional values of one kFields parameter (`readFile("a", "b")`):
+  // Bound::value points into it (a deque: its elements stay where they are).
+  std::deque<ArgValue> combined_;
 };
 
 // Fills `metrics` from `v` (an aggregate call or a list of them), `context` naming where they

@@ -308,6 +308,46 @@ TEST(RegistryTest, BindConvertsGivenValuesAndDefaults) {
   EXPECT_EQ(c.Value("raw"), nullptr);
 }
 
+// A list parameter that is the unnamed one takes several positional values as one list
+// (LogScale's `groupBy(a, b)`, `readFile("x", "y")`), lists among them flattened; a named value
+// after positional ones is still given twice.
+constexpr Param kListProbeParams[] = {
+    {.name = "fields", .type = Type::kFields, .unnamed = true, .required = true},
+    {.name = "limit", .type = Type::kLimit},
+};
+const Function kListProbe = {
+    .name = "listprobe",
+    .kind = Kind::kTransform,
+    .params = kListProbeParams,
+    .doc = "test",
+    .stage = &ProbeStage,
+};
+
+TEST(RegistryTest, PositionalValuesOfAListParameterMakeOneList) {
+  auto bind = [](const std::string& text, std::vector<std::string>* fields) {
+    ArgValue v;
+    EXPECT_TRUE(ParseArgumentValue("listprobe(" + text + ")", &v)) << text;
+    Status err;
+    Call call(kListProbe, 0, &err);
+    if (call.Bind(v.args)) *fields = call.Fields("fields");
+    return err.ok() ? std::string() : err.message();
+  };
+  std::vector<std::string> fields;
+  EXPECT_EQ(bind("a, b, \"c d\"", &fields), "");
+  EXPECT_EQ(fields, (std::vector<std::string>{"a", "b", "c d"}));
+  EXPECT_EQ(bind("[a, b], c, limit=3, [d]", &fields), "");
+  EXPECT_EQ(fields, (std::vector<std::string>{"a", "b", "c", "d"}));
+  EXPECT_EQ(bind("a", &fields), "");
+  EXPECT_EQ(fields, (std::vector<std::string>{"a"}));
+  EXPECT_EQ(bind("a, b, fields=c", &fields),
+            "parameter 'fields' of listprobe() given twice at position 16");
+  EXPECT_EQ(bind("fields=a, b", &fields),
+            "parameter 'fields' of listprobe() given twice at position 20");
+  EXPECT_EQ(bind("a, \"\"", &fields),
+            "invalid value '' for parameter 'fields' of listprobe(): expected a field name at "
+            "position 13");
+}
+
 TEST(RegistryTest, BindErrors) {
   EXPECT_EQ(BindError("x, y"), "parameter 'field' of probe() given twice at position 9");
   EXPECT_EQ(BindError("x, bogus=1"), "unknown parameter 'bogus' for probe() at position 9");
