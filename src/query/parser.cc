@@ -1645,21 +1645,28 @@ class Parser {
 
   // Arguments up to and including ')'; pos_ is just after '('.
   // The arguments of a call up to its ')'; pos_ just after '('. With `fn`, the values of its
-  // Type::kExpr parameters are read as expressions (ArgValue::Kind::kExpr).
+  // Type::kExpr parameters are read as expressions (ArgValue::Kind::kExpr), those of its
+  // Type::kExprs parameters as an expression or a list of them.
   bool ParseArgs(std::vector<functions::Arg>* args, const functions::Function* fn = nullptr) {
     for (bool done = TryClose(')'); !done;) {
       SkipWs();
       functions::Arg arg;
       arg.position = pos_;
       arg.name = ParseParamName();
-      if (fn != nullptr && IsExpressionParam(*fn, arg.name)) {
-        SkipWs();
-        arg.value.position = pos_;
-        arg.value.kind = functions::ArgValue::Kind::kExpr;
-        arg.value.expr = ParseExpr();
-        if (!arg.value.expr) return false;
-        arg.value.text = std::string(s_.substr(arg.value.position, pos_ - arg.value.position));
-        while (!arg.value.text.empty() && IsSpace(arg.value.text.back())) arg.value.text.pop_back();
+      const functions::Type type = fn != nullptr ? ParamType(*fn, arg.name) : functions::Type::kRaw;
+      SkipWs();
+      if (type == functions::Type::kExprs && Peek() == '[') {
+        // A list of expressions: `[lower(a), b, "c"]`.
+        arg.value.position = pos_++;
+        arg.value.kind = functions::ArgValue::Kind::kList;
+        for (bool done = TryClose(']'); !done;) {
+          functions::ArgValue item;
+          if (!ParseExpressionValue(&item)) return false;
+          arg.value.list.push_back(std::move(item));
+          if (!ListSeparator(']', &done)) return false;
+        }
+      } else if (type == functions::Type::kExpr || type == functions::Type::kExprs) {
+        if (!ParseExpressionValue(&arg.value)) return false;
       } else if (!ParseArgValue(&arg.value)) {
         return false;
       }
@@ -1669,14 +1676,27 @@ class Parser {
     return true;
   }
 
-  // Whether the argument named `name` ("" = positional) of `fn` is a Type::kExpr parameter.
-  static bool IsExpressionParam(const functions::Function& fn, std::string_view name) {
+  // One expression as an argument value (ArgValue::Kind::kExpr, `text` its source).
+  bool ParseExpressionValue(functions::ArgValue* v) {
+    SkipWs();
+    v->position = pos_;
+    v->kind = functions::ArgValue::Kind::kExpr;
+    v->expr = ParseExpr();
+    if (!v->expr) return false;
+    v->text = std::string(s_.substr(v->position, pos_ - v->position));
+    while (!v->text.empty() && IsSpace(v->text.back())) v->text.pop_back();
+    return true;
+  }
+
+  // The type of the parameter the argument named `name` ("" = positional) of `fn` binds to
+  // (kRaw when none: Bind reports it).
+  static functions::Type ParamType(const functions::Function& fn, std::string_view name) {
     for (const functions::Param& p : fn.params) {
       const bool named =
           name.empty() ? p.unnamed : name == p.name || name == Lower(std::string_view(p.name));
-      if (named) return p.type == functions::Type::kExpr;
+      if (named) return p.type;
     }
-    return false;
+    return functions::Type::kRaw;
   }
 
   bool ParseArgValue(functions::ArgValue* v) {

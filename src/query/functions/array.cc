@@ -16,6 +16,7 @@
 #include "query/functions/list.h"
 #include "query/functions/transforms.h"
 #include "query/functions/util.h"
+#include "query/transform.h"
 
 namespace sediment::query::functions {
 namespace {
@@ -130,45 +131,21 @@ bool BuildLength(Call& c, Stage* st) {
 
 constexpr Param kAppendParams[] = {
     {.name = "array", .type = Type::kField, .unnamed = true, .required = true},
-    {.name = "values", .type = Type::kRaw, .required = true},
-};
-
-// One value to append: a literal (quoted, or a number), or the value of a field.
-struct AppendValue {
-  bool literal = true;
-  std::string text;
+    {.name = "values", .type = Type::kExprs, .required = true},
 };
 
 bool BuildAppend(Call& c, Stage* st) {
   std::string base;
   if (!BaseOf(c, "array", &base)) return false;
-  std::vector<AppendValue> values;
-  for (const ArgValue* v : ItemsOf(*c.Value("values"))) {
-    if (v->kind != ArgValue::Kind::kScalar) {
-      c.BadValue("values", *v, "a quoted string, a number or a field name");
-      return false;
-    }
-    AppendValue a;
-    a.text = v->text;
-    a.literal = v->quoted || ParseNumber(v->text).has_value();
-    if (!a.literal && a.text.empty()) {
-      c.BadValue("values", *v, "a quoted string, a number or a field name");
-      return false;
-    }
-    values.push_back(std::move(a));
-  }
+  std::vector<ExprPtr> values = c.Expressions("values");
   SetRecordFunction(
       st,
       [base, values](Record& r) {
         std::string scratch;
         size_t n = 0;
         while (r.Get(Element(base, n), &scratch)) ++n;
-        for (const AppendValue& a : values) {
-          if (a.literal) {
-            r.Set(Element(base, n++), Value(a.text));
-            continue;
-          }
-          std::optional<Value> v = r.GetValue(a.text);
+        for (const ExprPtr& e : values) {
+          std::optional<Value> v = Evaluate(*e, r);
           if (!v) continue;  // an expression without a value is skipped
           r.Set(Element(base, n++), std::move(*v));
         }

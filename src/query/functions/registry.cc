@@ -137,6 +137,9 @@ bool Call::Given(std::string_view param) const { return Find(param)->arg != null
 const Arg* Call::GivenArg(std::string_view param) const { return Find(param)->arg; }
 const ArgValue* Call::Value(std::string_view param) const { return Find(param)->value; }
 ExprPtr Call::Expression(std::string_view param) const { return Find(param)->expr; }
+const std::vector<ExprPtr>& Call::Expressions(std::string_view param) const {
+  return Find(param)->exprs;
+}
 const std::string& Call::String(std::string_view param) const { return Find(param)->text; }
 const std::vector<std::string>& Call::Fields(std::string_view param) const {
   return Find(param)->fields;
@@ -269,6 +272,26 @@ bool Call::ConvertFields(std::string_view param, std::vector<std::string>* out) 
   return true;
 }
 
+// The expression a kExpr value stands for: the one the parser read, or a literal or field
+// written as a plain value (a default, or a value the parser read before knowing the function);
+// null for any other value.
+ExprPtr ExpressionOf(const ArgValue& v) {
+  if (v.kind == ArgValue::Kind::kExpr) return v.expr;
+  if (v.kind != ArgValue::Kind::kScalar) return nullptr;
+  auto e = std::make_shared<Expr>();
+  e->text = v.text;
+  e->position = v.position;
+  if (v.quoted) {
+    e->kind = Expr::Kind::kString;
+  } else if (std::optional<double> n = ParseNumber(v.text)) {
+    e->kind = Expr::Kind::kNumber;
+    e->number = *n;
+  } else {
+    e->kind = Expr::Kind::kField;
+  }
+  return e;
+}
+
 // Converts b->value (not null) by b->param->type.
 bool Call::Convert(Bound* b) {
   const ArgValue& v = *b->value;
@@ -339,29 +362,21 @@ bool Call::Convert(Bound* b) {
     }
     case Type::kMetrics:
       return MetricsFrom(v, name_ + "(" + p.name + "=...)", err_, &b->metrics);
-    case Type::kExpr: {
-      if (v.kind == ArgValue::Kind::kExpr && v.expr) {
-        b->expr = v.expr;
-        return true;
+    case Type::kExpr:
+      b->expr = ExpressionOf(v);
+      if (!b->expr) BadParam(p.name, "an expression");
+      return b->expr != nullptr;
+    case Type::kExprs:
+      b->exprs.clear();
+      for (const ArgValue* item : ItemsOf(v)) {
+        ExprPtr e = ExpressionOf(*item);
+        if (!e) {
+          BadValue(p.name, *item, "an expression");
+          return false;
+        }
+        b->exprs.push_back(std::move(e));
       }
-      if (v.kind != ArgValue::Kind::kScalar) {
-        BadParam(p.name, "an expression");
-        return false;
-      }
-      auto e = std::make_shared<Expr>();
-      e->text = v.text;
-      e->position = v.position;
-      if (v.quoted) {
-        e->kind = Expr::Kind::kString;
-      } else if (std::optional<double> n = ParseNumber(v.text)) {
-        e->kind = Expr::Kind::kNumber;
-        e->number = *n;
-      } else {
-        e->kind = Expr::Kind::kField;
-      }
-      b->expr = std::move(e);
       return true;
-    }
     case Type::kRaw:
     case Type::kUnsupported:
       return true;

@@ -83,6 +83,7 @@ enum class Type {
   kMetrics,      // an aggregate call or a list of them (count(), [sum(x), avg(y)])
   kExpr,         // an expression evaluated per record (`x + 1`, `text:length(m) - 9`, a field, a
                  // literal); the parser reads the value as one (Call::Expression)
+  kExprs,        // an expression or a [list] of them, each read as kExpr is (Call::Expressions)
   kRaw,          // any value; the factory checks and converts it (Call::Arg / Call::Value)
   kUnsupported,  // a LogScale parameter sediment refuses by name
 };
@@ -181,6 +182,8 @@ class Call {
   // kExpr: the expression (null when absent without default). A default in query syntax is a
   // literal or a field name.
   ExprPtr Expression(std::string_view param) const;
+  // kExprs: the expressions, in order (empty when not given and without default).
+  const std::vector<ExprPtr>& Expressions(std::string_view param) const;
 
   // Converters for kRaw parameters, with the same checks and messages as the typed ones: false
   // (error recorded) when the value does not fit; *out unchanged when `param` has no value.
@@ -215,6 +218,7 @@ class Call {
     std::vector<double> percentiles;      // kPercentiles
     std::vector<Metric> metrics;          // kMetrics
     ExprPtr expr;                         // kExpr
+    std::vector<ExprPtr> exprs;           // kExprs
   };
   Bound* Find(std::string_view param);
   const Bound* Find(std::string_view param) const;
