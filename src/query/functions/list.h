@@ -189,6 +189,8 @@
   X(kCidr)                                                                    \
   X(kJsonPrettyPrint)                                                         \
   X(kXmlPrettyPrint)                                                          \
+  X(kParseXml)    /* parse_xml.cc */                                          \
+  X(kUnitConvert) /* unit_convert.cc */                                       \
   X(kFieldstats)                                                              \
   X(kFieldset)                                                                \
   X(kArrayEval)                                                               \
