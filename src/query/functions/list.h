@@ -191,6 +191,14 @@
   X(kXmlPrettyPrint)                                                          \
   X(kParseXml)    /* parse_xml.cc */                                          \
   X(kUnitConvert) /* unit_convert.cc */                                       \
+  X(kParseHexString)  /* decode.cc */                                         \
+  X(kBase64Encode)    /* encode.cc */                                         \
+  X(kUrlEncode)       /* encode.cc */                                         \
+  X(kParseInt)        /* parse_int.cc */                                      \
+  X(kShannonEntropy)  /* shannon_entropy.cc */                                \
+  X(kStripAnsiCodes)  /* strip_ansi_codes.cc */                               \
+  X(kParseFixedWidth) /* parse_fixed_width.cc */                              \
+  X(kMathMod)         /* math.cc */                                           \
   X(kFieldstats)                                                              \
   X(kFieldset)                                                                \
   X(kArrayEval)                                                               \

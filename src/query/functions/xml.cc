@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "common/coding.h"
+
 namespace sediment::query::functions::xml {
 namespace {
 
@@ -153,8 +155,7 @@ class Parser {
       if (ch == ']') --brackets;
       if (ch == '>' && brackets == 0) {
         ++pos_;
-        out->push_back(
-            MakeNode(Node::Kind::kOther, std::string(in_.substr(start, pos_ - start))));
+        out->push_back(MakeNode(Node::Kind::kOther, std::string(in_.substr(start, pos_ - start))));
         return true;
       }
     }
@@ -164,24 +165,6 @@ class Parser {
   std::string_view in_;
   size_t pos_ = 0;
 };
-
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
 
 // The code point of a character reference's body ("#65", "#x41"), or 0 when it is not one.
 uint32_t CharRef(std::string_view body) {
