@@ -199,6 +199,8 @@
   X(kStripAnsiCodes)  /* strip_ansi_codes.cc */                               \
   X(kParseFixedWidth) /* parse_fixed_width.cc */                              \
   X(kMathMod)         /* math.cc */                                           \
+  X(kSlidingWindow)   /* sequence.cc */                                       \
+  X(kConcat)          /* concat.cc */                                         \
   X(kFieldstats)                                                              \
   X(kFieldset)                                                                \
   X(kArrayEval)                                                               \
