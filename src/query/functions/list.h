@@ -201,6 +201,8 @@
   X(kMathMod)         /* math.cc */                                           \
   X(kSlidingWindow)   /* sequence.cc */                                       \
   X(kConcat)          /* concat.cc */                                         \
+  X(kGeographyDistance) /* geography_distance.cc */                           \
+  X(kCommunityId)     /* community_id.cc */                                   \
   X(kFieldstats)                                                              \
   X(kFieldset)                                                                \
   X(kArrayEval)                                                               \
