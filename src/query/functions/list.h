@@ -203,6 +203,7 @@
   X(kConcat)          /* concat.cc */                                         \
   X(kGeographyDistance) /* geography_distance.cc */                           \
   X(kCommunityId)     /* community_id.cc */                                   \
+  X(kWriteJson)       /* write_json.cc */                                     \
   X(kFieldstats)                                                              \
   X(kFieldset)                                                                \
   X(kArrayEval)                                                               \
