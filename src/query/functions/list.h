@@ -204,6 +204,7 @@
   X(kGeographyDistance) /* geography_distance.cc */                           \
   X(kCommunityId)     /* community_id.cc */                                   \
   X(kWriteJson)       /* write_json.cc */                                     \
+  X(kArrayFilter)     /* array_eval.cc */                                     \
   X(kFieldstats)                                                              \
   X(kFieldset)                                                                \
   X(kArrayEval)                                                               \
