@@ -205,6 +205,7 @@
   X(kCommunityId)     /* community_id.cc */                                   \
   X(kWriteJson)       /* write_json.cc */                                     \
   X(kArrayFilter)     /* array_eval.cc */                                     \
+  X(kParseLEEF)       /* parse_leef.cc */                                     \
   X(kFieldstats)                                                              \
   X(kFieldset)                                                                \
   X(kArrayEval)                                                               \
