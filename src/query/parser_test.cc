@@ -1458,9 +1458,13 @@ TEST(ParserSyntaxTest, NamespacedFunctionNames) {
             "expected a filter function such as in(), wildcard() or regex() after '=~' but found "
             "'subnet' at position 6");
   // An expression function where a pipeline function or a filter is expected.
-  EXPECT_EQ(ParseError("a | concat(a, b)"),
-            "concat() is an expression function: use it in an expression (x := concat(...), "
+  EXPECT_EQ(ParseError("a | trim(b)"),
+            "trim() is an expression function: use it in an expression (x := trim(...), "
             "eval(), if()) at position 4");
+  // concat() is also a step (a list of fields): two positional arguments bind `field` twice.
+  EXPECT_EQ(ParseError("a | concat([a, b], as=x)"), "OK");
+  EXPECT_EQ(ParseError("a | concat(a, b)"),
+            "parameter 'field' of concat() given twice at position 14");
   EXPECT_EQ(ParseError("a or toNumber(b)"),
             "toNumber() is an expression function: use it in an expression (x := toNumber(...), "
             "eval(), if()) at position 5");

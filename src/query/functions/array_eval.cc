@@ -1,4 +1,5 @@
-// array:eval(array, function, asArray, var), objectArray:eval(array, asArray, function, var) and
+// array:eval(array, function, asArray, var), array:filter(array, function, asArray, var),
+// objectArray:eval(array, asArray, function, var) and
 // objectArray:exists(array, condition, var): a subquery run once per element of an array.
 // Per-record stages. Arrays are read as the other array functions read them (array.cc): the
 // elements name[0], name[1], ... up to the first missing index.
@@ -14,6 +15,9 @@
 // - objectArray:eval: the element is an object (name[i].x, name[i].y.z, name[i][0], or a plain
 //   value name[i]); in the copy var.x, var.y.z, var[0] (or var itself) hold its members. The output
 //   array (required, not the input array) is built as by array:eval.
+// - array:filter: var is the element's value; the elements for which the function (filters and
+//   per-record steps) passes the event are kept, in order, as the output array (asArray, by
+//   default the input array itself), which replaces any array of that name.
 // - objectArray:exists: keeps the event when the condition passes for at least one element (the
 //   event passes unchanged); negatable. `condition` may also be a filter function such as in().
 #include <map>
@@ -31,6 +35,12 @@ namespace sediment::query::functions {
 namespace {
 
 constexpr Param kArrayEvalParams[] = {
+    {.name = "array", .type = Type::kField, .unnamed = true, .required = true},
+    {.name = "function", .type = Type::kRaw, .required = true},
+    {.name = "asArray", .type = Type::kField},
+    {.name = "var", .type = Type::kField},
+};
+constexpr Param kArrayFilterParams[] = {
     {.name = "array", .type = Type::kField, .unnamed = true, .required = true},
     {.name = "function", .type = Type::kRaw, .required = true},
     {.name = "asArray", .type = Type::kField},
@@ -141,6 +151,39 @@ bool BuildArrayEval(Call& c, Stage* st) {
   return true;
 }
 
+bool BuildArrayFilter(Call& c, Stage* st) {
+  std::string base, out_base;
+  if (!BaseOf(c, "array", &base)) return false;
+  if (c.Given("asArray")) {
+    if (!BaseOf(c, "asArray", &out_base)) return false;
+  } else {
+    out_base = base;
+  }
+  std::vector<Stage> stages;
+  if (!SubqueryStages(c, "function", *c.Value("function"), /*filter_call=*/true, &stages)) {
+    return false;
+  }
+  std::string var = c.Given("var") ? c.String("var") : base;
+  SetRecordFunction(
+      st,
+      [base, out_base, var, stages = std::move(stages)](Record& r) {
+        std::vector<Value> kept;
+        std::string scratch;
+        for (size_t i = 0;; ++i) {
+          std::optional<std::string_view> v = r.Get(Element(base, i), &scratch);
+          if (!v) break;
+          Value element{std::string(*v)};
+          Record copy = r;
+          copy.Set(var, element);
+          if (RunsThrough(stages, std::move(copy), nullptr)) kept.push_back(std::move(element));
+        }
+        WriteArray(r, out_base, std::move(kept));
+        return true;
+      },
+      {}, /*reads_all=*/true);
+  return true;
+}
+
 // `copy` with the members of one object element set under `var`.
 Record WithElement(const Record& r, const std::string& var,
                    const std::vector<std::pair<std::string, Value>>& members) {
@@ -206,6 +249,13 @@ const Function kArrayEval = {
     .params = kArrayEvalParams,
     .doc = "a new array from a subquery run on each element of an array",
     .stage = &BuildArrayEval,
+};
+const Function kArrayFilter = {
+    .name = "array:filter",
+    .kind = Kind::kTransform,
+    .params = kArrayFilterParams,
+    .doc = "the elements of an array for which a function passes",
+    .stage = &BuildArrayFilter,
 };
 const Function kObjectArrayEval = {
     .name = "objectArray:eval",

@@ -1,5 +1,6 @@
-// urlDecode(field, as) and base64Decode(field, as=_base64Decode, charset=UTF-8): a field's text
-// decoded into a field. Per-record stages.
+// urlDecode(field, as), base64Decode(field, as=_base64Decode, charset=UTF-8) and
+// parseHexString(field, as=_parsehexstring, charset=UTF-8): a field's text decoded into a field.
+// Per-record stages.
 //
 // urlDecode: %XX escapes become their bytes and `+` a space (as Java's URLDecoder); a `%` not
 // followed by two hex digits is kept as it is. Without `as` the field is replaced.
@@ -7,6 +8,9 @@
 // the alphabet are skipped; a length that is not a whole encoding (one character left over) sets
 // nothing. The bytes are read in `charset`: UTF-8 (malformed sequences become U+FFFD),
 // ISO-8859-1, UTF-16BE or UTF-16LE.
+// parseHexString: a leading `0x` or `16#` is dropped and every character that is not a hex digit
+// (either case) skipped (LogScale: "0x4 865 6c6c..." decodes); the bytes are read in `charset` as
+// above; an odd number of digits sets nothing.
 #include <string>
 #include <vector>
 
@@ -170,21 +174,27 @@ constexpr Param kBase64Params[] = {
     {.name = "charset", .type = Type::kString, .default_value = "UTF-8"},
 };
 
-bool BuildBase64(Call& c, Stage* st) {
+// The call's `charset`; false (error recorded) when it is none of the four.
+bool CharsetOf(Call& c, Charset* charset) {
   const std::string cs = Lower(c.String("charset"));
-  Charset charset;
   if (cs == "utf-8" || cs == "utf8") {
-    charset = Charset::kUtf8;
+    *charset = Charset::kUtf8;
   } else if (cs == "iso-8859-1" || cs == "latin1") {
-    charset = Charset::kLatin1;
+    *charset = Charset::kLatin1;
   } else if (cs == "utf-16be") {
-    charset = Charset::kUtf16Be;
+    *charset = Charset::kUtf16Be;
   } else if (cs == "utf-16le") {
-    charset = Charset::kUtf16Le;
+    *charset = Charset::kUtf16Le;
   } else {
     c.BadParam("charset", "UTF-8, ISO-8859-1, UTF-16BE or UTF-16LE");
     return false;
   }
+  return true;
+}
+
+bool BuildBase64(Call& c, Stage* st) {
+  Charset charset;
+  if (!CharsetOf(c, &charset)) return false;
   std::string field = c.String("field");
   std::string as = c.String("as");
   std::vector<std::string> touched = {field, as};
@@ -195,6 +205,57 @@ bool BuildBase64(Call& c, Stage* st) {
         std::optional<std::string_view> v = r.Get(field, &scratch);
         if (!v) return true;
         std::optional<std::string> bytes = Base64Bytes(*v);
+        if (bytes) r.Set(as, Value(Decode(*bytes, charset)));
+        return true;
+      },
+      std::move(touched));
+  return true;
+}
+
+constexpr Param kHexParams[] = {
+    {.name = "field", .type = Type::kField, .unnamed = true, .required = true},
+    {.name = "as", .type = Type::kField, .default_value = "_parsehexstring"},
+    {.name = "charset", .type = Type::kString, .default_value = "UTF-8"},
+};
+
+// The bytes of the hex digits of `s` (a leading `0x` or `16#` dropped, every other character
+// that is not a hex digit skipped); nullopt for an odd number of digits.
+std::optional<std::string> HexBytes(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  if (s.starts_with("0x") || s.starts_with("0X")) {
+    s.remove_prefix(2);
+  } else if (s.starts_with("16#")) {
+    s.remove_prefix(3);
+  }
+  std::string out;
+  int high = -1;
+  for (char ch : s) {
+    const int d = HexDigit(ch);
+    if (d < 0) continue;
+    if (high < 0) {
+      high = d;
+    } else {
+      out.push_back(static_cast<char>(high * 16 + d));
+      high = -1;
+    }
+  }
+  if (high >= 0) return std::nullopt;
+  return out;
+}
+
+bool BuildHex(Call& c, Stage* st) {
+  Charset charset;
+  if (!CharsetOf(c, &charset)) return false;
+  std::string field = c.String("field");
+  std::string as = c.String("as");
+  std::vector<std::string> touched = {field, as};
+  SetRecordFunction(
+      st,
+      [field, as, charset](Record& r) {
+        std::string scratch;
+        std::optional<std::string_view> v = r.Get(field, &scratch);
+        if (!v) return true;
+        std::optional<std::string> bytes = HexBytes(*v);
         if (bytes) r.Set(as, Value(Decode(*bytes, charset)));
         return true;
       },
@@ -218,6 +279,14 @@ const Function kBase64Decode = {
     .params = kBase64Params,
     .doc = "Base64-decodes a field",
     .stage = &BuildBase64,
+};
+
+const Function kParseHexString = {
+    .name = "parseHexString",
+    .kind = Kind::kTransform,
+    .params = kHexParams,
+    .doc = "the bytes of a hex string read as text",
+    .stage = &BuildHex,
 };
 
 }  // namespace sediment::query::functions

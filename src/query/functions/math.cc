@@ -1,6 +1,7 @@
 // The math:* family: math:abs(field, as=_abs), math:ceil, math:floor, ... (one numeric field into
 // one field), math:pow(field, exponent, as=_pow) (the exponent a number or a field) and
-// math:arctan2(x, y, as=_arctan2). Per-record stages, registered with their namespaced names.
+// math:arctan2(x, y, as=_arctan2), math:mod(field, divisor, as=_mod). Per-record stages, registered
+// with their namespaced names.
 //
 // Choices where LogScale's documentation leaves room: a missing or non-numeric input, or a result
 // that is not a finite number (math:sqrt(-1), math:log(0)), sets nothing; abs/ceil/floor of an
@@ -118,6 +119,44 @@ bool BuildArctan2(Call& c, Stage* st) {
   return true;
 }
 
+// math:mod: the floor modulus of floor(field) and floor(divisor) (the result has the divisor's
+// sign: -7 mod 3 is 2), an integer. The divisor is a number, not 0 after flooring.
+bool BuildMod(Call& c, Stage* st) {
+  std::optional<double> d = ParseNumber(c.String("divisor"));
+  if (!d || !FitsInt64(std::floor(*d)) || std::floor(*d) == 0) {
+    c.BadParam("divisor", "a number whose floor is a non-zero integer");
+    return false;
+  }
+  const int64_t divisor = static_cast<int64_t>(std::floor(*d));
+  std::string field = c.String("field");
+  std::string as = c.String("as");
+  std::vector<std::string> touched = {field, as};
+  SetRecordFunction(
+      st,
+      [field, as, divisor](Record& r) {
+        std::optional<Value> v = Numeric(r, field);
+        if (!v) return true;
+        const double x = std::floor(AsDouble(*v));
+        if (!FitsInt64(x)) return true;
+        const int64_t xi = static_cast<int64_t>(x);
+        if (divisor == -1) {
+          r.Set(as, Value(int64_t{0}));
+          return true;
+        }
+        int64_t m = xi % divisor;
+        if (m != 0 && ((m < 0) != (divisor < 0))) m += divisor;
+        r.Set(as, Value(m));
+        return true;
+      },
+      std::move(touched));
+  return true;
+}
+
+constexpr Param kModParams[] = {
+    {.name = "field", .type = Type::kField, .unnamed = true, .required = true},
+    {.name = "divisor", .type = Type::kField, .required = true},
+    {.name = "as", .type = Type::kField, .default_value = "_mod"},
+};
 constexpr Param kPowParams[] = {
     {.name = "field", .type = Type::kField, .unnamed = true, .required = true},
     {.name = "exponent", .type = Type::kField, .required = true},
@@ -199,6 +238,13 @@ const Function kMathPow = {
     .params = kPowParams,
     .doc = "a field raised to a power",
     .stage = &BuildPow,
+};
+const Function kMathMod = {
+    .name = "math:mod",
+    .kind = Kind::kTransform,
+    .params = kModParams,
+    .doc = "the floor modulus of a field and a divisor",
+    .stage = &BuildMod,
 };
 const Function kMathArctan2 = {
     .name = "math:arctan2",

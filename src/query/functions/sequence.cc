@@ -13,13 +13,15 @@
 // - slidingTimeWindow(function, span, current=include, timestampfield=@timestamp): the aggregates
 //   over the rows before each row (and it, unless current=exclude) whose timestamp lies less
 //   than `span` before its own.
+// - slidingWindow(function, events, current=include): the aggregates over the `events` rows
+//   ending at each row (with current=exclude, the `events` rows before it).
 // - transpose(pivot, header, column=column, limit=5): one row per field name of the first
 //   `limit` rows, with `column` = the name and the values in row[1], row[2], ... (or under the
 //   `header` field's values).
 //
-// LogScale calls neighbor/accumulate/slidingTimeWindow "sequence functions" that must follow an
-// aggregate such as head() or sort() to have an order; in sediment, used directly on events they
-// take the events in @timestamp order (at most 200000, with a warning beyond).
+// LogScale calls neighbor/accumulate/slidingTimeWindow/slidingWindow "sequence functions" that must
+// follow an aggregate such as head() or sort() to have an order; in sediment, used directly on
+// events they take the events in @timestamp order (at most 200000, with a warning beyond).
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -296,6 +298,42 @@ bool BuildWindow(Call& c, Stage* st) {
   return true;
 }
 
+constexpr Param kCountWindowParams[] = {
+    {.name = "function", .type = Type::kMetrics, .unnamed = true, .required = true},
+    {.name = "events", .type = Type::kLimit, .required = true, .max = 1000},
+    {.name = "current", .type = Type::kString, .default_value = "include"},
+};
+
+bool BuildCountWindow(Call& c, Stage* st) {
+  bool include = true;
+  if (!CurrentOf(c, &include)) return false;
+  const int64_t events = c.Limit("events");
+  if (events < 1) {
+    c.BadParam("events", "a number of events from 1 to 1000");
+    return false;
+  }
+  std::vector<Metric> metrics = c.TakeMetrics("function");
+  if (!CheckMetricNames(metrics, c.name(), c.err())) return false;
+  std::shared_ptr<const Stage> agg = MetricsStage(std::move(metrics), c.name());
+  const size_t n = static_cast<size_t>(events);
+  SetRowsFunction(st, [agg, include, n](std::vector<Row> rows, std::vector<std::string>*) {
+    std::vector<Row> metrics(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      // The window: the n rows ending at i, or with current=exclude the n rows before it.
+      const size_t end = include ? i + 1 : i;
+      const size_t first = end > n ? end - n : 0;
+      std::unique_ptr<Collector> c = NewCollector(*agg, CollectorContext{});
+      for (size_t j = first; j < end; ++j) AddRow(c.get(), rows[j], j);
+      std::vector<std::string> ignored;
+      std::vector<Row> out = c->Finish(&ignored);
+      if (!out.empty()) metrics[i] = std::move(out[0]);
+    }
+    for (size_t i = 0; i < rows.size(); ++i) SetAll(&rows[i], std::move(metrics[i]));
+    return rows;
+  });
+  return true;
+}
+
 // ---- array:union(array, as=_union), array:intersection(array, as=_intersection),
 //      array:reduceAll(array, var, function) ----
 
@@ -474,6 +512,13 @@ const Function kSlidingTimeWindow = {
     .params = kWindowParams,
     .doc = "aggregates over a sliding time window of the row sequence",
     .stage = &BuildWindow,
+};
+const Function kSlidingWindow = {
+    .name = "slidingWindow",
+    .kind = Kind::kCollector,
+    .params = kCountWindowParams,
+    .doc = "aggregates over a sliding window of a number of rows of the sequence",
+    .stage = &BuildCountWindow,
 };
 const Function kArrayUnion = {
     .name = "array:union",

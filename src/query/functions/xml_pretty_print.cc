@@ -19,9 +19,12 @@
 
 #include "query/functions/list.h"
 #include "query/functions/transforms.h"
+#include "query/functions/xml.h"
 
 namespace sediment::query::functions {
 namespace {
+
+using xml::Node;
 
 constexpr Param kParams[] = {
     {.name = "field", .type = Type::kField, .unnamed = true, .default_value = "@rawstring"},
@@ -29,160 +32,6 @@ constexpr Param kParams[] = {
     {.name = "step", .type = Type::kLimit, .default_value = "2"},
     {.name = "strict", .type = Type::kBool, .default_value = "false"},
     {.name = "width", .type = Type::kLimit, .default_value = "80"},
-};
-
-constexpr size_t kMaxDepth = 512;
-
-bool IsSpace(char ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; }
-bool IsNameStart(char ch) {
-  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_' || ch == ':' ||
-         static_cast<unsigned char>(ch) >= 0x80;
-}
-bool IsNameChar(char ch) {
-  return IsNameStart(ch) || (ch >= '0' && ch <= '9') || ch == '-' || ch == '.';
-}
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
-  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-// One node of the document, in document order.
-struct Node {
-  enum class Kind { kOpen, kClose, kEmpty, kText, kOther } kind;
-  std::string text;  // the node as written out (a tag normalized, text trimmed)
-};
-
-// Tokenizes and checks `in`; false when it is not one well-formed document.
-class Parser {
- public:
-  explicit Parser(std::string_view in) : in_(in) {}
-
-  bool Run(std::vector<Node>* out) {
-    std::vector<std::string> open;
-    bool seen_root = false;
-    while (pos_ < in_.size()) {
-      if (in_[pos_] != '<') {
-        size_t end = in_.find('<', pos_);
-        if (end == std::string_view::npos) end = in_.size();
-        std::string_view text = Trim(in_.substr(pos_, end - pos_));
-        pos_ = end;
-        if (text.empty()) continue;
-        if (open.empty()) return false;  // text outside the root element
-        out->push_back({Node::Kind::kText, std::string(text)});
-        continue;
-      }
-      if (Starts("<?")) {
-        if (!Until("?>", out)) return false;
-      } else if (Starts("<!--")) {
-        if (!Until("-->", out)) return false;
-      } else if (Starts("<![CDATA[")) {
-        if (open.empty() || !Until("]]>", out)) return false;
-      } else if (Starts("<!DOCTYPE")) {
-        if (seen_root || !Doctype(out)) return false;
-      } else if (Starts("</")) {
-        pos_ += 2;
-        std::string name = Name();
-        SkipSpace();
-        if (name.empty() || pos_ >= in_.size() || in_[pos_] != '>') return false;
-        ++pos_;
-        if (open.empty() || open.back() != name) return false;
-        open.pop_back();
-        out->push_back({Node::Kind::kClose, "</" + name + ">"});
-      } else {
-        if (open.empty() && seen_root) return false;  // a second root element
-        ++pos_;
-        std::string name = Name();
-        if (name.empty()) return false;
-        std::string tag = "<" + name;
-        std::vector<std::string> attrs;
-        bool empty = false;
-        for (;;) {
-          const size_t before = pos_;
-          SkipSpace();
-          if (pos_ >= in_.size()) return false;
-          if (in_[pos_] == '>') {
-            ++pos_;
-            break;
-          }
-          if (Starts("/>")) {
-            pos_ += 2;
-            empty = true;
-            break;
-          }
-          if (pos_ == before) return false;  // attributes need white space before them
-          std::string attr = Name();
-          if (attr.empty()) return false;
-          for (const std::string& a : attrs) {
-            if (a == attr) return false;
-          }
-          attrs.push_back(attr);
-          SkipSpace();
-          if (pos_ >= in_.size() || in_[pos_] != '=') return false;
-          ++pos_;
-          SkipSpace();
-          if (pos_ >= in_.size() || (in_[pos_] != '"' && in_[pos_] != '\'')) return false;
-          const char quote = in_[pos_];
-          const size_t close = in_.find(quote, pos_ + 1);
-          if (close == std::string_view::npos) return false;
-          std::string_view value = in_.substr(pos_, close + 1 - pos_);
-          if (value.find('<') != std::string_view::npos) return false;
-          pos_ = close + 1;
-          tag += " " + attr + "=" + std::string(value);
-        }
-        seen_root = true;
-        if (empty) {
-          out->push_back({Node::Kind::kEmpty, tag + "/>"});
-        } else {
-          if (open.size() >= kMaxDepth) return false;
-          open.push_back(name);
-          out->push_back({Node::Kind::kOpen, tag + ">"});
-        }
-      }
-    }
-    return seen_root && open.empty();
-  }
-
- private:
-  bool Starts(std::string_view s) const { return in_.substr(pos_, s.size()) == s; }
-  void SkipSpace() {
-    while (pos_ < in_.size() && IsSpace(in_[pos_])) ++pos_;
-  }
-  std::string Name() {
-    const size_t start = pos_;
-    if (pos_ < in_.size() && IsNameStart(in_[pos_])) {
-      ++pos_;
-      while (pos_ < in_.size() && IsNameChar(in_[pos_])) ++pos_;
-    }
-    return std::string(in_.substr(start, pos_ - start));
-  }
-  // A node from pos_ through the terminator `end`, copied as written.
-  bool Until(std::string_view end, std::vector<Node>* out) {
-    const size_t close = in_.find(end, pos_ + 2);
-    if (close == std::string_view::npos) return false;
-    out->push_back({Node::Kind::kOther, std::string(in_.substr(pos_, close + end.size() - pos_))});
-    pos_ = close + end.size();
-    return true;
-  }
-  // <!DOCTYPE ...> with an optional internal subset [ ... ].
-  bool Doctype(std::vector<Node>* out) {
-    const size_t start = pos_;
-    int brackets = 0;
-    for (; pos_ < in_.size(); ++pos_) {
-      const char ch = in_[pos_];
-      if (ch == '[') ++brackets;
-      if (ch == ']') --brackets;
-      if (ch == '>' && brackets == 0) {
-        ++pos_;
-        out->push_back({Node::Kind::kOther, std::string(in_.substr(start, pos_ - start))});
-        return true;
-      }
-    }
-    return false;
-  }
-
-  std::string_view in_;
-  size_t pos_ = 0;
 };
 
 std::string Print(const std::vector<Node>& nodes, size_t step, size_t width) {
@@ -253,7 +102,7 @@ bool Build(Call& c, Stage* st) {
         std::optional<std::string_view> text = r.Get(field, &scratch);
         if (!text) return true;
         std::vector<Node> nodes;
-        if (Parser(*text).Run(&nodes)) {
+        if (xml::Tokenize(*text, &nodes)) {
           r.Set(as, Value(Print(nodes, static_cast<size_t>(step), static_cast<size_t>(width))));
         } else if (!strict) {
           r.Set(as, Value(std::string(*text)));
