@@ -323,10 +323,23 @@ struct Stage {
 // stage (there is always one): the stages before it run on each record of the group, it keeps
 // the group's partial state (merged and sent as the enclosing aggregate's state), and the stages
 // after it run over its output rows.
+// A field link `field <=> query.other_field` in a subquery of correlate(): the value of `field`
+// in this subquery's event equals the value of `other_field` in the event of the subquery
+// named `query` of the same correlate() call.
+struct FieldLink {
+  std::string field;
+  std::string query;
+  std::string other_field;
+  size_t position = 0;  // of `field`
+};
+
 struct Subquery {
   std::vector<Stage> stages;
   size_t collect = 0;
   size_t position = 0;  // of the '{' (or of the function name)
+  // correlate()'s subqueries only: their `<=>` links (the steps themselves hold no stage). The
+  // parser refuses `<=>` anywhere else.
+  std::vector<FieldLink> links;
 };
 
 class CompiledQuery {

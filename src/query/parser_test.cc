@@ -1403,7 +1403,47 @@ TEST(ParserSyntaxTest, UnknownSyntaxIsAnError) {
             "'!=~' is not supported: write not (field =~ f(...)) at position 2");
   EXPECT_EQ(Parsed("not (f =~ in(values=[a]))"), R"((not (eq "f" "a")))");
   EXPECT_EQ(ParseError("a.id <=> b.id"),
-            "'<=>' field links (correlate()) are not supported at position 5");
+            "'<=>' field links are only allowed in the named subqueries of correlate() (name: { "
+            "... | field <=> other.field }) at position 5");
+}
+
+TEST(ParserSyntaxTest, CorrelateNamedSubqueriesAndFieldLinks) {
+  EXPECT_EQ(ParseError("| correlate(A: { x=1 } include: [u, v], B: { y=2 | u <=> A.u } include: w, "
+                       "within=5m, sequence=true, root=B, maxPerRoot=3)"),
+            "OK");
+  EXPECT_EQ(ParseError("| correlate(A: {x=1}, B: {y=2 | u <=> A.u}, C: {z <=> B.z AND w <=> A.w})"),
+            "OK");
+  // Links are recorded per subquery; a nested subquery inside one is not a correlate() query.
+  EXPECT_EQ(
+      ParseError("| correlate(A: {x=1}, B: {y=2 | groupBy(x, function={u <=> A.u | count()})})"),
+      "'<=>' field links are only allowed in the named subqueries of correlate() (name: { ... | "
+      "field <=> other.field }) at position 55");
+  EXPECT_EQ(ParseError("| groupBy(x, A: {count()})"),
+            "a named subquery (name: { ... }) is only an argument of correlate() at position 13");
+  EXPECT_EQ(ParseError("| correlate(A: {x=1}, B: {u <=> A.u or y=2})"),
+            "a '<=>' field link cannot be under OR at position 26");
+  EXPECT_EQ(ParseError("| correlate(A: {x=1}, B: {not u <=> A.u})"),
+            "a '<=>' field link cannot be under NOT at position 30");
+  EXPECT_EQ(ParseError("| correlate(A: {x=1}, B: {u <=> A})"),
+            "expected query.field after '<=>' but found 'A' at position 32");
+  EXPECT_EQ(ParseError("| correlate(A: {x=1}, B: {u <=> C.u})"),
+            "correlate(): '<=>' links B to unknown query 'C' at position 26");
+  EXPECT_EQ(ParseError("| correlate(A: {x=1}, B: {u <=> B.u})"),
+            "correlate(): '<=>' links B to itself at position 26");
+  EXPECT_EQ(ParseError("| correlate(A: {x=1}, A: {u <=> A.u})"),
+            "correlate(): query 'A' is defined twice at position 22");
+  EXPECT_EQ(ParseError("| correlate(A: {x=1}, B: {y=1})"),
+            "correlate(): query 'B' is not linked to 'A': link it with field <=> query.field or "
+            "globalConstraints=[...] at position 2");
+  EXPECT_EQ(ParseError("| correlate(A: {x=1}, B: {y=1}, globalConstraints=[u])"), "OK");
+  EXPECT_NE(ParseError("| correlate(A: {x=1})").find("2 to 16 named subqueries"),
+            std::string::npos);
+  EXPECT_EQ(ParseError("| correlate(A: {x=1 | count()}, B: {u <=> A.u})"),
+            "correlate(): the query 'A' cannot hold the collecting function count() at position "
+            "22");
+  EXPECT_NE(ParseError("| correlate(A: {x=1}, B: {u <=> A.u}, root=C)")
+                .find("the name of one of the queries"),
+            std::string::npos);
 }
 
 TEST(ParserSyntaxTest, Parameters) {

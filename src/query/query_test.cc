@@ -1128,6 +1128,7 @@ TEST(PartialTest, SplitInputMergesToTheSameResult) {
       "| createEvents([\"a=1\", \"a=2\"]) | kvParse()",
       "| groupBy(k) | sort(k, order=asc) | transpose(header=k)",
       "| head(20) | neighbor(n, direction=succeeding)",
+      "| correlate(A: { k=1 } include: [n], B: { k=2 | #src <=> A.#src }, maxPerRoot=2)",
   };
   for (const char* q : queries) {
     auto c = Compile(q);

@@ -199,7 +199,8 @@
   X(kHashMatch)                                                               \
   X(kEventInternals)                                                          \
   X(kSelfJoinFilter)                                                          \
-  X(kSelfJoin)
+  X(kSelfJoin)                                                                \
+  X(kCorrelate) /* correlate.cc */
 
 namespace sediment::query::functions {
 #define SEDIMENT_QUERY_DECLARE_FUNCTION(f) extern const Function f;
