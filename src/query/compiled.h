@@ -55,6 +55,9 @@ struct FilterNode {
   Cmp cmp = Cmp::kEq;        // kFieldCmp
   double number = 0;         // kFieldCmp
   std::shared_ptr<const re2::RE2> re;
+  // kRawRegex / kFieldRegex: written with the flag g (`/re/g`): the stage extracting its named
+  // groups gives one record per match (as regex(repeat=true)).
+  bool global = false;
   // kRawRegex / kFieldRegex: the literals every match of `re` contains (regex_prefilter.h), and
   // the prefilter taken from them: a text holding none of its literals cannot match (empty: no
   // prefilter). Set with `re` (functions::SetFilterRegex); nodes built without them just run

@@ -39,6 +39,8 @@ using functions::SetStageRegex;
 // Deepest nesting of parentheses, negations, lists, calls and case { } accepted (bounds the
 // recursion, hence the stack a hostile query can use).
 constexpr int kMaxDepth = 100;
+// `/re/g` with named groups: at most this many records per event (regex()'s default limit).
+constexpr int64_t kGlobalRegexLimit = 100;
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'; }
 
@@ -584,6 +586,7 @@ class Parser {
       st.function = "regex";
       st.field = r->field;
       st.strict = true;
+      if (r->global) st.repeat_limit = kGlobalRegexLimit;
       SetStageRegex(std::move(re), &st);
       add_stage(std::move(st));
     }
@@ -792,6 +795,7 @@ class Parser {
       auto n = MakeNode(FilterNode::Kind::kFieldRegex, at);
       n->field = field;
       n->text = source;
+      n->global = last_regex_global_;
       SetFilterRegex(re, n.get());
       if (!re->NamedCapturingGroups().empty()) {
         std::string error;
@@ -806,6 +810,7 @@ class Parser {
         st.function = "regex";
         st.field = field;
         st.strict = true;
+        if (last_regex_global_) st.repeat_limit = kGlobalRegexLimit;
         SetStageRegex(std::move(extract), &st);
         stages->push_back(std::move(st));
       }
@@ -1135,6 +1140,7 @@ class Parser {
       auto n = MakeNode(FilterNode::Kind::kRawRegex, start);
       n->field = "@rawstring";
       n->text = source;
+      n->global = last_regex_global_;
       SetFilterRegex(std::move(re), n.get());
       return n;
     }
@@ -1322,6 +1328,7 @@ class Parser {
       if (!ParseRegexLiteral(&re, &source)) return nullptr;
       n = MakeNode(FilterNode::Kind::kFieldRegex, start);
       n->text = source;
+      n->global = last_regex_global_;
       SetFilterRegex(std::move(re), n.get());
     } else if (Peek() == '"') {
       std::string value;
@@ -1669,10 +1676,7 @@ class Parser {
       Error(start, "invalid regular expression: " + error);
       return false;
     }
-    if (global && !compiled->NamedCapturingGroups().empty()) {
-      Error(start, "regex flag 'g' with named groups (one event per match) is not supported");
-      return false;
-    }
+    last_regex_global_ = global;
     *re = std::move(compiled);
     *source = std::move(full);
     return true;
@@ -2302,6 +2306,8 @@ class Parser {
   // The `<=>` links of the correlate() subquery being parsed (null elsewhere, where `<=>` is
   // refused); correlate_subquery_: the next ParseSubquery is such a subquery.
   std::vector<FieldLink>* links_ = nullptr;
+  // Whether the last regex literal ParseRegexLiteral read had the flag g.
+  bool last_regex_global_ = false;
   bool correlate_subquery_ = false;
   std::vector<TableQuery> tables_;  // of defineTable()/join(), in text order  // subqueries `{ ...
                                     // }` being parsed: '}' ends their steps

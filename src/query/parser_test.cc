@@ -1395,9 +1395,7 @@ TEST(ParserSyntaxTest, UnknownSyntaxIsAnError) {
   EXPECT_EQ(ParseError("a | /x(?<n>y)/ or b"),
             "a regex with named groups under 'or' or 'not' does not extract fields: use (?:...) "
             "groups there, or extract with regex() in a step of its own at position 4");
-  EXPECT_EQ(
-      ParseError("/(?<n>y)/g"),
-      "regex flag 'g' with named groups (one event per match) is not supported at position 0");
+  EXPECT_EQ(ParseError("/(?<n>y)/g"), "OK");
   EXPECT_EQ(Parsed("/y/g"), R"((regex "y"))");
   EXPECT_EQ(ParseError("f !=~ in(values=[a])"),
             "'!=~' is not supported: write not (field =~ f(...)) at position 2");
