@@ -2008,9 +2008,12 @@ class Parser {
 
   // A pipeline function `fn` (not a filter) named at `start`; pos_ just after '('. `as` (from
   // `name := fn(...)`), when given, is added to the arguments.
+  // `as` (the `x :=` target of a step, or the hidden output of a call in an expression) is given
+  // as the call's as= argument; with `as_overrides` (a call in an expression) an as= written in
+  // the call is dropped for it, else both are an error (given twice).
   bool ParseFunctionStage(const functions::Function& fn, size_t start, Stage* st,
-                          const functions::Arg* as = nullptr,
-                          const functions::Arg* field = nullptr) {
+                          const functions::Arg* as = nullptr, const functions::Arg* field = nullptr,
+                          bool as_overrides = false) {
     st->position = start;
     st->function = fn.name;
     functions::Call call(fn, start, &err_);
@@ -2033,6 +2036,9 @@ class Parser {
       if (!call.expression || !CloseParen(open)) return false;
     } else {
       if (!ParseArgs(&args, &fn)) return false;
+      if (as != nullptr && as_overrides) {
+        std::erase_if(args, [](const functions::Arg& a) { return a.name == "as"; });
+      }
       if (as != nullptr) args.push_back(*as);
       if (field != nullptr) args.push_back(*field);
       if (!call.Bind(args)) return false;
@@ -2269,7 +2275,10 @@ class Parser {
         as.value.text = out;
         as.value.position = start;
       }
-      if (!ParseFunctionStage(fn, start, st.get(), named_output ? &as : nullptr)) return nullptr;
+      if (!ParseFunctionStage(fn, start, st.get(), named_output ? &as : nullptr, nullptr,
+                              /*as_overrides=*/true)) {
+        return nullptr;
+      }
       if (!EmitsOneOrNone(*st) || st->table_query != nullptr || st->time_interval) {
         Error(start, std::string(fn.name) +
                          "() is not a per-event function with one result: it cannot be used in "

@@ -1481,6 +1481,10 @@ TEST(ParserSyntaxTest, NamespacedFunctionNames) {
   EXPECT_EQ(ParseError("x := math:nosuch(y)"),
             "unknown function 'math:nosuch' in expression at position 5");
   EXPECT_EQ(ParseError("x := math:abs(y)"), "OK");  // the step math:abs(y, as=x)
+  // In an expression the call's value is its result: an as= written in it is overridden.
+  EXPECT_EQ(ParseError("x := text:length(s, as=y) + 1"), "OK");
+  EXPECT_EQ(ParseError("x := text:length(s, as=y)"),
+            "parameter 'as' of text:length() given twice at position 0");
   EXPECT_EQ(ParseError("groupBy(a, function=time:hour(b))"),
             "unknown aggregate function 'time:hour' in groupBy(function=...) at position 20");
   EXPECT_EQ(ParseError("f =~ text:foo(x)"), "unknown function 'text:foo' at position 5");
