@@ -200,7 +200,8 @@
   X(kEventInternals)                                                          \
   X(kSelfJoinFilter)                                                          \
   X(kSelfJoin)                                                                \
-  X(kCorrelate) /* correlate.cc */
+  X(kCorrelate) /* correlate.cc */                                            \
+  X(kSeries)    /* series.cc */
 
 namespace sediment::query::functions {
 #define SEDIMENT_QUERY_DECLARE_FUNCTION(f) extern const Function f;
