@@ -134,6 +134,13 @@ struct Metric {
   int64_t limit = 2000;                      // kCollect: most distinct values output
   std::vector<std::string> select_fields;    // kSelectMax/kSelectMin/kSelectLast: the output
   std::shared_ptr<const Subquery> subquery;  // kSubquery
+  // window(function=..., buckets=, span=) in function= of timeChart()/bucket(): the metric of
+  // each bucket is computed over the `window_buckets` buckets before it (window_span_ms: over
+  // the buckets within that span, rounded to whole buckets of the enclosing aggregate) instead
+  // of over the bucket itself. Both 0: not a window metric.
+  int64_t window_buckets = 0;
+  int64_t window_span_ms = 0;
+  bool IsWindow() const { return window_buckets > 0 || window_span_ms > 0; }
   // Output field name(s): `as` when given, else _count / _sum / _avg / _min / _max / _stddev /
   // _range, collect the field's own name; percentile gives "<as>_<p>" per percentile (as empty
   // by default: _50, _99, _99.9).

@@ -1969,7 +1969,19 @@ class Parser {
       return false;
     }
     return functions::MetricsFrom(v, "[...]", &err_, &st->metrics) &&
-           functions::CheckMetricNames(st->metrics, "stats", &err_);
+           functions::CheckMetricNames(st->metrics, "stats", &err_) && WindowsInBuckets(*st);
+  }
+
+  // False (error recorded) when `st` has window() metrics but is not a timeChart()/bucket().
+  bool WindowsInBuckets(const Stage& st) {
+    if (st.kind != Stage::Kind::kAggregate || st.grouping == Stage::Grouping::kBucket) return true;
+    for (const Metric& m : st.metrics) {
+      if (m.IsWindow()) {
+        Error(m.position, "window() can only be used in function= of timeChart() or bucket()");
+        return false;
+      }
+    }
+    return true;
   }
 
   // The `field = expression, ...` of eval() up to and including ')'; pos_ just after '('.
@@ -2043,7 +2055,7 @@ class Parser {
       if (field != nullptr) args.push_back(*field);
       if (!call.Bind(args)) return false;
     }
-    return fn.stage(call, st);
+    return fn.stage(call, st) && WindowsInBuckets(*st);
   }
 
   // ---- expressions ----

@@ -201,7 +201,8 @@
   X(kSelfJoinFilter)                                                          \
   X(kSelfJoin)                                                                \
   X(kCorrelate) /* correlate.cc */                                            \
-  X(kSeries)    /* series.cc */
+  X(kSeries)    /* series.cc */                                               \
+  X(kWindow)    /* window.cc */
 
 namespace sediment::query::functions {
 #define SEDIMENT_QUERY_DECLARE_FUNCTION(f) extern const Function f;
