@@ -2427,8 +2427,11 @@ std::vector<Row> AggregateCollector::FinishBucket(std::vector<std::string>* warn
     // the window metrics are left out, as LogScale leaves the first buckets empty).
     std::vector<uint32_t> window;
     bool has_window = false;
+    // (In doubles: window_buckets * span_ may not fit an int64_t.)
     if (window_buckets > 0 && first_bucket &&
-        out[i].bucket - window_buckets * span_ >= *first_bucket) {
+        static_cast<double>(out[i].bucket) -
+                static_cast<double>(window_buckets) * static_cast<double>(span_) >=
+            static_cast<double>(*first_bucket)) {
       has_window = true;
       for (int64_t k = 1; k <= window_buckets; ++k) {
         auto it = by_bucket.find({nf > 0 ? out[i].parts : nullptr, out[i].bucket - k * span_});
