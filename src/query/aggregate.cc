@@ -946,6 +946,9 @@ struct MetricSpec {
   int64_t limit = 0;                    // kCollect
   std::vector<std::string> select;      // kSelectMax/kSelectMin/kSelectLast: the output fields
   std::shared_ptr<const Subquery> sub;  // kSubquery
+  int64_t window_buckets = 0;           // window(): Metric::window_buckets / window_span_ms
+  int64_t window_span_ms = 0;
+  bool IsWindow() const { return window_buckets > 0 || window_span_ms > 0; }
   bool IsSubquery() const { return kind == Metric::Kind::kSubquery; }
   bool IsSelect() const {
     return kind == Metric::Kind::kSelectMax || kind == Metric::Kind::kSelectMin ||
@@ -1039,6 +1042,8 @@ MetricSpec SpecOf(const Metric& m) {
   s.kind = m.kind;
   s.field = m.field;
   s.distinct = m.distinct;
+  s.window_buckets = m.window_buckets;
+  s.window_span_ms = m.window_span_ms;
   if (m.kind == Metric::Kind::kPercentile) {
     s.percentiles = m.percentiles;
     if (s.percentiles.empty()) s.percentiles = {50, 75, 99};
@@ -1655,11 +1660,16 @@ class AggregateCollector final : public Collector {
     }
   }
 
-  // Appends the metric columns of the union of `groups` (none: an empty group) to `row`.
-  void AppendMetrics(const std::vector<uint32_t>& groups, Row* row) {
+  // Appends the metric columns of the union of `groups` (none: an empty group) to `row`; the
+  // window() metrics over `window` instead (null: none of them).
+  void AppendMetrics(const std::vector<uint32_t>& bucket_groups, Row* row,
+                     const std::vector<uint32_t>* window = nullptr) {
     for (size_t m = 0; m < stride(); ++m) {
       const MetricSpec& spec = metrics_[m];
       if (spec.IsSubquery()) continue;  // EmitRows
+      if (spec.IsWindow() && window == nullptr && grouping_ == Stage::Grouping::kBucket) continue;
+      const std::vector<uint32_t>& groups =
+          spec.IsWindow() && window != nullptr ? *window : bucket_groups;
       if (spec.IsDistinct()) {
         int64_t count = 0;
         if (groups.size() == 1) {
@@ -1829,8 +1839,9 @@ class AggregateCollector final : public Collector {
   // `row` (group columns) with the metrics of the union of `groups` appended to *out: once, or,
   // with subquery metrics, once per combination of their rows (a subquery without rows gives
   // none), each subquery row's columns set over the row's.
-  void EmitRows(const std::vector<uint32_t>& groups, Row row, std::vector<Row>* out) {
-    AppendMetrics(groups, &row);
+  void EmitRows(const std::vector<uint32_t>& groups, Row row, std::vector<Row>* out,
+                const std::vector<uint32_t>* window = nullptr) {
+    AppendMetrics(groups, &row, window);
     if (!has_subquery_) {
       out->push_back(std::move(row));  // no subquery metric (the common case)
       return;
@@ -2500,6 +2511,23 @@ std::vector<Row> AggregateCollector::FinishBucket(std::vector<std::string>* warn
     if (a.bucket != b.bucket) return a.bucket < b.bucket;
     return PartsLess(*a.parts, *b.parts);
   });
+  // window(): the buckets of each series by start, and the number of buckets a window spans.
+  int64_t window_buckets = 0;
+  for (const MetricSpec& spec : metrics_) {
+    if (!spec.IsWindow()) continue;
+    window_buckets = spec.window_buckets > 0
+                         ? spec.window_buckets
+                         : std::max<int64_t>(1, (spec.window_span_ms + span_ / 2) / span_);
+  }
+  std::map<std::pair<const std::vector<std::string_view>*, int64_t>, uint32_t> by_bucket;
+  if (window_buckets > 0) {
+    for (const Out& o : out) {
+      if (o.group >= 0) {
+        by_bucket[{nf > 0 ? o.parts : nullptr, o.bucket}] = static_cast<uint32_t>(o.group);
+      }
+    }
+  }
+  const std::optional<int64_t> first_bucket = FloorTo(range_.start_ms, span_);
   std::vector<Row> rows;
   rows.reserve(out.size());
   for (size_t i = 0; i < out.size(); ++i) {
@@ -2508,10 +2536,26 @@ std::vector<Row> AggregateCollector::FinishBucket(std::vector<std::string>* warn
     for (size_t f = 0; f < nf; ++f) {
       SetColumn(&row, fields_[f], Value(std::string((*out[i].parts)[f])));
     }
+    // The window of bucket b: the window_buckets buckets before it, all inside the range (else
+    // the window metrics are left out, as LogScale leaves the first buckets empty).
+    std::vector<uint32_t> window;
+    bool has_window = false;
+    // (In doubles: window_buckets * span_ may not fit an int64_t.)
+    if (window_buckets > 0 && first_bucket &&
+        static_cast<double>(out[i].bucket) -
+                static_cast<double>(window_buckets) * static_cast<double>(span_) >=
+            static_cast<double>(*first_bucket)) {
+      has_window = true;
+      for (int64_t k = 1; k <= window_buckets; ++k) {
+        auto it = by_bucket.find({nf > 0 ? out[i].parts : nullptr, out[i].bucket - k * span_});
+        if (it != by_bucket.end()) window.push_back(it->second);
+      }
+    }
+    const std::vector<uint32_t>* w = has_window ? &window : nullptr;
     if (out[i].group >= 0) {
-      EmitRows({static_cast<uint32_t>(out[i].group)}, std::move(row), &rows);
+      EmitRows({static_cast<uint32_t>(out[i].group)}, std::move(row), &rows, w);
     } else {
-      EmitRows({}, std::move(row), &rows);
+      EmitRows({}, std::move(row), &rows, w);
     }
   }
   if (!units_.empty()) ApplyUnits(&rows);

@@ -55,6 +55,9 @@ struct FilterNode {
   Cmp cmp = Cmp::kEq;        // kFieldCmp
   double number = 0;         // kFieldCmp
   std::shared_ptr<const re2::RE2> re;
+  // kRawRegex / kFieldRegex: written with the flag g (`/re/g`): the stage extracting its named
+  // groups gives one record per match (as regex(repeat=true)).
+  bool global = false;
   // kRawRegex / kFieldRegex: the literals every match of `re` contains (regex_prefilter.h), and
   // the prefilter taken from them: a text holding none of its literals cannot match (empty: no
   // prefilter). Set with `re` (functions::SetFilterRegex); nodes built without them just run
@@ -131,6 +134,13 @@ struct Metric {
   int64_t limit = 2000;                      // kCollect: most distinct values output
   std::vector<std::string> select_fields;    // kSelectMax/kSelectMin/kSelectLast: the output
   std::shared_ptr<const Subquery> subquery;  // kSubquery
+  // window(function=..., buckets=, span=) in function= of timeChart()/bucket(): the metric of
+  // each bucket is computed over the `window_buckets` buckets before it (window_span_ms: over
+  // the buckets within that span, rounded to whole buckets of the enclosing aggregate) instead
+  // of over the bucket itself. Both 0: not a window metric.
+  int64_t window_buckets = 0;
+  int64_t window_span_ms = 0;
+  bool IsWindow() const { return window_buckets > 0 || window_span_ms > 0; }
   // Output field name(s): `as` when given, else _count / _sum / _avg / _min / _max / _stddev /
   // _range, collect the field's own name; percentile gives "<as>_<p>" per percentile (as empty
   // by default: _50, _99, _99.9).
@@ -323,10 +333,23 @@ struct Stage {
 // stage (there is always one): the stages before it run on each record of the group, it keeps
 // the group's partial state (merged and sent as the enclosing aggregate's state), and the stages
 // after it run over its output rows.
+// A field link `field <=> query.other_field` in a subquery of correlate(): the value of `field`
+// in this subquery's event equals the value of `other_field` in the event of the subquery
+// named `query` of the same correlate() call.
+struct FieldLink {
+  std::string field;
+  std::string query;
+  std::string other_field;
+  size_t position = 0;  // of `field`
+};
+
 struct Subquery {
   std::vector<Stage> stages;
   size_t collect = 0;
   size_t position = 0;  // of the '{' (or of the function name)
+  // correlate()'s subqueries only: their `<=>` links (the steps themselves hold no stage). The
+  // parser refuses `<=>` anywhere else.
+  std::vector<FieldLink> links;
 };
 
 class CompiledQuery {

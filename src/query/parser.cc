@@ -39,6 +39,8 @@ using functions::SetStageRegex;
 // Deepest nesting of parentheses, negations, lists, calls and case { } accepted (bounds the
 // recursion, hence the stack a hostile query can use).
 constexpr int kMaxDepth = 100;
+// `/re/g` with named groups: at most this many records per event (regex()'s default limit).
+constexpr int64_t kGlobalRegexLimit = 100;
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'; }
 
@@ -584,6 +586,7 @@ class Parser {
       st.function = "regex";
       st.field = r->field;
       st.strict = true;
+      if (r->global) st.repeat_limit = kGlobalRegexLimit;
       SetStageRegex(std::move(re), &st);
       add_stage(std::move(st));
     }
@@ -792,6 +795,7 @@ class Parser {
       auto n = MakeNode(FilterNode::Kind::kFieldRegex, at);
       n->field = field;
       n->text = source;
+      n->global = last_regex_global_;
       SetFilterRegex(re, n.get());
       if (!re->NamedCapturingGroups().empty()) {
         std::string error;
@@ -806,6 +810,7 @@ class Parser {
         st.function = "regex";
         st.field = field;
         st.strict = true;
+        if (last_regex_global_) st.repeat_limit = kGlobalRegexLimit;
         SetStageRegex(std::move(extract), &st);
         stages->push_back(std::move(st));
       }
@@ -1072,13 +1077,14 @@ class Parser {
 
   FilterPtr ParseOr() {
     size_t start = pos_;
+    const size_t links = LinkCount();
     FilterPtr left = ParseNot();
     while (ok()) {
       SkipWs();
       if (!AtKeyword("or")) break;
       pos_ += 2;
       FilterPtr right = ParseNot();
-      if (!ok()) return nullptr;
+      if (!ok() || !NoLinkSince(links, "OR")) return nullptr;
       left = Combine(FilterNode::Kind::kOr, left, right, start);
     }
     return ok() ? left : nullptr;
@@ -1098,8 +1104,9 @@ class Parser {
       negate = true;
     }
     if (negate) {
+      const size_t links = LinkCount();
       FilterPtr child = ParseNot();
-      if (!ok()) return nullptr;
+      if (!ok() || !NoLinkSince(links, "NOT")) return nullptr;
       auto n = MakeNode(FilterNode::Kind::kNot, start);
       n->children = {child};
       return n;
@@ -1133,6 +1140,7 @@ class Parser {
       auto n = MakeNode(FilterNode::Kind::kRawRegex, start);
       n->field = "@rawstring";
       n->text = source;
+      n->global = last_regex_global_;
       SetFilterRegex(std::move(re), n.get());
       return n;
     }
@@ -1274,10 +1282,7 @@ class Parser {
     if (!CheckFieldName(name, quoted_name, start)) return nullptr;
     std::string op;
     char c = Peek();
-    if (c == '<' && Peek(1) == '=' && Peek(2) == '>') {
-      Error(pos_, "'<=>' field links (correlate()) are not supported");
-      return nullptr;
-    }
+    if (c == '<' && Peek(1) == '=' && Peek(2) == '>') return ParseFieldLink(name, start);
     if (c == '!' && Peek(1) == '=' && Peek(2) == '~') {
       Error(pos_, "'!=~' is not supported: write not (field =~ f(...))");
       return nullptr;
@@ -1323,6 +1328,7 @@ class Parser {
       if (!ParseRegexLiteral(&re, &source)) return nullptr;
       n = MakeNode(FilterNode::Kind::kFieldRegex, start);
       n->text = source;
+      n->global = last_regex_global_;
       SetFilterRegex(std::move(re), n.get());
     } else if (Peek() == '"') {
       std::string value;
@@ -1343,6 +1349,44 @@ class Parser {
     neg->children = {n};
     return neg;
   }
+
+  // `name <=> query.field` at pos_ (the operator), in a subquery of correlate(): recorded in
+  // links_; the filter itself keeps every record.
+  FilterPtr ParseFieldLink(const std::string& name, size_t start) {
+    if (links_ == nullptr) {
+      Error(pos_,
+            "'<=>' field links are only allowed in the named subqueries of correlate() "
+            "(name: { ... | field <=> other.field })");
+      return nullptr;
+    }
+    pos_ += 3;
+    SkipWs();
+    const size_t vpos = pos_;
+    const size_t qend = IdentEnd(pos_);
+    const size_t fend = FieldNameEnd(qend + 1);
+    if (qend == pos_ || qend >= s_.size() || s_[qend] != '.' || fend == qend + 1) {
+      Error(vpos, "expected query.field after '<=>' but found " + Found());
+      return nullptr;
+    }
+    FieldLink link;
+    link.field = name;
+    link.query = std::string(s_.substr(pos_, qend - pos_));
+    link.other_field = std::string(s_.substr(qend + 1, fend - qend - 1));
+    link.position = start;
+    links_->push_back(std::move(link));
+    pos_ = fend;
+    return MakeNode(FilterNode::Kind::kTrue, start);
+  }
+
+  // Refuses a `<=>` link parsed since `links_before` links were recorded (under OR or NOT,
+  // where it cannot hold).
+  bool NoLinkSince(size_t links_before, const char* where) {
+    if (links_ == nullptr || links_->size() == links_before) return true;
+    Error((*links_)[links_before].position,
+          std::string("a '<=>' field link cannot be under ") + where);
+    return false;
+  }
+  size_t LinkCount() const { return links_ == nullptr ? 0 : links_->size(); }
 
   FilterPtr ParseNumericComparison(const std::string& name, const std::string& op, size_t start,
                                    size_t vpos) {
@@ -1632,10 +1676,7 @@ class Parser {
       Error(start, "invalid regular expression: " + error);
       return false;
     }
-    if (global && !compiled->NamedCapturingGroups().empty()) {
-      Error(start, "regex flag 'g' with named groups (one event per match) is not supported");
-      return false;
-    }
+    last_regex_global_ = global;
     *re = std::move(compiled);
     *source = std::move(full);
     return true;
@@ -1648,8 +1689,26 @@ class Parser {
   // Type::kExpr parameters are read as expressions (ArgValue::Kind::kExpr), those of its
   // Type::kExprs parameters as an expression or a list of them.
   bool ParseArgs(std::vector<functions::Arg>* args, const functions::Function* fn = nullptr) {
+    functions::Arg queries;  // correlate()'s named subqueries, as one list argument `query`
     for (bool done = TryClose(')'); !done;) {
       SkipWs();
+      if (NamedSubqueryAt()) {
+        if (fn == nullptr || std::string_view(fn->name) != "correlate") {
+          Error(pos_, "a named subquery (name: { ... }) is only an argument of correlate()");
+          return false;
+        }
+        if (queries.value.list.empty()) {
+          queries.name = "query";
+          queries.position = pos_;
+          queries.value.kind = functions::ArgValue::Kind::kList;
+          queries.value.position = pos_;
+        }
+        functions::ArgValue q;
+        if (!ParseNamedSubquery(&q)) return false;
+        queries.value.list.push_back(std::move(q));
+        if (!ListSeparator(')', &done)) return false;
+        continue;
+      }
       functions::Arg arg;
       arg.position = pos_;
       arg.name = ParseParamName();
@@ -1672,6 +1731,47 @@ class Parser {
       }
       args->push_back(std::move(arg));
       if (!ListSeparator(')', &done)) return false;
+    }
+    if (!queries.value.list.empty()) args->push_back(std::move(queries));
+    return true;
+  }
+
+  // Whether pos_ is at `name: {` (a named subquery of correlate()).
+  bool NamedSubqueryAt() const {
+    const size_t e = IdentEnd(pos_);
+    const size_t k = SkipWsFrom(e);
+    if (e == pos_ || k + 1 >= s_.size() || s_[k] != ':' || s_[k + 1] == '=') return false;
+    const size_t b = SkipWsFrom(k + 1);
+    return b < s_.size() && s_[b] == '{';
+  }
+
+  // `name: { subquery } [include: fields]` at pos_: *v becomes a kCall value named `name`
+  // whose unnamed argument is the subquery (with its `<=>` links) and whose `include` argument
+  // is the fields, when given.
+  bool ParseNamedSubquery(functions::ArgValue* v) {
+    v->position = pos_;
+    const size_t e = IdentEnd(pos_);
+    v->kind = functions::ArgValue::Kind::kCall;
+    v->text = std::string(s_.substr(pos_, e - pos_));
+    pos_ = SkipWsFrom(SkipWsFrom(e) + 1);
+    functions::Arg query;
+    query.position = pos_;
+    correlate_subquery_ = true;
+    const bool parsed = ParseSubquery(&query.value);
+    correlate_subquery_ = false;
+    if (!parsed) return false;
+    v->args.push_back(std::move(query));
+    SkipWs();
+    const size_t ie = IdentEnd(pos_);
+    const size_t colon = SkipWsFrom(ie);
+    if (ie > pos_ && EqualsIgnoreCase(s_.substr(pos_, ie - pos_), "include") && colon < s_.size() &&
+        s_[colon] == ':') {
+      functions::Arg include;
+      include.name = "include";
+      include.position = pos_;
+      pos_ = colon + 1;
+      if (!ParseArgValue(&include.value)) return false;
+      v->args.push_back(std::move(include));
     }
     return true;
   }
@@ -1816,7 +1916,11 @@ class Parser {
     auto sq = std::make_shared<Subquery>();
     sq->position = brace;
     std::vector<Stage> stages;
+    std::vector<FieldLink>* const saved_links = links_;
+    links_ = correlate_subquery_ ? &sq->links : nullptr;
+    correlate_subquery_ = false;
     const bool parsed = ParseSteps(&filter, &stages, /*in_branch=*/true);
+    links_ = saved_links;
     case_depth_ = saved_case;
     --subquery_depth_;
     if (!parsed) return false;
@@ -1885,7 +1989,19 @@ class Parser {
       return false;
     }
     return functions::MetricsFrom(v, "[...]", &err_, &st->metrics) &&
-           functions::CheckMetricNames(st->metrics, "stats", &err_);
+           functions::CheckMetricNames(st->metrics, "stats", &err_) && WindowsInBuckets(*st);
+  }
+
+  // False (error recorded) when `st` has window() metrics but is not a timeChart()/bucket().
+  bool WindowsInBuckets(const Stage& st) {
+    if (st.kind != Stage::Kind::kAggregate || st.grouping == Stage::Grouping::kBucket) return true;
+    for (const Metric& m : st.metrics) {
+      if (m.IsWindow()) {
+        Error(m.position, "window() can only be used in function= of timeChart() or bucket()");
+        return false;
+      }
+    }
+    return true;
   }
 
   // The `field = expression, ...` of eval() up to and including ')'; pos_ just after '('.
@@ -1924,9 +2040,12 @@ class Parser {
 
   // A pipeline function `fn` (not a filter) named at `start`; pos_ just after '('. `as` (from
   // `name := fn(...)`), when given, is added to the arguments.
+  // `as` (the `x :=` target of a step, or the hidden output of a call in an expression) is given
+  // as the call's as= argument; with `as_overrides` (a call in an expression) an as= written in
+  // the call is dropped for it, else both are an error (given twice).
   bool ParseFunctionStage(const functions::Function& fn, size_t start, Stage* st,
-                          const functions::Arg* as = nullptr,
-                          const functions::Arg* field = nullptr) {
+                          const functions::Arg* as = nullptr, const functions::Arg* field = nullptr,
+                          bool as_overrides = false) {
     st->position = start;
     st->function = fn.name;
     functions::Call call(fn, start, &err_);
@@ -1949,11 +2068,14 @@ class Parser {
       if (!call.expression || !CloseParen(open)) return false;
     } else {
       if (!ParseArgs(&args, &fn)) return false;
+      if (as != nullptr && as_overrides) {
+        std::erase_if(args, [](const functions::Arg& a) { return a.name == "as"; });
+      }
       if (as != nullptr) args.push_back(*as);
       if (field != nullptr) args.push_back(*field);
       if (!call.Bind(args)) return false;
     }
-    return fn.stage(call, st);
+    return fn.stage(call, st) && WindowsInBuckets(*st);
   }
 
   // ---- expressions ----
@@ -2185,7 +2307,10 @@ class Parser {
         as.value.text = out;
         as.value.position = start;
       }
-      if (!ParseFunctionStage(fn, start, st.get(), named_output ? &as : nullptr)) return nullptr;
+      if (!ParseFunctionStage(fn, start, st.get(), named_output ? &as : nullptr, nullptr,
+                              /*as_overrides=*/true)) {
+        return nullptr;
+      }
       if (!EmitsOneOrNone(*st) || st->table_query != nullptr || st->time_interval) {
         Error(start, std::string(fn.name) +
                          "() is not a per-event function with one result: it cannot be used in "
@@ -2219,6 +2344,12 @@ class Parser {
   std::optional<std::pair<std::string, std::string>> time_interval_;  // setTimeInterval()
   int case_depth_ = 0;
   int subquery_depth_ = 0;
+  // The `<=>` links of the correlate() subquery being parsed (null elsewhere, where `<=>` is
+  // refused); correlate_subquery_: the next ParseSubquery is such a subquery.
+  std::vector<FieldLink>* links_ = nullptr;
+  // Whether the last regex literal ParseRegexLiteral read had the flag g.
+  bool last_regex_global_ = false;
+  bool correlate_subquery_ = false;
   std::vector<TableQuery> tables_;  // of defineTable()/join(), in text order  // subqueries `{ ...
                                     // }` being parsed: '}' ends their steps
   int depth_ = 0;

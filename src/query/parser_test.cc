@@ -1395,15 +1395,53 @@ TEST(ParserSyntaxTest, UnknownSyntaxIsAnError) {
   EXPECT_EQ(ParseError("a | /x(?<n>y)/ or b"),
             "a regex with named groups under 'or' or 'not' does not extract fields: use (?:...) "
             "groups there, or extract with regex() in a step of its own at position 4");
-  EXPECT_EQ(
-      ParseError("/(?<n>y)/g"),
-      "regex flag 'g' with named groups (one event per match) is not supported at position 0");
+  EXPECT_EQ(ParseError("/(?<n>y)/g"), "OK");
   EXPECT_EQ(Parsed("/y/g"), R"((regex "y"))");
   EXPECT_EQ(ParseError("f !=~ in(values=[a])"),
             "'!=~' is not supported: write not (field =~ f(...)) at position 2");
   EXPECT_EQ(Parsed("not (f =~ in(values=[a]))"), R"((not (eq "f" "a")))");
   EXPECT_EQ(ParseError("a.id <=> b.id"),
-            "'<=>' field links (correlate()) are not supported at position 5");
+            "'<=>' field links are only allowed in the named subqueries of correlate() (name: { "
+            "... | field <=> other.field }) at position 5");
+}
+
+TEST(ParserSyntaxTest, CorrelateNamedSubqueriesAndFieldLinks) {
+  EXPECT_EQ(ParseError("| correlate(A: { x=1 } include: [u, v], B: { y=2 | u <=> A.u } include: w, "
+                       "within=5m, sequence=true, root=B, maxPerRoot=3)"),
+            "OK");
+  EXPECT_EQ(ParseError("| correlate(A: {x=1}, B: {y=2 | u <=> A.u}, C: {z <=> B.z AND w <=> A.w})"),
+            "OK");
+  // Links are recorded per subquery; a nested subquery inside one is not a correlate() query.
+  EXPECT_EQ(
+      ParseError("| correlate(A: {x=1}, B: {y=2 | groupBy(x, function={u <=> A.u | count()})})"),
+      "'<=>' field links are only allowed in the named subqueries of correlate() (name: { ... | "
+      "field <=> other.field }) at position 55");
+  EXPECT_EQ(ParseError("| groupBy(x, A: {count()})"),
+            "a named subquery (name: { ... }) is only an argument of correlate() at position 13");
+  EXPECT_EQ(ParseError("| correlate(A: {x=1}, B: {u <=> A.u or y=2})"),
+            "a '<=>' field link cannot be under OR at position 26");
+  EXPECT_EQ(ParseError("| correlate(A: {x=1}, B: {not u <=> A.u})"),
+            "a '<=>' field link cannot be under NOT at position 30");
+  EXPECT_EQ(ParseError("| correlate(A: {x=1}, B: {u <=> A})"),
+            "expected query.field after '<=>' but found 'A' at position 32");
+  EXPECT_EQ(ParseError("| correlate(A: {x=1}, B: {u <=> C.u})"),
+            "correlate(): '<=>' links B to unknown query 'C' at position 26");
+  EXPECT_EQ(ParseError("| correlate(A: {x=1}, B: {u <=> B.u})"),
+            "correlate(): '<=>' links B to itself at position 26");
+  EXPECT_EQ(ParseError("| correlate(A: {x=1}, A: {u <=> A.u})"),
+            "correlate(): query 'A' is defined twice at position 22");
+  EXPECT_EQ(ParseError("| correlate(A: {x=1}, B: {y=1})"),
+            "correlate(): query 'B' is not linked to 'A': link it with field <=> query.field or "
+            "globalConstraints=[...] at position 2");
+  EXPECT_EQ(ParseError("| correlate(A: {x=1}, B: {y=1}, globalConstraints=[u])"), "OK");
+  EXPECT_NE(ParseError("| correlate(A: {x=1})").find("2 to 16 named subqueries"),
+            std::string::npos);
+  EXPECT_EQ(ParseError("| correlate(A: {x=1 | count()}, B: {u <=> A.u})"),
+            "correlate(): the query 'A' cannot hold the collecting function count() at position "
+            "22");
+  EXPECT_NE(ParseError("| correlate(A: {x=1}, B: {u <=> A.u}, root=C)")
+                .find("the name of one of the queries"),
+            std::string::npos);
 }
 
 TEST(ParserSyntaxTest, Parameters) {
@@ -1443,6 +1481,10 @@ TEST(ParserSyntaxTest, NamespacedFunctionNames) {
   EXPECT_EQ(ParseError("x := math:nosuch(y)"),
             "unknown function 'math:nosuch' in expression at position 5");
   EXPECT_EQ(ParseError("x := math:abs(y)"), "OK");  // the step math:abs(y, as=x)
+  // In an expression the call's value is its result: an as= written in it is overridden.
+  EXPECT_EQ(ParseError("x := text:length(s, as=y) + 1"), "OK");
+  EXPECT_EQ(ParseError("x := text:length(s, as=y)"),
+            "parameter 'as' of text:length() given twice at position 0");
   EXPECT_EQ(ParseError("groupBy(a, function=time:hour(b))"),
             "unknown aggregate function 'time:hour' in groupBy(function=...) at position 20");
   EXPECT_EQ(ParseError("f =~ text:foo(x)"), "unknown function 'text:foo' at position 5");

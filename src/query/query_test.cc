@@ -1128,6 +1128,9 @@ TEST(PartialTest, SplitInputMergesToTheSameResult) {
       "| createEvents([\"a=1\", \"a=2\"]) | kvParse()",
       "| groupBy(k) | sort(k, order=asc) | transpose(header=k)",
       "| head(20) | neighbor(n, direction=succeeding)",
+      "| correlate(A: { k=1 } include: [n], B: { k=2 | #src <=> A.#src }, maxPerRoot=2)",
+      "| groupBy(k, function=series(n, separator=\",\", maxpause=1s, memlimit=1MiB))",
+      "| timeChart(span=10s, function=[max(n, as=m), window([avg(n), count()], buckets=2)])",
   };
   for (const char* q : queries) {
     auto c = Compile(q);

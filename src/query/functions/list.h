@@ -217,7 +217,10 @@
   X(kHashMatch)                                                               \
   X(kEventInternals)                                                          \
   X(kSelfJoinFilter)                                                          \
-  X(kSelfJoin)
+  X(kSelfJoin)                                                                \
+  X(kCorrelate) /* correlate.cc */                                            \
+  X(kSeries)    /* series.cc */                                               \
+  X(kWindow)    /* window.cc */
 
 namespace sediment::query::functions {
 #define SEDIMENT_QUERY_DECLARE_FUNCTION(f) extern const Function f;

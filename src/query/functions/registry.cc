@@ -436,6 +436,13 @@ bool MetricsFrom(const ArgValue& v, const std::string& context, Status* err,
       const Function* pf = FindPipelineFunction(c->text);
       if (pf != nullptr && pf->kind == Kind::kCollector && pf->stage != nullptr) {
         Call call(*pf, c->position, err);
+        if (std::string_view(pf->name) == "window") {
+          // window(): its metrics (marked Metric::window_*) join the enclosing aggregate's.
+          Stage st;
+          if (!call.Bind(c->args) || !pf->stage(call, &st)) return false;
+          for (Metric& m : st.metrics) out.push_back(std::move(m));
+          continue;
+        }
         auto sq = std::make_shared<Subquery>();
         sq->position = c->position;
         Stage st;
