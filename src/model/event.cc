@@ -1,5 +1,7 @@
 #include "model/event.h"
 
+#include <cstring>
+
 #include <lz4.h>
 #include <zstd.h>
 
@@ -100,7 +102,12 @@ Status DecodeEvents(std::string_view* in, std::vector<Event>* out) {
 }
 
 std::string EncodeIngestMessage(const IngestMessage& msg, Codec codec) {
+  // Reserved once: ByteSize plus the varint lengths it does not count (at most 16 more per event).
+  size_t estimate = 64 + msg.datasource.repo.size();
+  for (const auto& [name, value] : msg.datasource.tags) estimate += name.size() + value.size() + 10;
+  for (const Event& e : msg.events) estimate += e.ByteSize() + 16 + 6 * e.fields.size();
   std::string payload;
+  payload.reserve(estimate);
   PutFixed64(&payload, msg.id);
   PutLengthPrefixed(&payload, msg.datasource.repo);
   PutVarint64(&payload, msg.datasource.tags.size());
@@ -110,33 +117,38 @@ std::string EncodeIngestMessage(const IngestMessage& msg, Codec codec) {
   }
   EncodeEvents(msg.events, &payload);
 
-  std::string body;
+  // The body is compressed in place after the header.
+  std::string out;
+  size_t body_size = 0;
   switch (codec) {
     case Codec::kNone:
-      body = payload;
+      out.resize(kHeaderSize + payload.size());
+      std::memcpy(out.data() + kHeaderSize, payload.data(), payload.size());
+      body_size = payload.size();
       break;
     case Codec::kLz4: {
-      body.resize(LZ4_compressBound(static_cast<int>(payload.size())));
-      int n = LZ4_compress_default(payload.data(), body.data(), static_cast<int>(payload.size()),
-                                   static_cast<int>(body.size()));
-      body.resize(static_cast<size_t>(n));
+      const int bound = LZ4_compressBound(static_cast<int>(payload.size()));
+      out.resize(kHeaderSize + static_cast<size_t>(bound));
+      int n = LZ4_compress_default(payload.data(), out.data() + kHeaderSize,
+                                   static_cast<int>(payload.size()), bound);
+      body_size = static_cast<size_t>(n);
       break;
     }
     case Codec::kZstd: {
-      body.resize(ZSTD_compressBound(payload.size()));
-      size_t n = ZSTD_compress(body.data(), body.size(), payload.data(), payload.size(), 1);
-      body.resize(n);
+      const size_t bound = ZSTD_compressBound(payload.size());
+      out.resize(kHeaderSize + bound);
+      size_t n = ZSTD_compress(out.data() + kHeaderSize, bound, payload.data(), payload.size(), 1);
+      body_size = n;
       break;
     }
   }
-  std::string out;
-  out.reserve(kHeaderSize + body.size());
-  out.append(kMagic, 4);
-  out.push_back(static_cast<char>(kVersion));
-  out.push_back(static_cast<char>(codec));
-  PutFixed32(&out, static_cast<uint32_t>(payload.size()));
-  PutFixed32(&out, Crc32c(body));
-  out.append(body);
+  out.resize(kHeaderSize + body_size);
+  char* h = out.data();
+  std::memcpy(h, kMagic, 4);
+  h[4] = static_cast<char>(kVersion);
+  h[5] = static_cast<char>(codec);
+  EncodeFixed32(h + 6, static_cast<uint32_t>(payload.size()));
+  EncodeFixed32(h + 10, Crc32c(std::string_view(h + kHeaderSize, body_size)));
   return out;
 }
 
