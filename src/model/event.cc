@@ -102,12 +102,7 @@ Status DecodeEvents(std::string_view* in, std::vector<Event>* out) {
 }
 
 std::string EncodeIngestMessage(const IngestMessage& msg, Codec codec) {
-  // Reserved once: ByteSize plus the varint lengths it does not count (at most 16 more per event).
-  size_t estimate = 64 + msg.datasource.repo.size();
-  for (const auto& [name, value] : msg.datasource.tags) estimate += name.size() + value.size() + 10;
-  for (const Event& e : msg.events) estimate += e.ByteSize() + 16 + 6 * e.fields.size();
   std::string payload;
-  payload.reserve(estimate);
   PutFixed64(&payload, msg.id);
   PutLengthPrefixed(&payload, msg.datasource.repo);
   PutVarint64(&payload, msg.datasource.tags.size());
