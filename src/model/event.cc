@@ -79,24 +79,30 @@ Status DecodeEvents(std::string_view* in, std::vector<Event>* out) {
   uint64_t n;
   if (!GetVarint64(in, &n) || n > in->size()) return Status::Corruption("bad event count");
   out->reserve(out->size() + n);
+  const size_t first = out->size();
+  // Built in place; on corruption the events of this call are removed again.
+  auto corrupt = [&](std::string what) {
+    out->resize(first);
+    return Status::Corruption(std::move(what));
+  };
   for (uint64_t i = 0; i < n; ++i) {
-    Event e;
+    Event& e = out->emplace_back();
     std::string_view raw;
     uint64_t nf;
     if (!GetVarsint64(in, &e.timestamp_ms) || !GetVarsint64(in, &e.ingest_ms) ||
         !GetLengthPrefixed(in, &raw) || !GetVarint64(in, &nf) || nf > in->size()) {
-      return Status::Corruption("truncated event " + std::to_string(i));
+      return corrupt("truncated event " + std::to_string(i));
     }
     e.raw.assign(raw);
-    e.fields.reserve(nf);
-    for (uint64_t k = 0; k < nf; ++k) {
+    e.fields.resize(nf);
+    for (Field& f : e.fields) {
       std::string_view name, value;
       if (!GetLengthPrefixed(in, &name) || !GetLengthPrefixed(in, &value)) {
-        return Status::Corruption("truncated field in event " + std::to_string(i));
+        return corrupt("truncated field in event " + std::to_string(i));
       }
-      e.fields.push_back(Field{std::string(name), std::string(value)});
+      f.name.assign(name);
+      f.value.assign(value);
     }
-    out->push_back(std::move(e));
   }
   return Status::OK();
 }

@@ -74,6 +74,27 @@ TEST(IngestMessage, HeaderAndBodyLayout) {
   }
 }
 
+TEST(Events, DecodeAppendsAndLeavesTheVectorAsItWasOnCorruption) {
+  const IngestMessage msg = Sample();
+  std::string enc;
+  EncodeEvents(msg.events, &enc);
+  std::vector<Event> out(1);
+  out[0].raw = "kept";
+  std::string_view in = enc;
+  ASSERT_TRUE(DecodeEvents(&in, &out).ok());
+  EXPECT_TRUE(in.empty());
+  ASSERT_EQ(out.size(), msg.events.size() + 1);
+  EXPECT_EQ(std::vector<Event>(out.begin() + 1, out.end()), msg.events);
+  for (size_t cut : {size_t{1}, enc.size() / 2, enc.size() - 1}) {
+    std::vector<Event> part(1);
+    part[0].raw = "kept";
+    std::string_view short_in = std::string_view(enc).substr(0, cut);
+    EXPECT_FALSE(DecodeEvents(&short_in, &part).ok()) << cut;
+    ASSERT_EQ(part.size(), 1u) << cut;
+    EXPECT_EQ(part[0].raw, "kept");
+  }
+}
+
 TEST(IngestMessage, EveryFlippedByteOrTruncationIsCorruption) {
   std::string enc = EncodeIngestMessage(Sample(), Codec::kLz4);
   for (size_t i = 0; i < enc.size(); ++i) {
