@@ -741,6 +741,8 @@ def main():
     ap.add_argument("--install-timeout", type=float, default=1200)
     ap.add_argument("--no-peer", action="store_true", help="sediment alone")
     ap.add_argument("--keep", action="store_true", help="keep data dirs, corpus and bodies")
+    ap.add_argument("--ingest-only", action="store_true",
+                    help="steps 1-3 only (corpus, ingest, stored bytes): no queries, no scaling")
     args = ap.parse_args()
     if args.smoke:
         args.size = rb.parse_size("4M")
@@ -905,6 +907,12 @@ def run(args, ctx, server_bin, gen, benchutil, work, report):
             vl, "VictoriaLogs", batches["vl"], args.clients,
             "/insert/jsonline?_stream_fields=source&_time_field=_time&_msg_field=_msg", events,
             rng, lambda: vl_count(vl, rng), args, raw_bytes, busy=lambda: vl_busy(vl))
+
+    if args.ingest_only:
+        report["queries"], report["scaling"] = [], []
+        report["load_average_after"] = rb.load_average()
+        print_report(report)
+        return
 
     # --- queries, interleaved
     queries = make_queries(truth, needle, tail_rows)

@@ -2,6 +2,7 @@
 // validated before any of its values is used).
 #include <simdjson.h>
 
+#include <algorithm>
 #include <charconv>
 #include <optional>
 #include <string>
@@ -336,6 +337,8 @@ Status StructuredEvent(dom::element ev, size_t index, size_t batch, const ParseO
   if (attributes) {
     dom::object attrs;
     std::ignore = attributes->get_object().get(attrs);
+    // One field per member unless nested; the vector then grows as before.
+    e->fields.reserve(std::min(attrs.size() + 1, options.max_fields_per_event));
     RETURN_IF_ERROR(Flattener(options, &e->fields).Members(attrs, where()));
   }
   if (timezone) e->fields.push_back(Field{"@timezone", std::string(*timezone)});

@@ -1,5 +1,7 @@
 #include "model/event.h"
 
+#include <cstring>
+
 #include <lz4.h>
 #include <zstd.h>
 
@@ -77,24 +79,30 @@ Status DecodeEvents(std::string_view* in, std::vector<Event>* out) {
   uint64_t n;
   if (!GetVarint64(in, &n) || n > in->size()) return Status::Corruption("bad event count");
   out->reserve(out->size() + n);
+  const size_t first = out->size();
+  // Built in place; on corruption the events of this call are removed again.
+  auto corrupt = [&](std::string what) {
+    out->resize(first);
+    return Status::Corruption(std::move(what));
+  };
   for (uint64_t i = 0; i < n; ++i) {
-    Event e;
+    Event& e = out->emplace_back();
     std::string_view raw;
     uint64_t nf;
     if (!GetVarsint64(in, &e.timestamp_ms) || !GetVarsint64(in, &e.ingest_ms) ||
         !GetLengthPrefixed(in, &raw) || !GetVarint64(in, &nf) || nf > in->size()) {
-      return Status::Corruption("truncated event " + std::to_string(i));
+      return corrupt("truncated event " + std::to_string(i));
     }
     e.raw.assign(raw);
-    e.fields.reserve(nf);
-    for (uint64_t k = 0; k < nf; ++k) {
+    e.fields.resize(nf);
+    for (Field& f : e.fields) {
       std::string_view name, value;
       if (!GetLengthPrefixed(in, &name) || !GetLengthPrefixed(in, &value)) {
-        return Status::Corruption("truncated field in event " + std::to_string(i));
+        return corrupt("truncated field in event " + std::to_string(i));
       }
-      e.fields.push_back(Field{std::string(name), std::string(value)});
+      f.name.assign(name);
+      f.value.assign(value);
     }
-    out->push_back(std::move(e));
   }
   return Status::OK();
 }
@@ -110,33 +118,38 @@ std::string EncodeIngestMessage(const IngestMessage& msg, Codec codec) {
   }
   EncodeEvents(msg.events, &payload);
 
-  std::string body;
+  // The body is compressed in place after the header.
+  std::string out;
+  size_t body_size = 0;
   switch (codec) {
     case Codec::kNone:
-      body = payload;
+      out.resize(kHeaderSize + payload.size());
+      std::memcpy(out.data() + kHeaderSize, payload.data(), payload.size());
+      body_size = payload.size();
       break;
     case Codec::kLz4: {
-      body.resize(LZ4_compressBound(static_cast<int>(payload.size())));
-      int n = LZ4_compress_default(payload.data(), body.data(), static_cast<int>(payload.size()),
-                                   static_cast<int>(body.size()));
-      body.resize(static_cast<size_t>(n));
+      const int bound = LZ4_compressBound(static_cast<int>(payload.size()));
+      out.resize(kHeaderSize + static_cast<size_t>(bound));
+      int n = LZ4_compress_default(payload.data(), out.data() + kHeaderSize,
+                                   static_cast<int>(payload.size()), bound);
+      body_size = static_cast<size_t>(n);
       break;
     }
     case Codec::kZstd: {
-      body.resize(ZSTD_compressBound(payload.size()));
-      size_t n = ZSTD_compress(body.data(), body.size(), payload.data(), payload.size(), 1);
-      body.resize(n);
+      const size_t bound = ZSTD_compressBound(payload.size());
+      out.resize(kHeaderSize + bound);
+      size_t n = ZSTD_compress(out.data() + kHeaderSize, bound, payload.data(), payload.size(), 1);
+      body_size = n;
       break;
     }
   }
-  std::string out;
-  out.reserve(kHeaderSize + body.size());
-  out.append(kMagic, 4);
-  out.push_back(static_cast<char>(kVersion));
-  out.push_back(static_cast<char>(codec));
-  PutFixed32(&out, static_cast<uint32_t>(payload.size()));
-  PutFixed32(&out, Crc32c(body));
-  out.append(body);
+  out.resize(kHeaderSize + body_size);
+  char* h = out.data();
+  std::memcpy(h, kMagic, 4);
+  h[4] = static_cast<char>(kVersion);
+  h[5] = static_cast<char>(codec);
+  EncodeFixed32(h + 6, static_cast<uint32_t>(payload.size()));
+  EncodeFixed32(h + 10, Crc32c(std::string_view(h + kHeaderSize, body_size)));
   return out;
 }
 

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
+#include "common/checksum.h"
+#include "common/coding.h"
+
 namespace sediment {
 namespace {
 
@@ -30,6 +35,63 @@ TEST(IngestMessage, RoundTripsWithEveryCodec) {
     EXPECT_EQ(decoded->id, msg.id);
     EXPECT_EQ(decoded->datasource, msg.datasource);
     EXPECT_EQ(decoded->events, msg.events);
+  }
+}
+
+// The record layout the commit log stores (model/README.md): magic, version 2, codec, payload
+// length, CRC32C of the body, body. Checked byte for byte for the uncompressed codec, where the
+// body is the payload; the compressed ones decode to the same payload (above).
+TEST(IngestMessage, HeaderAndBodyLayout) {
+  IngestMessage msg = Sample();
+  msg.id = 7;
+  const std::string enc = EncodeIngestMessage(msg, Codec::kNone);
+  ASSERT_GE(enc.size(), 14u);
+  EXPECT_EQ(enc.substr(0, 4), "SDIM");
+  EXPECT_EQ(enc[4], 2);
+  EXPECT_EQ(enc[5], static_cast<char>(Codec::kNone));
+  const std::string_view body = std::string_view(enc).substr(14);
+  uint32_t len, crc;
+  std::memcpy(&len, enc.data() + 6, 4);
+  std::memcpy(&crc, enc.data() + 10, 4);
+  EXPECT_EQ(len, body.size());
+  EXPECT_EQ(crc, Crc32c(body));
+  std::string payload;
+  PutFixed64(&payload, 7);
+  PutLengthPrefixed(&payload, msg.datasource.repo);
+  PutVarint64(&payload, msg.datasource.tags.size());
+  for (const auto& [name, value] : msg.datasource.tags) {
+    PutLengthPrefixed(&payload, name);
+    PutLengthPrefixed(&payload, value);
+  }
+  EncodeEvents(msg.events, &payload);
+  EXPECT_EQ(body, payload);
+  for (Codec c : {Codec::kLz4, Codec::kZstd}) {
+    const std::string z = EncodeIngestMessage(msg, c);
+    std::memcpy(&len, z.data() + 6, 4);
+    std::memcpy(&crc, z.data() + 10, 4);
+    EXPECT_EQ(len, payload.size());
+    EXPECT_EQ(crc, Crc32c(std::string_view(z).substr(14)));
+  }
+}
+
+TEST(Events, DecodeAppendsAndLeavesTheVectorAsItWasOnCorruption) {
+  const IngestMessage msg = Sample();
+  std::string enc;
+  EncodeEvents(msg.events, &enc);
+  std::vector<Event> out(1);
+  out[0].raw = "kept";
+  std::string_view in = enc;
+  ASSERT_TRUE(DecodeEvents(&in, &out).ok());
+  EXPECT_TRUE(in.empty());
+  ASSERT_EQ(out.size(), msg.events.size() + 1);
+  EXPECT_EQ(std::vector<Event>(out.begin() + 1, out.end()), msg.events);
+  for (size_t cut : {size_t{1}, enc.size() / 2, enc.size() - 1}) {
+    std::vector<Event> part(1);
+    part[0].raw = "kept";
+    std::string_view short_in = std::string_view(enc).substr(0, cut);
+    EXPECT_FALSE(DecodeEvents(&short_in, &part).ok()) << cut;
+    ASSERT_EQ(part.size(), 1u) << cut;
+    EXPECT_EQ(part[0].raw, "kept");
   }
 }
 

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include <xxhash.h>
+
 #include "common/coding.h"
 #include "segment/varint_cursor.h"
 
@@ -38,8 +40,12 @@ bool CanonicalInt(std::string_view s, int64_t* v) {
 
 }  // namespace
 
+size_t TextHash::operator()(std::string_view s) const {
+  return static_cast<size_t>(XXH3_64bits(s.data(), s.size()));
+}
+
 uint64_t NameTable::Id(std::string_view name) {
-  auto it = ids_.find(std::string(name));
+  auto it = ids_.find(name);
   if (it != ids_.end()) return it->second;
   const uint64_t id = names_.size();
   names_.emplace_back(name);
@@ -48,8 +54,10 @@ uint64_t NameTable::Id(std::string_view name) {
 }
 
 void BlockEncoder::Encode(const PositionedEvent* ev, size_t n, NameTable* names,
-                          std::vector<EncodedColumn>* out) {
+                          std::vector<EncodedColumn>* out,
+                          std::vector<std::string_view>* unreferenced) {
   out->clear();
+  if (unreferenced != nullptr) unreferenced->clear();
   out->resize(kBuiltinColumns);
   for (uint64_t id = 0; id < kBuiltinColumns; ++id) (*out)[id].id = id;
   std::string& ts = (*out)[kTimestamps].data;
@@ -57,11 +65,8 @@ void BlockEncoder::Encode(const PositionedEvent* ev, size_t n, NameTable* names,
   std::string& pos = (*out)[kPositions].data;
   std::string& layout = (*out)[kLayout].data;
   std::string raw_lengths, raw_refs, literal;
-  for (auto& [id, col] : columns_) {
-    col.counts.clear();
-    col.values.clear();
-  }
   std::vector<uint64_t> ids;
+  slot_ids_.clear();
   struct PositionRun {
     uint64_t d, x, len;
   };
@@ -90,12 +95,25 @@ void BlockEncoder::Encode(const PositionedEvent* ev, size_t n, NameTable* names,
     }
     // Layout and field columns.
     PutVarint64(&layout, e.fields.size());
-    for (const Field& f : e.fields) {
-      const uint64_t id = names->Id(f.name);
+    for (size_t slot = 0; slot < e.fields.size(); ++slot) {
+      const Field& f = e.fields[slot];
+      uint64_t id;
+      if (slot < slot_ids_.size() && slot_ids_[slot].first == f.name) {
+        id = slot_ids_[slot].second;
+      } else {
+        id = names->Id(f.name);
+        if (slot < slot_ids_.size()) {
+          slot_ids_[slot] = {f.name, id};
+        } else {
+          slot_ids_.emplace_back(f.name, id);
+        }
+      }
       PutVarint64(&layout, id);
+      if (id >= columns_.size()) columns_.resize(id + 1);
       FieldColumn& col = columns_[id];
       if (col.counts.empty()) {
         col.counts.assign(n, 0);
+        col.values.clear();
         ids.push_back(id);
       }
       ++col.counts[i];
@@ -109,9 +127,15 @@ void BlockEncoder::Encode(const PositionedEvent* ev, size_t n, NameTable* names,
     int64_t prev_slot = -1;
     for (size_t slot = 0; slot < e.fields.size(); ++slot) {
       const std::string& v = e.fields[slot].value;
-      if (v.size() < kMinReferencedValue) continue;
+      if (v.size() < kMinReferencedValue) {
+        if (unreferenced != nullptr) unreferenced->push_back(v);
+        continue;
+      }
       const size_t at = e.raw.find(v, prev_end);
-      if (at == std::string::npos) continue;
+      if (at == std::string::npos) {
+        if (unreferenced != nullptr) unreferenced->push_back(v);
+        continue;
+      }
       PutVarint64(&refs, at - prev_end);
       PutVarint64(&refs, static_cast<uint64_t>(static_cast<int64_t>(slot) - prev_slot - 1));
       literal.append(e.raw, prev_end, at - prev_end);
@@ -138,9 +162,6 @@ void BlockEncoder::Encode(const PositionedEvent* ev, size_t n, NameTable* names,
   }
 
   std::sort(ids.begin(), ids.end());
-  std::unordered_map<std::string_view, uint32_t> dict;
-  std::vector<std::string_view> dict_list;
-  std::vector<int64_t> ints;
   for (uint64_t id : ids) {
     FieldColumn& col = columns_[id];
     EncodedColumn c;
@@ -153,16 +174,38 @@ void BlockEncoder::Encode(const PositionedEvent* ev, size_t n, NameTable* names,
       c.data.push_back(0);
       for (uint32_t k : col.counts) PutVarint32(&c.data, k);
     }
-    dict.clear();
-    dict_list.clear();
+    // Dictionary: stops as soon as the column cannot qualify (more than kMaxDictValues distinct
+    // values, or more than half as many as its values: the count only grows).
+    const size_t dict_limit = std::min(kMaxDictValues, m / 2);
+    dict_.clear();
+    dict_list_.clear();
+    dict_ids_.clear();
+    bool dict_ok = true;
     for (std::string_view v : col.values) {
-      auto [it, inserted] = dict.try_emplace(v, static_cast<uint32_t>(dict_list.size()));
+      auto [it, inserted] = dict_.try_emplace(v, static_cast<uint32_t>(dict_list_.size()));
       if (inserted) {
-        dict_list.push_back(v);
-        if (dict_list.size() > kMaxDictValues) break;
+        dict_list_.push_back(v);
+        if (dict_list_.size() > dict_limit) {
+          dict_ok = false;
+          break;
+        }
       }
+      dict_ids_.push_back(it->second);
     }
-    ints.clear();
+    if (dict_ok) {
+      c.encoding = kDict;
+      PutVarint64(&c.data, dict_list_.size());
+      for (std::string_view v : dict_list_) PutLengthPrefixed(&c.data, v);
+      if (dict_list_.size() <= 256) {
+        for (uint32_t k : dict_ids_) c.data.push_back(static_cast<char>(k));
+      } else {
+        for (uint32_t k : dict_ids_) PutVarint32(&c.data, k);
+      }
+      out->push_back(std::move(c));
+      col.counts.clear();
+      continue;
+    }
+    ints_.clear();
     bool all_int = true;
     for (std::string_view v : col.values) {
       int64_t x;
@@ -170,27 +213,19 @@ void BlockEncoder::Encode(const PositionedEvent* ev, size_t n, NameTable* names,
         all_int = false;
         break;
       }
-      ints.push_back(x);
+      ints_.push_back(x);
     }
-    if (dict_list.size() <= kMaxDictValues && dict_list.size() * 2 <= m) {
-      c.encoding = kDict;
-      PutVarint64(&c.data, dict_list.size());
-      for (std::string_view v : dict_list) PutLengthPrefixed(&c.data, v);
-      if (dict_list.size() <= 256) {
-        for (std::string_view v : col.values) c.data.push_back(static_cast<char>(dict[v]));
-      } else {
-        for (std::string_view v : col.values) PutVarint32(&c.data, dict[v]);
-      }
-    } else if (all_int) {
+    if (all_int) {
       c.encoding = kInt;
-      c.min = *std::min_element(ints.begin(), ints.end());
-      c.max = *std::max_element(ints.begin(), ints.end());
-      for (int64_t x : ints) PutVarsint64(&c.data, x);
+      c.min = *std::min_element(ints_.begin(), ints_.end());
+      c.max = *std::max_element(ints_.begin(), ints_.end());
+      for (int64_t x : ints_) PutVarsint64(&c.data, x);
     } else {
       c.encoding = kPlain;
       for (std::string_view v : col.values) PutVarint64(&c.data, v.size());
       for (std::string_view v : col.values) c.data.append(v);
     }
+    col.counts.clear();
     out->push_back(std::move(c));
   }
 }

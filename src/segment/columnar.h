@@ -37,6 +37,12 @@ struct EncodedColumn {
   int64_t min = 0, max = 0;  // kInt only: the smallest and largest value
 };
 
+// Hash of a string for the encoder's maps (XXH3; looked up by std::string_view without a copy).
+struct TextHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const;
+};
+
 // The segment's field names in id order, with the reverse map. Grows as blocks are encoded.
 class NameTable {
  public:
@@ -44,7 +50,7 @@ class NameTable {
   const std::vector<std::string>& names() const { return names_; }
 
  private:
-  std::unordered_map<std::string, uint64_t> ids_;
+  std::unordered_map<std::string, uint64_t, TextHash, std::equal_to<>> ids_;
   std::vector<std::string> names_;
 };
 
@@ -53,15 +59,29 @@ class NameTable {
 // Reusable across blocks.
 class BlockEncoder {
  public:
+  // `unreferenced` (when not null) is cleared and gets every field value that is not a
+  // substring of its event's @rawstring as far as the template found: the values whose text the
+  // block filter needs besides the raw strings (every gram of a substring is a gram of the
+  // string). Views into the events.
   void Encode(const PositionedEvent* ev, size_t n, NameTable* names,
-              std::vector<EncodedColumn>* out);
+              std::vector<EncodedColumn>* out,
+              std::vector<std::string_view>* unreferenced = nullptr);
 
  private:
   struct FieldColumn {
     std::vector<uint32_t> counts;  // per event
     std::vector<std::string_view> values;
   };
-  std::unordered_map<uint64_t, FieldColumn> columns_;
+  std::vector<FieldColumn> columns_;  // by field id (NameTable); only the ids in use are filled
+  // Field slot k of the event before: its name and id. Events of one source mostly repeat their
+  // field names in the same order, so a name equal to the cached one skips the NameTable lookup.
+  // Views into the events being encoded: valid during one Encode call only.
+  std::vector<std::pair<std::string_view, uint64_t>> slot_ids_;
+  // Dictionary scratch: distinct values to their index, the distinct values, each value's index.
+  std::unordered_map<std::string_view, uint32_t, TextHash> dict_;
+  std::vector<std::string_view> dict_list_;
+  std::vector<uint32_t> dict_ids_;
+  std::vector<int64_t> ints_;
 };
 
 // A column chunk handed to the decoder: its id and encoding from the footer, and its

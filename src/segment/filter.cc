@@ -1,5 +1,6 @@
 #include "segment/filter.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -10,6 +11,15 @@ inline uint32_t Gram(const uint8_t* p) {
   return static_cast<uint32_t>(FoldByte(p[0])) | static_cast<uint32_t>(FoldByte(p[1])) << 8 |
          static_cast<uint32_t>(FoldByte(p[2])) << 16;
 }
+
+// FoldByte of every byte value.
+constexpr auto kFold = [] {
+  std::array<uint8_t, 256> t{};
+  for (int b = 0; b < 256; ++b) {  // FoldByte's rule (filter.h), in a constant expression
+    t[b] = static_cast<uint8_t>(b >= 'A' && b <= 'Z' ? b + ('a' - 'A') : b >= 0x80 ? 0x80 : b);
+  }
+  return t;
+}();
 
 // MurmurHash3 fmix64: the gram hash of FORMAT.md.
 inline uint64_t Mix(uint64_t h) {
@@ -34,15 +44,19 @@ FilterBuilder::FilterBuilder() : seen_((size_t{1} << 24) / 64, 0) {}
 void FilterBuilder::Add(std::string_view text) {
   if (text.size() < kGramSize) return;
   const auto* p = reinterpret_cast<const uint8_t*>(text.data());
-  const size_t n = text.size() - kGramSize + 1;
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t g = Gram(p + i);
-    uint64_t& word = seen_[g >> 6];
+  const size_t size = text.size();
+  // Rolling: each byte is folded once; g is Gram(p + i - 2) once byte i is in.
+  uint32_t g = static_cast<uint32_t>(kFold[p[0]]) | static_cast<uint32_t>(kFold[p[1]]) << 8;
+  uint64_t* const seen = seen_.data();
+  for (size_t i = 2; i < size; ++i) {
+    g |= static_cast<uint32_t>(kFold[p[i]]) << 16;
+    uint64_t& word = seen[g >> 6];
     uint64_t bit = uint64_t{1} << (g & 63);
     if ((word & bit) == 0) {
       word |= bit;
       grams_.push_back(g);
     }
+    g >>= 8;
   }
 }
 

@@ -599,7 +599,7 @@ class FileWriterImpl final : public SegmentFileWriter {
       raw_size = content_.size();
       stored_size = stored.size();
     } else {
-      columnar_.Encode(ev, n, &names_, &columns_);
+      columnar_.Encode(ev, n, &names_, &columns_, o_.filter_hashes > 0 ? &unreferenced_ : nullptr);
       block_bytes_.clear();
       for (const segment_v2::EncodedColumn& col : columns_) {
         ColumnEntry c;
@@ -635,8 +635,14 @@ class FileWriterImpl final : public SegmentFileWriter {
       if (o_.format_version == kFormatVersion2) b.raw_bytes += e.raw.size();
       if (o_.filter_hashes > 0) {
         filter_.Add(e.raw);
-        for (const Field& f : e.fields) filter_.Add(f.value);
+        // Format 2: the values found in the raw string add no gram of their own.
+        if (o_.format_version == kFormatVersion1) {
+          for (const Field& f : e.fields) filter_.Add(f.value);
+        }
       }
+    }
+    if (o_.filter_hashes > 0 && o_.format_version == kFormatVersion2) {
+      for (std::string_view v : unreferenced_) filter_.Add(v);
     }
     info_.min_ts = std::min(info_.min_ts, b.min_ts);
     info_.max_ts = std::max(info_.max_ts, b.max_ts);
@@ -671,6 +677,7 @@ class FileWriterImpl final : public SegmentFileWriter {
   segment_v2::BlockEncoder columnar_;
   segment_v2::NameTable names_;
   std::vector<segment_v2::EncodedColumn> columns_;
+  std::vector<std::string_view> unreferenced_;  // format 2: values the filter adds (Encode)
   segment_filter::FilterBuilder filter_;
   // CopyBlock scratch: field columns by new id, chunk offsets, the layout before and after its
   // ids are renumbered.

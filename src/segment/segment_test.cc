@@ -993,6 +993,39 @@ TEST_F(SegmentTest, FilterNeverRejectsPresentTerms) {
   EXPECT_TRUE((*r)->BlockMayContainAll(0, {}));
 }
 
+// Format 2 adds to the filter only the field values its @rawstring template did not find in the
+// raw string; the filter must still be exactly the one of every raw string and every value.
+TEST_F(SegmentTest, FilterEqualsFilterOfRawAndEveryValue) {
+  std::vector<PositionedEvent> events = AccessLog(3000, 9);
+  for (size_t i = 0; i < events.size(); i += 7) {
+    events[i].event.fields.push_back({"extra", "NotInRaw-" + std::to_string(i * 7919)});
+  }
+  events[3].event.fields.push_back({"dup", events[3].event.fields[0].value});  // found twice
+  events[5].event.fields.push_back({"short", "zq"});
+  SegmentWriterOptions opt;
+  opt.block_raw_bytes = 64 << 10;
+  const std::string path = Path("filter-values");
+  ASSERT_TRUE(WriteSegment(env_, path, TestDs(), PartitionId(1), events, opt).ok());
+  auto r = SegmentReader::Open(env_, path);
+  ASSERT_TRUE(r.ok());
+  ASSERT_GT((*r)->blocks().size(), 2u);
+  size_t k = 0;
+  for (size_t b = 0; b < (*r)->blocks().size(); ++b) {
+    StoredBlock stored;
+    ASSERT_TRUE((*r)->ReadStoredBlock(b, &stored).ok());
+    segment_filter::FilterBuilder want;
+    for (uint32_t i = 0; i < stored.info.event_count; ++i, ++k) {
+      want.Add(events[k].event.raw);
+      for (const Field& f : events[k].event.fields) want.Add(f.value);
+    }
+    std::string expected;
+    want.Finish(opt.filter_bits_per_gram, opt.filter_hashes, &expected);
+    EXPECT_EQ(stored.filter, expected) << "block " << b;
+  }
+  EXPECT_EQ(k, events.size());
+  EXPECT_TRUE((*r)->BlockMayContainAll(0, {Lower("NotInRaw-0")}));
+}
+
 TEST_F(SegmentTest, FilterRejectsMostAbsentTerms) {
   std::vector<PositionedEvent> events = AccessLog(20000, 6);
   SegmentWriterOptions opt;
