@@ -190,23 +190,23 @@
   X(kCidr)                                                                    \
   X(kJsonPrettyPrint)                                                         \
   X(kXmlPrettyPrint)                                                          \
-  X(kParseXml)    /* parse_xml.cc */                                          \
-  X(kUnitConvert) /* unit_convert.cc */                                       \
-  X(kParseHexString)  /* decode.cc */                                         \
-  X(kBase64Encode)    /* encode.cc */                                         \
-  X(kUrlEncode)       /* encode.cc */                                         \
-  X(kParseInt)        /* parse_int.cc */                                      \
-  X(kShannonEntropy)  /* shannon_entropy.cc */                                \
-  X(kStripAnsiCodes)  /* strip_ansi_codes.cc */                               \
-  X(kParseFixedWidth) /* parse_fixed_width.cc */                              \
-  X(kMathMod)         /* math.cc */                                           \
-  X(kSlidingWindow)   /* sequence.cc */                                       \
-  X(kConcat)          /* concat.cc */                                         \
+  X(kParseXml)          /* parse_xml.cc */                                    \
+  X(kUnitConvert)       /* unit_convert.cc */                                 \
+  X(kParseHexString)    /* decode.cc */                                       \
+  X(kBase64Encode)      /* encode.cc */                                       \
+  X(kUrlEncode)         /* encode.cc */                                       \
+  X(kParseInt)          /* parse_int.cc */                                    \
+  X(kShannonEntropy)    /* shannon_entropy.cc */                              \
+  X(kStripAnsiCodes)    /* strip_ansi_codes.cc */                             \
+  X(kParseFixedWidth)   /* parse_fixed_width.cc */                            \
+  X(kMathMod)           /* math.cc */                                         \
+  X(kSlidingWindow)     /* sequence.cc */                                     \
+  X(kConcat)            /* concat.cc */                                       \
   X(kGeographyDistance) /* geography_distance.cc */                           \
-  X(kCommunityId)     /* community_id.cc */                                   \
-  X(kWriteJson)       /* write_json.cc */                                     \
-  X(kArrayFilter)     /* array_eval.cc */                                     \
-  X(kParseLEEF)       /* parse_leef.cc */                                     \
+  X(kCommunityId)       /* community_id.cc */                                 \
+  X(kWriteJson)         /* write_json.cc */                                   \
+  X(kArrayFilter)       /* array_eval.cc */                                   \
+  X(kParseLEEF)         /* parse_leef.cc */                                   \
   X(kFieldstats)                                                              \
   X(kFieldset)                                                                \
   X(kArrayEval)                                                               \
