@@ -296,9 +296,11 @@ def test_evicted_segments_are_fetched_back_for_queries(server_factory, s3, capsy
     for d in range(EVICT_DAYS):
         ids = [f"{run}-{d}-{i}" for i in range(EVICT_PER_DAY)]
         ts = [base + d * DAY_MS + i * 1000 for i in range(EVICT_PER_DAY)]
-        # Random padding keeps the segments from compressing to nothing.
+        # Random text in every event keeps the segments from compressing to nothing (about 24
+        # incompressible bytes an event: the bound is then well below the segments' total).
         pad = " " + uuid.uuid4().hex * 2
-        evs = [{"timestamp": t, "rawstring": f"id={i} {run} day{d} {uuid.uuid4().hex}{pad}"} for i, t in zip(ids, ts)]
+        evs = [{"timestamp": t, "rawstring": f"id={i} {run} day{d} {uuid.uuid4().hex}{uuid.uuid4().hex[:16]}{pad}"}
+               for i, t in zip(ids, ts)]
         needle = f"needle{uuid.uuid4().hex[:12]}"
         needles[d] = needle
         evs.append({"timestamp": ts[EVICT_PER_DAY // 2] + 1, "rawstring": f"id={run}-{d}-n {run} {needle}"})
