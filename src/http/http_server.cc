@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <deque>
+#include <future>
 #include <list>
 #include <thread>
 #include <type_traits>
@@ -386,12 +387,18 @@ class ServerState {
     sessions_changed.NotifyAll();
   }
   // Closes the listening socket (on its strand): no new connection is accepted.
+  // Closes the listening socket on its executor and waits (at most 5 s) until it is closed, so
+  // that a connection attempted after this returns is refused. Never called on an I/O thread.
   void CloseAcceptor() {
-    net::post(acceptor->get_executor(), [this] {
+    auto done = std::make_shared<std::promise<void>>();
+    std::future<void> closed = done->get_future();
+    net::post(acceptor->get_executor(), [this, done] {
       beast::error_code ec;
       acceptor->close(ec);
       accept_retry->cancel();
+      done->set_value();
     });
+    closed.wait_for(std::chrono::seconds(5));
   }
   // The connections alive now. Drop the result outside `mu`: the last reference runs a
   // session's destructor, which takes it.
