@@ -117,22 +117,34 @@ std::optional<Value> EvalElement(const std::vector<Stage>& stages, Record copy,
   return result.GetValue(out_base);
 }
 
-bool BuildArrayEval(Call& c, Stage* st) {
-  std::string base, out_base;
-  if (!BaseOf(c, "array", &base)) return false;
-  if (c.Given("asArray")) {
-    if (!BaseOf(c, "asArray", &out_base)) return false;
-  } else {
-    out_base = base;
-  }
+// The arguments array:eval() and array:filter() share: the input array, the output array
+// (asArray, by default the input), the per-element function and the element's field (var, by
+// default the array's name).
+struct PerElement {
+  std::string base, out_base, var;
   std::vector<Stage> stages;
-  if (!SubqueryStages(c, "function", *c.Value("function"), /*filter_call=*/false, &stages)) {
+};
+
+bool PerElementOf(Call& c, bool filter_call, PerElement* out) {
+  if (!BaseOf(c, "array", &out->base)) return false;
+  if (c.Given("asArray")) {
+    if (!BaseOf(c, "asArray", &out->out_base)) return false;
+  } else {
+    out->out_base = out->base;
+  }
+  if (!SubqueryStages(c, "function", *c.Value("function"), filter_call, &out->stages)) {
     return false;
   }
-  std::string var = c.Given("var") ? c.String("var") : base;
+  out->var = c.Given("var") ? c.String("var") : out->base;
+  return true;
+}
+
+bool BuildArrayEval(Call& c, Stage* st) {
+  PerElement a;
+  if (!PerElementOf(c, /*filter_call=*/false, &a)) return false;
   SetRecordFunction(
       st,
-      [base, out_base, var, stages = std::move(stages)](Record& r) {
+      [base = a.base, out_base = a.out_base, var = a.var, stages = std::move(a.stages)](Record& r) {
         std::vector<Value> values;
         std::string scratch;
         for (size_t i = 0;; ++i) {
@@ -152,21 +164,11 @@ bool BuildArrayEval(Call& c, Stage* st) {
 }
 
 bool BuildArrayFilter(Call& c, Stage* st) {
-  std::string base, out_base;
-  if (!BaseOf(c, "array", &base)) return false;
-  if (c.Given("asArray")) {
-    if (!BaseOf(c, "asArray", &out_base)) return false;
-  } else {
-    out_base = base;
-  }
-  std::vector<Stage> stages;
-  if (!SubqueryStages(c, "function", *c.Value("function"), /*filter_call=*/true, &stages)) {
-    return false;
-  }
-  std::string var = c.Given("var") ? c.String("var") : base;
+  PerElement a;
+  if (!PerElementOf(c, /*filter_call=*/true, &a)) return false;
   SetRecordFunction(
       st,
-      [base, out_base, var, stages = std::move(stages)](Record& r) {
+      [base = a.base, out_base = a.out_base, var = a.var, stages = std::move(a.stages)](Record& r) {
         std::vector<Value> kept;
         std::string scratch;
         for (size_t i = 0;; ++i) {
