@@ -192,7 +192,10 @@ bool CharsetOf(Call& c, Charset* charset) {
   return true;
 }
 
-bool BuildBase64(Call& c, Stage* st) {
+// base64Decode() and parseHexString(): `field`'s bytes as `bytes_of` reads them, decoded from
+// `charset` into `as`; a value that does not read sets nothing.
+bool BuildBytesDecoder(Call& c, Stage* st,
+                       std::optional<std::string> (*bytes_of)(std::string_view)) {
   Charset charset;
   if (!CharsetOf(c, &charset)) return false;
   std::string field = c.String("field");
@@ -200,17 +203,19 @@ bool BuildBase64(Call& c, Stage* st) {
   std::vector<std::string> touched = {field, as};
   SetRecordFunction(
       st,
-      [field, as, charset](Record& r) {
+      [field, as, charset, bytes_of](Record& r) {
         std::string scratch;
         std::optional<std::string_view> v = r.Get(field, &scratch);
         if (!v) return true;
-        std::optional<std::string> bytes = Base64Bytes(*v);
+        std::optional<std::string> bytes = bytes_of(*v);
         if (bytes) r.Set(as, Value(Decode(*bytes, charset)));
         return true;
       },
       std::move(touched));
   return true;
 }
+
+bool BuildBase64(Call& c, Stage* st) { return BuildBytesDecoder(c, st, &Base64Bytes); }
 
 constexpr Param kHexParams[] = {
     {.name = "field", .type = Type::kField, .unnamed = true, .required = true},
@@ -243,25 +248,7 @@ std::optional<std::string> HexBytes(std::string_view s) {
   return out;
 }
 
-bool BuildHex(Call& c, Stage* st) {
-  Charset charset;
-  if (!CharsetOf(c, &charset)) return false;
-  std::string field = c.String("field");
-  std::string as = c.String("as");
-  std::vector<std::string> touched = {field, as};
-  SetRecordFunction(
-      st,
-      [field, as, charset](Record& r) {
-        std::string scratch;
-        std::optional<std::string_view> v = r.Get(field, &scratch);
-        if (!v) return true;
-        std::optional<std::string> bytes = HexBytes(*v);
-        if (bytes) r.Set(as, Value(Decode(*bytes, charset)));
-        return true;
-      },
-      std::move(touched));
-  return true;
-}
+bool BuildHex(Call& c, Stage* st) { return BuildBytesDecoder(c, st, &HexBytes); }
 
 }  // namespace
 
