@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "query/functions/field_mapper.h"
 #include "query/functions/list.h"
 #include "query/functions/transforms.h"
 
@@ -75,19 +76,7 @@ constexpr Param kUrlParams[] = {
 
 template <std::string (*Encode)(std::string_view)>
 bool Build(Call& c, Stage* st) {
-  std::string field = c.String("field");
-  std::string as = c.String("as");
-  std::vector<std::string> touched = {field, as};
-  SetRecordFunction(
-      st,
-      [field, as](Record& r) {
-        std::string scratch;
-        if (std::optional<std::string_view> v = r.Get(field, &scratch))
-          r.Set(as, Value(Encode(*v)));
-        return true;
-      },
-      std::move(touched));
-  return true;
+  return SetFieldMapper(c, st, Encode);
 }
 
 }  // namespace

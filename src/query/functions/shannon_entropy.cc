@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "query/functions/field_mapper.h"
 #include "query/functions/list.h"
 #include "query/functions/transforms.h"
 
@@ -40,22 +41,7 @@ double Entropy(std::string_view s) {
   return h;
 }
 
-bool Build(Call& c, Stage* st) {
-  std::string field = c.String("field");
-  std::string as = c.String("as");
-  std::vector<std::string> touched = {field, as};
-  SetRecordFunction(
-      st,
-      [field, as](Record& r) {
-        std::string scratch;
-        if (std::optional<std::string_view> v = r.Get(field, &scratch)) {
-          r.Set(as, Value(Entropy(*v)));
-        }
-        return true;
-      },
-      std::move(touched));
-  return true;
-}
+bool Build(Call& c, Stage* st) { return SetFieldMapper(c, st, &Entropy); }
 
 }  // namespace
 

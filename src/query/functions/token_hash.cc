@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "query/functions/field_mapper.h"
 #include "query/functions/list.h"
 #include "query/functions/transforms.h"
 
@@ -41,21 +42,7 @@ std::string TokenHash(std::string_view s) {
   return out;
 }
 
-bool Build(Call& c, Stage* st) {
-  std::string field = c.String("field");
-  std::string as = c.String("as");
-  std::vector<std::string> touched = {field, as};
-  SetRecordFunction(
-      st,
-      [field, as](Record& r) {
-        std::string scratch;
-        std::optional<std::string_view> text = r.Get(field, &scratch);
-        if (text) r.Set(as, Value(TokenHash(*text)));
-        return true;
-      },
-      std::move(touched));
-  return true;
-}
+bool Build(Call& c, Stage* st) { return SetFieldMapper(c, st, &TokenHash); }
 
 }  // namespace
 

@@ -2,6 +2,7 @@
 // upper() expression function; the mapping of lower()). A per-record stage.
 #include <string>
 
+#include "query/functions/field_mapper.h"
 #include "query/functions/list.h"
 #include "query/functions/transforms.h"
 
@@ -15,21 +16,7 @@ constexpr Param kParams[] = {
 };
 
 bool Build(Call& c, Stage* st) {
-  std::string field = c.String("field");
-  std::string as = c.String("as");
-  std::vector<std::string> touched = {field, as};
-  SetRecordFunction(
-      st,
-      [field, as](Record& r) {
-        std::string scratch;
-        if (std::optional<std::string_view> v = r.Get(field, &scratch)) {
-          std::string upper = MapCaseText(*v, true);
-          r.Set(as, Value(std::move(upper)));
-        }
-        return true;
-      },
-      std::move(touched));
-  return true;
+  return SetFieldMapper(c, st, [](std::string_view v) { return MapCaseText(v, true); });
 }
 
 }  // namespace
