@@ -453,7 +453,8 @@ def merge_counters(server):
     if not isinstance(merges, dict):
         raise BenchError("sediment /api/v1/cluster: no replication.merges")
     return {k: int(merges.get(k, 0)) for k in ("merge_bytes_read", "merge_bytes_written",
-                                                "merge_blocks_copied", "merge_blocks_reencoded")}
+                                                "merge_blocks_copied", "merge_blocks_reencoded",
+                                                "merge_cpu_micros")}
 
 
 def ingest(server, kind, batches, clients, path, expected, rng, count, args, raw_bytes,
@@ -491,11 +492,17 @@ def ingest(server, kind, batches, clients, path, expected, rng, count, args, raw
         r.update(merge_counters(server))
         r["merge_written_per_raw_byte"] = r["merge_bytes_written"] / raw_bytes
         r["merge_written_per_segment_byte"] = r["merge_bytes_written"] / max(r["segment_bytes"], 1)
+        # What compaction itself cost: the merge thread's CPU, per GB and beside the whole
+        # server's CPU until searchable (the rest of "settled" is flushing what was still
+        # buffered when it became searchable, and the idle server waiting out the merge age).
+        r["merge_cpu_s_per_gb"] = r["merge_cpu_micros"] / 1e6 / gb
+        r["merge_cpu_per_searchable_cpu"] = r["merge_cpu_s_per_gb"] / max(
+            r["cpu_s_per_gb_searchable"], 1e-9)
         log(f"{kind}: merges read {human_bytes(r['merge_bytes_read'])}, wrote "
             f"{human_bytes(r['merge_bytes_written'])} = {r['merge_written_per_raw_byte']:.3f} x "
             f"the raw bytes ingested, {r['merge_written_per_segment_byte']:.2f} x the segment "
             f"bytes stored; blocks copied {r['merge_blocks_copied']}, re-encoded "
-            f"{r['merge_blocks_reencoded']}")
+            f"{r['merge_blocks_reencoded']}; merge CPU {r['merge_cpu_micros'] / 1e6:.2f} s")
     log(f"{kind}: {r['events_per_s_acked']:,.0f} events/s acked, searchable after "
         f"{r['seconds_to_searchable']:.1f}s, settled after {r['seconds_to_settled']:.1f}s, "
         f"CPU-s/GB {r['cpu_s_per_gb_searchable']:.1f} / {r['cpu_s_per_gb_settled']:.1f}, "
@@ -986,6 +993,9 @@ def print_report(r):
         row("merge bytes written / segment bytes stored",
             f"{s['merge_written_per_segment_byte']:.2f}" if "merge_written_per_segment_byte" in s
             else "-", None),
+        row("merge CPU-s per GB (x CPU until searchable)",
+            f"{s['merge_cpu_s_per_gb']:.2f} ({s['merge_cpu_per_searchable_cpu']:.3f}x)"
+            if "merge_cpu_s_per_gb" in s else "-", None),
         row("seconds until searchable / settled",
             f"{s['seconds_to_searchable']:.1f} / {s['seconds_to_settled']:.1f}",
             f"{v['seconds_to_searchable']:.1f} / {v['seconds_to_settled']:.1f}" if v else None),

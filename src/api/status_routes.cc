@@ -474,6 +474,8 @@ void StatusRoutes::WriteReplication(JsonWriter& w, const ClusterView& v) const {
     // Input blocks copied as stored / decoded and re-encoded (merge/README.md "One merge").
     w.Key("merge_blocks_copied").Int(static_cast<int64_t>(ms.blocks_copied));
     w.Key("merge_blocks_reencoded").Int(static_cast<int64_t>(ms.blocks_reencoded));
+    // CPU time of the merge attempts (merge/merge.h MergeStats::cpu_micros).
+    w.Key("merge_cpu_micros").Int(static_cast<int64_t>(ms.cpu_micros));
     w.Key("lastError").String(ms.last_error);
     w.EndObject();
   }

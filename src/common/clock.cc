@@ -1,5 +1,7 @@
 #include "common/clock.h"
 
+#include <time.h>
+
 #include <chrono>
 
 namespace sediment {
@@ -20,6 +22,12 @@ class RealClock final : public Clock {
 }  // namespace
 
 std::chrono::steady_clock::time_point SteadyNow() { return std::chrono::steady_clock::now(); }
+
+int64_t ThreadCpuMicros() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
+}
 
 Clock* Clock::Real() {
   static RealClock clock;

@@ -39,4 +39,9 @@ class ManualClock final : public Clock {
 // timestamps that tests control are read from an injected Clock instead. Thread-safe.
 std::chrono::steady_clock::time_point SteadyNow();
 
+// CPU time the calling thread has used (user + system), in microseconds since it started; 0 where
+// the platform cannot tell. A measurement for statistics (e.g. what merges cost), never for
+// deciding anything: it is not behind Clock. Thread-safe.
+int64_t ThreadCpuMicros();
+
 }  // namespace sediment

@@ -2,10 +2,14 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
+#include <thread>
 
 #include "common/base64.h"
 #include "common/checksum.h"
+#include "common/clock.h"
 #include "common/coding.h"
 #include "common/env.h"
 #include "common/json_writer.h"
@@ -45,6 +49,41 @@ TEST(PosixEnv, FilesAreOwnerOnlyAndPrivateDirsAreTightened) {
   EXPECT_EQ(ModeOf(tmp.Sub("new/data")), 0700u);
   ASSERT_TRUE(env->CreatePrivateDir(tmp.Sub("new/data"), &tightened).ok());
   EXPECT_FALSE(tightened);
+}
+
+TEST(ThreadCpuMicros, CountsTheCallingThreadsWorkOnly) {
+  // A second thread waits while this one works: its CPU time stays near zero (a process-wide
+  // clock would count this thread's work there too). The work is a fixed amount, so a loaded
+  // machine makes it take longer, not count less.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false, done = false;
+  int64_t waiter_cpu = -1;
+  std::thread waiter([&] {
+    const int64_t a = ThreadCpuMicros();
+    std::unique_lock lk(mu);
+    started = true;
+    cv.notify_all();
+    cv.wait(lk, [&] { return done; });
+    waiter_cpu = ThreadCpuMicros() - a;
+  });
+  {
+    std::unique_lock lk(mu);
+    cv.wait(lk, [&] { return started; });
+  }
+  const int64_t before = ThreadCpuMicros();
+  volatile uint64_t x = 1;
+  for (int i = 0; i < 100'000'000; ++i) x = x * 6364136223846793005ULL + 1;
+  const int64_t work = ThreadCpuMicros() - before;
+  {
+    std::lock_guard lk(mu);
+    done = true;
+  }
+  cv.notify_all();
+  waiter.join();
+  EXPECT_GE(work, 5000) << "10^8 multiply-adds";
+  EXPECT_GE(waiter_cpu, 0);
+  EXPECT_LT(waiter_cpu, 5000) << "work on this thread: " << work << " us";
 }
 
 TEST(Status, SubcodeSurvivesContextAndNeverMarksOk) {

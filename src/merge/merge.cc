@@ -183,7 +183,11 @@ Status Merger::RunOnce() {
   note(ResolveStaged());
   for (const Plan& plan : MakePlans()) {
     if (loop_.stopping()) break;
+    const int64_t cpu_start = ThreadCpuMicros();
     note(Execute(plan));
+    const int64_t cpu = ThreadCpuMicros() - cpu_start;
+    std::lock_guard lock(stats_mu_);
+    stats_.cpu_micros += static_cast<uint64_t>(std::max<int64_t>(cpu, 0));
   }
   return first;
 }

@@ -79,7 +79,10 @@ struct MergeStats {
   uint64_t bytes_written = 0;     // output file bytes of merges written (published), staged or not
   uint64_t blocks_copied = 0;     // input blocks copied as stored into outputs
   uint64_t blocks_reencoded = 0;  // input blocks decoded and re-encoded
-  std::string last_error;         // most recent failure, empty when none yet
+  // CPU time (user + system, of the thread running them) spent in merge attempts: reading and
+  // verifying inputs, writing, syncing and publishing outputs, staging; failed attempts included.
+  uint64_t cpu_micros = 0;
+  std::string last_error;  // most recent failure, empty when none yet
 };
 
 // Size class of a file of `file_size` bytes: 0 when file_size >= top (never a candidate), else the

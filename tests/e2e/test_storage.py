@@ -72,6 +72,7 @@ def test_merges_replace_small_segments_without_changing_answers(server_factory):
     outputs = [seg for seg in segments(s) if seg["file"].startswith("m-")]
     assert merges["merge_bytes_written"] >= sum(seg["fileSize"] for seg in outputs) > 0, merges
     assert merges["merge_bytes_read"] > 0, merges
+    assert merges["merge_cpu_micros"] > 0, merges
     # Flushes of a few events make blocks far below a full block: they are re-encoded together
     # (a merge has at least 2 inputs), none is copied as stored.
     assert merges["merge_blocks_reencoded"] >= 2 and merges["merge_blocks_copied"] == 0, merges
