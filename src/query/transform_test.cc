@@ -845,8 +845,8 @@ TEST(TransformTest, RecordSetTextEqualsSetOfAString) {
   for (int i = 0; i < 20; ++i) {
     const std::string name = "f" + std::to_string(i);
     std::string_view own = *b.Get("new", &scratch);
-    a.Set(name, Value(std::string(own.substr(static_cast<size_t>(i)))));
-    b.SetText(name, own.substr(static_cast<size_t>(i)));
+    a.Set(name, Value(std::string(own.substr(1))));
+    b.SetText(name, own.substr(1));
     own = *b.Get(name, &scratch);
     a.Set("new", Value(std::string(own)));
     b.SetText("new", own);  // onto itself
