@@ -56,13 +56,12 @@ struct BlockView {
     n = block->size();
     contiguous = false;
     base = nullptr;
-    if (!block->raw_text.empty() || !block->buffer.empty()) {
-      starts.assign(n, 0);
-    } else {
+    if (block->raw_omitted) {
       // A partial read without raw strings (format 2): nothing to search.
       starts.clear();
       return;
     }
+    starts.assign(n, 0);
     uintptr_t prev_end = 0;
     bool ok = true;
     for (size_t i = 0; i < n; ++i) {
@@ -350,6 +349,7 @@ void BuildBufferedBlock(const std::vector<PositionedEvent>& events, size_t begin
   out->field_names.clear();
   out->field_names_complete = false;
   out->dict_columns.clear();
+  out->raw_omitted = false;
   out->buffer.clear();
   out->buffer.reserve(bytes);  // views below stay valid: appends never exceed this capacity
   out->field_begin.assign(1, 0);

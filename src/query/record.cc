@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <tuple>
+#include <utility>
 
 namespace sediment::query {
 namespace {
@@ -188,6 +191,38 @@ void Record::Set(std::string_view name, Value value) {
     removed_.erase(std::remove(removed_.begin(), removed_.end(), name), removed_.end());
   }
   row_.emplace_back(std::string(name), std::move(value));
+}
+
+void Record::SetText(std::string_view name, std::string_view text) {
+  if (HoldsBytesOf(text)) {
+    // Adding a field may move the bytes `text` points to: copy them first.
+    Set(name, Value(std::string(text)));
+    return;
+  }
+  if (Value* v = FindIn(row_, name)) {
+    if (auto* s = std::get_if<std::string>(v)) {
+      s->assign(text);
+    } else {
+      *v = std::string(text);
+    }
+    return;
+  }
+  if (!removed_.empty()) {
+    removed_.erase(std::remove(removed_.begin(), removed_.end(), name), removed_.end());
+  }
+  row_.emplace_back(std::piecewise_construct, std::forward_as_tuple(name),
+                    std::forward_as_tuple(std::in_place_type<std::string>, text));
+}
+
+bool Record::HoldsBytesOf(std::string_view text) const {
+  const uintptr_t b = reinterpret_cast<uintptr_t>(text.data());
+  for (const auto& [k, v] : row_) {
+    const auto* s = std::get_if<std::string>(&v);
+    if (s == nullptr) continue;
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(s->data());
+    if (b >= lo && b + text.size() <= lo + s->size()) return true;
+  }
+  return false;
 }
 
 void Record::Remove(std::string_view name) {

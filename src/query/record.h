@@ -68,7 +68,15 @@ class Record {
   // Sets (adds or replaces) a field. Setting a built-in of an event (@rawstring, @timestamp,
   // ...) overrides it in this record.
   void Set(std::string_view name, Value value);
+  // Set(name, Value(std::string(text))) without the intermediate strings: the text is copied
+  // once, into the field's existing string when it has one. `text` may be any view, also one
+  // into this record's own values.
+  void SetText(std::string_view name, std::string_view text);
   void Remove(std::string_view name);
+  // Whether `text` lies inside a value this record holds itself (a field a stage set, or any
+  // field of a row): those bytes may move or be freed by the next Set or Remove. Views into the
+  // decoded block, the datasource or a caller's scratch never do.
+  bool HoldsBytesOf(std::string_view text) const;
 
   // All visible fields, in output order: for an event the built-ins (@timestamp, @rawstring,
   // @id, @ingesttimestamp, #repo), tags, the event's fields, each replaced in place when a stage

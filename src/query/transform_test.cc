@@ -786,6 +786,74 @@ TEST(TransformTest, RegexOverAFieldSetByAnEarlierStage) {
   EXPECT_EQ(GetText(out[0], "msg"), "al");
 }
 
+TEST(TransformTest, RecordHoldsBytesOfItsOwnValuesOnly) {
+  // regex() matches text in place unless the record itself holds it (then setting the groups
+  // may move it): views into the block, the datasource and scratch are not held.
+  OneEvent ev("GET /index.html 200", {{"status", "200"}});
+  Record r = ev.Get();
+  std::string scratch;
+  for (const char* name : {"@rawstring", "status", "#repo", "#type", "@timestamp"}) {
+    std::optional<std::string_view> v = r.Get(name, &scratch);
+    ASSERT_TRUE(v.has_value()) << name;
+    EXPECT_FALSE(r.HoldsBytesOf(*v)) << name;
+  }
+  r.Set("long", Value(std::string(100, 'a')));
+  r.Set("short", Value(std::string("ab")));  // held inside the string object itself
+  r.Set("n", Value(int64_t{5}));             // read as text through scratch
+  std::optional<std::string_view> long_v = r.Get("long", &scratch);
+  ASSERT_TRUE(long_v.has_value());
+  EXPECT_TRUE(r.HoldsBytesOf(*long_v));
+  EXPECT_TRUE(r.HoldsBytesOf(long_v->substr(10, 5)));
+  std::optional<std::string_view> short_v = r.Get("short", &scratch);
+  ASSERT_TRUE(short_v.has_value());
+  EXPECT_TRUE(r.HoldsBytesOf(*short_v));
+  std::optional<std::string_view> n = r.Get("n", &scratch);
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(*n, "5");
+  EXPECT_FALSE(r.HoldsBytesOf(*n));
+  // A field that overrides an event field is the record's own.
+  r.Set("status", Value(std::string("404")));
+  std::optional<std::string_view> status = r.Get("status", &scratch);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(r.HoldsBytesOf(*status));
+  // Every field of a row is held by it.
+  Record row = RowRecord({{"a", Value(std::string("text"))}});
+  std::optional<std::string_view> a = row.Get("a", &scratch);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_TRUE(row.HoldsBytesOf(*a));
+}
+
+TEST(TransformTest, RecordSetTextEqualsSetOfAString) {
+  OneEvent ev("GET /index.html 200", {{"status", "200"}, {"path", "/index.html"}});
+  Record a = ev.Get(), b = ev.Get();
+  auto both = [&](std::string_view name, std::string_view text) {
+    a.Set(name, Value(std::string(text)));
+    b.SetText(name, text);
+    ASSERT_EQ(a.ToRow(), b.ToRow()) << name;
+  };
+  both("new", "x");
+  both("status", "404");  // overrides an event field
+  both("new", std::string(40, 'y'));
+  a.Set("n", Value(int64_t{7}));
+  b.Set("n", Value(int64_t{7}));
+  both("n", "eight");  // replaces a number
+  a.Remove("path");
+  b.Remove("path");
+  both("path", "/back");  // a removed event field comes back
+  // Text the record holds itself, also while adding fields moves the values: copied first.
+  std::string scratch;
+  for (int i = 0; i < 20; ++i) {
+    const std::string name = "f" + std::to_string(i);
+    std::string_view own = *b.Get("new", &scratch);
+    a.Set(name, Value(std::string(own.substr(1))));
+    b.SetText(name, own.substr(1));
+    own = *b.Get(name, &scratch);
+    a.Set("new", Value(std::string(own)));
+    b.SetText("new", own);  // onto itself
+  }
+  EXPECT_EQ(a.ToRow(), b.ToRow());
+}
+
 TEST(TransformTest, RegexStrictness) {
   OneEvent ev("no digits here");
   Stage st = RegexStage(R"((?P<n>\d+))", {"n"});

@@ -460,17 +460,17 @@ bool ParseField(const Chunk& ch, size_t n, bool ids_only, ParsedColumn* col) {
 }  // namespace
 
 bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
-                 const std::vector<std::string>& names, bool full, bool order,
-                 uint64_t max_raw_bytes, DecodedBlock* out, int64_t* min_ts, int64_t* max_ts) {
+                 const std::vector<std::string>& names, bool full, bool order, uint64_t raw_bytes,
+                 DecodedBlock* out, int64_t* min_ts, int64_t* max_ts) {
   const size_t n = event_count;
   if (n == 0 || chunks.size() < kBuiltinColumns) return false;
-  // Every raw view already empty: nothing is decoded into raw_text and `buffer` holds nothing
-  // (a previous partial read, or none), so a partial read need not clear them again.
-  const bool raw_views_empty = out->raw_text.empty() && out->buffer.empty();
+  // Every raw view already empty (the previous read was a partial one), so a partial read need
+  // not clear them again.
+  const bool raw_views_empty = out->raw_omitted;
+  out->raw_omitted = !full;
   for (uint64_t id = 0; id < kBuiltinColumns; ++id) {
     if (chunks[id].id != id) return false;
   }
-  if (full && !chunks[kIngest].loaded) return false;
   out->event_count = n;
   if (order) {
     if (!chunks[kTimestamps].loaded || !chunks[kPositions].loaded) return false;
@@ -616,10 +616,19 @@ bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
   uint64_t total_raw = 0;
   for (size_t i = 0; i < n; ++i) {
     lens[i] = rc.V();
-    if (lens[i] > max_raw_bytes - total_raw) return false;
+    if (lens[i] > raw_bytes - total_raw) return false;
     total_raw += lens[i];
   }
-  out->raw_text.resize(total_raw);
+  if (total_raw != raw_bytes) return false;
+  // A block without field columns has no references (checked per event below): its raw strings
+  // are the literal run itself, consecutive, and are viewed in place instead of copied.
+  const bool in_place = ncols == 0;
+  if (in_place) {
+    if (total_raw != static_cast<uint64_t>(literal_end - literal)) return false;
+    out->raw_text.clear();
+  } else {
+    out->raw_text.resize(total_raw);
+  }
   char* dst = out->raw_text.data();
 
   size_t f = 0;
@@ -646,6 +655,13 @@ bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
     // @rawstring: literal gaps and references to the event's fields.
     const uint64_t nrefs = rc.V();
     if (!rc.ok || nrefs > fe - fb) return false;
+    if (in_place) {
+      // nrefs == 0 here (an event without fields has no slot to refer to); the run's size was
+      // checked against the lengths' sum above.
+      out->raw[i] = std::string_view(literal, lens[i]);
+      literal += lens[i];
+      continue;
+    }
     char* const start = dst;
     uint64_t room = lens[i];
     uint64_t at = 0;  // the event's next field slot

@@ -97,17 +97,20 @@ struct Chunk {
 // out->value_text; out->event_count = event_count). `chunks` lists the block's columns in footer
 // order; with `order` the built-in timestamps and positions chunks must be loaded and are
 // decoded, without it they are not looked at and out->timestamps / out->positions come out empty
-// (*min_ts / *max_ts untouched); with `full` every other chunk must be loaded and
-// raw strings and field order are reconstructed, otherwise only the loaded field columns are
-// decoded (fields in chunk order) and raw views are empty. `names` is the segment's name table.
+// (*min_ts / *max_ts untouched); with `full` the layout, @rawstring and every field chunk must be
+// loaded and raw strings and field order are reconstructed (the raw strings must add up to
+// exactly `raw_bytes`; a block without field columns has its raw views point into the
+// @rawstring chunk, consecutively, and out->raw_text is left empty), otherwise only the loaded
+// field columns are decoded (fields in chunk order) and raw views are empty
+// (out->raw_omitted says which). `names` is the segment's name table.
 // Every length, count and reference is checked: any inconsistency is false (the caller reports
 // Corruption) with `out` unspecified. Allocations are bounded by the chunks' sizes and
-// `max_raw_bytes`.
-// The ingest-time chunk may be left unloaded when !full: ingest_ts is then all zeros.
+// `raw_bytes`.
+// The ingest-time chunk may be left unloaded: ingest_ts is then all zeros.
 // Positions come out strictly increasing (the encoding cannot express anything else);
 // *min_ts / *max_ts get the smallest and largest @timestamp.
 bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
-                 const std::vector<std::string>& names, bool full, bool order,
-                 uint64_t max_raw_bytes, DecodedBlock* out, int64_t* min_ts, int64_t* max_ts);
+                 const std::vector<std::string>& names, bool full, bool order, uint64_t raw_bytes,
+                 DecodedBlock* out, int64_t* min_ts, int64_t* max_ts);
 
 }  // namespace sediment::segment_v2

@@ -987,11 +987,11 @@ Status SegmentReaderImpl::ReadColumnsV2(size_t i, const ColumnSelection& selecti
   const std::vector<ColumnEntry>& cols = extra_[i].columns;
   const bool full = selection.all || selection.raw;
   const bool order = selection.all || selection.order;
-  // Which chunks to read: the built-in time and position columns when `order`, then all or the
+  // Which chunks to read: the built-in time and position columns when `order`, ingest times
+  // when asked for, then the layout, @rawstring and every field column for raw strings, else the
   // selected fields.
   std::vector<uint8_t>& wanted = tls_wanted;
   wanted.assign(cols.size(), 0);
-  wanted[segment_v2::kIngest] = selection.ingest ? 1 : 0;
   if (full) {
     std::fill(wanted.begin(), wanted.end(), 1);
   } else {
@@ -1004,6 +1004,7 @@ Status SegmentReaderImpl::ReadColumnsV2(size_t i, const ColumnSelection& selecti
       if (c != cols.end() && c->id == id) wanted[static_cast<size_t>(c - cols.begin())] = 1;
     }
   }
+  wanted[segment_v2::kIngest] = selection.all || selection.ingest ? 1 : 0;
   wanted[segment_v2::kTimestamps] = wanted[segment_v2::kPositions] = order ? 1 : 0;
   if (!tls_dctx) {
     tls_dctx.reset(ZSTD_createDCtx());
@@ -1056,8 +1057,7 @@ Status SegmentReaderImpl::ReadColumnsV2(size_t i, const ColumnSelection& selecti
   }
   int64_t min_ts = 0, max_ts = 0;
   if (!segment_v2::DecodeBlock(b.event_count, chunks, names_, full, order, b.raw_bytes, out,
-                               &min_ts, &max_ts) ||
-      (full && out->raw_text.size() != b.raw_bytes))
+                               &min_ts, &max_ts))
     return Corrupt("block " + std::to_string(i) + ": inconsistent columns");
   if (!order) return Status::OK();
   // The decoder gives strictly increasing positions and the time bounds: cross-check them with
@@ -1173,6 +1173,7 @@ Status SegmentReaderImpl::ReadBlockInto(size_t i, DecodedBlock* out) const {
 Status SegmentReaderImpl::DecodeColumns(size_t bi, DecodedBlock* out) const {
   const BlockInfo& b = blocks_[bi];
   out->dict_columns.clear();
+  out->raw_omitted = false;
   const Status bad = Corrupt("block " + std::to_string(bi) + ": inconsistent columns");
   const char* base = out->buffer.data();
   const size_t size = out->buffer.size();

@@ -143,6 +143,10 @@ struct DecodedBlock {
   std::vector<int64_t> ingest_ts;     // per event
   std::vector<Position> positions;    // per event
   std::vector<std::string_view> raw;  // per event
+  // True when the last read left out the raw strings (a format 2 partial read without
+  // @rawstring): every `raw` view is empty. False after any read that decodes them (they may
+  // point into `buffer`, `chunks` or `raw_text`) and by default.
+  bool raw_omitted = false;
   // Fields of event i are fields[field_begin[i] .. field_begin[i+1]).
   std::vector<FieldView> fields;
   std::vector<uint32_t> field_begin;  // size = event count + 1

@@ -22,8 +22,9 @@ class SegmentTest : public ::testing::Test {
  protected:
   void SetUp() override {
     env_ = Env::Default();
-    dir_ = "/tmp/segment_test." + std::to_string(getpid()) + "." +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(test.begin(), test.end(), '/', '_');  // parameterized tests: "Name/0"
+    dir_ = "/tmp/segment_test." + std::to_string(getpid()) + "." + test;
     ASSERT_TRUE(env_->RemoveAll(dir_).ok());
     ASSERT_TRUE(env_->CreateDirs(dir_).ok());
   }
@@ -707,6 +708,96 @@ TEST_F(SegmentTest, ReadsWithoutOrderSkipTheTimeAndPositionChunks) {
   EXPECT_EQ(k, events.size());
 }
 
+// A block without field columns (raw ingest) has its raw strings viewed in place in the
+// @rawstring chunk, consecutively, with no copy into raw_text; a raw read that does not ask for
+// @ingesttimestamp neither reads nor checks that chunk (ingest_ts all zeros) while a full read
+// still reports its damage. A DecodedBlock reused across full, partial and raw reads (and a
+// block with fields, whose raw strings are rebuilt) always gives the right raw views.
+TEST_F(SegmentTest, RawOnlyBlocksAreViewedInPlaceWithoutIngestTimes) {
+  std::vector<PositionedEvent> events = MixedEvents(3000, 17);
+  for (PositionedEvent& e : events) e.event.fields.clear();
+  SegmentWriterOptions opt;
+  opt.block_raw_bytes = 32 << 10;
+  const std::string path = Path("rawonly");
+  ASSERT_TRUE(WriteSegment(env_, path, TestDs(), PartitionId(0), events, opt).ok());
+  auto r0 = SegmentReader::Open(env_, path);
+  ASSERT_TRUE(r0.ok());
+  const size_t nblocks = (*r0)->blocks().size();
+  ASSERT_GT(nblocks, 2u);
+  ExpectSameEvents(**r0, events);
+  // Damage the first byte of every block's ingest-time chunk (column 1, FORMAT.md).
+  auto file = env_->ReadFile(path);
+  ASSERT_TRUE(file.ok());
+  std::string bytes = *file;
+  StoredBlock stored;
+  for (size_t i = 0; i < nblocks; ++i) {
+    ASSERT_TRUE((*r0)->ReadStoredBlock(i, &stored).ok());
+    ASSERT_EQ(stored.columns.size(), 5u);  // the built-in columns only
+    uint64_t at = (*r0)->blocks()[i].file_offset;
+    for (const StoredBlock::Column& c : stored.columns) {
+      if (c.id == 1) bytes[at] ^= 0x5a;
+      at += c.stored_size;
+    }
+  }
+  const std::string damaged = Path("rawonly-damaged");
+  WriteRaw(damaged, bytes);
+  auto r = SegmentReader::Open(env_, damaged);
+  ASSERT_TRUE(r.ok());
+
+  // A segment with fields, whose raw strings are rebuilt into raw_text, read into the same block.
+  std::vector<PositionedEvent> logs = AccessLog(500, 3);
+  const std::string with_fields = Path("withfields");
+  ASSERT_TRUE(WriteSegment(env_, with_fields, TestDs(), PartitionId(0), logs, opt).ok());
+  auto rf = SegmentReader::Open(env_, with_fields);
+  ASSERT_TRUE(rf.ok());
+
+  ColumnSelection raw;
+  raw.all = false;
+  raw.raw = true;
+  raw.order = false;
+  ColumnSelection none;
+  none.all = false;
+  none.order = false;
+  DecodedBlock block;
+  for (int round = 0; round < 2; ++round) {
+    size_t k = 0;
+    for (size_t i = 0; i < nblocks; ++i) {
+      Status st = (*r)->ReadBlockColumns(i, raw, &block);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      EXPECT_FALSE(block.raw_omitted);
+      EXPECT_TRUE(block.raw_text.empty());
+      const std::string& run = block.chunks[4];  // the @rawstring chunk
+      const size_t first = k;
+      for (size_t e = 0; e < block.size(); ++e, ++k) {
+        ASSERT_EQ(block.raw[e], events[k].event.raw) << "event " << k;
+        ASSERT_EQ(block.ingest_ts[e], 0);
+        ASSERT_GE(block.raw[e].data(), run.data());
+        ASSERT_LE(block.raw[e].data() + block.raw[e].size(), run.data() + run.size());
+        if (e > 0) {
+          ASSERT_EQ(block.raw[e].data(), block.raw[e - 1].data() + block.raw[e - 1].size());
+        }
+      }
+      EXPECT_GT(k, first);
+      // A partial read into the same block: every raw view is empty again.
+      ASSERT_TRUE((*r)->ReadBlockColumns(i, none, &block).ok());
+      EXPECT_TRUE(block.raw_omitted);
+      for (size_t e = 0; e < block.size(); ++e) ASSERT_TRUE(block.raw[e].empty());
+      // A full read reads the damaged ingest chunk.
+      st = (*r)->ReadBlock(i, &block);
+      EXPECT_EQ(st.code(), StatusCode::kCorruption) << st.ToString();
+    }
+    EXPECT_EQ(k, events.size());
+    // Raw strings rebuilt from fields, after the in-place views.
+    size_t k2 = 0;
+    for (size_t i = 0; i < (*rf)->blocks().size(); ++i) {
+      ASSERT_TRUE((*rf)->ReadBlockColumns(i, raw, &block).ok());
+      EXPECT_FALSE(block.raw_text.empty());
+      for (size_t e = 0; e < block.size(); ++e, ++k2) ASSERT_EQ(block.raw[e], logs[k2].event.raw);
+    }
+    EXPECT_EQ(k2, logs.size());
+  }
+}
+
 // Moves every position of `events` by `delta` offsets (to lay sources one after another).
 std::vector<PositionedEvent> Shifted(std::vector<PositionedEvent> events, int64_t delta) {
   for (PositionedEvent& e : events) e.pos.offset = Offset(e.pos.offset.value + delta);
@@ -1110,8 +1201,15 @@ bool DetectsCorruption(Env* env, const std::string& path, const std::vector<Posi
   return detected;
 }
 
-TEST_F(SegmentTest, EveryByteFlipIsDetected) {
+// Over events with fields and over the same events without (blocks of raw strings only, which
+// are read in place).
+class EveryByteFlip : public SegmentTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(EveryByteFlip, IsDetected) {
   std::vector<PositionedEvent> events = SmallEvents();
+  if (!GetParam()) {
+    for (PositionedEvent& e : events) e.event.fields.clear();
+  }
   SegmentWriterOptions opt;
   opt.block_raw_bytes = 1024;
   const std::string good = Path("good");
@@ -1142,6 +1240,8 @@ TEST_F(SegmentTest, EveryByteFlipIsDetected) {
   EXPECT_EQ(wrong, 0u);
   EXPECT_EQ(undetected, 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(WithAndWithoutFields, EveryByteFlip, ::testing::Bool());
 
 TEST_F(SegmentTest, TruncationIsDetected) {
   std::vector<PositionedEvent> events = SmallEvents();

@@ -116,13 +116,11 @@ bool ApplyRegex(const Stage& st, Record& r) {
   std::string scratch;
   std::optional<std::string_view> text = r.Get(FieldOr(st.field, kRawstringField), &scratch);
   if (!text) return !st.strict;
-  // The groups are set on the record, which may move the text when it is a field a stage set:
-  // then match a copy. Text in the decoded block or in `scratch` stays put.
+  // The groups are set on the record, which may move the text when it is a value the record
+  // holds (a field a stage set): then match a copy. Text in the decoded block (whichever of its
+  // buffers), the datasource or `scratch` stays put.
   std::string owned;
-  const auto inside = [](std::string_view s, std::string_view in) {
-    return !in.empty() && s.data() >= in.data() && s.data() + s.size() <= in.data() + in.size();
-  };
-  if (!inside(*text, scratch) && !(r.is_event() && inside(*text, r.event().block->buffer))) {
+  if (r.HoldsBytesOf(*text)) {
     owned.assign(*text);
     text = owned;
   }
@@ -153,7 +151,7 @@ bool ApplyRegex(const Stage& st, Record& r) {
     if (index[k] < 0) continue;
     const re2::StringPiece& m = sub[index[k]];
     if (m.data() == nullptr) continue;  // optional group that did not take part
-    r.Set(st.groups[k], Value(std::string(m.data(), m.size())));
+    r.SetText(st.groups[k], std::string_view(m.data(), m.size()));
   }
   return true;
 }
