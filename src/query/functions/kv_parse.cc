@@ -5,6 +5,7 @@
 // backslash escapes the quote and itself, an unclosed quote is a plain value. override=false
 // keeps the fields present before the parse; of duplicate keys the last wins.
 #include <array>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -81,12 +82,22 @@ bool IsEscape(std::string_view s, size_t k, char q) {
 // (an access log's request and user agent) and are skipped without being copied.
 size_t QuotedEnd(std::string_view s, size_t at) {
   const char q = s[at];
-  for (size_t k = at + 1; k < s.size(); ++k) {
-    if (IsEscape(s, k, q)) {
-      ++k;
-    } else if (s[k] == q) {
-      return k + 1;
+  size_t k = at + 1;
+  while (k < s.size()) {
+    // The next quote (memchr); with no backslash before it, it closes the run.
+    const void* found = std::memchr(s.data() + k, q, s.size() - k);
+    if (found == nullptr) return std::string_view::npos;
+    const size_t close = static_cast<size_t>(static_cast<const char*>(found) - s.data());
+    if (std::memchr(s.data() + k, '\\', close - k) == nullptr) return close + 1;
+    // A backslash before it: step through escapes up to and including that quote.
+    for (; k <= close; ++k) {
+      if (IsEscape(s, k, q)) {
+        ++k;
+      } else if (s[k] == q) {
+        return k + 1;
+      }
     }
+    // The quote at `close` was escaped; k is past it.
   }
   return std::string_view::npos;
 }
@@ -185,6 +196,8 @@ void ApplyKvParse(const Stage& st, Record& r) {
 namespace sediment::query {
 
 bool KvParseFindsPairs(std::string_view text) {
+  // Every pair has an '=' (most lines of most logs have none: one memchr answers).
+  if (text.empty() || std::memchr(text.data(), '=', text.size()) == nullptr) return false;
   bool found = false;
   functions::ScanKvPairs(text,
                          [&](size_t key_at, size_t key_end, size_t, size_t, bool key_quoted, bool) {
