@@ -376,7 +376,8 @@ std::shared_ptr<const Parser> ParserFor(const Selection& selection, const Tags& 
   if (!selection.token_parser.empty()) return by_name(selection.token_parser);
   if (selection.format == F::kRaw || selection.format == F::kHecRaw ||
       selection.format == F::kHumioUnstructured) {
-    return Builtin("kv");
+    static const std::shared_ptr<const Parser> kKv = Builtin("kv");  // once, not per event
+    return kKv;
   }
   return nullptr;
 }
