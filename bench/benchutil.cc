@@ -10,6 +10,9 @@
 //     reports the best run's wall and process CPU seconds, and the CPU seconds of decompressing
 //     every block alone (the floor any query over these segments pays). For profiling the
 //     executor: `perf record -g sediment-benchutil query ...`.
+//   ack-path --in F [--batch-lines 1000] [--runs 3]: the CPU seconds (best run, this thread) of
+//     what a raw ingest request costs before the commit log: ParseRequest of each F batch as a raw
+//     body, the default kv parser (ApplyParsers) and EncodeIngestMessage (lz4) of its messages.
 #include <zstd.h>
 
 #include <time.h>
@@ -24,6 +27,9 @@
 #include <CLI/CLI.hpp>
 
 #include "common/env.h"
+#include "ingest/ingest.h"
+#include "model/event.h"
+#include "parsers/parsers.h"
 #include "query/query.h"
 #include "segment/segment.h"
 
@@ -196,6 +202,57 @@ int Query(const std::string& dir, const std::string& text, const std::string& re
   return 0;
 }
 
+// What a raw ingest request costs the server before the commit log: ParseRequest (raw lines),
+// the parsers a token without a parser gets (kv), and the encoding of every message (lz4), for
+// each batch of `batch_lines` lines of F, on this thread. Reports the best run's CPU seconds.
+int AckPath(const std::string& in, uint64_t batch_lines, int runs) {
+  auto data_or = Env::Default()->ReadFile(in);
+  if (!data_or.ok()) return Fail(data_or.status());
+  const std::string& data = data_or.value();
+  std::vector<std::string_view> batches;
+  for (size_t pos = 0; pos < data.size();) {
+    size_t end = pos;
+    for (uint64_t n = 0; end < data.size() && n < batch_lines; ++n) {
+      size_t nl = data.find('\n', end);
+      end = nl == std::string::npos ? data.size() : nl + 1;
+    }
+    batches.push_back(std::string_view(data).substr(pos, end - pos));
+    pos = end;
+  }
+  sediment::parsers::Selection selection;
+  selection.format = sediment::ingest::Format::kRaw;
+  selection.resolve = [](std::string_view name) { return sediment::parsers::Builtin(name); };
+  double best = 0;
+  uint64_t events = 0, record_bytes = 0;
+  for (int r = 0; r < runs; ++r) {
+    events = 0;
+    record_bytes = 0;
+    const double cpu0 = ProcessCpuSeconds();
+    for (std::string_view body : batches) {
+      sediment::ingest::ParseOptions options;
+      options.repo = "bench";
+      options.now_ms = 1700000000000;
+      auto parsed = sediment::ingest::ParseRequest(sediment::ingest::Format::kRaw, body, options);
+      if (!parsed.ok()) return Fail(parsed.status());
+      sediment::parsers::ApplyParsers(selection, options, &*parsed);
+      events += parsed->event_count;
+      for (sediment::IngestMessage& msg : parsed->messages) {
+        msg.id = 1;
+        record_bytes += sediment::EncodeIngestMessage(msg, sediment::Codec::kLz4).size();
+      }
+    }
+    const double cpu = ProcessCpuSeconds() - cpu0;
+    if (r == 0 || cpu < best) best = cpu;
+  }
+  std::printf(
+      "{\"bytes\": %zu, \"batches\": %zu, \"events\": %llu, \"record_bytes\": %llu, "
+      "\"cpu_seconds\": %.4f, \"cpu_seconds_per_gb\": %.3f}\n",
+      data.size(), batches.size(), static_cast<unsigned long long>(events),
+      static_cast<unsigned long long>(record_bytes), best,
+      data.empty() ? 0.0 : best / (static_cast<double>(data.size()) / 1e9));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -219,6 +276,10 @@ int main(int argc, char** argv) {
   qy->add_option("--repo", repo, "only this repository's segments");
   qy->add_option("--threads", threads)->check(CLI::PositiveNumber);
   qy->add_option("--runs", runs)->check(CLI::PositiveNumber);
+  auto* ap = app.add_subcommand("ack-path", "CPU of parsing, kv and encoding raw ingest batches");
+  ap->add_option("--in", in)->required();
+  ap->add_option("--batch-lines", batch_lines)->check(CLI::PositiveNumber);
+  ap->add_option("--runs", runs)->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -226,5 +287,6 @@ int main(int argc, char** argv) {
   }
   if (af->parsed()) return AppendFsync(in, out, batch_lines);
   if (qy->parsed()) return Query(segments, text, repo, threads, runs);
+  if (ap->parsed()) return AckPath(in, batch_lines, runs);
   return ZstdSize(in, level);
 }

@@ -1236,6 +1236,10 @@ def kafka_available():
     return ", ".join(missing) or None
 
 
+# Issue 16: sediment's acknowledged Kafka ingest at least this fraction of kcat's MB/s.
+KAFKA_TARGET_RATIO = 0.8
+
+
 def run_kafka(args, ctx, server_bin, gen, work, report):
     """One broker (RF 1): sediment's acknowledged ingest, then `kcat -P` of the same batches as
     messages to a fresh topic with the same partition count. ctx["server"] / ctx["cluster"] are
@@ -1292,11 +1296,21 @@ def run_kafka(args, ctx, server_bin, gen, work, report):
 
     log(f"(a) sediment ingest on Kafka: {events} events, {human_bytes(nbytes)}, "
         f"{len(batches)} batches, {args.clients} clients")
+    broker_pid = cluster.node(0)["pid"]
+    c0, b0, m0 = (process_cpu_seconds(server.proc.pid), process_cpu_seconds(broker_pid),
+                  machine_busy_seconds())
+    load0 = load_average()
     t0, secs, st = ingest_batches(server, batches, args.clients)
+    # CPU until the last 200 (the digest keeps working after it: not counted).
+    c1, b1, m1 = (process_cpu_seconds(server.proc.pid), process_cpu_seconds(broker_pid),
+                  machine_busy_seconds())
     if st["events"] != events or st["bytes"] != nbytes:
         raise BenchError(f"acknowledged {st['events']} events / {st['bytes']} bytes, sent "
                          f"{events} / {nbytes}")
     t_searchable = wait_searchable(server, events, q_start, q_end, args.searchable_timeout)
+    # Until searchable the digest has done its share too: a steadier per-GB figure than the one
+    # until the last 200, which holds however much of the digest's work fell before it.
+    c2 = process_cpu_seconds(server.proc.pid)
     secs_searchable = t_searchable - t0
     total = count_events(server, q_start, q_end)
     if total != events:
@@ -1317,6 +1331,13 @@ def run_kafka(args, ctx, server_bin, gen, work, report):
         "seconds_to_searchable": secs_searchable,
         "events_per_s_searchable": events / secs_searchable,
         "mb_per_s_searchable": nbytes / secs_searchable / 1e6,
+        "server_cpu_seconds_to_last_ack": c1 - c0,
+        "server_cpu_seconds_per_gb_acked": (c1 - c0) / (nbytes / 1e9),
+        "server_cpu_seconds_to_searchable": c2 - c0,
+        "server_cpu_seconds_per_gb_searchable": (c2 - c0) / (nbytes / 1e9),
+        "broker_cpu_seconds_to_last_ack": b1 - b0,
+        "machine_busy_seconds_to_last_ack": m1 - m0,
+        "load_average_before": load0,
         "topic": ingest_topic, "topic_messages": sum(sed_offsets),
         "topic_partitions_used": sum(1 for o in sed_offsets if o > 0),
     }
@@ -1361,8 +1382,8 @@ def run_kafka(args, ctx, server_bin, gen, work, report):
     report["kafka"] = {
         "brokers": 1, "replication_factor": 1, "partitions": parts, "bootstrap": bootstrap,
         "topic_prefix": prefix, "ratio_sediment_acked_vs_kcat": ratio,
-        "target": "sediment acked ingest >= 0.7x raw kcat produce",
-        "target_met": ratio >= 0.7,
+        "target": f"sediment acked ingest >= {KAFKA_TARGET_RATIO}x raw kcat produce",
+        "target_met": ratio >= KAFKA_TARGET_RATIO,
     }
     print_kafka_report(report)
 
@@ -1390,8 +1411,15 @@ def print_kafka_report(r):
         f"    until kcat exits:  {k['events_per_s_equivalent']:>12,.0f} events/s "
         f"{k['mb_per_s']:>8.1f} MB/s  ({k['seconds']:.2f}s, {k['partitions_used']} partitions "
         f"used)",
+        f"    server CPU until last 200: {a['server_cpu_seconds_to_last_ack']:.1f}s "
+        f"({a['server_cpu_seconds_per_gb_acked']:.1f} CPU-s per GB), broker "
+        f"{a['broker_cpu_seconds_to_last_ack']:.1f}s, machine busy "
+        f"{a['machine_busy_seconds_to_last_ack']:.1f}s; load average before "
+        + " ".join(f"{x:.2f}" for x in a["load_average_before"]),
+        f"    server CPU until searchable: {a['server_cpu_seconds_to_searchable']:.1f}s "
+        f"({a['server_cpu_seconds_per_gb_searchable']:.1f} CPU-s per GB)",
         f"ratio sediment acked / kcat produce: {kf['ratio_sediment_acked_vs_kcat']:.3f}",
-        f"target ratio >= 0.7: {'MET' if kf['target_met'] else 'NOT MET'}",
+        f"target ratio >= {KAFKA_TARGET_RATIO}: {'MET' if kf['target_met'] else 'NOT MET'}",
         "",
     ]
     print("\n".join(lines), flush=True)

@@ -1,11 +1,28 @@
 // raw and HEC raw: one event per line.
-#include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "ingest/internal.h"
 
 namespace sediment::ingest::internal {
+namespace {
+
+// How many times `b` occurs in `s`. memchr per occurrence: std::count compiled to a byte-at-a-time
+// loop that took 90% of ParseLines (20% of the raw ack path's CPU).
+size_t CountByte(std::string_view s, char b) {
+  size_t n = 0;
+  const char* p = s.data();
+  const char* const end = p + s.size();
+  while (p < end) {
+    const void* hit = std::memchr(p, b, static_cast<size_t>(end - p));
+    if (hit == nullptr) break;
+    ++n;
+    p = static_cast<const char*>(hit) + 1;
+  }
+  return n;
+}
+
+}  // namespace
 
 Result<ParseResult> ParseLines(std::string_view body, const ParseOptions& options, bool hec) {
   std::vector<Field> extra;
@@ -23,7 +40,7 @@ Result<ParseResult> ParseLines(std::string_view body, const ParseOptions& option
   }
   Builder builder(options);
   std::vector<Event>* events = builder.Events({});
-  events->reserve(static_cast<size_t>(std::count(body.begin(), body.end(), '\n')) + 1);
+  events->reserve(CountByte(body, '\n') + 1);
   // The next line break at or after `from` (non-decreasing): '\n', or for HEC also '\r'. Each
   // byte is scanned at most once per character (the next '\n' is remembered across '\r's).
   // (find_first_of with a set of breaks ran a memchr over the set for every byte of the body:

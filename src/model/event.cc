@@ -6,6 +6,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "common/checksum.h"
 #include "common/coding.h"
@@ -108,7 +109,13 @@ Status DecodeEvents(std::string_view* in, std::vector<Event>* out) {
 }
 
 std::string EncodeIngestMessage(const IngestMessage& msg, Codec codec) {
+  // Sized once: the encoding of an event is at most its ByteSize() + 11 + 6 per field (varints of
+  // the timestamps, lengths and counts beyond what ByteSize counts).
+  size_t estimate = 8 + 5 + msg.datasource.repo.size() + 10 + 10;
+  for (const auto& [name, value] : msg.datasource.tags) estimate += 10 + name.size() + value.size();
+  for (const Event& e : msg.events) estimate += e.ByteSize() + 11 + 6 * e.fields.size();
   std::string payload;
+  payload.reserve(estimate);
   PutFixed64(&payload, msg.id);
   PutLengthPrefixed(&payload, msg.datasource.repo);
   PutVarint64(&payload, msg.datasource.tags.size());
@@ -118,38 +125,48 @@ std::string EncodeIngestMessage(const IngestMessage& msg, Codec codec) {
   }
   EncodeEvents(msg.events, &payload);
 
-  // The body is compressed in place after the header.
-  std::string out;
-  size_t body_size = 0;
+  // Compressed into a per-thread scratch buffer (it only grows, up to kKeptScratchBytes: no
+  // zero-fill of the worst-case bound per message), then copied after the header into a record
+  // of exactly its size. Larger messages use a buffer of their own.
+  constexpr size_t kKeptScratchBytes = 4u << 20;
+  thread_local std::string kept_scratch;
+  std::string own_scratch;
+  auto scratch_of = [&](size_t bound) -> std::string& {
+    std::string& s = bound <= kKeptScratchBytes ? kept_scratch : own_scratch;
+    if (s.size() < bound) s.resize(bound);
+    return s;
+  };
+  std::string_view body;
   switch (codec) {
     case Codec::kNone:
-      out.resize(kHeaderSize + payload.size());
-      std::memcpy(out.data() + kHeaderSize, payload.data(), payload.size());
-      body_size = payload.size();
+      body = payload;
       break;
     case Codec::kLz4: {
       const int bound = LZ4_compressBound(static_cast<int>(payload.size()));
-      out.resize(kHeaderSize + static_cast<size_t>(bound));
-      int n = LZ4_compress_default(payload.data(), out.data() + kHeaderSize,
-                                   static_cast<int>(payload.size()), bound);
-      body_size = static_cast<size_t>(n);
+      std::string& scratch = scratch_of(static_cast<size_t>(bound));
+      const int n = LZ4_compress_default(payload.data(), scratch.data(),
+                                         static_cast<int>(payload.size()), bound);
+      if (n <= 0 && !payload.empty()) throw std::runtime_error("lz4 compression failed");
+      body = std::string_view(scratch.data(), static_cast<size_t>(std::max(n, 0)));
       break;
     }
     case Codec::kZstd: {
       const size_t bound = ZSTD_compressBound(payload.size());
-      out.resize(kHeaderSize + bound);
-      size_t n = ZSTD_compress(out.data() + kHeaderSize, bound, payload.data(), payload.size(), 1);
-      body_size = n;
+      std::string& scratch = scratch_of(bound);
+      const size_t n = ZSTD_compress(scratch.data(), bound, payload.data(), payload.size(), 1);
+      if (ZSTD_isError(n)) throw std::runtime_error("zstd compression failed");
+      body = std::string_view(scratch.data(), n);
       break;
     }
   }
-  out.resize(kHeaderSize + body_size);
-  char* h = out.data();
-  std::memcpy(h, kMagic, 4);
-  h[4] = static_cast<char>(kVersion);
-  h[5] = static_cast<char>(codec);
-  EncodeFixed32(h + 6, static_cast<uint32_t>(payload.size()));
-  EncodeFixed32(h + 10, Crc32c(std::string_view(h + kHeaderSize, body_size)));
+  std::string out;
+  out.reserve(kHeaderSize + body.size());
+  out.append(kMagic, 4);
+  out.push_back(static_cast<char>(kVersion));
+  out.push_back(static_cast<char>(codec));
+  PutFixed32(&out, static_cast<uint32_t>(payload.size()));
+  PutFixed32(&out, Crc32c(body));
+  out.append(body);
   return out;
 }
 

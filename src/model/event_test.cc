@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <utility>
+
+#include <lz4.h>
+#include <zstd.h>
 
 #include "common/checksum.h"
 #include "common/coding.h"
@@ -71,6 +75,41 @@ TEST(IngestMessage, HeaderAndBodyLayout) {
     std::memcpy(&crc, z.data() + 10, 4);
     EXPECT_EQ(len, payload.size());
     EXPECT_EQ(crc, Crc32c(std::string_view(z).substr(14)));
+  }
+}
+
+// The compressed bodies are exactly the codec's output for the payload (the record holds no slack
+// and no byte of an earlier, larger message the encoder's buffer held), with any mix of sizes on
+// one thread.
+TEST(IngestMessage, CompressedBodyIsTheCodecOutputOfThePayload) {
+  IngestMessage big = Sample();
+  for (int i = 0; i < 2000; ++i) big.events.push_back(big.events[i % 50]);
+  IngestMessage small = Sample();
+  small.events.resize(3);
+  IngestMessage empty;
+  empty.datasource.repo = "web";
+  for (const IngestMessage* m : {&big, &small, &empty, &big, &small}) {
+    const std::string plain = EncodeIngestMessage(*m, Codec::kNone);
+    const std::string_view payload = std::string_view(plain).substr(14);
+    std::string lz4(static_cast<size_t>(LZ4_compressBound(static_cast<int>(payload.size()))), 0);
+    lz4.resize(static_cast<size_t>(LZ4_compress_default(payload.data(), lz4.data(),
+                                                        static_cast<int>(payload.size()),
+                                                        static_cast<int>(lz4.size()))));
+    std::string zstd(ZSTD_compressBound(payload.size()), 0);
+    zstd.resize(ZSTD_compress(zstd.data(), zstd.size(), payload.data(), payload.size(), 1));
+    for (auto [codec, body] : {std::pair{Codec::kLz4, &lz4}, std::pair{Codec::kZstd, &zstd}}) {
+      const std::string z = EncodeIngestMessage(*m, codec);
+      EXPECT_EQ(z.substr(0, 6),
+                plain.substr(0, 4) + std::string(1, 2) + std::string(1, static_cast<char>(codec)));
+      EXPECT_EQ(z.substr(6, 4), plain.substr(6, 4));  // payload length
+      EXPECT_EQ(z.substr(14), *body);
+      uint32_t crc;
+      std::memcpy(&crc, z.data() + 10, 4);
+      EXPECT_EQ(crc, Crc32c(*body));
+      auto back = DecodeIngestMessage(z);
+      ASSERT_TRUE(back.ok());
+      EXPECT_EQ(back->events, m->events);
+    }
   }
 }
 

@@ -113,7 +113,25 @@ class PipelineParser final : public Parser {
  public:
   PipelineParser(std::string name, std::shared_ptr<const query::CompiledQuery> q,
                  std::vector<std::string> tag_fields)
-      : Parser(std::move(name)), q_(std::move(q)), tag_fields_(std::move(tag_fields)) {}
+      : Parser(std::move(name)),
+        q_(std::move(q)),
+        tag_fields_(std::move(tag_fields)),
+        kv_only_(IsKvOnly(*q_, tag_fields_)) {}
+
+  // A kvParse() alone (the default "kv" parser) keeps an event whose @rawstring has no pair as it
+  // came, when the round trip through a record cannot change it either: every tag is a "#name"
+  // other than #repo and no field name starts with '@' or '#' (those are dropped, turned into
+  // tags or collide with @rawstring/@timestamp in ToEvent).
+  bool KeepsAsIs(const Tags& tags, const Event& event) const override {
+    if (!kv_only_) return false;
+    for (const auto& [name, value] : tags) {
+      if (name.empty() || name[0] != '#' || name == "#repo") return false;
+    }
+    for (const Field& f : event.fields) {
+      if (f.name.empty() || f.name[0] == '@' || f.name[0] == '#') return false;
+    }
+    return !query::KvParseFindsPairs(event.raw);
+  }
 
   void Run(TaggedEvent in, std::vector<TaggedEvent>* out) const override {
     query::Row row;
@@ -187,8 +205,15 @@ class PipelineParser final : public Parser {
     return t;
   }
 
+  static bool IsKvOnly(const query::CompiledQuery& q, const std::vector<std::string>& tag_fields) {
+    return tag_fields.empty() && q.filter->kind == query::FilterNode::Kind::kTrue &&
+           q.stages.size() == 1 && q.stages[0].kind == query::Stage::Kind::kKvParse &&
+           (q.stages[0].field.empty() || q.stages[0].field == "@rawstring");
+  }
+
   std::shared_ptr<const query::CompiledQuery> q_;
   std::vector<std::string> tag_fields_;
+  bool kv_only_;
 };
 
 // Keeps events as they are.
@@ -351,7 +376,8 @@ std::shared_ptr<const Parser> ParserFor(const Selection& selection, const Tags& 
   if (!selection.token_parser.empty()) return by_name(selection.token_parser);
   if (selection.format == F::kRaw || selection.format == F::kHecRaw ||
       selection.format == F::kHumioUnstructured) {
-    return Builtin("kv");
+    static const std::shared_ptr<const Parser> kKv = Builtin("kv");  // once, not per event
+    return kKv;
   }
   return nullptr;
 }
@@ -367,6 +393,27 @@ void ApplyParsers(const Selection& selection, const ingest::ParseOptions& option
       f != F::kHumioUnstructured) {
     return;
   }
+  // Most requests' events all stay as they came (no parser, or kv on lines without pairs): then
+  // the messages stay as ParseRequest cut them, which is what regrouping unchanged events gives.
+  bool changed = false;
+  for (IngestMessage& msg : result->messages) {
+    for (const Event& e : msg.events) {
+      std::shared_ptr<const Parser> parser = ParserFor(selection, msg.datasource.tags, e);
+      if (parser != nullptr && !parser->KeepsAsIs(msg.datasource.tags, e)) {
+        changed = true;
+        break;
+      }
+    }
+    if (changed) break;
+  }
+  if (!changed) {
+    // What GroupEvents returns for these events (the same messages; no items, nothing rejected).
+    ingest::ParseResult kept;
+    kept.messages = std::move(result->messages);
+    kept.event_count = result->event_count;
+    *result = std::move(kept);
+    return;
+  }
   ingest::TaggedEvents all;
   all.reserve(result->event_count);
   std::vector<TaggedEvent> out;
@@ -375,7 +422,7 @@ void ApplyParsers(const Selection& selection, const ingest::ParseOptions& option
     in.tags = msg.datasource.tags;
     for (Event& e : msg.events) {
       std::shared_ptr<const Parser> parser = ParserFor(selection, in.tags, e);
-      if (parser == nullptr) {
+      if (parser == nullptr || parser->KeepsAsIs(in.tags, e)) {
         all.emplace_back(in.tags, std::move(e));
         continue;
       }

@@ -407,6 +407,100 @@ TEST(ApplyTest, OversizedParseKeepsOriginalWithError) {
   EXPECT_EQ(e.Find("b"), nullptr);
 }
 
+// KeepsAsIs (the shortcut ApplyParsers takes) is true only where Run gives the event back.
+TEST(KeepsAsIsTest, KvOnlyForLinesWithoutPairsAndPlainFields) {
+  const std::shared_ptr<const Parser> kv = Builtin("kv");
+  const std::string apache =
+      "10.0.0.1 - - [10/Oct/2000:13:55:36 -0700] \"GET /a?b=c HTTP/1.0\" 200 2326 \"-\" \"UA\"";
+  std::vector<TaggedEvent> cases = {
+      Line(apache),
+      Line(apache, {{"#host", "h1"}, {"#type", "web"}}),
+      Line("a=1 b=2"),
+      Line("\"\"=x"),
+      Line("'k'=v"),
+      Line("plain words only"),
+      Line(apache, {{"type", "web"}}),
+      Line(apache, {{"#repo", "other"}}),
+  };
+  TaggedEvent with_field = Line(apache);
+  with_field.event.fields = {{"host", "h"}, {"source", "s"}};
+  cases.push_back(with_field);
+  for (const char* name : {"@timestamp", "@rawstring", "@id", "@ingesttimestamp", "#x"}) {
+    TaggedEvent t = Line(apache);
+    t.event.fields = {{"host", "h"}, {name, "1700000000"}};
+    cases.push_back(t);
+  }
+  int kept = 0;
+  for (const TaggedEvent& in : cases) {
+    if (!kv->KeepsAsIs(in.tags, in.event)) continue;
+    ++kept;
+    std::vector<TaggedEvent> out = RunParser(*kv, in);
+    ASSERT_EQ(out.size(), 1u) << in.event.raw;
+    EXPECT_EQ(out[0].event, in.event) << in.event.raw;
+    // ApplyParsers sets the tags Run gives over the event's: they must be the event's own.
+    for (const auto& tag : out[0].tags) {
+      EXPECT_NE(std::find(in.tags.begin(), in.tags.end(), tag), in.tags.end()) << tag.first;
+    }
+  }
+  EXPECT_EQ(kept, 5);  // apache, apache with #tags, ""=x, plain words, plain fields
+  EXPECT_TRUE(kv->KeepsAsIs({}, Line(apache).event));
+  EXPECT_FALSE(kv->KeepsAsIs({}, Line("a=1").event));
+  EXPECT_FALSE(kv->KeepsAsIs({}, Line("'k'=v").event));
+  EXPECT_TRUE(kv->KeepsAsIs({}, Line("''=v").event));  // an empty key is no pair
+  EXPECT_FALSE(kv->KeepsAsIs({{"type", "web"}}, Line(apache).event));
+  EXPECT_TRUE(kv->KeepsAsIs({}, with_field.event));
+  EXPECT_FALSE(kv->KeepsAsIs({}, cases.back().event));  // a '#' field
+  // Only a kvParse() of @rawstring alone, without tag fields.
+  for (auto [script, tags] :
+       std::vector<std::pair<std::string, std::vector<std::string>>>{{"kvParse() | x := 1", {}},
+                                                                     {"kvParse(field=msg)", {}},
+                                                                     {"kvParse()", {"env"}},
+                                                                     {"x := 1", {}}}) {
+    auto p = CompileCustom("c", script, tags);
+    ASSERT_TRUE(p.ok()) << script;
+    EXPECT_FALSE((*p)->KeepsAsIs({}, Line(apache).event)) << script;
+  }
+  auto same = CompileCustom("c", "kvParse(field=@rawstring)");
+  ASSERT_TRUE(same.ok());
+  EXPECT_TRUE((*same)->KeepsAsIs({}, Line(apache).event));
+  for (const char* n : {"json", "accesslog", "syslog", "none", "csv(a,b)"}) {
+    EXPECT_FALSE(Builtin(n)->KeepsAsIs({}, Line(apache).event)) << n;
+  }
+}
+
+// The default kv parser on raw lines: lines without pairs come out as ParseRequest made them and
+// in their messages; a request with one line that has pairs is parsed as before.
+TEST(ApplyTest, KvKeepsLinesWithoutPairs) {
+  ingest::ParseOptions options;
+  options.repo = "web";
+  options.now_ms = kNow;
+  options.max_message_bytes = 200;  // several messages
+  std::string body;
+  for (int i = 0; i < 20; ++i) {
+    body += "10.0.0." + std::to_string(i) + " - - \"GET /x?y=" + std::to_string(i) + "\" 200\n";
+  }
+  auto parsed = ingest::ParseRequest(ingest::Format::kRaw, body, options);
+  ASSERT_TRUE(parsed.ok());
+  const ingest::ParseResult before = *parsed;
+  ASSERT_GT(before.messages.size(), 2u);
+  ApplyParsers(Select(ingest::Format::kRaw), options, &*parsed);
+  EXPECT_EQ(parsed->event_count, 20u);
+  ASSERT_EQ(parsed->messages.size(), before.messages.size());
+  for (size_t m = 0; m < before.messages.size(); ++m) {
+    EXPECT_EQ(parsed->messages[m].datasource, before.messages[m].datasource);
+    EXPECT_EQ(parsed->messages[m].events, before.messages[m].events);
+  }
+
+  auto mixed = ingest::ParseRequest(ingest::Format::kRaw, body + "status=500 path=/z\n", options);
+  ASSERT_TRUE(mixed.ok());
+  ApplyParsers(Select(ingest::Format::kRaw), options, &*mixed);
+  EXPECT_EQ(mixed->event_count, 21u);
+  const Event& last = mixed->messages.back().events.back();
+  EXPECT_EQ(FieldOf(last, "status"), "500");
+  EXPECT_EQ(FieldOf(last, "path"), "/z");
+  EXPECT_TRUE(mixed->messages.front().events.front().fields.empty());
+}
+
 TEST(TimeTest, ClfAndBsd) {
   EXPECT_EQ(internal::ParseClfTime("10/Oct/2000:13:55:36 -0700"), Iso("2000-10-10T20:55:36Z"));
   EXPECT_EQ(internal::ParseClfTime("10/Oct/2000:13:55:36"), Iso("2000-10-10T13:55:36Z"));

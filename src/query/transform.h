@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "query/compiled.h"
@@ -35,6 +36,11 @@ bool EmitsOneOrNone(const Stage& st);
 // ApplyTransform for a stage with EmitsOneOrNone(st): changes `r` in place and returns false when
 // the stage drops it (`r` is then unspecified).
 bool ApplyTransformInPlace(const Stage& st, Record& r);
+
+// Whether kvParse() finds at least one key=value pair (with a non-empty key) in `text`: when it
+// does not, kvParse leaves every record as it was. Allocates nothing (the ingest kv parser's test
+// before it builds a record).
+bool KvParseFindsPairs(std::string_view text);
 
 // A copy of `re` private to the calling thread (made on first use, at most 32 kept per thread).
 // RE2 guards the DFA it builds lazily with a reader-writer lock, and threads matching with one
