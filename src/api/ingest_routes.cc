@@ -98,12 +98,21 @@ void IngestRoutes::Parse(const http::Request& req, ingest::Format format, bool h
   if (parsed->event_count == 0) return;
   parsers::Selection selection;
   selection.format = format;
-  const std::string token = TokenFrom(req, hec);
-  if (auto it = token_parsers_.find(std::make_pair(repo, token)); it != token_parsers_.end()) {
-    selection.token_parser = it->second;
-  } else if (tokens != nullptr) {
+  // The token the route admitted: Elastic clients send theirs in Basic, ApiKey or Bearer.
+  const std::vector<std::string> candidates = format == ingest::Format::kElasticBulk
+                                                  ? ElasticTokens(req)
+                                                  : std::vector<std::string>{TokenFrom(req, hec)};
+  for (const std::string& token : candidates) {
+    if (auto it = token_parsers_.find(std::make_pair(repo, token)); it != token_parsers_.end()) {
+      selection.token_parser = it->second;
+      break;
+    }
+    if (tokens == nullptr) continue;
     // A token created at run time carries its parser in Global (CreateIngestToken).
-    if (auto m = tokens->Ingest(token); m && m->repo == repo) selection.token_parser = m->parser;
+    if (auto m = tokens->Ingest(token); m && m->repo == repo) {
+      selection.token_parser = m->parser;
+      break;
+    }
   }
   // Names resolved once per request: a built-in, else the repository's custom parser.
   auto resolved = std::make_shared<

@@ -406,12 +406,20 @@ void ApplyParsers(const Selection& selection, const ingest::ParseOptions& option
     }
     if (changed) break;
   }
+  // Parsers change the events only: what the request's answer is made of (Elastic bulk's item
+  // per action, OTLP's rejected events) stays as ParseRequest found it.
+  auto keep_outcomes = [&](ingest::ParseResult regrouped) {
+    regrouped.rejected_count = result->rejected_count;
+    regrouped.rejected_message = std::move(result->rejected_message);
+    regrouped.items = std::move(result->items);
+    *result = std::move(regrouped);
+  };
   if (!changed) {
-    // What GroupEvents returns for these events (the same messages; no items, nothing rejected).
+    // What GroupEvents returns for these events: the same messages.
     ingest::ParseResult kept;
     kept.messages = std::move(result->messages);
     kept.event_count = result->event_count;
-    *result = std::move(kept);
+    keep_outcomes(std::move(kept));
     return;
   }
   ingest::TaggedEvents all;
@@ -460,7 +468,7 @@ void ApplyParsers(const Selection& selection, const ingest::ParseOptions& option
       }
     }
   }
-  *result = ingest::GroupEvents(std::move(all), options);
+  keep_outcomes(ingest::GroupEvents(std::move(all), options));
 }
 
 }  // namespace sediment::parsers

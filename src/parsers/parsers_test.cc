@@ -501,6 +501,33 @@ TEST(ApplyTest, KvKeepsLinesWithoutPairs) {
   EXPECT_TRUE(mixed->messages.front().events.front().fields.empty());
 }
 
+// A token parser rebuilds the messages; what the request's answer is made of (Elastic bulk's one
+// item per action) must come through.
+TEST(ApplyTest, TokenParserKeepsTheRequestsOutcomes) {
+  ingest::ParseOptions options;
+  options.repo = "web";
+  options.now_ms = kNow;
+  const std::string body =
+      "{\"index\":{\"_index\":\"logs\"}}\n{\"message\":\"a=1\"}\n"
+      "{\"create\":{}}\n{\"message\":\"b=2\"}\n"
+      "{\"delete\":{\"_id\":\"x\"}}\n";
+  auto parsed = ingest::ParseRequest(ingest::Format::kElasticBulk, body, options);
+  ASSERT_TRUE(parsed.ok());
+  const std::vector<ingest::BulkItem> items = parsed->items;
+  ASSERT_EQ(items.size(), 3u);
+  Selection s = Select(ingest::Format::kElasticBulk, "tagger");
+  auto tagger = CompileCustom("tagger", "kvParse(message)", {});
+  ASSERT_TRUE(tagger.ok());
+  s.resolve = [&](std::string_view) { return *tagger; };
+  ApplyParsers(s, options, &*parsed);
+  EXPECT_EQ(parsed->event_count, 2u);
+  ASSERT_EQ(parsed->items.size(), items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    EXPECT_EQ(parsed->items[i].action, items[i].action);
+    EXPECT_EQ(parsed->items[i].status, items[i].status);
+  }
+}
+
 TEST(TimeTest, ClfAndBsd) {
   EXPECT_EQ(internal::ParseClfTime("10/Oct/2000:13:55:36 -0700"), Iso("2000-10-10T20:55:36Z"));
   EXPECT_EQ(internal::ParseClfTime("10/Oct/2000:13:55:36"), Iso("2000-10-10T13:55:36Z"));

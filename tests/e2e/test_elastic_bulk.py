@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import SedimentServer, marker, wait_until
+from conftest import INGEST_TOKEN, REPO, SedimentServer, marker, wait_until
 from harness import ELASTICSEARCH_VERSION, elasticsearch_python
 
 
@@ -322,3 +322,52 @@ def test_syslog_ng_elasticsearch_http(srv, tmp_path):
                 proc.wait(timeout=10)
     # Nothing more arrived while it stopped.
     assert srv.count(f"_index={m}") == len(lines)
+
+
+KV_TOKEN = "elastic-kv-ingest-token-0123456789"
+
+ES_KV_SCRIPT = r"""
+import json, sys
+from elasticsearch import Elasticsearch, helpers
+url, token, index, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+es = Elasticsearch(url, basic_auth=("any-user", token), request_timeout=60)
+actions = ({"_index": index, "_source": {"message": f"user=u{i % 3} seq={i}"}} for i in range(n))
+ok, errors = helpers.bulk(es, actions, chunk_size=100)
+print(json.dumps({"ok": ok, "errors": errors}))
+"""
+
+
+@pytest.fixture(scope="module")
+def kv_srv(module_server_factory) -> SedimentServer:
+    """A token assigned to the kv parser: the parser rebuilds the request's events."""
+    return module_server_factory(name="elastic-kv",
+                                 ingest_tokens=[f"{REPO}:{INGEST_TOKEN}", f"{REPO}:{KV_TOKEN}:kv"])
+
+
+def test_bulk_through_a_token_parser_answers_every_action(kv_srv, tmp_path):
+    """A token parser changes the events, not the answer: one item per action, so the client
+    counts every document as indexed (an empty `items` made helpers.bulk report 0 of them)."""
+    py, why = elasticsearch_python()
+    if py is None:
+        pytest.skip(f"elasticsearch {ELASTICSEARCH_VERSION} could not be installed: {why}")
+    m = marker("eskv")
+    n = 250
+    script = tmp_path / "es_kv.py"
+    script.write_text(ES_KV_SCRIPT)
+    res = subprocess.run([str(py), str(script), kv_srv.url, KV_TOKEN, m, str(n)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, timeout=180)
+    assert res.returncode == 0, f"elasticsearch client failed:\n{res.stderr[-3000:]}"
+    out = json.loads(res.stdout)
+    assert out == {"ok": n, "errors": []}, out
+    # The parser ran: kv's fields are there.
+    wait_until(lambda: kv_srv.count(f"_index={m}") >= n, timeout=60, what=f"{n} events")
+    assert kv_srv.count(f"_index={m} user=u1") == len(range(1, n, 3))
+    # Raw requests too: one item per action, the failed one with its error.
+    body = ndjson({"index": {"_index": m}}, {"message": "user=raw"}, {"index": {"_index": m}}, "{not json",
+                  {"delete": {"_index": m, "_id": "x"}})
+    r = requests.post(kv_srv.url + "/_bulk", data=body, headers={**basic(KV_TOKEN),
+                      "Content-Type": "application/x-ndjson"}, timeout=30)
+    assert r.status_code == 200, r.text
+    items = r.json()["items"]
+    assert [next(iter(i)) for i in items] == ["index", "index", "delete"], items
+    assert items[0]["index"]["status"] == 201 and items[1]["index"]["status"] == 400, items
