@@ -4,7 +4,8 @@
 Starts a 1-broker Kafka cluster (scripts/kafka/cluster.py, loopback ports) unless --brokers names
 one, or uses the embedded log with --embedded; starts `sediment server` on a free 127.0.0.1 port
 with a fresh data dir; waits until it answers /api/v1/status, lets it settle, then samples
-/proc/PID/stat (utime+stime) and /proc/PID/task/*/status (voluntary context switches, one per
+/proc/PID/stat (utime+stime: the headline CPU-s/min, as `top` counts it), and per thread
+/proc/PID/task/*/schedstat (exact time on the CPU) and status (voluntary context switches, one per
 wakeup from a blocking wait) over --seconds. Prints the totals and a table per thread name, and
 stops the server and the cluster it started by pid on every exit path. Python 3 stdlib only.
 
@@ -44,8 +45,8 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def threads(pid: int) -> dict[int, tuple[str, int]]:
-    """tid -> (name, voluntary context switches)."""
+def threads(pid: int) -> dict[int, tuple[str, int, float]]:
+    """tid -> (name, voluntary context switches, CPU seconds)."""
     out = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
@@ -55,7 +56,10 @@ def threads(pid: int) -> dict[int, tuple[str, int]]:
                     name = line.split(":", 1)[1].strip()
                 elif line.startswith("voluntary_ctxt_switches:"):
                     vol = int(line.split(":", 1)[1])
-            out[int(task.name)] = (name, vol)
+            # schedstat: nanoseconds on the CPU, exact (stat's utime/stime are tick samples, which
+            # miss most of a thread that runs in short bursts).
+            ns = int((task / "schedstat").read_text().split()[0])
+            out[int(task.name)] = (name, vol, ns / 1e9)
         except (FileNotFoundError, ProcessLookupError):
             pass  # the thread ended
     return out
@@ -96,6 +100,9 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60, help="measured interval (default 60)")
     ap.add_argument("--settle", type=float, default=10, help="wait after serving (default 10)")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    ap.add_argument("--hold", type=float, default=0,
+                    help="keep the node (and broker) running this many seconds after measuring, "
+                         "for perf or gdb (pid printed)")
     args = ap.parse_args()
     # SIGTERM unwinds like Ctrl-C, so the finally below stops what was started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -128,31 +135,47 @@ def main() -> int:
         time.sleep(args.seconds)
         cpu1, th1, t1 = cpu_seconds(pid), threads(pid), time.monotonic()
         elapsed = t1 - t0
-        per_name = collections.defaultdict(lambda: [0, 0])  # name -> [threads, wakeups]
-        for tid, (name, vol) in th1.items():
+        # name -> [threads, wakeups, CPU seconds]
+        per_name = collections.defaultdict(lambda: [0, 0, 0.0])
+        for tid, (name, vol, cpu) in th1.items():
+            _, vol0, cpu0_t = th0.get(tid, (name, 0, 0.0))
             per_name[name][0] += 1
-            per_name[name][1] += vol - th0.get(tid, (name, 0))[1]
+            per_name[name][1] += vol - vol0
+            per_name[name][2] += cpu - cpu0_t
         result = {
             "log": "embedded" if args.embedded else "kafka",
             "seconds": round(elapsed, 1),
             "cpu_seconds_per_minute": round((cpu1 - cpu0) * 60 / elapsed, 3),
             "threads": len(th1),
-            "wakeups_per_second": round(sum(w for _, w in per_name.values()) / elapsed, 1),
+            "wakeups_per_second": round(sum(v[1] for v in per_name.values()) / elapsed, 1),
             "per_thread_name": {
-                name: {"threads": n, "wakeups_per_second": round(w / elapsed, 1)}
-                for name, (n, w) in sorted(per_name.items(), key=lambda kv: -kv[1][1])
+                name: {"threads": n, "wakeups_per_second": round(w / elapsed, 1),
+                       "cpu_seconds_per_minute": round(c * 60 / elapsed, 3)}
+                for name, (n, w, c) in sorted(per_name.items(), key=lambda kv: -kv[1][2])
             },
+            # Threads that started or ended within the interval, and the process total (tick
+            # sampled) minus what the live threads used (exact): the ended threads and sampling.
+            "threads_started": len(set(th1) - set(th0)),
+            "threads_ended": len(set(th0) - set(th1)),
+            "ended_threads_cpu_seconds_per_minute": round(
+                max(0.0, (cpu1 - cpu0) - sum(v[2] for v in per_name.values())) * 60 / elapsed, 3),
             "loadavg": os.getloadavg()[0],
         }
+        if args.hold > 0:
+            print(f"holding: server pid {pid}", flush=True)
+            time.sleep(args.hold)
         if args.json:
             print(json.dumps(result, indent=2))
         else:
             print(f"{result['log']}: {result['cpu_seconds_per_minute']} CPU-s/min idle over "
                   f"{result['seconds']} s, {result['threads']} threads, "
                   f"{result['wakeups_per_second']} wakeups/s (load {result['loadavg']:.2f})")
-            print(f"{'thread name':<20}{'threads':>8}{'wakeups/s':>11}")
+            print(f"threads started {result['threads_started']}, ended {result['threads_ended']} "
+                  f"(total minus live threads: {result['ended_threads_cpu_seconds_per_minute']} CPU-s/min)")
+            print(f"{'thread name':<20}{'threads':>8}{'wakeups/s':>11}{'CPU-s/min':>11}")
             for name, v in result["per_thread_name"].items():
-                print(f"{name:<20}{v['threads']:>8}{v['wakeups_per_second']:>11}")
+                print(f"{name:<20}{v['threads']:>8}{v['wakeups_per_second']:>11}"
+                      f"{v['cpu_seconds_per_minute']:>11}")
         return 0
     finally:
         if server is not None:
