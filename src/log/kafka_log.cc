@@ -533,10 +533,18 @@ class KafkaLog final : public CommitLog {
   }
 
   ~KafkaLog() override {
+    // The poll thread starts no wait once it sees closing_, and the yield of the queue
+    // rd_kafka_poll serves ends the wait in progress (or, made before that wait began, makes it
+    // return at once).
+    closing_.store(true);
     {
-      // Cuts the poll thread's wait short (a yield before the wait makes it return at once).
       std::shared_lock lk(producer_mu_);
-      if (producer_) rd_kafka_yield(producer_->rk);
+      if (producer_) {
+        // rd_kafka_yield would not do: it acts only from a callback on the polling thread.
+        rd_kafka_queue_t* main_queue = rd_kafka_queue_get_main(producer_->rk);
+        rd_kafka_queue_yield(main_queue);
+        rd_kafka_queue_destroy(main_queue);
+      }
     }
     poller_.Stop();
     if (producer_) {
@@ -938,6 +946,7 @@ class KafkaLog final : public CommitLog {
   // recreates the producer after a fatal error (again 1 s later when that failed). Only this
   // thread (and the destructor, after joining it) replaces producer_.
   BackgroundLoop::Duration PollPass() {
+    if (closing_.load()) return BackgroundLoop::kNoPeriod;  // the destructor stops the loop
     rd_kafka_poll(producer_->rk, ToMs(kPollWait));
     // The consumer's error callbacks (its Reads serve only their partitions' fetch queues).
     rd_kafka_poll(consumer_, 0);
@@ -974,6 +983,7 @@ class KafkaLog final : public CommitLog {
   rd_kafka_t* consumer_ = nullptr;
   rd_kafka_topic_t* consumer_rkt_ = nullptr;
   std::vector<std::unique_ptr<PartitionReader>> readers_;
+  std::atomic<bool> closing_{false};  // set by the destructor before it stops poller_
   // Started by Start(), stopped by the destructor before the producer is retired. Last member.
   BackgroundLoop poller_{"kafka-poll",
                          {.first_pass = BackgroundLoop::FirstPass::kAtStart},

@@ -608,6 +608,27 @@ TEST_F(KafkaLogTest, OneConsumerHandleServesEveryPartition) {
       << "a Read created a consumer handle: partitions must share the log's handle";
 }
 
+// Closing a log does not wait out the producer poll thread's 1 s wait or the partitions' fetchers:
+// an idle node's shutdown closes three logs one after the other. Several rounds: the poll thread
+// once started a whole new wait after the one the close cut short, now and then.
+TEST_F(KafkaLogTest, ClosingAnIdleLogIsPrompt) {
+  for (int round = 0; round < 4; ++round) {
+    auto log = OpenIngest();
+    ASSERT_NE(log, nullptr);
+    for (int32_t p = 0; p < log->partition_count(); ++p) {
+      auto r = log->Read(PartitionId(p), Offset(0), 1 << 20, 10ms);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+    }
+    std::this_thread::sleep_for(1200ms);  // the poll thread is in its wait
+    const auto t0 = Clock::now();
+    log.reset();
+    const auto took = Clock::now() - t0;
+    EXPECT_LT(took, 500ms) << "round " << round << ": "
+                           << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                           << " ms";
+  }
+}
+
 // Opt-in (it stops the broker for a few seconds, disturbing other clients): with
 // SEDIMENT_TEST_KAFKA_PAUSE_PID=<pid>[,<pid>...] (every broker) the brokers are paused with
 // SIGSTOP. Appends fail within produce_timeout and are never acknowledged; after SIGCONT appends
