@@ -941,10 +941,10 @@ class KafkaLog final : public CommitLog {
   }
 
   // The poll thread's pass: serves the producer's delivery reports (waiting up to kPollWait: a
-  // report ends the wait at once, and the destructor cuts it short with rd_kafka_yield) and the
-  // consumer's error callbacks, and
-  // recreates the producer after a fatal error (again 1 s later when that failed). Only this
-  // thread (and the destructor, after joining it) replaces producer_.
+  // report ends the wait at once, and the destructor cuts it short by yielding the main queue)
+  // and the consumer's error callbacks, and recreates the producer after a fatal error (again 1 s
+  // later when that failed). Only this thread (and the destructor, after joining it) replaces
+  // producer_.
   BackgroundLoop::Duration PollPass() {
     if (closing_.load()) return BackgroundLoop::kNoPeriod;  // the destructor stops the loop
     rd_kafka_poll(producer_->rk, ToMs(kPollWait));
