@@ -604,6 +604,8 @@ TEST_F(KafkaLogTest, ConcurrentReadsOfDifferentPartitions) {
       EXPECT_EQ(got[p][i].data, std::to_string(p) + ":" + std::to_string(i));
     }
   }
+  // Ending a batch early (a wait of 0 that found nothing) is not an error.
+  EXPECT_EQ(log->Health(), "ok");
 }
 
 // Every partition of a log is read through one consumer handle: each handle has its own
