@@ -13,8 +13,11 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr PartitionId kChatterPartition{0};
-// Longest a single Read waits, so Stop is noticed quickly.
+// Longest wait of one catch-up Read in Start, and the pause after a failed read.
 constexpr std::chrono::milliseconds kReadWait = 100ms;
+// Longest wait of one listener Read: a record ends it at once, so it only sets how often an idle
+// listener wakes up (about twice a second) and how long Stop waits for the Read in progress.
+constexpr std::chrono::milliseconds kListenWait = 500ms;
 // Upper bound on the synchronous catch-up in Start.
 constexpr std::chrono::milliseconds kCatchupBudget = 2000ms;
 constexpr size_t kReadBytes = 1 << 20;
@@ -96,7 +99,7 @@ Status Membership::Start() {
   listener_ = std::make_unique<BackgroundLoop>(
       "membership-read", BackgroundLoop::Options{.first_pass = BackgroundLoop::FirstPass::kAtStart},
       BackgroundLoop::DelayFromPass{}, [this]() -> BackgroundLoop::Duration {
-        if (ReadStep(kReadWait)) return BackgroundLoop::Duration::zero();
+        if (ReadStep(kListenWait)) return BackgroundLoop::Duration::zero();
         return kReadWait;
       });
   (void)publisher_->Start();

@@ -42,6 +42,8 @@ constexpr size_t kMaxBatchBytes = kKafkaMaxRecordBytes + (256u << 10);
 constexpr std::chrono::milliseconds kCloseFlushBound{5000};
 // A reader's seek that librdkafka has not carried out within this replaces the reader's handle.
 constexpr std::chrono::milliseconds kSeekTimeout{2000};
+// Longest wait of one producer poll on an idle log (delivery reports end it at once).
+constexpr std::chrono::milliseconds kPollWait{1000};
 
 // Milliseconds until `deadline`, rounded up: a wait for the result does not return before it
 // (rounded down, the last fraction of a millisecond became polls with timeout 0, back to back,
@@ -52,6 +54,7 @@ int RemainingMs(SteadyClock::time_point deadline) {
 }
 
 std::atomic<uint64_t> g_read_polls{0};
+std::atomic<uint64_t> g_consumer_handles{0};
 
 // The last problem any client of one log (or one EnsureTopics call) reported; cleared by the next
 // successful operation. Thread-safe.
@@ -486,16 +489,23 @@ bool TopicReady(const rd_kafka_metadata_topic_t* t) {
 
 // ---------------------------------------------------------------------------------------------
 
-// One consumer per partition read so far. Positioned only by Read's `from`.
+// The read state of one partition. Every partition of a log is read through the log's one
+// consumer handle (KafkaLog::consumer_), with librdkafka's simple (legacy) consumer API: each
+// partition is started (rd_kafka_consume_start) at a Read's `from`, consumed from its own fetch
+// queue (rd_kafka_consume) and moved by seeks; positions come only from Read's `from`.
 //
-// A handle is assigned its partition once, when it is created; later positions are seeks. A
-// second rd_kafka_assign on the same handle before librdkafka has served the first one's fetch
-// stop queues a second stop for the partition, and librdkafka 2.0.2 aborts the process on its
-// reply (assertion rktp_started in rd_kafka_assignment_partition_stopped). Where a seek cannot
-// move the fetcher (it stopped on an out-of-range offset), the handle is replaced.
+// Why the simple consumer and not assign(): with one handle per log, moving one partition would
+// take an incremental (un)assign while other partitions are fetched, and a second assignment
+// change of a partition before librdkafka served the first one's fetch stop makes librdkafka 2.0.2
+// abort the process on the stop's reply (assertion rktp_started in
+// rd_kafka_assignment_partition_stopped); that is why each partition had a handle of its own
+// before, assigned once. rd_kafka_consume_stop instead returns only once the partition's fetcher
+// has stopped, so a restart after it cannot race a pending stop. A seek cannot move a fetcher
+// that stopped on an out-of-range offset (auto.offset.reset=error): the partition is then
+// stopped and started again at `from`, on the same handle. No consumer group exists.
 struct PartitionReader {
   std::mutex mu;
-  rd_kafka_t* rk = nullptr;            // guarded by mu; created by Position
+  bool started = false;                // guarded by mu; consume_start'ed, not stopped since
   int64_t next = -1;                   // offset the consumer delivers next; -1 = not positioned
   bool fetching = false;               // the fetcher runs: a seek can move it
   rd_kafka_message_t* held = nullptr;  // consumed but not returned (over max_bytes)
@@ -513,16 +523,38 @@ class KafkaLog final : public CommitLog {
   Status Start() {
     ASSIGN_OR_RETURN(admin_, NewAdminHandle(options_, &ctx_));
     ASSIGN_OR_RETURN(producer_, NewProducer());
+    ASSIGN_OR_RETURN(consumer_, NewConsumer());
+    consumer_rkt_ = rd_kafka_topic_new(consumer_, topic_.c_str(), nullptr);
+    if (consumer_rkt_ == nullptr) {
+      return KafkaStatus(rd_kafka_last_error(), "consumer topic " + topic_);
+    }
     (void)poller_.Start();
     return Status::OK();
   }
 
   ~KafkaLog() override {
+    // The poll thread starts no wait once it sees closing_, and the yield of the queue
+    // rd_kafka_poll serves ends the wait in progress (or, made before that wait began, makes it
+    // return at once).
+    closing_.store(true);
+    {
+      std::shared_lock lk(producer_mu_);
+      if (producer_) {
+        // rd_kafka_yield would not do: it acts only from a callback on the polling thread.
+        rd_kafka_queue_t* main_queue = rd_kafka_queue_get_main(producer_->rk);
+        rd_kafka_queue_yield(main_queue);
+        rd_kafka_queue_destroy(main_queue);
+      }
+    }
     poller_.Stop();
     if (producer_) {
       RetireProducer(std::move(producer_), std::min(options_.produce_timeout, kCloseFlushBound));
     }
-    for (auto& r : readers_) CloseReader(*r);
+    // Every message is destroyed and every partition stopped before the handle goes: a message
+    // still held keeps references that rd_kafka_destroy would wait for.
+    for (int32_t i = 0; i < partitions_; ++i) CloseReader(*readers_[i], PartitionId(i));
+    if (consumer_rkt_ != nullptr) rd_kafka_topic_destroy(consumer_rkt_);
+    if (consumer_ != nullptr) rd_kafka_destroy(consumer_);
   }
 
   int32_t partition_count() const override { return partitions_; }
@@ -568,7 +600,7 @@ class KafkaLog final : public CommitLog {
     const SteadyClock::time_point deadline = SteadyNow() + max_wait;
     PartitionReader& r = *readers_[p.value];
     std::lock_guard lk(r.mu);
-    if (r.rk == nullptr || r.next != from.value) RETURN_IF_ERROR(Position(r, p, from));
+    if (!r.started || r.next != from.value) RETURN_IF_ERROR(Position(r, p, from));
 
     std::vector<LogRecord> out;
     size_t bytes = 0;
@@ -592,8 +624,19 @@ class KafkaLog final : public CommitLog {
     }
     while (out.empty() || bytes < max_bytes) {
       g_read_polls.fetch_add(1, std::memory_order_relaxed);
-      rd_kafka_message_t* m = rd_kafka_consumer_poll(r.rk, out.empty() ? RemainingMs(deadline) : 0);
+      rd_kafka_message_t* m =
+          rd_kafka_consume(consumer_rkt_, p.value, out.empty() ? RemainingMs(deadline) : 0);
       if (m == nullptr) {
+        if (rd_kafka_last_error() != RD_KAFKA_RESP_ERR__TIMED_OUT) {
+          // Not a wait that ended (librdkafka does not know the partition): position again on the
+          // next call, and wait out max_wait rather than asking again at once.
+          r.next = -1;
+          health_.Error("read partition " + std::to_string(p.value) + ": " +
+                        rd_kafka_err2str(rd_kafka_last_error()));
+          if (out.empty())
+            std::this_thread::sleep_for(std::chrono::milliseconds(RemainingMs(deadline)));
+          break;
+        }
         if (out.empty() && SteadyNow() < deadline) continue;
         break;
       }
@@ -778,8 +821,8 @@ class KafkaLog final : public CommitLog {
     return std::vector<LogRecord>{};
   }
 
-  // Moves r's consumer to `from`: a seek while its fetcher runs, else a new handle assigned the
-  // partition at `from` (see PartitionReader). Caller holds r.mu.
+  // Moves partition p's fetcher to `from`: a seek while it runs, else a stop (if started) and a
+  // start at `from` (see PartitionReader). Caller holds r.mu.
   Status Position(PartitionReader& r, PartitionId p, Offset from) {
     if (r.held != nullptr) {
       rd_kafka_message_destroy(r.held);
@@ -787,57 +830,49 @@ class KafkaLog final : public CommitLog {
     }
     r.next = -1;
     const std::string what = "position consumer of " + topic_ + "/" + std::to_string(p.value);
-    if (r.rk != nullptr && r.fetching) {
-      rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
-      rd_kafka_topic_partition_list_add(list, topic_.c_str(), p.value)->offset = from.value;
-      rd_kafka_error_t* error =
-          rd_kafka_seek_partitions(r.rk, list, static_cast<int>(kSeekTimeout.count()));
-      rd_kafka_resp_err_t err = error != nullptr ? rd_kafka_error_code(error) : list->elems[0].err;
-      if (error != nullptr) rd_kafka_error_destroy(error);
-      rd_kafka_topic_partition_list_destroy(list);
+    if (r.started && r.fetching) {
+      rd_kafka_resp_err_t err =
+          rd_kafka_seek(consumer_rkt_, p.value, from.value, static_cast<int>(kSeekTimeout.count()));
       if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         r.next = from.value;
         return Status::OK();
       }
-      // The fetcher could not be moved (stopping, stopped, or slow to answer): replace the handle.
-      spdlog::debug("{}: seek to {} failed ({}); replacing the consumer", what, from.value,
-                    rd_kafka_err2str(err));
+      // The fetcher could not be moved (stopping, stopped, or slow to answer): restart it.
+      spdlog::debug("{}: seek to {} failed ({}); restarting the partition's fetcher", what,
+                    from.value, rd_kafka_err2str(err));
     }
-    CloseReader(r);
-    ASSIGN_OR_RETURN(r.rk, NewConsumer(p));
-    rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(list, topic_.c_str(), p.value)->offset = from.value;
-    rd_kafka_resp_err_t err = rd_kafka_assign(r.rk, list);
-    rd_kafka_topic_partition_list_destroy(list);
-    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      CloseReader(r);
-      return KafkaStatus(err, what);
+    CloseReader(r, p);
+    if (rd_kafka_consume_start(consumer_rkt_, p.value, from.value) != 0) {
+      return KafkaStatus(rd_kafka_last_error(), what);
     }
+    r.started = true;
     r.fetching = true;
     r.next = from.value;
     return Status::OK();
   }
 
-  // Closes and destroys r's consumer, if any. Caller holds r.mu (or is the destructor).
-  static void CloseReader(PartitionReader& r) {
+  // Drops r's held message and stops partition p's fetcher (waiting until it stopped; its queued
+  // messages are purged). Caller holds r.mu (or is the destructor).
+  void CloseReader(PartitionReader& r, PartitionId p) {
     if (r.held != nullptr) {
       rd_kafka_message_destroy(r.held);
       r.held = nullptr;
     }
-    if (r.rk != nullptr) {
-      rd_kafka_consumer_close(r.rk);
-      rd_kafka_destroy(r.rk);
-      r.rk = nullptr;
+    if (r.started) {
+      if (rd_kafka_consume_stop(consumer_rkt_, p.value) != 0) {
+        spdlog::warn("kafka {}/{}: stopping the fetcher failed: {}", topic_, p.value,
+                     rd_kafka_err2str(rd_kafka_last_error()));
+      }
+      r.started = false;
     }
     r.fetching = false;
     r.next = -1;
   }
 
-  Result<rd_kafka_t*> NewConsumer(PartitionId p) {
+  // The log's one consumer handle (simple consumer API: no group, nothing committed).
+  Result<rd_kafka_t*> NewConsumer() {
     Settings fixed = {
-        {"client.id", "sediment-reader-" + std::to_string(p.value)},
-        // Required by the assign() API; no subscription is made and nothing is committed.
-        {"group.id", options_.topic_prefix + "log-reader"},
+        {"client.id", "sediment-reader"},
         {"enable.auto.commit", "false"},
         {"enable.auto.offset.store", "false"},
         {"auto.offset.reset", "error"},
@@ -845,13 +880,16 @@ class KafkaLog final : public CommitLog {
         {"max.partition.fetch.bytes", std::to_string(kMaxBatchBytes)},
         {"fetch.max.bytes", std::to_string(4 * kMaxBatchBytes)},
         {"receive.message.max.bytes", std::to_string(4 * kMaxBatchBytes + (1 << 20))},
+        // Per partition (each has its own fetch queue).
         {"queued.max.messages.kbytes", "16384"},
         // The broker answers a fetch as soon as a record arrives (fetch.min.bytes 1), so a long
         // wait adds no latency; it only makes an idle consumer's fetches (and wakeups) rarer.
         {"fetch.wait.max.ms", "1000"},
     };
-    ASSIGN_OR_RETURN(ConfPtr conf, MakeConf(options_, fixed, &ctx_));
-    return NewHandle(RD_KAFKA_CONSUMER, std::move(conf));
+    ASSIGN_OR_RETURN(ConfPtr conf, MakeConf(options_, fixed, &consumer_ctx_));
+    ASSIGN_OR_RETURN(rd_kafka_t * rk, NewHandle(RD_KAFKA_CONSUMER, std::move(conf)));
+    g_consumer_handles.fetch_add(1, std::memory_order_relaxed);
+    return rk;
   }
 
   Result<std::unique_ptr<Producer>> NewProducer() {
@@ -902,12 +940,16 @@ class KafkaLog final : public CommitLog {
     }
   }
 
-  // Serves delivery reports and replaces the producer after a fatal idempotence error. Only this
-  // thread (and the destructor, after joining it) replaces producer_.
-  // The poll thread's pass: serves the producer's delivery reports (waiting up to 100 ms), and
-  // recreates the producer after a fatal error (again 1 s later when that failed).
+  // The poll thread's pass: serves the producer's delivery reports (waiting up to kPollWait: a
+  // report ends the wait at once, and the destructor cuts it short by yielding the main queue)
+  // and the consumer's error callbacks, and recreates the producer after a fatal error (again 1 s
+  // later when that failed). Only this thread (and the destructor, after joining it) replaces
+  // producer_.
   BackgroundLoop::Duration PollPass() {
-    rd_kafka_poll(producer_->rk, 100);
+    if (closing_.load()) return BackgroundLoop::kNoPeriod;  // the destructor stops the loop
+    rd_kafka_poll(producer_->rk, ToMs(kPollWait));
+    // The consumer's error callbacks (its Reads serve only their partitions' fetch queues).
+    rd_kafka_poll(consumer_, 0);
     if (!producer_->fatal.load()) return BackgroundLoop::Duration::zero();
     auto fresh = NewProducer();
     if (!fresh.ok()) {
@@ -929,11 +971,19 @@ class KafkaLog final : public CommitLog {
   const std::string topic_;
   const int32_t partitions_;
   HealthTracker health_;
-  HandleContext ctx_;  // for the admin handle and the consumers
+  HandleContext ctx_;  // for the admin handle
+  // For the consumer: its errors are logged, not recorded in health_ (as when each partition had
+  // a handle whose error callbacks were never served); reads report their own errors.
+  HandleContext consumer_ctx_;
   HandlePtr admin_;
   std::shared_mutex producer_mu_;  // shared: producing; exclusive: replacing producer_
   std::unique_ptr<Producer> producer_;
+  // Created by Start(), destroyed by the destructor after every partition was stopped. The
+  // handle and topic are thread-safe; each partition's state is guarded by its reader's mu.
+  rd_kafka_t* consumer_ = nullptr;
+  rd_kafka_topic_t* consumer_rkt_ = nullptr;
   std::vector<std::unique_ptr<PartitionReader>> readers_;
+  std::atomic<bool> closing_{false};  // set by the destructor before it stops poller_
   // Started by Start(), stopped by the destructor before the producer is retired. Last member.
   BackgroundLoop poller_{"kafka-poll",
                          {.first_pass = BackgroundLoop::FirstPass::kAtStart},
@@ -1047,6 +1097,7 @@ Result<std::unique_ptr<CommitLog>> OpenKafkaLog(const KafkaOptions& options,
 }
 
 uint64_t KafkaLogReadPolls() { return g_read_polls.load(std::memory_order_relaxed); }
+uint64_t KafkaLogConsumerHandles() { return g_consumer_handles.load(std::memory_order_relaxed); }
 
 Result<std::map<std::string, std::string>> ParseKafkaProperties(std::string_view text) {
   std::map<std::string, std::string> out;

@@ -67,19 +67,24 @@ Result<int32_t> EnsureTopics(const KafkaOptions& options);
 //
 // Append: acks=all, idempotent producer, no Kafka compression; the future resolves with the offset
 // Kafka assigned once the in-sync replicas have the record, or Unavailable within produce_timeout.
-// Read: one consumer per partition read so far, positioned by `from` only (committed offsets are
-// never used). DeleteBefore: Admin DeleteRecords (clamped to EndOffset). Start/EndOffset: low and
-// high watermarks. Destruction flushes pending appends for at most min(produce_timeout, 5 s);
-// appends not acknowledged by then fail with Unavailable. No call may be in progress during
-// destruction.
+// Read: one consumer handle per log serving every partition (each from its own fetch queue),
+// positioned by `from` only (no consumer group; committed offsets are never used). DeleteBefore:
+// Admin DeleteRecords (clamped to EndOffset). Start/EndOffset: low and high watermarks. Destruction
+// flushes pending appends for at most min(produce_timeout, 5 s); appends not acknowledged by then
+// fail with Unavailable. No call may be in progress during destruction.
 Result<std::unique_ptr<CommitLog>> OpenKafkaLog(const KafkaOptions& options,
                                                 const std::string& topic,
                                                 int32_t known_partition_count = 0);
 
 // How many times, in this process, a KafkaLog Read has waited on its consumer (one
-// rd_kafka_consumer_poll call each). An idle Read blocks once per max_wait; a Read that spins
+// rd_kafka_consume call each). An idle Read blocks once per max_wait; a Read that spins
 // calls it over and over. For tests (the idle-CPU check in kafka_log_test). Thread-safe.
 uint64_t KafkaLogReadPolls();
+
+// How many consumer handles KafkaLogs have created in this process: one per log, however many of
+// its partitions are read (each handle has its own librdkafka threads and timers, the bulk of an
+// idle node's CPU). For tests. Thread-safe.
+uint64_t KafkaLogConsumerHandles();
 
 // Parses librdkafka properties in Java properties style: `key=value` lines, `#`/`!` comments,
 // blank lines ignored, whitespace around key and value trimmed. InvalidArgument on a line without

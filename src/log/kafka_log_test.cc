@@ -580,6 +580,83 @@ TEST_F(KafkaLogTest, IdleReadBlocksInsteadOfPolling) {
   EXPECT_LE(polls, static_cast<uint64_t>(3 * kReads)) << "idle Reads polled in a loop";
 }
 
+// Reads of different partitions from different threads at once, through the one shared handle:
+// each thread gets exactly its partition's records, in order, none twice, none missing.
+TEST_F(KafkaLogTest, ConcurrentReadsOfDifferentPartitions) {
+  auto log = OpenIngest();
+  ASSERT_NE(log, nullptr);
+  const int32_t n = std::min(log->partition_count(), 4);
+  constexpr int kRecords = 40;
+  for (int32_t p = 0; p < n; ++p) {
+    for (int i = 0; i < kRecords; ++i)
+      MustAppend(*log, p, std::to_string(p) + ":" + std::to_string(i));
+  }
+  std::vector<std::vector<LogRecord>> got(n);
+  std::vector<std::thread> readers;
+  for (int32_t p = 0; p < n; ++p) {
+    readers.emplace_back([&, p] { got[p] = ReadRange(*log, p, 0, kRecords); });
+  }
+  for (auto& t : readers) t.join();
+  for (int32_t p = 0; p < n; ++p) {
+    ASSERT_EQ(got[p].size(), static_cast<size_t>(kRecords)) << "partition " << p;
+    for (int i = 0; i < kRecords; ++i) {
+      EXPECT_EQ(got[p][i].offset.value, i);
+      EXPECT_EQ(got[p][i].data, std::to_string(p) + ":" + std::to_string(i));
+    }
+  }
+  // Ending a batch early (a wait of 0 that found nothing) is not an error.
+  EXPECT_EQ(log->Health(), "ok");
+}
+
+// Every partition of a log is read through one consumer handle: each handle has its own
+// librdkafka threads and timers (one per partition made an idle node spend ~1.9 CPU-s a minute).
+// Reading each partition, moving one backwards and past its end (its fetcher stops) and back
+// creates no second handle, and each Read still returns its partition's records.
+TEST_F(KafkaLogTest, OneConsumerHandleServesEveryPartition) {
+  const uint64_t before = KafkaLogConsumerHandles();
+  auto log = OpenIngest();
+  ASSERT_NE(log, nullptr);
+  const int32_t n = log->partition_count();
+  ASSERT_GE(n, 2);
+  for (int32_t p = 0; p < n; ++p) MustAppend(*log, p, "p" + std::to_string(p));
+  for (int32_t p = 0; p < n; ++p) {
+    auto got = ReadRange(*log, p, 0, 1);
+    ASSERT_EQ(got.size(), 1u) << "partition " << p;
+    EXPECT_EQ(got[0].data, "p" + std::to_string(p));
+  }
+  // Past the end of partition 1 (the fetcher stops out of range), then back to 0.
+  auto r = log->Read(PartitionId(1), Offset(5), 1 << 20, 200ms);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->empty());
+  r = log->Read(PartitionId(1), Offset(0), 1 << 20, 5s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ(r->front().data, "p1");
+  EXPECT_EQ(KafkaLogConsumerHandles() - before, 1u)
+      << "a Read created a consumer handle: partitions must share the log's handle";
+}
+
+// Closing a log does not wait out the producer poll thread's 1 s wait or the partitions' fetchers:
+// an idle node's shutdown closes three logs one after the other. Several rounds: the poll thread
+// once started a whole new wait after the one the close cut short, now and then.
+TEST_F(KafkaLogTest, ClosingAnIdleLogIsPrompt) {
+  for (int round = 0; round < 4; ++round) {
+    auto log = OpenIngest();
+    ASSERT_NE(log, nullptr);
+    for (int32_t p = 0; p < log->partition_count(); ++p) {
+      auto r = log->Read(PartitionId(p), Offset(0), 1 << 20, 10ms);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+    }
+    std::this_thread::sleep_for(1200ms);  // the poll thread is in its wait
+    const auto t0 = Clock::now();
+    log.reset();
+    const auto took = Clock::now() - t0;
+    EXPECT_LT(took, 500ms) << "round " << round << ": "
+                           << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                           << " ms";
+  }
+}
+
 // Opt-in (it stops the broker for a few seconds, disturbing other clients): with
 // SEDIMENT_TEST_KAFKA_PAUSE_PID=<pid>[,<pid>...] (every broker) the brokers are paused with
 // SIGSTOP. Appends fail within produce_timeout and are never acknowledged; after SIGCONT appends
