@@ -47,7 +47,7 @@ struct SegmentWriterOptions {
   // 2 (columnar, the default) or 1 (kept so tests and tools can write the old layout).
   uint32_t format_version = 2;
   size_t block_raw_bytes = 1 << 20;  // target uncompressed block size
-  int zstd_level = 3;
+  int zstd_level = 6;
   // Block filter sizing (FORMAT.md "Block filter"): bits per distinct trigram and probes per gram.
   // filter_hashes = 0 writes no filters (every block then passes BlockMayContainAll).
   double filter_bits_per_gram = 6.0;
