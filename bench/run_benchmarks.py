@@ -925,6 +925,7 @@ def run(args, server, gen, benchutil, work, report):
     report["search"] = search_queries(args, server, corpus, g, total_events, needle,
                                       (q_start, q_end), (f_start, f_end))
     report["decode_floor"] = decode_floor(benchutil, server.data_dir, args.runs)
+    regex_ceiling(report["decode_floor"], report["search"])
     print_report(report)
     failed = [q for q in report["search"]["queries"] if q.get("error")]
     if failed:
@@ -950,6 +951,23 @@ def decode_floor(benchutil, data_dir, runs):
     r = json.loads(res.stdout)
     r["decode_gb_per_cpu_s"] = r["raw_bytes"] / r["decode_cpu_s"] / 1e9 if r["decode_cpu_s"] else 0
     return r
+
+
+# Issue 16: regex extraction at least this multiple of awk's match() per core.
+REGEX_TARGET_VS_AWK = 1.5
+
+
+def regex_ceiling(floor, search):
+    """Adds to `floor` how fast the regex query could be at most against its awk line: a query
+    over the raw repository decompresses and decodes every block before any regex runs, so
+    decode GB/cpu-s / awk's GB/cpu-s bounds its ratio per core from above."""
+    rq = next((q for q in search["queries"] if q["name"] == "regex"), None)
+    if "error" in floor or not rq or not rq.get("baseline_gb_per_s"):
+        return
+    awk_gb_per_cpu_s = rq["baseline_gb_per_s"]  # awk runs on one core: wall = CPU
+    floor["regex_baseline_gb_per_cpu_s"] = awk_gb_per_cpu_s
+    floor["regex_ceiling_vs_awk"] = floor["decode_gb_per_cpu_s"] / awk_gb_per_cpu_s
+    floor["regex_target_vs_awk"] = REGEX_TARGET_VS_AWK
 
 
 def cores_for(threads):
@@ -1496,6 +1514,12 @@ def print_report(r):
             f"{d['decode_ns_per_event']:.0f} ns/event = {d['decode_gb_per_cpu_s']:.3f} GB/cpu-s; "
             f"count() in-process {d['ns_per_event']:.0f} ns/event = {d['gb_per_cpu_s']:.3f} "
             f"GB/cpu-s ({d['events']} events, {d['blocks']} blocks)")
+        if "regex_ceiling_vs_awk" in d:
+            lines.append(
+                f"    regex ceiling: decoding alone is {d['regex_ceiling_vs_awk']:.2f}x awk's "
+                f"match() ({d['regex_baseline_gb_per_cpu_s']:.3f} GB/cpu-s), so no regex query "
+                f"over these segments can pass that per core (target "
+                f"{d['regex_target_vs_awk']:.1f}x)")
     lines += [
         f"(c) stored  segments {human_bytes(c['segment_bytes'])} ({c['segment_files']} files, "
         f"{c['segment_files_found_as']}); data dir {human_bytes(c['data_dir_bytes'])}",
