@@ -257,6 +257,12 @@ void CommitLogFlags(std::vector<ServerFlag>& f) {
   f.push_back(Value(S::kCommitLog, "--flush-bytes", "SEDIMENT_FLUSH_BYTES", "N",
                     &ServerConfig::flush_bytes, size_t{32} << 20,
                     "flush a datasource's buffer to a segment at this size"));
+  f.push_back(Value(S::kCommitLog, "--digest-nice", "SEDIMENT_DIGEST_NICE", "N",
+                    &ServerConfig::digest_nice, 5,
+                    "nice value of the threads that digest the commit log into segments: above "
+                    "0, acknowledging ingest gets the CPU first and digesting catches up from the "
+                    "log (0: same priority)",
+                    Bounds(0, 19)));
 }
 
 void KafkaFlags(std::vector<ServerFlag>& f) {

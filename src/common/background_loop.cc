@@ -1,11 +1,10 @@
 #include "common/background_loop.h"
 
-#include <pthread.h>
-
 #include <algorithm>
 #include <utility>
 
 #include "common/clock.h"
+#include "common/thread.h"
 
 namespace sediment {
 namespace {
@@ -81,8 +80,7 @@ bool BackgroundLoop::SleepFor(Duration d) {
 
 void BackgroundLoop::Run() {
   thread_id_.store(std::this_thread::get_id());
-  const std::string short_name = name_.substr(0, 15);  // the kernel's limit
-  pthread_setname_np(pthread_self(), short_name.c_str());
+  SetCurrentThreadName(name_);
 
   Steady::time_point due = options_.first_pass == FirstPass::kAtStart
                                ? SteadyNow()

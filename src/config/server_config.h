@@ -84,6 +84,8 @@ struct ServerConfig {
   std::string tls_ca_file;
   int64_t flush_age_ms = 2000;
   size_t flush_bytes = 32u << 20;
+  // Nice value of the digest's partition workers (DigestOptions::worker_nice).
+  int digest_nice = 5;
   // Embedded log only: a partition's active file is sealed and a new one started at this size.
   uint64_t log_file_bytes = 64ull << 20;
   // Embedded ingest log only: ... and this long after its first record (0 = only by size): a

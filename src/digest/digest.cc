@@ -10,6 +10,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "common/thread.h"
 #include "digest/event_runs.h"
 #include "global/segment_record.h"
 #include "segment/file_name.h"
@@ -294,6 +295,12 @@ std::vector<std::shared_ptr<Digest::Partition>> Digest::Current() const {
 }
 
 void Digest::Supervise(std::shared_ptr<Slot> slot) {
+  SetCurrentThreadName("digest-" + std::to_string(slot->id.value));
+  if (options_.worker_nice != 0) {
+    if (Status st = SetCurrentThreadNice(options_.worker_nice); !st.ok()) {
+      spdlog::warn("digest: partition {}: {}", slot->id.value, st.ToString());
+    }
+  }
   while (!Stopping(slot.get())) {
     auto p = std::make_shared<Partition>();
     p->id = slot->id;

@@ -87,6 +87,11 @@ struct DigestOptions {
   size_t dedup_seed_bytes = 64u << 20;
   std::chrono::milliseconds dedup_seed_time{5000};
   SegmentWriterOptions segment;
+  // Nice value of the partition workers (each sets its own when it starts; 0 leaves them as
+  // started). Above 0, threads answering requests (ingest acknowledgements) get the CPU first
+  // when both want it, and the workers catch up from the commit log when load falls; under a
+  // sustained overload they still get a share (nice 5: about a quarter of a contended core).
+  int worker_nice = 0;
 };
 
 // Events still in a buffer, for queries. `events` is an immutable copy.

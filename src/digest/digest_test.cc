@@ -2,15 +2,19 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "common/testing/fault_env.h"
+#include "common/thread.h"
 #include "global/global.h"
 #include "log/local_log.h"
 
@@ -809,6 +813,34 @@ TEST_F(DigestTest, IdleWorkersBlockInTheLogRead) {
   EXPECT_LE(reads, 4u * 10u) << "idle digest workers polled the log";
   EXPECT_GE(reads, 4u);  // the workers are running, waiting in Read
   Close();
+}
+
+// The partition workers run under their own names at worker_nice, so that ingest requests get
+// the CPU first; the thread that started them keeps its priority.
+TEST_F(DigestTest, WorkersRunNamedAtTheirNiceValue) {
+  Close();
+  const int base = CurrentThreadNice().value();
+  const int nice = std::min(base + 4, 19);
+  tweak_ = [nice](DigestOptions* o) { o->worker_nice = nice; };
+  Open();
+  std::map<std::string, int> workers;  // thread name -> nice value (/proc: field 19 of stat)
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name.rfind("digest-", 0) != 0 || name == "digest-maint") continue;
+    std::ifstream stat_file(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(stat_file)), {});
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));  // from field 3 (state) on
+    std::string field;
+    for (int i = 3; i <= 19 && fields >> field; ++i) {
+    }
+    workers[name] = std::stoi(field);
+  }
+  EXPECT_EQ(workers,
+            (std::map<std::string, int>{
+                {"digest-0", nice}, {"digest-1", nice}, {"digest-2", nice}, {"digest-3", nice}}));
+  EXPECT_EQ(CurrentThreadNice().value(), base);
 }
 
 // Offsets missing inside what the log returns (Kafka's transaction markers) are not a loss.

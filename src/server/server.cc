@@ -304,6 +304,7 @@ Status Server::Start() {
   digest_options.node = s.node;
   digest_options.flush_age = std::chrono::milliseconds(s.config.flush_age_ms);
   digest_options.flush_bytes = s.config.flush_bytes;
+  digest_options.worker_nice = s.config.digest_nice;
   digest_options.truncate_every = std::chrono::milliseconds(s.config.safe_offset_interval_ms);
   // Rebuilding a segment from the commit log needs every holder dead; a node not heard from yet
   // in the first heartbeat timeout after this start counts as alive.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import re
 import subprocess
+import time
 from pathlib import Path
 
 from conftest import clean_env, sediment_bin
@@ -67,3 +68,33 @@ def test_bad_values_exit_nonzero_naming_the_flag(tmp_path):
         assert r.returncode != 0, (args, env, r.stdout, r.stderr)
         assert named in r.stderr, (args, env, r.stderr)
         assert not (tmp_path / "data").exists(), "the server started"
+
+
+def _digest_worker_nice(pid: int) -> dict[str, int]:
+    """{thread name: nice value} of the server's digest partition workers (/proc, field 19)."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue  # the thread ended
+        if re.fullmatch(r"digest-\d+", name):
+            out[name] = int(stat[stat.rindex(")") + 2:].split()[16])
+    return out
+
+
+def _settled_workers(pid: int, partitions: int) -> dict[str, int]:
+    deadline = time.monotonic() + 10
+    while True:
+        workers = _digest_worker_nice(pid)
+        if len(workers) == partitions or time.monotonic() > deadline:
+            return workers
+        time.sleep(0.05)
+
+
+def test_digest_workers_run_at_the_digest_nice_value(server_factory):
+    default = server_factory(extra_args=["--ingest-partitions", "3"])
+    assert _settled_workers(default.pid, 3) == {"digest-0": 5, "digest-1": 5, "digest-2": 5}
+    tuned = server_factory(extra_args=["--ingest-partitions", "2", "--digest-nice", "0"])
+    assert _settled_workers(tuned.pid, 2) == {"digest-0": 0, "digest-1": 0}
