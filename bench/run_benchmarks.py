@@ -394,6 +394,12 @@ def children_cpu_seconds():
     return ru.ru_utime + ru.ru_stime
 
 
+def own_cpu_seconds():
+    """User + system CPU seconds of this process (every thread) so far."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 def machine_busy_seconds():
     """CPU seconds all CPUs of the machine spent not idle so far (/proc/stat)."""
     with open("/proc/stat") as f:
@@ -1315,13 +1321,13 @@ def run_kafka(args, ctx, server_bin, gen, work, report):
     log(f"(a) sediment ingest on Kafka: {events} events, {human_bytes(nbytes)}, "
         f"{len(batches)} batches, {args.clients} clients")
     broker_pid = cluster.node(0)["pid"]
-    c0, b0, m0 = (process_cpu_seconds(server.proc.pid), process_cpu_seconds(broker_pid),
-                  machine_busy_seconds())
+    c0, b0, m0, d0 = (process_cpu_seconds(server.proc.pid), process_cpu_seconds(broker_pid),
+                      machine_busy_seconds(), own_cpu_seconds())
     load0 = load_average()
     t0, secs, st = ingest_batches(server, batches, args.clients)
     # CPU until the last 200 (the digest keeps working after it: not counted).
-    c1, b1, m1 = (process_cpu_seconds(server.proc.pid), process_cpu_seconds(broker_pid),
-                  machine_busy_seconds())
+    c1, b1, m1, d1 = (process_cpu_seconds(server.proc.pid), process_cpu_seconds(broker_pid),
+                      machine_busy_seconds(), own_cpu_seconds())
     if st["events"] != events or st["bytes"] != nbytes:
         raise BenchError(f"acknowledged {st['events']} events / {st['bytes']} bytes, sent "
                          f"{events} / {nbytes}")
@@ -1355,6 +1361,8 @@ def run_kafka(args, ctx, server_bin, gen, work, report):
         "server_cpu_seconds_per_gb_searchable": (c2 - c0) / (nbytes / 1e9),
         "broker_cpu_seconds_to_last_ack": b1 - b0,
         "machine_busy_seconds_to_last_ack": m1 - m0,
+        # The HTTP clients (this driver's threads): work kcat does itself in (b).
+        "client_cpu_seconds_to_last_ack": d1 - d0,
         "load_average_before": load0,
         "topic": ingest_topic, "topic_messages": sum(sed_offsets),
         "topic_partitions_used": sum(1 for o in sed_offsets if o > 0),
@@ -1371,9 +1379,11 @@ def run_kafka(args, ctx, server_bin, gen, work, report):
         cmd += ["-X", p]
     cmd.append(kcat_input)
     log(f"(b) kcat produce: {len(batches)} messages, {human_bytes(nbytes)}: " + " ".join(cmd))
+    kc0, kb0, km0 = children_cpu_seconds(), process_cpu_seconds(broker_pid), machine_busy_seconds()
     t0 = time.monotonic()
     res = kcat_run(cmd, 3600, "kcat -P")
     ksecs = time.monotonic() - t0
+    kc1, kb1, km1 = children_cpu_seconds(), process_cpu_seconds(broker_pid), machine_busy_seconds()
     kstderr = res.stderr.decode("utf-8", "replace")
     # A partition's end offset can trail kcat's last delivery report for a moment on a loaded
     # machine: ask again for up to 10 s before calling a message missing.
@@ -1394,6 +1404,8 @@ def run_kafka(args, ctx, server_bin, gen, work, report):
         "mb_per_s": nbytes / ksecs / 1e6, "events_per_s_equivalent": events / ksecs,
         "topic": topic, "partitions_used": sum(1 for o in offsets if o > 0),
         "command": " ".join(cmd), "stderr_tail": kstderr[-500:],
+        "kcat_cpu_seconds": kc1 - kc0, "broker_cpu_seconds": kb1 - kb0,
+        "machine_busy_seconds": km1 - km0,
     }
     report["kcat"] = kraw
     ratio = sediment["mb_per_s_acked"] / kraw["mb_per_s"]
@@ -1429,9 +1441,12 @@ def print_kafka_report(r):
         f"    until kcat exits:  {k['events_per_s_equivalent']:>12,.0f} events/s "
         f"{k['mb_per_s']:>8.1f} MB/s  ({k['seconds']:.2f}s, {k['partitions_used']} partitions "
         f"used)",
+        f"    kcat CPU {k['kcat_cpu_seconds']:.1f}s, broker {k['broker_cpu_seconds']:.1f}s, "
+        f"machine busy {k['machine_busy_seconds']:.1f}s",
         f"    server CPU until last 200: {a['server_cpu_seconds_to_last_ack']:.1f}s "
         f"({a['server_cpu_seconds_per_gb_acked']:.1f} CPU-s per GB), broker "
-        f"{a['broker_cpu_seconds_to_last_ack']:.1f}s, machine busy "
+        f"{a['broker_cpu_seconds_to_last_ack']:.1f}s, HTTP clients (this driver) "
+        f"{a['client_cpu_seconds_to_last_ack']:.1f}s, machine busy "
         f"{a['machine_busy_seconds_to_last_ack']:.1f}s; load average before "
         + " ".join(f"{x:.2f}" for x in a["load_average_before"]),
         f"    server CPU until searchable: {a['server_cpu_seconds_to_searchable']:.1f}s "
