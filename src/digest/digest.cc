@@ -25,6 +25,10 @@ int64_t NextBackoffMs(int64_t ms) {
   return std::min<int64_t>(std::max<int64_t>(ms * 2, 100), 5000);
 }
 
+// Longest wait of a worker's Read while its partition has buffered events or a replay point to
+// register (the loop around the Read flushes and registers).
+constexpr std::chrono::milliseconds kBusyReadWait{200};
+
 // Empty reads in a row after which a rebuild gives up until the next check (a remote log may
 // answer empty below its end while a leader moves).
 constexpr int kRebuildMaxEmptyReads = 50;
@@ -227,17 +231,23 @@ void Digest::AssignAll() {
 }
 
 void Digest::Revoke(const std::vector<PartitionId>& partitions) {
-  std::lock_guard lock(slots_mu_);
-  for (PartitionId id : partitions) {
-    auto it = slots_.find(id.value);
-    if (it == slots_.end()) continue;
-    it->second->stop = true;
-    it->second->current.reset();  // no longer answers queries
-    retired_.push_back(std::move(it->second));
-    slots_.erase(it);
-    spdlog::info("digest: partition {} revoked", id.value);
+  std::vector<PartitionId> stopped;
+  {
+    std::lock_guard lock(slots_mu_);
+    for (PartitionId id : partitions) {
+      auto it = slots_.find(id.value);
+      if (it == slots_.end()) continue;
+      it->second->stop = true;
+      it->second->current.reset();  // no longer answers queries
+      retired_.push_back(std::move(it->second));
+      slots_.erase(it);
+      stopped.push_back(id);
+      spdlog::info("digest: partition {} revoked", id.value);
+    }
   }
   slots_cv_.notify_all();
+  // After `stop` is set: a worker that checked it before waits in (or enters) a Read that ends.
+  for (PartitionId id : stopped) log_->WakeReaders(id);
 }
 
 std::vector<PartitionId> Digest::Assigned() const {
@@ -272,6 +282,8 @@ void Digest::Stop() {
     retired_.clear();
   }
   slots_cv_.notify_all();
+  // After `stop` is set: a worker that checked it before waits in (or enters) a Read that ends.
+  for (auto& slot : all) log_->WakeReaders(slot->id);
   for (auto& slot : all) {
     if (slot->thread.joinable()) slot->thread.join();
   }
@@ -650,8 +662,7 @@ bool Digest::Run(Slot* slot, Partition* p) {
       std::lock_guard lock(p->mu);
       from = p->next_offset;
     }
-    auto records =
-        log_->Read(p->id, from, options_.read_batch_bytes, std::chrono::milliseconds(200));
+    auto records = log_->Read(p->id, from, options_.read_batch_bytes, ReadWait(*p));
     std::lock_guard work(p->work_mu);
     if (!records.ok()) {
       if (Stopping(slot)) break;  // a revoked worker: the next owner may have truncated
@@ -731,6 +742,20 @@ bool Digest::Run(Slot* slot, Partition* p) {
     }
   }
   return true;
+}
+
+std::chrono::milliseconds Digest::ReadWait(const Partition& p) const {
+  const int64_t now_us = clock_->MonotonicMicros();
+  std::lock_guard lock(p.mu);
+  if (p.buffers.empty()) {
+    // The loop registers a replay point above the registered one (at most once a second).
+    if (ReplayPointLocked(p) > p.registered_replay_point) return kBusyReadWait;
+    return std::max(options_.idle_read_wait, std::chrono::milliseconds(1));
+  }
+  int64_t oldest_us = INT64_MAX;
+  for (const auto& [key, buf] : p.buffers) oldest_us = std::min(oldest_us, buf.first_us);
+  const int64_t due_in_ms = (oldest_us + options_.flush_age.count() * 1000 - now_us + 999) / 1000;
+  return std::chrono::milliseconds(std::clamp<int64_t>(due_in_ms, 1, kBusyReadWait.count()));
 }
 
 BackgroundLoop::Duration Digest::MaintenancePass() {
