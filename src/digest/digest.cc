@@ -138,6 +138,12 @@ struct Digest::Partition {
   // Set once the worker seeded `dedup` (SeedDedup); truncation waits for it.
   std::atomic<bool> seeded{false};
 
+  // Non-zero while the maintenance thread reads the partition for a rebuild: the worker's Reads
+  // then wait at most kBusyReadWait. (A log may serve one Read of a partition at a time, as
+  // Kafka's does: the worker's 2 s idle Reads would make each of the rebuild's Reads, bounded by
+  // 200 ms including that turn, come back empty.)
+  std::atomic<int> rebuild_reads{0};
+
   // Touched only by the maintenance thread.
   Offset deleted_before{0};  // DeleteBefore succeeded up to here under this claim
   std::map<SegmentId, int64_t> unreachable_since_us;  // no live copy since (clock_ monotonic)
@@ -746,6 +752,7 @@ bool Digest::Run(Slot* slot, Partition* p) {
 
 std::chrono::milliseconds Digest::ReadWait(const Partition& p) const {
   const int64_t now_us = clock_->MonotonicMicros();
+  if (p.rebuild_reads.load() > 0) return kBusyReadWait;
   std::lock_guard lock(p.mu);
   if (p.buffers.empty()) {
     // The loop registers a replay point above the registered one (at most once a second).
@@ -986,6 +993,14 @@ void Digest::Rebuild(Partition* p, const SegmentRecord& seg) {
                  ", after its first event at offset " + std::to_string(seg.min_pos.offset.value));
   };
   if (*start > seg.min_pos.offset) return gone(*start);
+
+  // The worker's Reads are short while this one reads; its idle Read in progress is ended.
+  p->rebuild_reads.fetch_add(1);
+  struct EndRebuildReads {
+    Partition* p;
+    ~EndRebuildReads() { p->rebuild_reads.fetch_sub(1); }
+  } end_rebuild_reads{p};
+  log_->WakeReaders(p->id);
 
   // Decoded as the worker does: corrupt records skipped, second copies dropped by the same rule,
   // then the datasource's events in the segment's position range.

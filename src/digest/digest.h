@@ -64,7 +64,8 @@ struct DigestOptions {
   // A worker's Read waits at most this long for a record while its partition has nothing buffered
   // and no replay point to register (a record ends the wait at once, so this costs no latency;
   // Stop and Revoke cut it short with CommitLog::WakeReaders). With buffered events it waits at
-  // most until the oldest buffer's flush_age passes, and at most 200 ms.
+  // most until the oldest buffer's flush_age passes, and at most 200 ms; so it does while a rebuild
+  // reads the partition (a log may serve one Read of a partition at a time).
   std::chrono::milliseconds idle_read_wait{2000};
   std::chrono::milliseconds truncate_every{10000};  // DeleteBefore(safe offset) period
   // Truncate the commit log of owned partitions below SafeOffset(state, p) (DESIGN P3: the replay

@@ -162,6 +162,35 @@ class CountingLog final : public CommitLog {
   CommitLog* inner_;
 };
 
+// Wraps the ingest log: serves one Read of a partition at a time, the next waiting its turn within
+// its own max_wait (counted from the call), as KafkaLog's shared consumer does.
+class SerialReadLog final : public CommitLog {
+ public:
+  explicit SerialReadLog(std::unique_ptr<CommitLog> inner)
+      : inner_(std::move(inner)), mu_(inner_->partition_count()) {}
+  int32_t partition_count() const override { return inner_->partition_count(); }
+  std::future<Result<Offset>> Append(PartitionId p, std::string record) override {
+    return inner_->Append(p, std::move(record));
+  }
+  Result<std::vector<LogRecord>> Read(PartitionId p, Offset from, size_t max_bytes,
+                                      std::chrono::milliseconds max_wait) override {
+    const auto deadline = std::chrono::steady_clock::now() + max_wait;
+    std::lock_guard lock(mu_.at(p.value));
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    return inner_->Read(p, from, max_bytes, std::max(left, std::chrono::milliseconds(0)));
+  }
+  void WakeReaders(PartitionId p) override { inner_->WakeReaders(p); }
+  Status DeleteBefore(PartitionId p, Offset o) override { return inner_->DeleteBefore(p, o); }
+  Result<Offset> StartOffset(PartitionId p) override { return inner_->StartOffset(p); }
+  Result<Offset> EndOffset(PartitionId p) override { return inner_->EndOffset(p); }
+  std::string Health() override { return inner_->Health(); }
+
+ private:
+  std::unique_ptr<CommitLog> inner_;
+  std::vector<std::mutex> mu_;
+};
+
 class DigestTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -179,6 +208,7 @@ class DigestTest : public ::testing::Test {
     LocalLogOptions lo;
     lo.partitions = 4;
     log_ = OpenLocalLog(env_, dir_ / "ingest", lo).value();
+    if (serial_reads_) log_ = std::make_unique<SerialReadLog>(std::move(log_));
     LocalLogOptions go;
     go.partitions = 1;
     auto late = std::make_unique<LateAckLog>(OpenLocalLog(env_, dir_ / "global", go).value());
@@ -397,6 +427,7 @@ class DigestTest : public ::testing::Test {
   LateAckLog* late_ack_ = nullptr;
   int lies_ = 0;  // registrations whose acknowledgement is lost, for the next Open()
   std::function<void(DigestOptions*)> tweak_;  // applied to the options of the next Open()
+  bool serial_reads_ = false;  // the next Open() wraps the ingest log in a SerialReadLog
   std::mutex dead_mu_;
   std::set<NodeId> dead_;  // nodes the rebuild tests' is_alive reports dead
 };
@@ -1158,6 +1189,42 @@ TEST_F(DigestTest, SegmentsWithEveryCopyOnDeadNodesAreRebuilt) {
   Close();
   Open();
   EXPECT_EQ(Visible().size(), 60u);
+}
+
+// A rebuild's Reads are not starved by the partition's idle worker on a log that serves one Read
+// of a partition at a time (Kafka's): the rebuild ends the worker's long idle Read and keeps its
+// next ones short while it reads (a 60 s idle wait here; with it in force the rebuild's 200 ms
+// Reads all came back empty and it gave up, as an e2e test on Kafka showed with 2 s).
+TEST_F(DigestTest, RebuildIsNotStarvedByIdleReadsOfTheSamePartition) {
+  Close();
+  UseLiveness();
+  auto liveness = tweak_;
+  tweak_ = [liveness](DigestOptions* o) {
+    liveness(o);
+    o->idle_read_wait = std::chrono::seconds(60);
+  };
+  serial_reads_ = true;
+  Open();
+  Submit(RegisterNode{NodeId(2)});
+  Submit(SetReplicationFactor{2});
+  Append("a", 0, 10);
+  WaitFlushed();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the workers idle in Read
+  const auto old = Segments();
+  ASSERT_EQ(old.size(), 1u);
+  for (const auto& [id, seg] : old) {
+    MoveToNode2(id);
+    ASSERT_TRUE(env_->RemoveFile((dir_ / "segments" / seg.file_name).string()).ok());
+  }
+  SetDead({NodeId(2)});
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const auto now = Segments();
+        return now.size() == 1 && old.count(now.begin()->first) == 0;
+      },
+      std::chrono::seconds(15)));
+  EXPECT_EQ(Visible().size(), 10u);
+  Close();
 }
 
 // A segment with a copy on a live node is never rebuilt, whoever else died.
