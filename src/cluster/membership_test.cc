@@ -39,6 +39,7 @@ class FlakyLog final : public CommitLog {
     }
     return base_->Read(p, from, max_bytes, max_wait);
   }
+  void WakeReaders(PartitionId p) override { base_->WakeReaders(p); }
   Status DeleteBefore(PartitionId p, Offset offset) override {
     return base_->DeleteBefore(p, offset);
   }

@@ -26,6 +26,10 @@ int64_t NextBackoffMs(int64_t ms) {
   return std::min<int64_t>(std::max<int64_t>(ms * 2, 100), 5000);
 }
 
+// Longest wait of a worker's Read while its partition has buffered events or a replay point to
+// register (the loop around the Read flushes and registers).
+constexpr std::chrono::milliseconds kBusyReadWait{200};
+
 // Empty reads in a row after which a rebuild gives up until the next check (a remote log may
 // answer empty below its end while a leader moves).
 constexpr int kRebuildMaxEmptyReads = 50;
@@ -135,6 +139,12 @@ struct Digest::Partition {
   // Set once the worker seeded `dedup` (SeedDedup); truncation waits for it.
   std::atomic<bool> seeded{false};
 
+  // Non-zero while the maintenance thread reads the partition for a rebuild: the worker's Reads
+  // then wait at most kBusyReadWait. (A log may serve one Read of a partition at a time, as
+  // Kafka's does: the worker's 2 s idle Reads would make each of the rebuild's Reads, bounded by
+  // 200 ms including that turn, come back empty.)
+  std::atomic<int> rebuild_reads{0};
+
   // Touched only by the maintenance thread.
   Offset deleted_before{0};  // DeleteBefore succeeded up to here under this claim
   std::map<SegmentId, int64_t> unreachable_since_us;  // no live copy since (clock_ monotonic)
@@ -228,17 +238,23 @@ void Digest::AssignAll() {
 }
 
 void Digest::Revoke(const std::vector<PartitionId>& partitions) {
-  std::lock_guard lock(slots_mu_);
-  for (PartitionId id : partitions) {
-    auto it = slots_.find(id.value);
-    if (it == slots_.end()) continue;
-    it->second->stop = true;
-    it->second->current.reset();  // no longer answers queries
-    retired_.push_back(std::move(it->second));
-    slots_.erase(it);
-    spdlog::info("digest: partition {} revoked", id.value);
+  std::vector<PartitionId> stopped;
+  {
+    std::lock_guard lock(slots_mu_);
+    for (PartitionId id : partitions) {
+      auto it = slots_.find(id.value);
+      if (it == slots_.end()) continue;
+      it->second->stop = true;
+      it->second->current.reset();  // no longer answers queries
+      retired_.push_back(std::move(it->second));
+      slots_.erase(it);
+      stopped.push_back(id);
+      spdlog::info("digest: partition {} revoked", id.value);
+    }
   }
   slots_cv_.notify_all();
+  // After `stop` is set: a worker that checked it before waits in (or enters) a Read that ends.
+  for (PartitionId id : stopped) log_->WakeReaders(id);
 }
 
 std::vector<PartitionId> Digest::Assigned() const {
@@ -273,6 +289,8 @@ void Digest::Stop() {
     retired_.clear();
   }
   slots_cv_.notify_all();
+  // After `stop` is set: a worker that checked it before waits in (or enters) a Read that ends.
+  for (auto& slot : all) log_->WakeReaders(slot->id);
   for (auto& slot : all) {
     if (slot->thread.joinable()) slot->thread.join();
   }
@@ -657,8 +675,7 @@ bool Digest::Run(Slot* slot, Partition* p) {
       std::lock_guard lock(p->mu);
       from = p->next_offset;
     }
-    auto records =
-        log_->Read(p->id, from, options_.read_batch_bytes, std::chrono::milliseconds(200));
+    auto records = log_->Read(p->id, from, options_.read_batch_bytes, ReadWait(*p));
     std::lock_guard work(p->work_mu);
     if (!records.ok()) {
       if (Stopping(slot)) break;  // a revoked worker: the next owner may have truncated
@@ -738,6 +755,21 @@ bool Digest::Run(Slot* slot, Partition* p) {
     }
   }
   return true;
+}
+
+std::chrono::milliseconds Digest::ReadWait(const Partition& p) const {
+  const int64_t now_us = clock_->MonotonicMicros();
+  if (p.rebuild_reads.load() > 0) return kBusyReadWait;
+  std::lock_guard lock(p.mu);
+  if (p.buffers.empty()) {
+    // The loop registers a replay point above the registered one (at most once a second).
+    if (ReplayPointLocked(p) > p.registered_replay_point) return kBusyReadWait;
+    return std::max(options_.idle_read_wait, std::chrono::milliseconds(1));
+  }
+  int64_t oldest_us = INT64_MAX;
+  for (const auto& [key, buf] : p.buffers) oldest_us = std::min(oldest_us, buf.first_us);
+  const int64_t due_in_ms = (oldest_us + options_.flush_age.count() * 1000 - now_us + 999) / 1000;
+  return std::chrono::milliseconds(std::clamp<int64_t>(due_in_ms, 1, kBusyReadWait.count()));
 }
 
 BackgroundLoop::Duration Digest::MaintenancePass() {
@@ -968,6 +1000,14 @@ void Digest::Rebuild(Partition* p, const SegmentRecord& seg) {
                  ", after its first event at offset " + std::to_string(seg.min_pos.offset.value));
   };
   if (*start > seg.min_pos.offset) return gone(*start);
+
+  // The worker's Reads are short while this one reads; its idle Read in progress is ended.
+  p->rebuild_reads.fetch_add(1);
+  struct EndRebuildReads {
+    Partition* p;
+    ~EndRebuildReads() { p->rebuild_reads.fetch_sub(1); }
+  } end_rebuild_reads{p};
+  log_->WakeReaders(p->id);
 
   // Decoded as the worker does: corrupt records skipped, second copies dropped by the same rule,
   // then the datasource's events in the segment's position range.

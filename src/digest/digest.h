@@ -61,6 +61,12 @@ struct DigestOptions {
   size_t flush_bytes = 32u << 20;             // per datasource buffer
   std::chrono::milliseconds flush_age{2000};  // oldest buffered event's age
   size_t read_batch_bytes = 8u << 20;
+  // A worker's Read waits at most this long for a record while its partition has nothing buffered
+  // and no replay point to register (a record ends the wait at once, so this costs no latency;
+  // Stop and Revoke cut it short with CommitLog::WakeReaders). With buffered events it waits at
+  // most until the oldest buffer's flush_age passes, and at most 200 ms; so it does while a rebuild
+  // reads the partition (a log may serve one Read of a partition at a time).
+  std::chrono::milliseconds idle_read_wait{2000};
   std::chrono::milliseconds truncate_every{10000};  // DeleteBefore(safe offset) period
   // Truncate the commit log of owned partitions below SafeOffset(state, p) (DESIGN P3: the replay
   // point, held back by any committed segment with fewer than R announced replicas or, with bucket
@@ -211,6 +217,8 @@ class Digest {
   // Whether Global has a segment written by this node with this file name.
   bool IsRegistered(const std::string& file_name) const;
   sediment::Status ProcessRecords(Partition* p, std::vector<LogRecord>& records);
+  // How long the worker's next Read of p may wait (see DigestOptions::idle_read_wait).
+  std::chrono::milliseconds ReadWait(const Partition& p) const;
   Offset ReplayPointLocked(const Partition& p) const;
   // One pass of the maintenance loop: Truncate() when truncate_every passed (if truncate),
   // CheckRebuilds() when rebuild_check_every passed; returns the wait until the next is due.

@@ -59,6 +59,7 @@ class LateAckLog final : public CommitLog {
                                       std::chrono::milliseconds max_wait) override {
     return inner_->Read(p, from, max_bytes, max_wait);
   }
+  void WakeReaders(PartitionId p) override { inner_->WakeReaders(p); }
   Status DeleteBefore(PartitionId p, Offset o) override { return inner_->DeleteBefore(p, o); }
   Result<Offset> StartOffset(PartitionId p) override { return inner_->StartOffset(p); }
   Result<Offset> EndOffset(PartitionId p) override { return inner_->EndOffset(p); }
@@ -95,6 +96,7 @@ class OffsetGapLog final : public CommitLog {
     }
     return r;
   }
+  void WakeReaders(PartitionId p) override { inner_->WakeReaders(p); }
   Status DeleteBefore(PartitionId p, Offset o) override { return inner_->DeleteBefore(p, o); }
   Result<Offset> StartOffset(PartitionId p) override { return inner_->StartOffset(p); }
   Result<Offset> EndOffset(PartitionId p) override { return inner_->EndOffset(p); }
@@ -122,6 +124,7 @@ class PausableLog final : public CommitLog {
     }
     return inner_->Read(p, from, max_bytes, max_wait);
   }
+  void WakeReaders(PartitionId p) override { inner_->WakeReaders(p); }
   Status DeleteBefore(PartitionId p, Offset o) override { return inner_->DeleteBefore(p, o); }
   Result<Offset> StartOffset(PartitionId p) override { return inner_->StartOffset(p); }
   Result<Offset> EndOffset(PartitionId p) override { return inner_->EndOffset(p); }
@@ -145,17 +148,51 @@ class CountingLog final : public CommitLog {
   Result<std::vector<LogRecord>> Read(PartitionId p, Offset from, size_t max_bytes,
                                       std::chrono::milliseconds max_wait) override {
     reads.fetch_add(1);
-    return inner_->Read(p, from, max_bytes, max_wait);
+    reading.fetch_add(1);
+    auto r = inner_->Read(p, from, max_bytes, max_wait);
+    reading.fetch_sub(1);
+    return r;
   }
+  void WakeReaders(PartitionId p) override { inner_->WakeReaders(p); }
   Status DeleteBefore(PartitionId p, Offset o) override { return inner_->DeleteBefore(p, o); }
   Result<Offset> StartOffset(PartitionId p) override { return inner_->StartOffset(p); }
   Result<Offset> EndOffset(PartitionId p) override { return inner_->EndOffset(p); }
   std::string Health() override { return inner_->Health(); }
 
   std::atomic<uint64_t> reads{0};
+  std::atomic<int> reading{0};  // Reads in progress
 
  private:
   CommitLog* inner_;
+};
+
+// Wraps the ingest log: serves one Read of a partition at a time, the next waiting its turn within
+// its own max_wait (counted from the call), as KafkaLog's shared consumer does.
+class SerialReadLog final : public CommitLog {
+ public:
+  explicit SerialReadLog(std::unique_ptr<CommitLog> inner)
+      : inner_(std::move(inner)), mu_(inner_->partition_count()) {}
+  int32_t partition_count() const override { return inner_->partition_count(); }
+  std::future<Result<Offset>> Append(PartitionId p, std::string record) override {
+    return inner_->Append(p, std::move(record));
+  }
+  Result<std::vector<LogRecord>> Read(PartitionId p, Offset from, size_t max_bytes,
+                                      std::chrono::milliseconds max_wait) override {
+    const auto deadline = std::chrono::steady_clock::now() + max_wait;
+    std::lock_guard lock(mu_.at(p.value));
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    return inner_->Read(p, from, max_bytes, std::max(left, std::chrono::milliseconds(0)));
+  }
+  void WakeReaders(PartitionId p) override { inner_->WakeReaders(p); }
+  Status DeleteBefore(PartitionId p, Offset o) override { return inner_->DeleteBefore(p, o); }
+  Result<Offset> StartOffset(PartitionId p) override { return inner_->StartOffset(p); }
+  Result<Offset> EndOffset(PartitionId p) override { return inner_->EndOffset(p); }
+  std::string Health() override { return inner_->Health(); }
+
+ private:
+  std::unique_ptr<CommitLog> inner_;
+  std::vector<std::mutex> mu_;
 };
 
 class DigestTest : public ::testing::Test {
@@ -175,6 +212,7 @@ class DigestTest : public ::testing::Test {
     LocalLogOptions lo;
     lo.partitions = 4;
     log_ = OpenLocalLog(env_, dir_ / "ingest", lo).value();
+    if (serial_reads_) log_ = std::make_unique<SerialReadLog>(std::move(log_));
     LocalLogOptions go;
     go.partitions = 1;
     auto late = std::make_unique<LateAckLog>(OpenLocalLog(env_, dir_ / "global", go).value());
@@ -246,6 +284,30 @@ class DigestTest : public ::testing::Test {
       }
     }
     return seen;
+  }
+
+  // Reopens the digest on a CountingLog over a fresh 4-partition ingest log, with every partition
+  // assigned and claimed; returns the counter.
+  CountingLog* OpenCounting(std::chrono::milliseconds idle_read_wait) {
+    LocalLogOptions lo;
+    lo.partitions = 4;
+    inner_log_ = OpenLocalLog(env_, dir_ / "ingest2", lo).value();
+    auto counting = std::make_unique<CountingLog>(inner_log_.get());
+    CountingLog* counter = counting.get();
+    log_ = std::move(counting);
+    LocalLogOptions go;
+    go.partitions = 1;
+    glog_ = OpenLocalLog(env_, dir_ / "global2", go).value();
+    global_ = Global::Open(env_, glog_.get(), dir_ / "snap2").value();
+    DigestOptions o;
+    o.segment_dir = dir_ / "segments";
+    o.flush_age = std::chrono::milliseconds(50);
+    o.idle_read_wait = idle_read_wait;
+    digest_ = std::make_unique<Digest>(env_, Clock::Real(), log_.get(), global_.get(), o);
+    EXPECT_TRUE(digest_->Start().ok());
+    digest_->AssignAll();
+    EXPECT_TRUE(digest_->WaitClaimed(std::chrono::seconds(10)));
+    return counter;
   }
 
   // Waits until every partition is read to its end and nothing is buffered.
@@ -369,6 +431,7 @@ class DigestTest : public ::testing::Test {
   LateAckLog* late_ack_ = nullptr;
   int lies_ = 0;  // registrations whose acknowledgement is lost, for the next Open()
   std::function<void(DigestOptions*)> tweak_;  // applied to the options of the next Open()
+  bool serial_reads_ = false;  // the next Open() wraps the ingest log in a SerialReadLog
   std::mutex dead_mu_;
   std::set<NodeId> dead_;  // nodes the rebuild tests' is_alive reports dead
 };
@@ -781,36 +844,20 @@ TEST_F(DigestTest, StaleOwnerBelowTheLogStartReportsNothing) {
   Close();
 }
 
-// An idle node uses no measurable CPU: with nothing to digest, each worker blocks in the log's
-// Read for its max_wait (200 ms) instead of polling. Counts Reads over an idle second (4
-// partitions: about 20), so a slow machine cannot make it fail; a worker that polled with no
-// wait would read thousands of times.
+// An idle node uses no measurable CPU: with nothing to digest (nothing buffered, the replay
+// point registered), each worker blocks in the log's Read for idle_read_wait (2 s) instead of
+// polling or waking every 200 ms. Counts Reads over 3 idle seconds (4 partitions: about 6; with
+// 200 ms Reads 60), so a slow machine cannot make it fail.
 TEST_F(DigestTest, IdleWorkersBlockInTheLogRead) {
   Close();
-  LocalLogOptions lo;
-  lo.partitions = 4;
-  inner_log_ = OpenLocalLog(env_, dir_ / "ingest2", lo).value();
-  auto counting = std::make_unique<CountingLog>(inner_log_.get());
-  CountingLog* counter = counting.get();
-  log_ = std::move(counting);
-  LocalLogOptions go;
-  go.partitions = 1;
-  glog_ = OpenLocalLog(env_, dir_ / "global2", go).value();
-  global_ = Global::Open(env_, glog_.get(), dir_ / "snap2").value();
-  DigestOptions o;
-  o.segment_dir = dir_ / "segments";
-  o.flush_age = std::chrono::milliseconds(50);
-  digest_ = std::make_unique<Digest>(env_, Clock::Real(), log_.get(), global_.get(), o);
-  ASSERT_TRUE(digest_->Start().ok());
-  digest_->AssignAll();
-  ASSERT_TRUE(digest_->WaitClaimed(std::chrono::seconds(10)));
+  CountingLog* counter = OpenCounting(DigestOptions{}.idle_read_wait);
   Append("a", 0, 10);
   WaitFlushed();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // settle (replay point, ...)
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the replay point registered
   const uint64_t before = counter->reads.load();
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::this_thread::sleep_for(std::chrono::seconds(3));
   const uint64_t reads = counter->reads.load() - before;
-  EXPECT_LE(reads, 4u * 10u) << "idle digest workers polled the log";
+  EXPECT_LE(reads, 4u * 4u) << "idle digest workers woke more than once a second";
   EXPECT_GE(reads, 4u);  // the workers are running, waiting in Read
   Close();
 }
@@ -841,6 +888,41 @@ TEST_F(DigestTest, WorkersRunNamedAtTheirNiceValue) {
             (std::map<std::string, int>{
                 {"digest-0", nice}, {"digest-1", nice}, {"digest-2", nice}, {"digest-3", nice}}));
   EXPECT_EQ(CurrentThreadNice().value(), base);
+}
+
+// Stop does not wait out the idle workers' long Reads: it wakes them (CommitLog::WakeReaders).
+TEST_F(DigestTest, StopCutsIdleReadsShort) {
+  Close();
+  CountingLog* counter = OpenCounting(std::chrono::seconds(60));
+  ASSERT_TRUE(WaitFor([&] { return counter->reading.load() == 4; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto t0 = std::chrono::steady_clock::now();
+  digest_->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(counter->reading.load(), 0);
+  Close();
+}
+
+// Revoke ends the revoked workers' long idle Reads at once, and only theirs.
+TEST_F(DigestTest, RevokeCutsIdleReadsShort) {
+  Close();
+  CountingLog* counter = OpenCounting(std::chrono::seconds(60));
+  ASSERT_TRUE(WaitFor([&] { return counter->reading.load() == 4; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const PartitionId kept = Datasource{"repo", {{"#host", "a"}}}.PartitionFor(4);
+  std::vector<PartitionId> revoked;
+  for (int32_t i = 0; i < 4; ++i) {
+    if (i != kept.value) revoked.emplace_back(i);
+  }
+  digest_->Revoke(revoked);
+  EXPECT_TRUE(WaitFor([&] { return counter->reading.load() == 1; }, std::chrono::seconds(5)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(counter->reading.load(), 1);  // the kept partition's worker still waits
+  // A record ends the kept worker's long idle Read at once (the long wait adds no latency).
+  Append("a", 0, 10);
+  EXPECT_TRUE(
+      WaitFor([&] { return StatusOf(kept).next_offset == Offset(1); }, std::chrono::seconds(5)));
+  Close();
 }
 
 // Offsets missing inside what the log returns (Kafka's transaction markers) are not a loss.
@@ -1139,6 +1221,42 @@ TEST_F(DigestTest, SegmentsWithEveryCopyOnDeadNodesAreRebuilt) {
   Close();
   Open();
   EXPECT_EQ(Visible().size(), 60u);
+}
+
+// A rebuild's Reads are not starved by the partition's idle worker on a log that serves one Read
+// of a partition at a time (Kafka's): the rebuild ends the worker's long idle Read and keeps its
+// next ones short while it reads (a 60 s idle wait here; with it in force the rebuild's 200 ms
+// Reads all came back empty and it gave up, as an e2e test on Kafka showed with 2 s).
+TEST_F(DigestTest, RebuildIsNotStarvedByIdleReadsOfTheSamePartition) {
+  Close();
+  UseLiveness();
+  auto liveness = tweak_;
+  tweak_ = [liveness](DigestOptions* o) {
+    liveness(o);
+    o->idle_read_wait = std::chrono::seconds(60);
+  };
+  serial_reads_ = true;
+  Open();
+  Submit(RegisterNode{NodeId(2)});
+  Submit(SetReplicationFactor{2});
+  Append("a", 0, 10);
+  WaitFlushed();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the workers idle in Read
+  const auto old = Segments();
+  ASSERT_EQ(old.size(), 1u);
+  for (const auto& [id, seg] : old) {
+    MoveToNode2(id);
+    ASSERT_TRUE(env_->RemoveFile((dir_ / "segments" / seg.file_name).string()).ok());
+  }
+  SetDead({NodeId(2)});
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const auto now = Segments();
+        return now.size() == 1 && old.count(now.begin()->first) == 0;
+      },
+      std::chrono::seconds(15)));
+  EXPECT_EQ(Visible().size(), 10u);
+  Close();
 }
 
 // A segment with a copy on a live node is never rebuilt, whoever else died.

@@ -2893,6 +2893,7 @@ class FreezableLog : public CommitLog {
     --reading_;
     return r;
   }
+  void WakeReaders(PartitionId p) override { log_->WakeReaders(p); }
   Status DeleteBefore(PartitionId p, Offset offset) override {
     return log_->DeleteBefore(p, offset);
   }

@@ -52,6 +52,16 @@ class CommitLog {
   virtual Result<std::vector<LogRecord>> Read(PartitionId p, Offset from, size_t max_bytes,
                                               std::chrono::milliseconds max_wait) = 0;
 
+  // Cuts short the waits of partition p's Reads: every Read of p waiting for a record now returns
+  // at once with what it has (an empty vector when nothing; not an error, nothing is recorded in
+  // Health()); when none is waiting, the next Read of p that would wait returns at once instead
+  // (one wake is kept, however many calls made it). So a reader whose owner sets a stop flag and
+  // then calls this cannot miss a Read that began waiting just after it last checked the flag:
+  // callers may give idle Reads long max_waits and still stop promptly. (A Read that waits for a
+  // lock held by another Read of p, as on Kafka, is not waiting for a record yet.) Wrappers
+  // forward it. Default: does nothing (Reads then wait out their max_wait).
+  virtual void WakeReaders(PartitionId p) {}
+
   // Allows deletion of every record below `offset` (DESIGN P3: callers pass at most the safe
   // offset). Afterwards StartOffset(p) is at most `offset`; implementations may keep more.
   virtual Status DeleteBefore(PartitionId p, Offset offset) = 0;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -503,12 +504,81 @@ bool TopicReady(const rd_kafka_metadata_topic_t* t) {
 // has stopped, so a restart after it cannot race a pending stop. A seek cannot move a fetcher
 // that stopped on an out-of-range offset (auto.offset.reset=error): the partition is then
 // stopped and started again at `from`, on the same handle. No consumer group exists.
+//
+// WakeReaders: the Read holding `mu` marks its waits (BeginWait/EndWait, SleepUntil) under
+// `wake_mu`, which WakeReaders takes without `mu`. A wake during a wait moves `wake_gen` and
+// yields the partition's fetch queue (rd_kafka_queue_yield: the rd_kafka_consume waiting on it
+// returns NULL with __TIMED_OUT, or, yielded before that call, the next one that finds the queue
+// empty does); with no wait in progress it is kept in `wake_pending` for the next one.
 struct PartitionReader {
   std::mutex mu;
   bool started = false;                // guarded by mu; consume_start'ed, not stopped since
   int64_t next = -1;                   // offset the consumer delivers next; -1 = not positioned
   bool fetching = false;               // the fetcher runs: a seek can move it
   rd_kafka_message_t* held = nullptr;  // consumed but not returned (over max_bytes)
+
+  std::mutex wake_mu;
+  std::condition_variable wake_cv;  // SleepUntil waits on it
+  uint64_t wake_gen = 0;            // guarded by wake_mu, as the three below
+  bool waiting = false;             // a Read is in a wait
+  bool wake_pending = false;        // a wake came while no Read waited
+  // The partition's fetch queue (rd_kafka_queue_get_partition), taken once its fetcher started;
+  // destroyed before the consumer handle.
+  rd_kafka_queue_t* fetch_queue = nullptr;
+
+  // A wait of the Read holding mu begins: false when a kept wake cuts it short (do not wait).
+  bool BeginWait(uint64_t* gen) {
+    std::lock_guard lk(wake_mu);
+    if (wake_pending) {
+      wake_pending = false;
+      return false;
+    }
+    waiting = true;
+    *gen = wake_gen;
+    return true;
+  }
+  // The wait begun with `gen` ended: true when WakeReaders came during it.
+  bool EndWait(uint64_t gen) {
+    std::lock_guard lk(wake_mu);
+    waiting = false;
+    return wake_gen != gen;
+  }
+  // Sleeps (no fetch queue involved) until `deadline` or a wake; true when woken.
+  bool SleepUntil(SteadyClock::time_point deadline) {
+    std::unique_lock lk(wake_mu);
+    if (wake_pending) {
+      wake_pending = false;
+      return true;
+    }
+    waiting = true;
+    const uint64_t gen = wake_gen;
+    wake_cv.wait_until(lk, deadline, [&] { return wake_gen != gen; });
+    waiting = false;
+    return wake_gen != gen;
+  }
+  void Wake() {
+    std::lock_guard lk(wake_mu);
+    if (waiting) {
+      ++wake_gen;
+    } else {
+      wake_pending = true;
+    }
+    if (fetch_queue != nullptr) rd_kafka_queue_yield(fetch_queue);
+    wake_cv.notify_all();
+  }
+  // Takes the fetch queue of `partition` (called after each consume_start: a toppar recreated
+  // by librdkafka would have a new one).
+  void TakeFetchQueue(rd_kafka_t* rk, const std::string& topic, int32_t partition) {
+    rd_kafka_queue_t* q = rd_kafka_queue_get_partition(rk, topic.c_str(), partition);
+    std::lock_guard lk(wake_mu);
+    if (fetch_queue != nullptr) rd_kafka_queue_destroy(fetch_queue);
+    fetch_queue = q;
+  }
+  void DropFetchQueue() {
+    std::lock_guard lk(wake_mu);
+    if (fetch_queue != nullptr) rd_kafka_queue_destroy(fetch_queue);
+    fetch_queue = nullptr;
+  }
 };
 
 class KafkaLog final : public CommitLog {
@@ -552,7 +622,10 @@ class KafkaLog final : public CommitLog {
     }
     // Every message is destroyed and every partition stopped before the handle goes: a message
     // still held keeps references that rd_kafka_destroy would wait for.
-    for (int32_t i = 0; i < partitions_; ++i) CloseReader(*readers_[i], PartitionId(i));
+    for (int32_t i = 0; i < partitions_; ++i) {
+      CloseReader(*readers_[i], PartitionId(i));
+      readers_[i]->DropFetchQueue();
+    }
     if (consumer_rkt_ != nullptr) rd_kafka_topic_destroy(consumer_rkt_);
     if (consumer_ != nullptr) rd_kafka_destroy(consumer_);
   }
@@ -622,22 +695,39 @@ class KafkaLog final : public CommitLog {
       r.held = nullptr;
       take(m);
     }
+    bool woken = false;  // by WakeReaders: no further wait
     while (out.empty() || bytes < max_bytes) {
       g_read_polls.fetch_add(1, std::memory_order_relaxed);
-      rd_kafka_message_t* m =
-          rd_kafka_consume(consumer_rkt_, p.value, out.empty() ? RemainingMs(deadline) : 0);
+      // Only a Read that has nothing yet waits; a kept wake makes that wait a look (timeout 0),
+      // which also clears the queue's yield flag when nothing is queued.
+      int wait_ms = 0;
+      uint64_t gen = 0;
+      bool waited = false;
+      if (out.empty() && !woken && SteadyNow() < deadline) {
+        waited = r.BeginWait(&gen);
+        if (waited) {
+          wait_ms = RemainingMs(deadline);
+        } else {
+          woken = true;
+        }
+      }
+      rd_kafka_message_t* m = rd_kafka_consume(consumer_rkt_, p.value, wait_ms);
+      const rd_kafka_resp_err_t consume_err =
+          m == nullptr ? rd_kafka_last_error() : RD_KAFKA_RESP_ERR_NO_ERROR;
+      if (waited && r.EndWait(gen)) woken = true;
       if (m == nullptr) {
-        if (rd_kafka_last_error() != RD_KAFKA_RESP_ERR__TIMED_OUT) {
+        if (consume_err != RD_KAFKA_RESP_ERR__TIMED_OUT) {
           // Not a wait that ended (librdkafka does not know the partition): position again on the
-          // next call, and wait out max_wait rather than asking again at once.
+          // next call, and wait out max_wait (or until woken) rather than asking again at once.
           r.next = -1;
           health_.Error("read partition " + std::to_string(p.value) + ": " +
-                        rd_kafka_err2str(rd_kafka_last_error()));
-          if (out.empty())
-            std::this_thread::sleep_for(std::chrono::milliseconds(RemainingMs(deadline)));
+                        rd_kafka_err2str(consume_err));
+          if (out.empty() && !woken) r.SleepUntil(deadline);
           break;
         }
-        if (out.empty() && SteadyNow() < deadline) continue;
+        // __TIMED_OUT: the wait ended, or the queue was yielded (by a wake, which `woken` tells
+        // from an earlier wake's leftover yield: that one is waited past).
+        if (out.empty() && !woken && SteadyNow() < deadline) continue;
         break;
       }
       if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -650,7 +740,7 @@ class KafkaLog final : public CommitLog {
           r.next = -1;  // the fetcher stopped: position again on the next call
           r.fetching = false;
           if (!out.empty()) break;
-          return OutOfRange(p, from, deadline);
+          return OutOfRange(r, p, from, woken ? SteadyNow() : deadline);
         }
         health_.Error("read partition " + std::to_string(p.value) + ": " + es);
         continue;
@@ -665,6 +755,11 @@ class KafkaLog final : public CommitLog {
       if (!take(m)) break;
     }
     return out;
+  }
+
+  void WakeReaders(PartitionId p) override {
+    if (!CheckPartition(p).ok()) return;
+    readers_[p.value]->Wake();
   }
 
   Status DeleteBefore(PartitionId p, Offset offset) override {
@@ -809,7 +904,8 @@ class KafkaLog final : public CommitLog {
 
   // `from` was out of the partition's range: NotFound below the start; otherwise it is past the
   // end, which is not an error (the record does not exist yet): empty after waiting.
-  Result<std::vector<LogRecord>> OutOfRange(PartitionId p, Offset from,
+  // Caller holds r.mu.
+  Result<std::vector<LogRecord>> OutOfRange(PartitionReader& r, PartitionId p, Offset from,
                                             SteadyClock::time_point deadline) {
     ASSIGN_OR_RETURN(auto wm, Watermarks(p));
     if (from.value < wm.first) {
@@ -817,7 +913,7 @@ class KafkaLog final : public CommitLog {
                               std::to_string(p.value) + " was deleted (start offset " +
                               std::to_string(wm.first) + ")");
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(RemainingMs(deadline)));
+    if (SteadyNow() < deadline) r.SleepUntil(deadline);
     return std::vector<LogRecord>{};
   }
 
@@ -845,6 +941,7 @@ class KafkaLog final : public CommitLog {
     if (rd_kafka_consume_start(consumer_rkt_, p.value, from.value) != 0) {
       return KafkaStatus(rd_kafka_last_error(), what);
     }
+    r.TakeFetchQueue(consumer_, topic_, p.value);
     r.started = true;
     r.fetching = true;
     r.next = from.value;

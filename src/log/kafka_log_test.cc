@@ -580,6 +580,71 @@ TEST_F(KafkaLogTest, IdleReadBlocksInsteadOfPolling) {
   EXPECT_LE(polls, static_cast<uint64_t>(3 * kReads)) << "idle Reads polled in a loop";
 }
 
+// WakeReaders ends a Read waiting on the partition's fetch queue at once (it yields that queue),
+// empty and without recording an error; another partition's Read keeps waiting; a wake made while
+// no Read waits (before the partition's first Read, and after) ends the next wait, once; and
+// records still arrive normally afterwards.
+TEST_F(KafkaLogTest, WakeReadersCutsAWaitingReadShort) {
+  auto log = OpenIngest();
+  ASSERT_NE(log, nullptr);
+  // Kept before the partition was ever read (its fetcher not started yet).
+  log->WakeReaders(PartitionId(0));
+  auto t0 = Clock::now();
+  auto r = log->Read(PartitionId(0), Offset(0), 1 << 20, 30s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->empty());
+  EXPECT_LT(Clock::now() - t0, 10s);
+  for (int round = 0; round < 3; ++round) {
+    std::atomic<bool> other_done{false};
+    std::thread other([&] {
+      auto o = log->Read(PartitionId(1), Offset(0), 1 << 20, 2500ms);
+      EXPECT_TRUE(o.ok() && o->empty());
+      other_done = true;
+    });
+    std::atomic<bool> done{false};
+    std::chrono::steady_clock::duration took{};
+    std::thread reader([&] {
+      const auto start = Clock::now();
+      auto w = log->Read(PartitionId(0), Offset(0), 1 << 20, 30s);
+      took = Clock::now() - start;
+      EXPECT_TRUE(w.ok()) << w.status().ToString();
+      EXPECT_TRUE(w.ok() && w->empty());
+      done = true;
+    });
+    std::this_thread::sleep_for(500ms);  // both wait
+    EXPECT_FALSE(done.load());
+    t0 = Clock::now();
+    log->WakeReaders(PartitionId(0));
+    reader.join();
+    EXPECT_LT(Clock::now() - t0, 2s) << "round " << round;
+    EXPECT_FALSE(other_done.load()) << "a wake of partition 0 ended partition 1's Read";
+    other.join();
+  }
+  // A wake with no Read waiting ends the next Read's wait; the one after waits again.
+  log->WakeReaders(PartitionId(0));
+  t0 = Clock::now();
+  r = log->Read(PartitionId(0), Offset(0), 1 << 20, 30s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->empty());
+  EXPECT_LT(Clock::now() - t0, 10s);
+  t0 = Clock::now();
+  r = log->Read(PartitionId(0), Offset(0), 1 << 20, 700ms);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->empty());
+  EXPECT_GE(Clock::now() - t0, 650ms);
+  EXPECT_EQ(log->Health(), "ok");
+  // Records are read as before.
+  std::thread writer([&] {
+    std::this_thread::sleep_for(300ms);
+    MustAppend(*log, 0, "after");
+  });
+  r = log->Read(PartitionId(0), Offset(0), 1 << 20, 15s);
+  writer.join();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ(r->front().data, "after");
+}
+
 // Reads of different partitions from different threads at once, through the one shared handle:
 // each thread gets exactly its partition's records, in order, none twice, none missing.
 TEST_F(KafkaLogTest, ConcurrentReadsOfDifferentPartitions) {

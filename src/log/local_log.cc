@@ -294,6 +294,11 @@ struct Partition {
   int64_t start GUARDED_BY(mu) = 0;
   int64_t end GUARDED_BY(mu) = 0;  // every record below is durable
   bool closed GUARDED_BY(mu) = false;
+  // WakeReaders: Reads waiting in data_cv end when wake_gen moved past the value they saw; with
+  // none waiting, wake_pending makes the next Read that would wait return at once.
+  uint64_t wake_gen GUARDED_BY(mu) = 0;
+  int readers_waiting GUARDED_BY(mu) = 0;
+  bool wake_pending GUARDED_BY(mu) = false;
   std::string last_error GUARDED_BY(mu);         // cleared by the next durable batch
   std::string open_note GUARDED_BY(mu);          // data loss found at open
   std::vector<LogDamage> damage GUARDED_BY(mu);  // damaged ranges not yet deleted
@@ -376,6 +381,7 @@ class LocalLog final : public CommitLog {
   std::future<Result<Offset>> Append(PartitionId p, std::string record) override;
   Result<std::vector<LogRecord>> Read(PartitionId p, Offset from, size_t max_bytes,
                                       std::chrono::milliseconds max_wait) override;
+  void WakeReaders(PartitionId p) override;
   Status DeleteBefore(PartitionId p, Offset offset) override;
   Result<Offset> StartOffset(PartitionId p) override;
   Result<Offset> EndOffset(PartitionId p) override;
@@ -881,6 +887,7 @@ Result<std::vector<LogRecord>> LocalLog::Read(PartitionId p, Offset from, size_t
   Partition& part = *parts_[p.value];
   const auto deadline = SteadyNow() + max_wait;
   bool timed_out = false;
+  bool woken = false;  // by WakeReaders
   // The first offset wanted: `from`, moved past lost records (holes, gaps between files).
   int64_t want = from.value;
   std::vector<LogRecord> out;
@@ -917,8 +924,16 @@ Result<std::vector<LogRecord>> LocalLog::Read(PartitionId p, Offset from, size_t
           }
           break;
         }
-        if (timed_out) return out;
+        if (timed_out || woken) return out;
+        if (part.wake_pending && SteadyNow() < deadline) {
+          part.wake_pending = false;  // a wake made while no Read waited: this one is cut short
+          return out;
+        }
+        const uint64_t gen = part.wake_gen;
+        ++part.readers_waiting;
         timed_out = !part.data_cv.WaitUntil(part.mu, deadline);
+        --part.readers_waiting;
+        woken = part.wake_gen != gen;
       }
       LogFile& f = std::prev(it)->second;
       if (!f.reader) {
@@ -1024,6 +1039,20 @@ Result<std::vector<LogRecord>> LocalLog::Read(PartitionId p, Offset from, size_t
     if (!out.empty() || full || off <= want) return out;
     want = off;
   }
+}
+
+void LocalLog::WakeReaders(PartitionId p) {
+  if (!CheckPartition(p).ok()) return;
+  Partition& part = *parts_[p.value];
+  {
+    MutexLock lock(&part.mu);
+    if (part.readers_waiting > 0) {
+      ++part.wake_gen;
+    } else {
+      part.wake_pending = true;
+    }
+  }
+  part.data_cv.NotifyAll();
 }
 
 Status LocalLog::DeleteBefore(PartitionId p, Offset offset) {

@@ -791,6 +791,69 @@ TEST_F(LocalLogTest, ReadWaitsForData) {
   EXPECT_LT(waited, 5s);
 }
 
+// WakeReaders ends every Read of the partition waiting for a record (two here) at once, empty and
+// without an error; other partitions' Reads keep waiting; a later Read waits again.
+TEST_F(LocalLogTest, WakeReadersEndsWaitingReads) {
+  opts_.partitions = 2;
+  auto log = Open();
+  ASSERT_TRUE(log);
+  std::atomic<int> ended{0};
+  auto wait_long = [&](int32_t p) {
+    auto r = log->Read(PartitionId(p), Offset(0), 100, 30s);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(r.ok() && r->empty());
+    ++ended;
+  };
+  std::thread a(wait_long, 0), b(wait_long, 0), other(wait_long, 1);
+  std::this_thread::sleep_for(500ms);  // all three are waiting
+  EXPECT_EQ(ended.load(), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  log->WakeReaders(PartitionId(0));
+  a.join();
+  b.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_EQ(ended.load(), 2);  // partition 1's Read still waits
+  log->WakeReaders(PartitionId(1));
+  other.join();
+  EXPECT_EQ(log->Health(), "ok");
+  // Both wakes were taken by waiting Reads: the next Read waits out its max_wait.
+  const auto t1 = std::chrono::steady_clock::now();
+  auto r = log->Read(PartitionId(0), Offset(0), 100, 100ms);
+  ASSERT_TRUE(r.ok());
+  EXPECT_GE(std::chrono::steady_clock::now() - t1, 95ms);
+}
+
+// A wake made while no Read waits is kept for the next Read that would wait (a reader that checked
+// its stop flag just before the wake cannot miss it), once; a Read with records returns them.
+TEST_F(LocalLogTest, WakeWithNoReadWaitingEndsTheNextWait) {
+  opts_.partitions = 1;
+  auto log = Open();
+  ASSERT_TRUE(log);
+  log->WakeReaders(PartitionId(0));
+  log->WakeReaders(PartitionId(0));  // one wake is kept, not two
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = log->Read(PartitionId(0), Offset(0), 100, 30s);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->empty());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  t0 = std::chrono::steady_clock::now();
+  r = log->Read(PartitionId(0), Offset(0), 100, 100ms);
+  ASSERT_TRUE(r.ok());
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 95ms);
+  // A Read that finds records does not wait, and leaves a kept wake for a Read that would.
+  MustAppend(*log, 0, "rec");
+  log->WakeReaders(PartitionId(0));
+  r = log->Read(PartitionId(0), Offset(0), 100, 30s);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->size(), 1u);
+  t0 = std::chrono::steady_clock::now();
+  r = log->Read(PartitionId(0), Offset(1), 100, 30s);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->empty());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_EQ(log->Health(), "ok");
+}
+
 TEST_F(LocalLogTest, SyncFailureFailsFuturesAndRecordsAreNeverReadBack) {
   opts_.partitions = 1;
   auto log = Open();

@@ -103,6 +103,7 @@ class FlakyLog final : public CommitLog {
                                       milliseconds max_wait) override {
     return inner_->Read(p, from, max_bytes, max_wait);
   }
+  void WakeReaders(PartitionId p) override { inner_->WakeReaders(p); }
   Status DeleteBefore(PartitionId p, Offset o) override { return inner_->DeleteBefore(p, o); }
   Result<Offset> StartOffset(PartitionId p) override { return inner_->StartOffset(p); }
   Result<Offset> EndOffset(PartitionId p) override { return inner_->EndOffset(p); }

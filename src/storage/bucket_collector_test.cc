@@ -61,6 +61,7 @@ class HeldBackLog final : public CommitLog {
       std::this_thread::sleep_for(2ms);
     }
   }
+  void WakeReaders(PartitionId p) override { base_->WakeReaders(p); }
   Status DeleteBefore(PartitionId p, Offset offset) override {
     return base_->DeleteBefore(p, offset);
   }
