@@ -17,6 +17,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -139,6 +140,7 @@ def main() -> int:
         per_name = collections.defaultdict(lambda: [0, 0, 0.0])
         for tid, (name, vol, cpu) in th1.items():
             _, vol0, cpu0_t = th0.get(tid, (name, 0, 0.0))
+            name = re.sub(r"-\d+$", "-N", name)  # digest-0, digest-1, ...: one row
             per_name[name][0] += 1
             per_name[name][1] += vol - vol0
             per_name[name][2] += cpu - cpu0_t
