@@ -286,22 +286,34 @@ class DigestTest : public ::testing::Test {
     return seen;
   }
 
-  // Reopens the digest on a CountingLog over a fresh 4-partition ingest log, with every partition
-  // assigned and claimed; returns the counter.
-  CountingLog* OpenCounting(std::chrono::milliseconds idle_read_wait) {
+  // After Close(): a fresh 4-partition ingest log in inner_log_ (for the test's wrapper around it
+  // to go in log_) and a fresh 1-partition global log under a plain Global (no LateAckLog).
+  void OpenFreshLogs() {
     LocalLogOptions lo;
     lo.partitions = 4;
     inner_log_ = OpenLocalLog(env_, dir_ / "ingest2", lo).value();
-    auto counting = std::make_unique<CountingLog>(inner_log_.get());
-    CountingLog* counter = counting.get();
-    log_ = std::move(counting);
     LocalLogOptions go;
     go.partitions = 1;
     glog_ = OpenLocalLog(env_, dir_ / "global2", go).value();
     global_ = Global::Open(env_, glog_.get(), dir_ / "snap2").value();
+  }
+
+  // The options of a digest over the logs of OpenFreshLogs.
+  DigestOptions FreshDigestOptions() const {
     DigestOptions o;
     o.segment_dir = dir_ / "segments";
     o.flush_age = std::chrono::milliseconds(50);
+    return o;
+  }
+
+  // Reopens the digest on a CountingLog over a fresh 4-partition ingest log, with every partition
+  // assigned and claimed; returns the counter.
+  CountingLog* OpenCounting(std::chrono::milliseconds idle_read_wait) {
+    OpenFreshLogs();
+    auto counting = std::make_unique<CountingLog>(inner_log_.get());
+    CountingLog* counter = counting.get();
+    log_ = std::move(counting);
+    DigestOptions o = FreshDigestOptions();
     o.idle_read_wait = idle_read_wait;
     digest_ = std::make_unique<Digest>(env_, Clock::Real(), log_.get(), global_.get(), o);
     EXPECT_TRUE(digest_->Start().ok());
@@ -808,19 +820,11 @@ TEST_F(DigestTest, OwnTruncationIsNotReportedLost) {
 // it gives the partition up without reporting anything.
 TEST_F(DigestTest, StaleOwnerBelowTheLogStartReportsNothing) {
   Close();
-  LocalLogOptions lo;
-  lo.partitions = 4;
-  inner_log_ = OpenLocalLog(env_, dir_ / "ingest2", lo).value();
+  OpenFreshLogs();
   auto pausable = std::make_unique<PausableLog>(inner_log_.get());
   PausableLog* gate = pausable.get();
   log_ = std::move(pausable);
-  LocalLogOptions go;
-  go.partitions = 1;
-  glog_ = OpenLocalLog(env_, dir_ / "global2", go).value();
-  global_ = Global::Open(env_, glog_.get(), dir_ / "snap2").value();
-  DigestOptions o;
-  o.segment_dir = dir_ / "segments";
-  o.flush_age = std::chrono::milliseconds(50);
+  DigestOptions o = FreshDigestOptions();
   o.reclaim_backoff = std::chrono::seconds(60);  // stays away once its claim is lost
   digest_ = std::make_unique<Digest>(env_, Clock::Real(), log_.get(), global_.get(), o);
   ASSERT_TRUE(digest_->Start().ok());
@@ -928,22 +932,12 @@ TEST_F(DigestTest, RevokeCutsIdleReadsShort) {
 // Offsets missing inside what the log returns (Kafka's transaction markers) are not a loss.
 TEST_F(DigestTest, OffsetGapInsideAReadIsNotReportedLost) {
   Close();
-  LocalLogOptions lo;
-  lo.partitions = 4;
-  inner_log_ = OpenLocalLog(env_, dir_ / "ingest2", lo).value();
+  OpenFreshLogs();
   const PartitionId part = Datasource{"repo", {{"#host", "a"}}}.PartitionFor(4);
-  {
-    LocalLogOptions go;
-    go.partitions = 1;
-    glog_ = OpenLocalLog(env_, dir_ / "global2", go).value();
-    global_ = Global::Open(env_, glog_.get(), dir_ / "snap2").value();
-  }
   log_ = std::make_unique<OffsetGapLog>(inner_log_.get(), std::set<int64_t>{2, 3});
   for (int i = 0; i < 6; ++i) Append("a", i * 10, 10);
-  DigestOptions o;
-  o.segment_dir = dir_ / "segments";
-  o.flush_age = std::chrono::milliseconds(50);
-  digest_ = std::make_unique<Digest>(env_, Clock::Real(), log_.get(), global_.get(), o);
+  digest_ = std::make_unique<Digest>(env_, Clock::Real(), log_.get(), global_.get(),
+                                     FreshDigestOptions());
   ASSERT_TRUE(digest_->Start().ok());
   digest_->AssignAll();
   ASSERT_TRUE(digest_->WaitClaimed(std::chrono::seconds(10)));
