@@ -1261,6 +1261,14 @@ class AggregateCollector final : public Collector {
     return fields_[0];
   }
 
+  std::string CountsByField() const override {
+    if (!counts_only_ || fields_.size() != 1) return {};
+    if (grouping_ != Stage::Grouping::kGroupBy && grouping_ != Stage::Grouping::kTop) return {};
+    return fields_[0];
+  }
+
+  void AddKeyCount(std::string_view key, uint64_t n) override { AddCounts(FindOrAdd(key), n); }
+
   bool AddBlock(const DecodedBlock& b, const std::vector<uint8_t>& matched) override {
     if (!counts_only_) return false;
     const size_t n = b.size();

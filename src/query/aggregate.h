@@ -45,6 +45,13 @@ class Collector {
   // other plain counts without grouping), so that whole blocks can be counted from the segment
   // index without being read. Returns false, adding nothing, otherwise (n = 0 probes).
   virtual bool AddCount(uint64_t n) { return false; }
+  // The one field that alone decides what Add does with a record, when this collector only
+  // counts records by its value (groupBy()/top() on one field with count() metrics): adding `n`
+  // records whose field is `v` is then AddKeyCount(v, n). Empty otherwise.
+  virtual std::string CountsByField() const { return {}; }
+  // Adds `n` records whose CountsByField() has the value `key`, exactly as `n` calls of Add
+  // would. Only called when CountsByField() is not empty.
+  virtual void AddKeyCount(std::string_view key, uint64_t n) {}
   // A field without which an unchanged event adds nothing (it joins no group, as AddBlock and Add
   // agree), so a block none of whose events has it may be passed over unread; empty when any
   // event may add something.

@@ -18,6 +18,7 @@
 #include "query/query.h"
 #include "query/regex_prefilter.h"
 #include "query/search.h"
+#include "query/simple_regex.h"
 
 namespace re2 {
 class RE2;
@@ -243,6 +244,9 @@ struct Stage {
   // kRegex: finds regex_prefix (case-sensitively) when it has at least 3 bytes. Null: the
   // executor looks for the prefix's first byte.
   std::shared_ptr<const CiSearcher> regex_prefix_searcher;
+  // kRegex: the same regex for SimpleRegex's matcher when it is in its subset (null otherwise);
+  // asked before RE2, which answers what it cannot.
+  std::shared_ptr<const SimpleRegex> simple_re;
   // kRegex: the literals every match contains, and the prefilter taken from them when the prefix
   // search does not already imply it (see FilterNode::regex_literals).
   RegexLiterals regex_literals;

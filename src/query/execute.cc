@@ -24,6 +24,7 @@
 #include "query/compiled.h"
 #include "query/query.h"
 #include "query/record.h"
+#include "query/regex_count.h"
 #include "query/transform.h"
 #include "segment/segment.h"
 
@@ -828,6 +829,11 @@ Result<PartialResult> ExecutePartialImpl(Env* env, const CompiledQuery& query,
     scratch[w].resize(collect);
   }
   std::vector<uint64_t> matched(workers, 0);
+  // regex(...) | groupBy(group): counted block by block without records.
+  std::vector<std::unique_ptr<RegexGroupCounter>> regex_counters(workers);
+  for (size_t w = 0; w < workers; ++w) {
+    regex_counters[w] = RegexGroupCounter::For(query, collect, *collectors[w]);
+  }
   // A stage that only counts in total counts whole blocks from the segment index.
   std::function<void(size_t, uint64_t)> count_block;
   if (collect == 0 && collectors[0]->AddCount(0)) {
@@ -869,15 +875,20 @@ Result<PartialResult> ExecutePartialImpl(Env* env, const CompiledQuery& query,
                          Collector& c = *collectors[worker];
                          Record& rec = records[worker];
                          uint64_t n = 0;
-                         if (collect == 0 && c.AddBlock(*v.b, m)) {
+                         auto slow = [&](size_t i) {
+                           rec.ResetToEvent(EventRef{v.b, v.ds, v.partition, i});
+                           RunTransforms(query.stages, 0, collect, rec, &scratch[worker],
+                                         [&c](const Record& r) { c.Add(r); });
+                         };
+                         if ((collect == 0 && c.AddBlock(*v.b, m)) ||
+                             (regex_counters[worker] != nullptr &&
+                              regex_counters[worker]->Run(*v.b, m, c, slow))) {
                            for (size_t i = 0; i < v.n; ++i) n += m[i] != 0;
                          } else {
                            for (size_t i = 0; i < v.n; ++i) {
                              if (!m[i]) continue;
                              ++n;
-                             rec.ResetToEvent(EventRef{v.b, v.ds, v.partition, i});
-                             RunTransforms(query.stages, 0, collect, rec, &scratch[worker],
-                                           [&c](const Record& r) { c.Add(r); });
+                             slow(i);
                            }
                          }
                          matched[worker] += n;

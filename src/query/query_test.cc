@@ -10,8 +10,10 @@
 #include <set>
 
 #include "common/time_parse.h"
+#include "query/aggregate.h"
 #include "query/columns.h"
 #include "query/compiled.h"
+#include "query/regex_count.h"
 #include "query/search.h"
 #include "query/wire.h"
 #include "segment/segment.h"
@@ -1006,6 +1008,56 @@ TEST_F(SegmentExecTest, RegexLiteralsPruneBlocksAndMatchUnprunedResult) {
     EXPECT_EQ(x->rows, y->rows) << q;
     EXPECT_FALSE(x->rows.empty()) << q;
   }
+}
+
+// regex(...) | groupBy(group) is counted block by block (RegexGroupCounter, SimpleRegex) and
+// must answer exactly as the per-record path, which a select() between the stages forces: with
+// events the regex does not match, non-ASCII text, an optional group that keeps the event's own
+// field, and patterns outside SimpleRegex's subset.
+TEST_F(SegmentExecTest, RegexGroupCountsAnswerAsTheRecordPath) {
+  std::vector<PositionedEvent> events;
+  const std::vector<std::string> texts = {
+      R"(1.2.3.4 - - "GET /a HTTP/1.1" 200 12 user=u1)",
+      R"(1.2.3.5 - - "GET /é HTTP/1.1" 404 0 user=ü2)",
+      R"(no status here user=u3)",
+      R"(1.2.3.6 - - "POST /b HTTP/1.1" 500 7 served)",
+      R"(x "" 30 " 301 y user=u1)",
+      "",
+  };
+  for (int i = 0; i < 600; ++i) {
+    const std::string& t = texts[static_cast<size_t>(i) % texts.size()];
+    events.push_back(Ev(1000 + i, i, t, {{"user", "f" + std::to_string(i % 3)}}));
+  }
+  ScanInput in;
+  in.segments.push_back(WriteEvents("regexcount", events, 2));
+  int fast = 0;
+  for (const char* r : {R"(\" (?<status>\d{3}) )", R"(user=(?<user>\S+))", R"((?<user>zz)?served)",
+                        R"((?<method>[A-Z]+) /(?<path>[^ ]*) )", R"((?<status>\d{3}|xyz) )",
+                        R"((?i)(?<user>U\d))"}) {
+    const std::string group = std::string(r).find("status") != std::string::npos ? "status"
+                              : std::string(r).find("user") != std::string::npos ? "user"
+                                                                                 : "path";
+    std::string lit;
+    for (const char* c = r; *c; ++c) {
+      if (*c == '"' || *c == '\\') lit += '\\';
+      lit += *c;
+    }
+    const std::string q1 = "regex(\"" + lit + "\") | groupBy(" + group + ")";
+    const std::string q2 =
+        "regex(\"" + lit + "\") | select([" + group + "]) | groupBy(" + group + ")";
+    auto c = Compile(q1);
+    ASSERT_TRUE(c.ok()) << q1 << ": " << c.status().ToString();
+    CollectorContext ctx;
+    ctx.range = TimeRange{0, 100000};
+    auto collector = NewCollector((*c)->stages[1], ctx);
+    fast += RegexGroupCounter::For(**c, 1, *collector) != nullptr;
+    auto x = RunQuery(q1, in, TimeRange{0, 100000});
+    auto y = RunQuery(q2, in, TimeRange{0, 100000});
+    ASSERT_TRUE(x.ok() && y.ok()) << q1;
+    EXPECT_EQ(x->rows, y->rows) << q1;
+    EXPECT_FALSE(x->rows.empty()) << q1;
+  }
+  EXPECT_EQ(fast, 6);  // every one of them takes the block path (SimpleRegex or RE2 inside)
 }
 
 TEST_F(SegmentExecTest, TimeAndTagPruning) {

@@ -75,8 +75,8 @@ namespace {
 // one-pass or bounded match instead of a search over the whole text; the first anchored match is
 // the leftmost one, with the same groups. After a few failed anchored matches it searches the
 // rest unanchored. `searcher` (the prefix, case-insensitively), when given, finds candidates.
-bool MatchGroups(const re2::RE2& re, std::string_view prefix, const CiSearcher* searcher,
-                 const re2::StringPiece& input, re2::StringPiece* sub, int nsub) {
+bool Re2MatchGroups(const re2::RE2& re, std::string_view prefix, const CiSearcher* searcher,
+                    const re2::StringPiece& input, re2::StringPiece* sub, int nsub) {
   size_t from = 0;
   if (!prefix.empty()) {
     constexpr int kMaxCandidates = 8;
@@ -109,7 +109,86 @@ bool MatchGroups(const re2::RE2& re, std::string_view prefix, const CiSearcher* 
   return re.Match(input, from, input.size(), re2::RE2::UNANCHORED, sub, nsub);
 }
 
+// The first candidate at or after p where `prefix` starts (see Re2MatchGroups), or null.
+const char* NextPrefix(std::string_view prefix, const CiSearcher* searcher, const char* p,
+                       const char* end) {
+  for (;;) {
+    if (static_cast<size_t>(end - p) < prefix.size()) return nullptr;
+    if (searcher != nullptr) {
+      p = searcher->Find(p, end);
+    } else {
+      p = static_cast<const char*>(
+          std::memchr(p, prefix[0], static_cast<size_t>(end - p) - (prefix.size() - 1)));
+    }
+    if (p == nullptr) return nullptr;
+    size_t n = 0;
+    while (n < prefix.size() && p[n] == prefix[n]) ++n;
+    if (n == prefix.size()) return p;
+    ++p;
+  }
+}
+
+// MatchGroups with SimpleRegex: kUnknown when RE2 must decide.
+SimpleRegex::Outcome SimpleMatchGroups(const SimpleRegex& simple, std::string_view prefix,
+                                       const CiSearcher* searcher, std::string_view text,
+                                       re2::StringPiece* sub, int nsub) {
+  constexpr int kMaxCaps = 16;
+  if (simple.captures() >= kMaxCaps) return SimpleRegex::Outcome::kUnknown;
+  SimpleRegex::Span caps[kMaxCaps];
+  SimpleRegex::Outcome r = SimpleRegex::Outcome::kNoMatch;
+  if (prefix.empty()) {
+    r = simple.Search(text, 0, caps);
+  } else {
+    // Every match starts with the prefix: try where it occurs, leftmost first.
+    const char* const begin = text.data();
+    const char* const end = begin + text.size();
+    for (const char* p = begin; (p = NextPrefix(prefix, searcher, p, end)) != nullptr; ++p) {
+      r = simple.MatchAt(text, static_cast<size_t>(p - begin), caps);
+      if (r != SimpleRegex::Outcome::kNoMatch) break;
+    }
+  }
+  if (r != SimpleRegex::Outcome::kMatch) return r;
+  for (int k = 0; k < nsub; ++k) {
+    if (k > simple.captures() || caps[k].begin < 0) {
+      sub[k] = re2::StringPiece();
+    } else {
+      sub[k] = re2::StringPiece(text.data() + caps[k].begin,
+                                static_cast<size_t>(caps[k].end - caps[k].begin));
+    }
+  }
+  return r;
+}
+
+// Leftmost match of stage `st`'s regex (`re` is its thread's copy) in `input` with `nsub`
+// submatches: SimpleRegex's answer when it has one, else RE2's.
+bool MatchGroups(const Stage& st, const re2::RE2& re, const re2::StringPiece& input,
+                 re2::StringPiece* sub, int nsub) {
+  if (st.simple_re != nullptr) {
+    const SimpleRegex::Outcome r =
+        SimpleMatchGroups(*st.simple_re, st.regex_prefix, st.regex_prefix_searcher.get(),
+                          std::string_view(input.data(), input.size()), sub, nsub);
+    if (r != SimpleRegex::Outcome::kUnknown) return r == SimpleRegex::Outcome::kMatch;
+  }
+  return Re2MatchGroups(re, st.regex_prefix, st.regex_prefix_searcher.get(), input, sub, nsub);
+}
+
 }  // namespace
+
+RegexGroupOutcome RegexGroupOf(const Stage& st, const re2::RE2& re, int capture,
+                               std::string_view text, std::string_view* value) {
+  constexpr int kInline = 8;
+  if (capture < 0 || capture >= kInline) return RegexGroupOutcome::kUnsure;
+  if (!PrefilterAdmits(st.regex_prefilter, text)) return RegexGroupOutcome::kDropped;
+  re2::StringPiece sub[kInline];
+  const re2::StringPiece input(text.data(), text.size());
+  if (!MatchGroups(st, re, input, sub, capture + 1)) {
+    return RegexGroupOutcome::kDropped;
+  }
+  const re2::StringPiece& m = sub[capture];
+  if (m.data() == nullptr) return RegexGroupOutcome::kUnsure;
+  *value = std::string_view(m.data(), m.size());
+  return RegexGroupOutcome::kValue;
+}
 
 bool ApplyRegex(const Stage& st, Record& r) {
   if (!st.re) return true;
@@ -144,7 +223,7 @@ bool ApplyRegex(const Stage& st, Record& r) {
   }
   if (!PrefilterAdmits(st.regex_prefilter, *text)) return !st.strict;
   const re2::StringPiece input(text->data(), text->size());
-  if (!MatchGroups(re, st.regex_prefix, st.regex_prefix_searcher.get(), input, sub, nsub)) {
+  if (!MatchGroups(st, re, input, sub, nsub)) {
     return !st.strict;
   }
   for (size_t k = 0; k < st.groups.size(); ++k) {

@@ -25,6 +25,14 @@ bool ApplyRegex(const Stage& st, Record& r);
 // regex(repeat=true) (st.repeat_limit > 0): a copy of `r` per match with that match's groups, at
 // most repeat_limit, appended to *out; without a match, `r` itself unless st.strict.
 void ApplyRegexRepeat(const Stage& st, Record&& r, std::vector<Record>* out);
+// regex.cc: what ApplyRegex does with group `capture` (an index into st.re's captures) of the
+// first match in `text`, for a strict, non-repeating stage: kValue with *value (bytes of `text`)
+// when it sets the group, kDropped when the record is dropped (no match), kUnsure when the
+// record path must decide (the group did not take part in the match: the record keeps what it
+// had). `re` is ThreadLocalRegex(st.re).
+enum class RegexGroupOutcome { kValue, kDropped, kUnsure };
+RegexGroupOutcome RegexGroupOf(const Stage& st, const re2::RE2& re, int capture,
+                               std::string_view text, std::string_view* value);
 // parse_json.cc: the members of the JSON object in st.field become fields.
 void ApplyParseJson(const Stage& st, Record& r);
 // kv_parse.cc: the key=value pairs of st.field become fields.

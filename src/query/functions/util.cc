@@ -192,6 +192,7 @@ void SetStageRegex(std::shared_ptr<const re2::RE2> re, Stage* st) {
   if (st->regex_prefix.size() >= kMinPrefilterLiteral) {
     st->regex_prefix_searcher = std::make_shared<CiSearcher>(st->regex_prefix, /*exact_case=*/true);
   }
+  st->simple_re = SimpleRegex::Compile(*re);
   st->regex_literals = AnalyzeRegex(*re);
   st->regex_prefilter = RegexPrefilter(st->regex_literals);
   // A prefilter literal inside the prefix adds nothing: the prefix search already gives up when

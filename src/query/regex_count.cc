@@ -1,0 +1,83 @@
+#include "query/regex_count.h"
+
+#include <re2/re2.h>
+
+#include "query/functions/transforms.h"
+#include "query/transform.h"
+
+namespace sediment::query {
+namespace {
+
+// Distinct values kept per block before they are handed over; group values of a regex over
+// logs are few (status codes, methods), and a linear look-up over a few is the cheapest.
+constexpr size_t kMaxKeys = 32;
+
+}  // namespace
+
+std::unique_ptr<RegexGroupCounter> RegexGroupCounter::For(const CompiledQuery& q, size_t collect,
+                                                          const Collector& c) {
+  if (collect != 1 || q.stages.size() < 1) return nullptr;
+  const Stage& st = q.stages[0];
+  if (st.kind != Stage::Kind::kRegex || !st.re || !st.strict || st.repeat_limit != 0) {
+    return nullptr;
+  }
+  if (!st.field.empty() && st.field != functions::kRawstringField) return nullptr;
+  const std::string field = c.CountsByField();
+  if (field.empty() || st.group_index.size() != st.groups.size()) return nullptr;
+  // The last group of that name is the one whose value the record ends up with.
+  int capture = -1;
+  for (size_t k = 0; k < st.groups.size(); ++k) {
+    if (st.groups[k] == field) capture = st.group_index[k];
+  }
+  if (capture < 0) return nullptr;
+  return std::unique_ptr<RegexGroupCounter>(new RegexGroupCounter(&st, capture));
+}
+
+bool RegexGroupCounter::Run(const DecodedBlock& block, const std::vector<uint8_t>& matched,
+                            Collector& c, const std::function<void(size_t)>& slow) {
+  if (block.raw_omitted) return false;
+  const re2::RE2& re = ThreadLocalRegex(st_->re);
+  keys_.clear();
+  const size_t n = block.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (!matched[i]) continue;
+    std::string_view value;
+    switch (functions::RegexGroupOf(*st_, re, capture_, block.raw[i], &value)) {
+      case functions::RegexGroupOutcome::kValue:
+        Count(value, c);
+        break;
+      case functions::RegexGroupOutcome::kDropped:
+        break;
+      case functions::RegexGroupOutcome::kUnsure:
+        Flush(c);  // keep the order in which the collector sees values first
+        slow(i);
+        break;
+    }
+  }
+  Flush(c);
+  return true;
+}
+
+void RegexGroupCounter::Count(std::string_view key, Collector& c) {
+  if (!keys_.empty() && keys_[last_].first == key) {
+    ++keys_[last_].second;
+    return;
+  }
+  for (size_t k = 0; k < keys_.size(); ++k) {
+    if (keys_[k].first == key) {
+      ++keys_[k].second;
+      last_ = k;
+      return;
+    }
+  }
+  if (keys_.size() == kMaxKeys) Flush(c);
+  keys_.emplace_back(key, 1);
+  last_ = keys_.size() - 1;
+}
+
+void RegexGroupCounter::Flush(Collector& c) {
+  for (const auto& [key, n] : keys_) c.AddKeyCount(key, n);
+  keys_.clear();
+}
+
+}  // namespace sediment::query

@@ -1,0 +1,49 @@
+// A block-at-a-time path for a regex() whose groups are only counted: `regex(...) | groupBy(g)`
+// (or top(g)) with count() metrics. Each event's group value is taken straight from its raw
+// string and counted, without building a record or setting fields, with exactly the result of
+// the per-record path (ApplyRegex, then Collector::Add).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "query/aggregate.h"
+#include "query/compiled.h"
+#include "segment/segment.h"
+
+namespace sediment::query {
+
+// Thread-compatible: one per scan worker.
+class RegexGroupCounter {
+ public:
+  // Null unless stages [0, collect) of `q` are exactly one strict, non-repeating regex() over
+  // @rawstring and `c` counts by one of its named groups (Collector::CountsByField).
+  static std::unique_ptr<RegexGroupCounter> For(const CompiledQuery& q, size_t collect,
+                                                const Collector& c);
+
+  // Counts into `c` the events i of `block` with matched[i] != 0, as the regex stage and c.Add
+  // would; an event whose outcome the counter cannot decide (the counted group did not take part
+  // in the match) is handed to `slow(i)`, in event order, which must run it through the records.
+  // Returns false, having done nothing, when the block has no raw strings.
+  bool Run(const DecodedBlock& block, const std::vector<uint8_t>& matched, Collector& c,
+           const std::function<void(size_t)>& slow);
+
+ private:
+  RegexGroupCounter(const Stage* st, int capture) : st_(st), capture_(capture) {}
+  void Count(std::string_view key, Collector& c);
+  void Flush(Collector& c);
+
+  const Stage* st_;  // the regex stage, owned by the query
+  int capture_;      // capture index of the counted group in st_->re
+  // The block's group values (pointing into the block) and their counts, in order of first
+  // appearance; handed to the collector at the end of the block or when full.
+  std::vector<std::pair<std::string_view, uint64_t>> keys_;
+  size_t last_ = 0;  // index in keys_ of the last value counted (when keys_ is not empty)
+};
+
+}  // namespace sediment::query

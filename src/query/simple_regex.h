@@ -1,0 +1,65 @@
+// A backtracking matcher for the simple regular expressions that regex() extractions mostly are:
+// a sequence of literal bytes and ASCII character classes (\d, \w, \s, ., [...]), each with an
+// optional quantifier (?, *, +, {n}, {n,}, {n,m}, greedy or lazy), inside named or non-capturing
+// groups that are not themselves repeated. It finds the same match and the same submatches as
+// RE2 (leftmost-first, Perl's choice of submatches) at a fraction of RE2's cost per call, and
+// says kUnknown, to be asked of RE2, whenever it cannot be sure: a byte >= 0x80 where a negated
+// class or `.` could take it (RE2 takes whole UTF-8 characters there), or more backtracking
+// steps than its budget.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+namespace re2 {
+class RE2;
+}
+
+namespace sediment::query {
+
+// Immutable once compiled; Match is reentrant (all state is on the caller's stack).
+class SimpleRegex {
+ public:
+  // The matcher for `re` (its pattern and options), or null when the pattern is outside the
+  // subset: alternation, anchors (^ $ \b \A \z), repeated groups, case folding, back references,
+  // non-ASCII bytes, Unicode classes, or options other than RE2's defaults.
+  static std::unique_ptr<SimpleRegex> Compile(const re2::RE2& re);
+
+  enum class Outcome { kMatch, kNoMatch, kUnknown };
+  // One capture: byte offsets [begin, end) in the text; begin = -1 when it took no part.
+  struct Span {
+    int64_t begin = -1;
+    int64_t end = -1;
+  };
+
+  // The leftmost-first match of the whole pattern starting exactly at `at` in `text`. On kMatch,
+  // caps[0] is the match and caps[1..captures()] the groups (in RE2's capture numbering); `caps`
+  // holds captures() + 1 spans.
+  Outcome MatchAt(std::string_view text, size_t at, Span* caps) const;
+  // The leftmost-first match anywhere at or after `from`.
+  Outcome Search(std::string_view text, size_t from, Span* caps) const;
+
+  int captures() const { return captures_; }
+
+ private:
+  struct Elem {
+    enum class Kind : uint8_t { kClass, kOpen, kClose };
+    Kind kind = Kind::kClass;
+    bool high = false;  // kClass: RE2 would also match characters >= 0x80 (negated class, `.`)
+    bool lazy = false;
+    int cap = 0;  // kOpen/kClose: capture index
+    uint32_t min = 1, max = 1;
+    uint64_t bits[2] = {0, 0};  // kClass: member bytes 0..127
+    bool Has(unsigned char c) const { return (bits[c >> 6] >> (c & 63)) & 1; }
+  };
+  struct State;
+  Outcome Step(State& s, size_t e, size_t pos) const;
+
+  std::vector<Elem> elems_;
+  int captures_ = 0;
+};
+
+}  // namespace sediment::query
