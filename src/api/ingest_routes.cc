@@ -56,7 +56,7 @@ class IngestRoutes : public Node {
   // ingest::AppendAll, observed in sediment_commit_log_append_seconds.
   Status TimedAppend(std::vector<IngestMessage> messages) const {
     const auto t0 = SteadyNow();
-    Status st = ingest::AppendAll(ingest_log, std::move(messages), AckTimeout());
+    Status st = ingest::AppendAll(ingest_log, std::move(messages), AckTimeout(), sharder);
     metrics->commit_log_append_seconds.Observe(
         std::chrono::duration<double>(SteadyNow() - t0).count());
     return st;

@@ -24,6 +24,7 @@
 #include "global/global.h"
 #include "http/http_server.h"
 #include "http/router.h"
+#include "ingest/sharder.h"
 #include "log/bounds_monitor.h"
 #include "log/commit_log.h"
 #include "log/kafka_group.h"
@@ -60,6 +61,8 @@ struct Node {
   CommitLog* ingest_log = nullptr;
   CommitLog* global_log = nullptr;
   BoundsMonitor* ingest_bounds = nullptr;  // the ingest log's offsets
+  // Picks each request's partition per datasource (ingest::AppendAll); null: PartitionFor.
+  ingest::DatasourceSharder* sharder = nullptr;
   Global* global = nullptr;
   // The GeoIP databases queries read (query/geo.h; null: none), shared read-only.
   std::shared_ptr<const query::GeoDatabases> geo;

@@ -158,6 +158,17 @@ http::Response StatusRoutes::HandleStatus() const {
   w.Key("logOffsetsAgeMs").Int(bounds_age_ms);
   // Partitions of the ingest log; "partitions" lists those this node digests.
   w.Key("ingestPartitions").Int(ingest_log->partition_count());
+  // Datasources this node's ingest spreads over more than one partition (ingest/sharder.h).
+  w.Key("shardedDatasources").BeginArray();
+  if (sharder != nullptr) {
+    for (const ingest::DatasourceShards& d : sharder->ShardedDatasources()) {
+      w.BeginObject().Key("repo").String(d.datasource.repo).Key("tags").BeginObject();
+      for (const auto& [name, value] : d.datasource.tags) w.Key(name).String(value);
+      w.EndObject().Key("shards").Int(d.shards);
+      w.Key("bytesPerSecond").Int(static_cast<int64_t>(d.bytes_per_second)).EndObject();
+    }
+  }
+  w.EndArray();
   w.Key("partitions").BeginArray();
   for (const auto& p : digest_statuses) {
     w.BeginObject().Key("partition").Int(p.partition.value).Key("epoch").Int(p.epoch.value);

@@ -263,6 +263,18 @@ void CommitLogFlags(std::vector<ServerFlag>& f) {
                     "0, acknowledging ingest gets the CPU first and digesting catches up from the "
                     "log (0: same priority)",
                     Bounds(0, 19)));
+  f.push_back(Value(S::kCommitLog, "--datasource-shard-bytes-per-second",
+                    "SEDIMENT_DATASOURCE_SHARD_BYTES_PER_SECOND", "N",
+                    &ServerConfig::datasource_shard_bytes_per_second, uint64_t{4} << 20,
+                    "datasource autosharding: a datasource ingesting more than this many bytes of "
+                    "events per second per ingest partition it uses is spread over twice as many "
+                    "partitions (each request's events of a datasource stay in one partition, in "
+                    "order); 0: off, every datasource on one partition"));
+  f.push_back(Value(S::kCommitLog, "--max-datasource-shards", "SEDIMENT_MAX_DATASOURCE_SHARDS", "N",
+                    &ServerConfig::max_datasource_shards, 8,
+                    "most ingest partitions one datasource is spread over (never more than the "
+                    "log's partitions)",
+                    Bounds(1, 1024)));
 }
 
 void KafkaFlags(std::vector<ServerFlag>& f) {

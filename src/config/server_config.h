@@ -86,6 +86,11 @@ struct ServerConfig {
   size_t flush_bytes = 32u << 20;
   // Nice value of the digest's partition workers (DigestOptions::worker_nice).
   int digest_nice = 5;
+  // Datasource autosharding (ingest/sharder.h): a datasource appending more than this many bytes
+  // per second per shard gets twice its shards, up to max_datasource_shards ingest partitions.
+  // 0 = off: every datasource on its one partition (Datasource::PartitionFor).
+  uint64_t datasource_shard_bytes_per_second = uint64_t{4} << 20;
+  int max_datasource_shards = 8;
   // Embedded log only: a partition's active file is sealed and a new one started at this size.
   uint64_t log_file_bytes = 64ull << 20;
   // Embedded ingest log only: ... and this long after its first record (0 = only by size): a

@@ -300,13 +300,51 @@ uint64_t RandomMessageId() {
   return id;
 }
 
+namespace {
+
+// The partition of each message: its datasource's PartitionFor, or with a sharder one shard per
+// datasource for the whole request (every message of a datasource goes to the same partition, so
+// the request's events of a datasource keep their order).
+std::vector<PartitionId> PartitionsOf(const std::vector<IngestMessage>& messages,
+                                      int32_t partitions, DatasourceSharder* sharder) {
+  std::vector<PartitionId> out;
+  out.reserve(messages.size());
+  if (sharder == nullptr || sharder->options().shard_bytes_per_second == 0) {
+    for (const IngestMessage& msg : messages)
+      out.push_back(msg.datasource.PartitionFor(partitions));
+    return out;
+  }
+  // Datasources in order of first appearance, with the bytes of their events in this request.
+  struct Group {
+    const Datasource* datasource;
+    uint64_t bytes = 0;
+    PartitionId partition{0};
+  };
+  std::vector<Group> groups;
+  std::vector<size_t> group_of(messages.size());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const IngestMessage& msg = messages[i];
+    size_t g = 0;
+    while (g < groups.size() && !(*groups[g].datasource == msg.datasource)) ++g;
+    if (g == groups.size()) groups.push_back(Group{&msg.datasource});
+    for (const Event& e : msg.events) groups[g].bytes += e.ByteSize();
+    group_of[i] = g;
+  }
+  for (Group& g : groups) g.partition = sharder->Pick(*g.datasource, g.bytes, partitions);
+  for (size_t i = 0; i < messages.size(); ++i) out.push_back(groups[group_of[i]].partition);
+  return out;
+}
+
+}  // namespace
+
 Status AppendAll(CommitLog* log, std::vector<IngestMessage> messages,
-                 std::chrono::milliseconds timeout) {
+                 std::chrono::milliseconds timeout, DatasourceSharder* sharder) {
   const auto deadline = SteadyNow() + timeout;
   if (messages.empty()) return Status::OK();
   if (log == nullptr) return Status::Internal("AppendAll: no commit log");
   const int32_t partitions = log->partition_count();
   if (partitions <= 0) return Status::Internal("AppendAll: commit log has no partitions");
+  const std::vector<PartitionId> partition_of = PartitionsOf(messages, partitions, sharder);
   std::vector<std::future<Result<Offset>>> futures;
   futures.reserve(messages.size());
   Status first;
@@ -315,7 +353,7 @@ Status AppendAll(CommitLog* log, std::vector<IngestMessage> messages,
     try {
       if (msg.id == 0) msg.id = RandomMessageId();
       std::string record = EncodeIngestMessage(msg, Codec::kLz4);
-      futures.push_back(log->Append(msg.datasource.PartitionFor(partitions), std::move(record)));
+      futures.push_back(log->Append(partition_of[i], std::move(record)));
     } catch (const std::exception& e) {
       first = Status::Internal("message " + std::to_string(i) + ": append failed: " + e.what());
       break;

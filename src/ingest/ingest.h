@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "ingest/sharder.h"
 #include "log/commit_log.h"
 #include "model/event.h"
 
@@ -97,7 +98,12 @@ uint64_t RandomMessageId();
 // Gives every message without an id a random one, encodes and appends them. Waits at most
 // `timeout` in all: messages not acknowledged by then make it Unavailable (they may
 // still become durable later, but they were not acknowledged).
-Status AppendAll(CommitLog* log, std::vector<IngestMessage> messages,
-                 std::chrono::milliseconds timeout = std::chrono::hours(1));
+// Partitions: without `sharder` (or with sharding disabled) a message goes to its datasource's
+// PartitionFor. With one, each datasource of the request gets one partition from
+// `sharder->Pick` (counting the summed Event::ByteSize() of its events in the request), and every
+// message of that datasource goes there, in message order. `sharder` is borrowed.
+[[nodiscard]] Status AppendAll(CommitLog* log, std::vector<IngestMessage> messages,
+                               std::chrono::milliseconds timeout = std::chrono::hours(1),
+                               DatasourceSharder* sharder = nullptr);
 
 }  // namespace sediment::ingest

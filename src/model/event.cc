@@ -6,6 +6,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <numeric>
 #include <stdexcept>
 
 #include "common/checksum.h"
@@ -58,8 +59,19 @@ std::string Datasource::Key() const {
 }
 
 PartitionId Datasource::PartitionFor(int32_t partition_count) const {
-  uint64_t h = Hash64(Key());
-  return PartitionId(static_cast<int32_t>(h % static_cast<uint64_t>(partition_count)));
+  return ShardPartition(Hash64(Key()), 0, partition_count);
+}
+
+PartitionId ShardPartition(uint64_t key_hash, int32_t shard, int32_t partition_count) {
+  const uint64_t n = static_cast<uint64_t>(partition_count);
+  const uint64_t base = key_hash % n;  // shard 0: what PartitionFor always answered
+  if (shard <= 0 || n == 1) return PartitionId(static_cast<int32_t>(base));
+  // A stride in [1, n) from the hash's high bits, moved up to the next value coprime with n (1 is
+  // coprime with every n, so the search ends), makes i -> base + i * stride a permutation mod n.
+  uint64_t stride = 1 + ((key_hash >> 32) % (n - 1));
+  while (std::gcd(stride, n) != 1) stride = stride % (n - 1) + 1;
+  const uint64_t i = static_cast<uint64_t>(shard) % n;
+  return PartitionId(static_cast<int32_t>((base + i * stride) % n));
 }
 
 void EncodeEvents(const std::vector<Event>& events, std::string* out) {

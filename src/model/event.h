@@ -50,10 +50,19 @@ struct Datasource {
   void Normalize();
   // Canonical key: repo, then name=value for each tag, separated by '\x1f'.
   std::string Key() const;
-  // The ingest partition of this datasource among `partition_count` (hash of the key).
+  // The ingest partition of this datasource among `partition_count` (hash of the key): its shard
+  // 0, ShardPartition(Hash64(Key()), 0, partition_count). partition_count > 0.
   PartitionId PartitionFor(int32_t partition_count) const;
   bool operator==(const Datasource&) const = default;
 };
+
+// The partition of shard `shard` (>= 0) of the datasource whose key hashes to `key_hash`
+// (Hash64(Datasource::Key())), among `partition_count` (> 0). Shard 0 is Datasource::PartitionFor;
+// shard i steps from it by a stride derived from the hash and coprime with partition_count, so
+// shards 0 .. partition_count-1 are distinct partitions (shard i and i + partition_count are the
+// same) and two busy datasources seldom walk the same partitions. A pure function: every node and
+// every version computes the same partitions (ingest/sharder.h decides how many shards are used).
+PartitionId ShardPartition(uint64_t key_hash, int32_t shard, int32_t partition_count);
 
 // Compression of an ingest message's payload.
 enum class Codec : uint8_t { kNone = 0, kLz4 = 1, kZstd = 2 };

@@ -346,6 +346,12 @@ Status Server::Start() {
 
   s.ingest_bounds = std::make_unique<BoundsMonitor>(s.ingest_log.get(), s.clock);
   {
+    ingest::ShardingOptions so;
+    so.shard_bytes_per_second = s.config.datasource_shard_bytes_per_second;
+    so.max_shards = s.config.max_datasource_shards;
+    s.sharder = std::make_unique<ingest::DatasourceSharder>(s.clock, so);
+  }
+  {
     coordinator::QueryJobsOptions jobs_env;
     jobs_env.run = [&s](const std::string& repo, const std::string& query_string,
                         const query::CompiledQuery& compiled, const query::TimeRange& range,
@@ -615,6 +621,7 @@ api::Node Server::Impl::ApiNode() const {
   n.ingest_log = ingest_log.get();
   n.global_log = global_log.get();
   n.ingest_bounds = ingest_bounds.get();
+  n.sharder = sharder.get();
   n.global = global.get();
   n.geo = geo;
   n.digest = digest.get();

@@ -39,6 +39,7 @@
 #include "http/http_server.h"
 #include "http/router.h"
 #include "ingest/ingest.h"
+#include "ingest/sharder.h"
 #include "log/bounds_monitor.h"
 #include "log/commit_log.h"
 #include "log/kafka_group.h"
@@ -82,6 +83,9 @@ struct Server::Impl : public PartitionGroupListener {
   std::unique_ptr<Digest> digest;
   std::unique_ptr<Membership> membership;
   std::unique_ptr<PartitionGroup> group;
+  // Which partitions each request's datasources go to (ingest/sharder.h; the policy lives there).
+  // Declared before `http`, whose handlers borrow it, so it outlives them.
+  std::unique_ptr<ingest::DatasourceSharder> sharder;
   std::unique_ptr<http::Server> http;
   std::string segment_dir;
   // Storage (src/storage, src/merge): local files, copies on peers, merges.
