@@ -265,11 +265,12 @@ void CommitLogFlags(std::vector<ServerFlag>& f) {
                     Bounds(0, 19)));
   f.push_back(Value(S::kCommitLog, "--datasource-shard-bytes-per-second",
                     "SEDIMENT_DATASOURCE_SHARD_BYTES_PER_SECOND", "N",
-                    &ServerConfig::datasource_shard_bytes_per_second, uint64_t{4} << 20,
+                    &ServerConfig::datasource_shard_bytes_per_second, uint64_t{0},
                     "datasource autosharding: a datasource ingesting more than this many bytes of "
                     "events per second per ingest partition it uses is spread over twice as many "
                     "partitions (each request's events of a datasource stay in one partition, in "
-                    "order); 0: off, every datasource on one partition"));
+                    "order); 0 (the default): off, every datasource on one partition; "
+                    "4194304 (4 MiB) is a starting point"));
   f.push_back(Value(S::kCommitLog, "--max-datasource-shards", "SEDIMENT_MAX_DATASOURCE_SHARDS", "N",
                     &ServerConfig::max_datasource_shards, 8,
                     "most ingest partitions one datasource is spread over (never more than the "

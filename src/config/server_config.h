@@ -89,7 +89,7 @@ struct ServerConfig {
   // Datasource autosharding (ingest/sharder.h): a datasource appending more than this many bytes
   // per second per shard gets twice its shards, up to max_datasource_shards ingest partitions.
   // 0 = off: every datasource on its one partition (Datasource::PartitionFor).
-  uint64_t datasource_shard_bytes_per_second = uint64_t{4} << 20;
+  uint64_t datasource_shard_bytes_per_second = 0;  // off (see DESIGN, Autosharding)
   int max_datasource_shards = 8;
   // Embedded log only: a partition's active file is sealed and a new one started at this size.
   uint64_t log_file_bytes = 64ull << 20;

@@ -108,8 +108,11 @@ def test_busy_datasource_is_sharded_and_queried_exactly_once(server_factory):
     assert s.status()["shardedDatasources"] == []
 
 
-def test_sharding_off_keeps_a_datasource_in_one_partition(server_factory):
-    s = server_factory(partitions=8, extra_args=["--datasource-shard-bytes-per-second", "0"])
+@pytest.mark.parametrize("args", [[], ["--datasource-shard-bytes-per-second", "0"]],
+                         ids=["default", "zero"])
+def test_sharding_off_keeps_a_datasource_in_one_partition(server_factory, args):
+    # Off by default: on one broker, spreading a datasource cost more than it saved.
+    s = server_factory(partitions=8, extra_args=args)
     run = marker("noshard")
     sent = ingest_concurrently(s, run)
     assert s.status()["shardedDatasources"] == []
