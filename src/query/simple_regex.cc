@@ -274,6 +274,14 @@ std::unique_ptr<SimpleRegex> SimpleRegex::Compile(const re2::RE2& re) {
   }
   if (!open.empty() || out->elems_.size() > kMaxElems) return nullptr;
   if (out->captures_ != re.NumberOfCapturingGroups()) return nullptr;
+  // The first class element bounds where a match may start when it must take a byte (only
+  // groups, which take none, come before it).
+  for (size_t k = 0; k < out->elems_.size(); ++k) {
+    const Elem& x = out->elems_[k];
+    if (x.kind != Elem::Kind::kClass) continue;
+    if (x.min >= 1) out->first_ = static_cast<int>(k);
+    break;
+  }
   return out;
 }
 
@@ -338,14 +346,7 @@ SimpleRegex::Outcome SimpleRegex::MatchAt(std::string_view text, size_t at, Span
 }
 
 SimpleRegex::Outcome SimpleRegex::Search(std::string_view text, size_t from, Span* caps) const {
-  // The first class element that must take at least one byte bounds where a match may start
-  // only when nothing before it takes bytes.
-  const Elem* first = nullptr;
-  for (const Elem& x : elems_) {
-    if (x.kind != Elem::Kind::kClass) continue;
-    if (x.min >= 1) first = &x;
-    break;
-  }
+  const Elem* first = first_ >= 0 ? &elems_[static_cast<size_t>(first_)] : nullptr;
   int64_t budget = kStepBudget + 64 * static_cast<int64_t>(text.size());
   for (size_t at = from; at <= text.size(); ++at) {
     if (first != nullptr) {

@@ -60,6 +60,7 @@ class SimpleRegex {
 
   std::vector<Elem> elems_;
   int captures_ = 0;
+  int first_ = -1;  // index in elems_ of the class every match starts with, -1 when none
 };
 
 }  // namespace sediment::query

@@ -70,6 +70,26 @@ const Function kRegex = {
 
 namespace {
 
+// The first candidate at or after p where `prefix` starts (case-sensitively), or null.
+// `searcher` (the prefix), when given, finds candidates; otherwise memchr of its first byte.
+const char* NextPrefix(std::string_view prefix, const CiSearcher* searcher, const char* p,
+                       const char* end) {
+  for (;;) {
+    if (static_cast<size_t>(end - p) < prefix.size()) return nullptr;
+    if (searcher != nullptr) {
+      p = searcher->Find(p, end);
+    } else {
+      p = static_cast<const char*>(
+          std::memchr(p, prefix[0], static_cast<size_t>(end - p) - (prefix.size() - 1)));
+    }
+    if (p == nullptr) return nullptr;
+    size_t n = 0;  // prefixes are short: compare in place rather than call memcmp
+    while (n < prefix.size() && p[n] == prefix[n]) ++n;
+    if (n == prefix.size()) return p;
+    ++p;
+  }
+}
+
 // Leftmost match of `re` in `input` with `nsub` submatches. With a `prefix` (every match starts
 // with these bytes) it tries anchored matches only where the prefix occurs, which RE2 runs as a
 // one-pass or bounded match instead of a search over the whole text; the first anchored match is
@@ -82,50 +102,18 @@ bool Re2MatchGroups(const re2::RE2& re, std::string_view prefix, const CiSearche
     constexpr int kMaxCandidates = 8;
     const char* const begin = input.data();
     const char* const end = begin + input.size();
-    const char* p = begin;
     int tries = 0;
-    for (;;) {
-      if (static_cast<size_t>(end - p) < prefix.size()) return false;
-      if (searcher != nullptr) {
-        p = searcher->Find(p, end);
-      } else {
-        p = static_cast<const char*>(
-            std::memchr(p, prefix[0], static_cast<size_t>(end - p) - (prefix.size() - 1)));
+    for (const char* p = begin; (p = NextPrefix(prefix, searcher, p, end)) != nullptr; ++p) {
+      const size_t at = static_cast<size_t>(p - begin);
+      if (re.Match(input, at, input.size(), re2::RE2::ANCHOR_START, sub, nsub)) return true;
+      if (++tries == kMaxCandidates) {
+        from = at + 1;
+        break;
       }
-      if (p == nullptr) return false;
-      size_t n = 0;  // prefixes are short: compare in place rather than call memcmp
-      while (n < prefix.size() && p[n] == prefix[n]) ++n;
-      if (n == prefix.size()) {
-        const size_t at = static_cast<size_t>(p - begin);
-        if (re.Match(input, at, input.size(), re2::RE2::ANCHOR_START, sub, nsub)) return true;
-        if (++tries == kMaxCandidates) {
-          from = at + 1;
-          break;
-        }
-      }
-      ++p;
     }
+    if (tries < kMaxCandidates) return false;
   }
   return re.Match(input, from, input.size(), re2::RE2::UNANCHORED, sub, nsub);
-}
-
-// The first candidate at or after p where `prefix` starts (see Re2MatchGroups), or null.
-const char* NextPrefix(std::string_view prefix, const CiSearcher* searcher, const char* p,
-                       const char* end) {
-  for (;;) {
-    if (static_cast<size_t>(end - p) < prefix.size()) return nullptr;
-    if (searcher != nullptr) {
-      p = searcher->Find(p, end);
-    } else {
-      p = static_cast<const char*>(
-          std::memchr(p, prefix[0], static_cast<size_t>(end - p) - (prefix.size() - 1)));
-    }
-    if (p == nullptr) return nullptr;
-    size_t n = 0;
-    while (n < prefix.size() && p[n] == prefix[n]) ++n;
-    if (n == prefix.size()) return p;
-    ++p;
-  }
 }
 
 // MatchGroups with SimpleRegex: kUnknown when RE2 must decide.
