@@ -188,8 +188,10 @@ void SetStageRegex(std::shared_ptr<const re2::RE2> re, Stage* st) {
   st->groups = GroupNames(*re);
   st->group_index = RegexGroupIndexes(*re, st->groups);
   st->regex_prefix = LeadingLiteral(re->pattern());
-  // Short prefixes: memchr for the first byte is as selective and cheaper per call.
-  if (st->regex_prefix.size() >= kMinPrefilterLiteral) {
+  // A one-byte prefix: memchr is exact. From two bytes on, the searcher compares the first and
+  // last byte 32 at a time, which skips the many occurrences of a common first byte (`"` in JSON)
+  // that memchr would stop at one by one.
+  if (st->regex_prefix.size() >= 2) {
     st->regex_prefix_searcher = std::make_shared<CiSearcher>(st->regex_prefix, /*exact_case=*/true);
   }
   st->simple_re = SimpleRegex::Compile(*re);
