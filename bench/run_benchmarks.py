@@ -695,9 +695,13 @@ def main():
                     help="ingest partitions of sediment's topic and of the kcat topic (24)")
     ap.add_argument("--kafka-timeout", type=float, default=180,
                     help="seconds for the broker to start and for topics to get leaders")
+    ap.add_argument("--kcat-runs", type=int, default=3,
+                    help="kcat produce runs, each to a fresh topic; the fastest counts (3)")
     ap.add_argument("--kcat-property", action="append", default=[], metavar="KEY=VALUE",
                     help="extra librdkafka property for the kcat producer (-X), repeatable")
     args = ap.parse_args()
+    if args.kcat_runs < 1:
+        ap.error("--kcat-runs must be at least 1")
 
     if args.kafka:
         missing = kafka_available()
@@ -1264,6 +1268,49 @@ def kafka_available():
 KAFKA_TARGET_RATIO = 0.8
 
 
+def kcat_produce(args, kcat, bootstrap, topic, parts, sep, kcat_input, batches, nbytes, events,
+                 broker_pid, label):
+    """One `kcat -P` of the batches into the fresh topic `topic`; checks that the topic holds
+    every message with its size and returns the run's figures."""
+    kcat_wait_topic(kcat, bootstrap, topic, parts, args.kafka_timeout, create=True)
+    props = ["acks=all", "enable.idempotence=true", "compression.type=none", "linger.ms=5"]
+    props += args.kcat_property
+    cmd = [kcat, "-P", "-b", bootstrap, "-t", topic, "-l", "-D", f"\\x{sep[0]:02x}"]
+    for p in props:
+        cmd += ["-X", p]
+    cmd.append(kcat_input)
+    log(f"(b) kcat produce, run {label}: {len(batches)} messages, {human_bytes(nbytes)}: "
+        + " ".join(cmd))
+    kc0, kb0, km0 = children_cpu_seconds(), process_cpu_seconds(broker_pid), machine_busy_seconds()
+    t0 = time.monotonic()
+    res = kcat_run(cmd, 3600, "kcat -P")
+    ksecs = time.monotonic() - t0
+    kc1, kb1, km1 = children_cpu_seconds(), process_cpu_seconds(broker_pid), machine_busy_seconds()
+    kstderr = res.stderr.decode("utf-8", "replace")
+    # A partition's end offset can trail kcat's last delivery report for a moment on a loaded
+    # machine: ask again for up to 10 s before calling a message missing.
+    offsets = kcat_end_offsets(kcat, bootstrap, topic, parts)
+    deadline = time.monotonic() + 10
+    while sum(offsets) < len(batches) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        offsets = kcat_end_offsets(kcat, bootstrap, topic, parts)
+    if sum(offsets) != len(batches):
+        raise BenchError(f"kcat: {topic} holds {sum(offsets)} messages, produced "
+                         f"{len(batches)}; kcat stderr: {kstderr[-1000:]}")
+    sizes = kcat_message_sizes(kcat, bootstrap, topic, args.searchable_timeout)
+    if sorted(sizes) != sorted(len(b) for b, _ in batches):
+        raise BenchError(f"kcat: message sizes read back ({len(sizes)} messages, "
+                         f"{sum(sizes)} bytes) differ from the batches ({len(batches)}, {nbytes})")
+    return {
+        "messages": len(batches), "bytes": nbytes, "seconds": ksecs,
+        "mb_per_s": nbytes / ksecs / 1e6, "events_per_s_equivalent": events / ksecs,
+        "topic": topic, "partitions_used": sum(1 for o in offsets if o > 0),
+        "command": " ".join(cmd), "stderr_tail": kstderr[-500:],
+        "kcat_cpu_seconds": kc1 - kc0, "broker_cpu_seconds": kb1 - kb0,
+        "machine_busy_seconds": km1 - km0,
+    }
+
+
 def run_kafka(args, ctx, server_bin, gen, work, report):
     """One broker (RF 1): sediment's acknowledged ingest, then `kcat -P` of the same batches as
     messages to a fresh topic with the same partition count. ctx["server"] / ctx["cluster"] are
@@ -1369,45 +1416,18 @@ def run_kafka(args, ctx, server_bin, gen, work, report):
     }
     report["sediment"] = sediment
 
-    # (b) kcat: the same batches, one message each, to a fresh topic with the same partitions.
-    topic = prefix + "kcat"
-    kcat_wait_topic(kcat, bootstrap, topic, parts, args.kafka_timeout, create=True)
-    props = ["acks=all", "enable.idempotence=true", "compression.type=none", "linger.ms=5"]
-    props += args.kcat_property
-    cmd = [kcat, "-P", "-b", bootstrap, "-t", topic, "-l", "-D", f"\\x{sep[0]:02x}"]
-    for p in props:
-        cmd += ["-X", p]
-    cmd.append(kcat_input)
-    log(f"(b) kcat produce: {len(batches)} messages, {human_bytes(nbytes)}: " + " ".join(cmd))
-    kc0, kb0, km0 = children_cpu_seconds(), process_cpu_seconds(broker_pid), machine_busy_seconds()
-    t0 = time.monotonic()
-    res = kcat_run(cmd, 3600, "kcat -P")
-    ksecs = time.monotonic() - t0
-    kc1, kb1, km1 = children_cpu_seconds(), process_cpu_seconds(broker_pid), machine_busy_seconds()
-    kstderr = res.stderr.decode("utf-8", "replace")
-    # A partition's end offset can trail kcat's last delivery report for a moment on a loaded
-    # machine: ask again for up to 10 s before calling a message missing.
-    offsets = kcat_end_offsets(kcat, bootstrap, topic, parts)
-    deadline = time.monotonic() + 10
-    while sum(offsets) < len(batches) and time.monotonic() < deadline:
-        time.sleep(0.5)
-        offsets = kcat_end_offsets(kcat, bootstrap, topic, parts)
-    if sum(offsets) != len(batches):
-        raise BenchError(f"kcat: {topic} holds {sum(offsets)} messages, produced "
-                         f"{len(batches)}; kcat stderr: {kstderr[-1000:]}")
-    sizes = kcat_message_sizes(kcat, bootstrap, topic, args.searchable_timeout)
-    if sorted(sizes) != sorted(len(b) for b, _ in batches):
-        raise BenchError(f"kcat: message sizes read back ({len(sizes)} messages, "
-                         f"{sum(sizes)} bytes) differ from the batches ({len(batches)}, {nbytes})")
-    kraw = {
-        "messages": len(batches), "bytes": nbytes, "seconds": ksecs,
-        "mb_per_s": nbytes / ksecs / 1e6, "events_per_s_equivalent": events / ksecs,
-        "topic": topic, "partitions_used": sum(1 for o in offsets if o > 0),
-        "command": " ".join(cmd), "stderr_tail": kstderr[-500:],
-        "kcat_cpu_seconds": kc1 - kc0, "broker_cpu_seconds": kb1 - kb0,
-        "machine_busy_seconds": km1 - km0,
-    }
+    # (b) kcat: the same batches, one message each, to a fresh topic with the same partitions;
+    # --kcat-runs times (each to its own topic), the fastest run counting: kcat's speed on a
+    # shared 2-core machine moves by 2-3x between runs, and the best run is the machine's limit.
+    runs = []
+    for i in range(1, args.kcat_runs + 1):
+        runs.append(kcat_produce(args, kcat, bootstrap, f"{prefix}kcat-{i}", parts, sep,
+                                 kcat_input, batches, nbytes, events, broker_pid,
+                                 f"{i}/{args.kcat_runs}"))
+    kraw = dict(max(runs, key=lambda k: k["mb_per_s"]))
+    kraw["runs_mb_per_s"] = [k["mb_per_s"] for k in runs]
     report["kcat"] = kraw
+    report["kcat_runs"] = runs
     ratio = sediment["mb_per_s_acked"] / kraw["mb_per_s"]
     report["kafka"] = {
         "brokers": 1, "replication_factor": 1, "partitions": parts, "bootstrap": bootstrap,
@@ -1440,7 +1460,8 @@ def print_kafka_report(r):
         f"(acks=all, idempotent, no compression, linger 5 ms)",
         f"    until kcat exits:  {k['events_per_s_equivalent']:>12,.0f} events/s "
         f"{k['mb_per_s']:>8.1f} MB/s  ({k['seconds']:.2f}s, {k['partitions_used']} partitions "
-        f"used)",
+        f"used; fastest of {len(k['runs_mb_per_s'])} runs: "
+        + ", ".join(f"{x:.1f}" for x in k["runs_mb_per_s"]) + " MB/s)",
         f"    kcat CPU {k['kcat_cpu_seconds']:.1f}s, broker {k['broker_cpu_seconds']:.1f}s, "
         f"machine busy {k['machine_busy_seconds']:.1f}s",
         f"    server CPU until last 200: {a['server_cpu_seconds_to_last_ack']:.1f}s "
