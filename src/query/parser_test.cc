@@ -862,6 +862,14 @@ TEST(ParserFunctionTest, RegexPrefix) {
     return c.ok() ? (*c)->stages.back().regex_prefix : "<error>";
   };
   EXPECT_EQ(prefix(R"q(| regex("\" (?<s>\d{3}) "))q"), "\" ");
+  // Two bytes or more: candidates come from the pair searcher; one byte: memchr.
+  auto searched = [](std::string_view q) {
+    auto c = Compile(q);
+    return c.ok() && (*c)->stages.back().regex_prefix_searcher != nullptr;
+  };
+  EXPECT_TRUE(searched(R"q(| regex("\" (?<s>\d{3}) "))q"));
+  EXPECT_TRUE(searched(R"q(| regex("user=(?<u>\w+)"))q"));
+  EXPECT_FALSE(searched(R"q(| regex("\.(?<ext>\w+)"))q"));
   EXPECT_EQ(prefix(R"q(| regex("user=(?<u>\w+)"))q"), "user=");
   EXPECT_EQ(prefix(R"q(| regex("\.(?<ext>\w+)"))q"), ".");
   EXPECT_EQ(prefix(R"q(| regex("a+(?<x>b)"))q"), "a");
