@@ -465,8 +465,7 @@ sediment::Status Digest::ProcessRecords(Partition* p, std::vector<LogRecord>& re
           buf->first_us = now_us;
         }
       }
-      buf->bytes += msg->events[i].ByteSize();
-      buf->events.Append(PositionedEvent{pos, std::move(msg->events[i])});
+      buf->bytes += buf->events.Append(PositionedEvent{pos, std::move(msg->events[i])});
     }
     p->next_offset = Offset(rec.offset.value + 1);
   }

@@ -20,8 +20,9 @@ class EventRuns {
  public:
   using Run = std::shared_ptr<const std::vector<PositionedEvent>>;
 
-  // `e.pos` must be above every position held.
-  void Append(PositionedEvent e);
+  // `e.pos` must be above every position held. Returns the event's Event::ByteSize(), which is
+  // kept beside it so that DropThrough need not read the (by then cold) event again.
+  size_t Append(PositionedEvent e);
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
   // The oldest event held. Precondition: !empty().
@@ -37,8 +38,12 @@ class EventRuns {
   size_t sealed_runs() const { return sealed_.size(); }
 
  private:
+  // Event::ByteSize() of each event, parallel to its run: sealed_bytes_[k][i] is that of
+  // (*sealed_[k])[i], open_bytes_[i] that of open_[i].
   std::vector<Run> sealed_;
+  std::vector<std::vector<size_t>> sealed_bytes_;
   std::vector<PositionedEvent> open_;
+  std::vector<size_t> open_bytes_;
   size_t size_ = 0;
 };
 

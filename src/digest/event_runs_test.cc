@@ -90,5 +90,35 @@ TEST(EventRunsTest, DropThroughCutsASealedRunInTheMiddle) {
   EXPECT_EQ(runs.size(), 3u);
 }
 
+TEST(EventRunsTest, DropThroughCountsEachEventsOwnBytes) {
+  // Events of different sizes (raw strings and fields), dropped in several cuts of one sealed
+  // run and then of the open run: each cut returns exactly the bytes of the events it drops.
+  auto ev = [](int64_t offset, uint32_t index) {
+    PositionedEvent e = Ev(offset, index);
+    e.event.raw.append(index * 7, 'x');
+    for (uint32_t k = 0; k < index; ++k) e.event.fields.push_back({"f" + std::to_string(k), "v"});
+    return e;
+  };
+  EventRuns runs;
+  std::vector<size_t> sizes;
+  for (uint32_t i = 0; i < 6; ++i) {
+    const size_t want = ev(7, i).event.ByteSize();
+    EXPECT_EQ(runs.Append(ev(7, i)), want);
+    sizes.push_back(want);
+  }
+  std::vector<EventRuns::Run> taken = runs.Seal();
+  for (uint32_t i = 0; i < 3; ++i) {
+    const size_t want = ev(8, i).event.ByteSize();
+    EXPECT_EQ(runs.Append(ev(8, i)), want);
+    sizes.push_back(want);
+  }
+  EXPECT_EQ(runs.DropThrough(Position{Offset(7), 1}), sizes[0] + sizes[1]);
+  EXPECT_EQ(runs.DropThrough(Position{Offset(7), 3}), sizes[2] + sizes[3]);
+  EXPECT_EQ(runs.DropThrough(Position{Offset(8), 0}), sizes[4] + sizes[5] + sizes[6]);
+  EXPECT_EQ(runs.DropThrough(Position{Offset(8), 2}), sizes[7] + sizes[8]);
+  EXPECT_TRUE(runs.empty());
+  EXPECT_EQ(taken[0]->size(), 6u);
+}
+
 }  // namespace
 }  // namespace sediment
