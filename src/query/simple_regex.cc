@@ -282,7 +282,25 @@ std::unique_ptr<SimpleRegex> SimpleRegex::Compile(const re2::RE2& re) {
     if (x.min >= 1) out->first_ = static_cast<int>(k);
     break;
   }
+  // The leading elements that each take exactly one given byte: compared in one loop, not one
+  // recursive step each.
+  for (const Elem& x : out->elems_) {
+    if (x.kind != Elem::Kind::kClass || x.min != 1 || x.max != 1 || x.high) break;
+    const int n = __builtin_popcountll(x.bits[0]) + __builtin_popcountll(x.bits[1]);
+    if (n != 1) break;
+    const int c = x.bits[0] != 0 ? __builtin_ctzll(x.bits[0]) : 64 + __builtin_ctzll(x.bits[1]);
+    out->lead_.push_back(static_cast<char>(c));
+  }
   return out;
+}
+
+SimpleRegex::Outcome SimpleRegex::Start(State& s, size_t at) const {
+  const size_t n = lead_.size();
+  if (s.text.size() - at < n) return Outcome::kNoMatch;
+  for (size_t k = 0; k < n; ++k) {
+    if (s.text[at + k] != lead_[k]) return Outcome::kNoMatch;
+  }
+  return Step(s, n, at + n);
 }
 
 SimpleRegex::Outcome SimpleRegex::Step(State& s, size_t e, size_t pos) const {
@@ -340,7 +358,7 @@ SimpleRegex::Outcome SimpleRegex::MatchAt(std::string_view text, size_t at, Span
   for (int k = 0; k <= captures_; ++k) caps[k] = Span{};
   caps[0].begin = static_cast<int64_t>(at);
   State s{text, caps, kStepBudget};
-  const Outcome r = Step(s, 0, at);
+  const Outcome r = Start(s, at);
   if (r != Outcome::kMatch) caps[0] = Span{};
   return r;
 }
@@ -358,7 +376,7 @@ SimpleRegex::Outcome SimpleRegex::Search(std::string_view text, size_t from, Spa
     caps[0].begin = static_cast<int64_t>(at);
     State s{text, caps, std::min(budget, kStepBudget)};
     const int64_t given = s.budget;
-    const Outcome r = Step(s, 0, at);
+    const Outcome r = Start(s, at);
     budget -= given - s.budget;
     if (r != Outcome::kNoMatch) {
       if (r != Outcome::kMatch) caps[0] = Span{};

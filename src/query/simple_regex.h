@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -56,11 +57,17 @@ class SimpleRegex {
     bool Has(unsigned char c) const { return (bits[c >> 6] >> (c & 63)) & 1; }
   };
   struct State;
+  // A match from `at`: the leading literal bytes compared in place, then Step from the first
+  // element after them. Precondition: at <= s.text.size().
+  Outcome Start(State& s, size_t at) const;
   Outcome Step(State& s, size_t e, size_t pos) const;
 
   std::vector<Elem> elems_;
   int captures_ = 0;
   int first_ = -1;  // index in elems_ of the class every match starts with, -1 when none
+  // The bytes taken by elems_[0, lead_.size()): leading elements that each take exactly one
+  // given byte (literals).
+  std::string lead_;
 };
 
 }  // namespace sediment::query
