@@ -1424,8 +1424,7 @@ def run_kafka(args, ctx, server_bin, gen, work, report):
         runs.append(kcat_produce(args, kcat, bootstrap, f"{prefix}kcat-{i}", parts, sep,
                                  kcat_input, batches, nbytes, events, broker_pid,
                                  f"{i}/{args.kcat_runs}"))
-    kraw = dict(max(runs, key=lambda k: k["mb_per_s"]))
-    kraw["runs_mb_per_s"] = [k["mb_per_s"] for k in runs]
+    kraw = max(runs, key=lambda k: k["mb_per_s"])
     report["kcat"] = kraw
     report["kcat_runs"] = runs
     ratio = sediment["mb_per_s_acked"] / kraw["mb_per_s"]
@@ -1460,8 +1459,8 @@ def print_kafka_report(r):
         f"(acks=all, idempotent, no compression, linger 5 ms)",
         f"    until kcat exits:  {k['events_per_s_equivalent']:>12,.0f} events/s "
         f"{k['mb_per_s']:>8.1f} MB/s  ({k['seconds']:.2f}s, {k['partitions_used']} partitions "
-        f"used; fastest of {len(k['runs_mb_per_s'])} runs: "
-        + ", ".join(f"{x:.1f}" for x in k["runs_mb_per_s"]) + " MB/s)",
+        f"used; fastest of {len(r['kcat_runs'])} runs: "
+        + ", ".join(f"{x['mb_per_s']:.1f}" for x in r["kcat_runs"]) + " MB/s)",
         f"    kcat CPU {k['kcat_cpu_seconds']:.1f}s, broker {k['broker_cpu_seconds']:.1f}s, "
         f"machine busy {k['machine_busy_seconds']:.1f}s",
         f"    server CPU until last 200: {a['server_cpu_seconds_to_last_ack']:.1f}s "

@@ -1,6 +1,7 @@
 #include "digest/event_runs.h"
 
 #include <algorithm>
+#include <numeric>
 #include <utility>
 
 namespace sediment {
@@ -31,9 +32,7 @@ size_t EventRuns::DropThrough(const Position& through) {
   size_t bytes = 0;
   auto above = [&](const PositionedEvent& e) { return through < e.pos; };
   auto sum = [](const std::vector<size_t>& v, size_t n) {
-    size_t total = 0;
-    for (size_t i = 0; i < n; ++i) total += v[i];
-    return total;
+    return std::accumulate(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n), size_t{0});
   };
   // Whole sealed runs first.
   size_t whole = 0;
