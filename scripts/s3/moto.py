@@ -441,7 +441,9 @@ def _quote_key(key: str) -> str:
 
 def save_snapshot(endpoint: str, snap: Path) -> int:
     """Writes every bucket and object of the server to `snap` (replacing the previous snapshot
-    only once the new one is complete). Returns the number of objects."""
+    only once the new one is complete). Returns the number of objects. Clients may go on writing
+    while it runs: an object deleted between the listing and its read is left out, as it is gone
+    from the server too."""
     work = snap.with_name(snap.name + ".new")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -461,8 +463,15 @@ def save_snapshot(endpoint: str, snap: Path) -> int:
             page = ET.fromstring(_http("GET", url, region=region or "us-east-1"))
             for c in _findall(page, "Contents"):
                 key = _find_text(c, "Key")
-                data = _http("GET", f"{endpoint}/{name}/{_quote_key(key)}",
-                             region=region or "us-east-1")
+                try:
+                    data = _http("GET", f"{endpoint}/{name}/{_quote_key(key)}",
+                                 region=region or "us-east-1")
+                except urllib.error.HTTPError as e:
+                    # The server is live while it is saved: a client may delete an object
+                    # between the listing and its GET. It is gone on the server too.
+                    if e.code == 404:
+                        continue
+                    raise
                 fname = f"{count:08d}.bin"
                 (work / fname).write_bytes(data)
                 objects.append({"key": key, "file": fname, "size": len(data)})

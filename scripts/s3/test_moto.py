@@ -116,6 +116,40 @@ def test_start_stop_restart_keeps_objects(server_dir):
     run("stop", "--dir", str(server_dir))  # again: nothing to do
 
 
+def test_snapshot_leaves_out_an_object_deleted_while_it_runs(server_dir, tmp_path, monkeypatch):
+    # A cluster goes on deleting merged segments while the harness stops moto: the listing can
+    # name an object that is gone by the time the snapshot reads it.
+    endpoint = run("start", "--dir", str(server_dir), "--ephemeral").stdout.strip()
+    put(endpoint, "/snap-bucket")
+    for k in ("a", "doomed", "z"):
+        put(endpoint, f"/snap-bucket/{k}", k.encode())
+    real_http = moto_script._http
+
+    def deleting_after_listing(method, url, *args, **kwargs):
+        out = real_http(method, url, *args, **kwargs)
+        if method == "GET" and "list-type=2" in url:
+            real_http("DELETE", f"{endpoint}/snap-bucket/doomed")
+        return out
+
+    monkeypatch.setattr(moto_script, "_http", deleting_after_listing)
+    snap = tmp_path / "snap"
+    assert moto_script.save_snapshot(endpoint, snap) == 2
+    manifest = moto_script.json.loads((snap / "manifest.json").read_text())
+    objects = manifest["buckets"][0]["objects"]
+    assert [o["key"] for o in objects] == ["a", "z"]
+    assert [(snap / o["file"]).read_bytes() for o in objects] == [b"a", b"z"]
+    # Any other failure of a read still fails the snapshot, and keeps the previous one.
+    def failing_reads(method, url, *args, **kwargs):
+        if method == "GET" and url.endswith("/snap-bucket/z"):
+            raise urllib.error.HTTPError(url, 500, "Internal Server Error", None, None)
+        return real_http(method, url, *args, **kwargs)
+
+    monkeypatch.setattr(moto_script, "_http", failing_reads)
+    with pytest.raises(urllib.error.HTTPError):
+        moto_script.save_snapshot(endpoint, snap)
+    assert moto_script.json.loads((snap / "manifest.json").read_text()) == manifest
+
+
 def test_ephemeral_restart_starts_empty(server_dir):
     endpoint = run("start", "--dir", str(server_dir), "--ephemeral").stdout.strip()
     port = endpoint.rsplit(":", 1)[1]
