@@ -201,8 +201,9 @@ Status ValidateOptions(const SegmentWriterOptions& o) {
     return Status::InvalidArgument("segment: unknown format version");
   if (o.block_raw_bytes == 0 || o.block_raw_bytes > kMaxBlockRawSize / 2)
     return Status::InvalidArgument("segment: block_raw_bytes out of range");
-  if (o.zstd_level < ZSTD_minCLevel() || o.zstd_level > ZSTD_maxCLevel())
-    return Status::InvalidArgument("segment: zstd_level out of range");
+  if (o.zstd_level < ZSTD_minCLevel() || o.zstd_level > ZSTD_maxCLevel() ||
+      o.column_zstd_level < ZSTD_minCLevel() || o.column_zstd_level > ZSTD_maxCLevel())
+    return Status::InvalidArgument("segment: zstd level out of range");
   if (o.filter_hashes < 0 || o.filter_hashes > kMaxFilterHashes ||
       !(o.filter_bits_per_gram >= 0 && o.filter_bits_per_gram <= 64))
     return Status::InvalidArgument("segment: filter options out of range");
@@ -317,6 +318,7 @@ class FileWriterImpl final : public SegmentFileWriter {
     if (!xxh_ || !cctx_) return Status::Internal("segment: out of memory");
     XXH64_reset(xxh_.get(), 0);
     ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_compressionLevel, o_.zstd_level);
+    cctx_level_ = o_.zstd_level;
     ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_contentSizeFlag, 1);
     ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_checksumFlag, 0);
     sink_ = std::make_unique<HashingSink>(file_.get(), xxh_.get());
@@ -406,6 +408,14 @@ class FileWriterImpl final : public SegmentFileWriter {
     std::string_view chunk = data;
     c->codec = kCodecStored;
     if (data.size() >= kMinCompressedChunk) {
+      const int level = c->id == segment_v2::kRaw ? o_.zstd_level : o_.column_zstd_level;
+      if (level != cctx_level_) {
+        // Applies from the next frame on; the context keeps its workspace.
+        const size_t rc = ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_compressionLevel, level);
+        if (ZSTD_isError(rc))
+          return Status::Internal(std::string("segment: zstd: ") + ZSTD_getErrorName(rc));
+        cctx_level_ = level;
+      }
       ASSIGN_OR_RETURN(std::string_view z, Compress(cctx_.get(), data, &compressed_));
       if (z.size() < data.size()) {
         chunk = z;
@@ -663,6 +673,7 @@ class FileWriterImpl final : public SegmentFileWriter {
   std::unique_ptr<WritableFile> file_;
   std::unique_ptr<XXH64_state_t, XxhDeleter> xxh_;
   std::unique_ptr<ZSTD_CCtx, ZstdCCtxDeleter> cctx_;
+  int cctx_level_ = 0;  // the compression level cctx_ is set to
   std::unique_ptr<HashingSink> sink_;
   Status status_;  // the first failure; the writer is unusable after it
   bool finished_ = false;

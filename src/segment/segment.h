@@ -47,7 +47,12 @@ struct SegmentWriterOptions {
   // 2 (columnar, the default) or 1 (kept so tests and tools can write the old layout).
   uint32_t format_version = 2;
   size_t block_raw_bytes = 1 << 20;  // target uncompressed block size
+  // zstd level of the @rawstring column (and of a whole format 1 block): the column that free
+  // text and regex decompress most, so its level buys decompression speed as well as size.
   int zstd_level = 6;
+  // zstd level of every other format 2 column chunk (timestamps, positions, layout, fields):
+  // small columns where a higher level saves few bytes and costs ingest CPU (FORMAT.md).
+  int column_zstd_level = 3;
   // Block filter sizing (FORMAT.md "Block filter"): bits per distinct trigram and probes per gram.
   // filter_hashes = 0 writes no filters (every block then passes BlockMayContainAll).
   double filter_bits_per_gram = 6.0;

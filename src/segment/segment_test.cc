@@ -1001,6 +1001,54 @@ TEST_F(SegmentTest, RejectsBadInput) {
   EXPECT_FALSE(env_->FileExists(path + ".tmp"));
 }
 
+// zstd_level sets the @rawstring chunks alone and column_zstd_level every other chunk: changing
+// one leaves the other's chunks byte for byte as they were, and both files read the same events.
+TEST_F(SegmentTest, RawAndOtherColumnsTakeTheirOwnZstdLevel) {
+  const std::vector<PositionedEvent> events = AccessLog(4000, 9);
+  struct Chunks {
+    std::vector<std::pair<uint32_t, uint32_t>> raw, other;  // (stored size, CRC) per chunk
+    uint64_t raw_bytes = 0, other_bytes = 0;
+  };
+  auto write = [&](int raw_level, int column_level) {
+    SegmentWriterOptions opt;
+    opt.block_raw_bytes = 128 << 10;
+    opt.zstd_level = raw_level;
+    opt.column_zstd_level = column_level;
+    const std::string path =
+        Path("levels-" + std::to_string(raw_level) + "-" + std::to_string(column_level));
+    EXPECT_TRUE(WriteSegment(env_, path, TestDs(), PartitionId(0), events, opt).ok());
+    auto r = SegmentReader::Open(env_, path);
+    EXPECT_TRUE(r.ok());
+    ExpectSameEvents(**r, events);
+    Chunks out;
+    StoredBlock stored;
+    for (size_t i = 0; i < (*r)->blocks().size(); ++i) {
+      EXPECT_TRUE((*r)->ReadStoredBlock(i, &stored).ok());
+      for (const StoredBlock::Column& c : stored.columns) {
+        const bool raw = c.id == 4;  // @rawstring (FORMAT.md)
+        (raw ? out.raw : out.other).emplace_back(c.stored_size, c.crc);
+        (raw ? out.raw_bytes : out.other_bytes) += c.stored_size;
+      }
+    }
+    EXPECT_GT(out.raw.size(), 3u);
+    return out;
+  };
+  const Chunks base = write(6, 3);
+  const Chunks columns_at_1 = write(6, 1);
+  const Chunks raw_at_1 = write(1, 3);
+  EXPECT_EQ(columns_at_1.raw, base.raw);
+  EXPECT_NE(columns_at_1.other, base.other);  // small columns: level 1 is not always larger
+  EXPECT_EQ(raw_at_1.other, base.other);
+  EXPECT_NE(raw_at_1.raw, base.raw);
+  EXPECT_GT(raw_at_1.raw_bytes, base.raw_bytes);
+
+  SegmentWriterOptions bad;
+  bad.column_zstd_level = 100;
+  EXPECT_EQ(
+      WriteSegment(env_, Path("bad-level"), TestDs(), PartitionId(0), events, bad).status().code(),
+      StatusCode::kInvalidArgument);
+}
+
 TEST_F(SegmentTest, ConcurrentReads) {
   std::vector<PositionedEvent> events = AccessLog(5000, 3);
   SegmentWriterOptions opt;
