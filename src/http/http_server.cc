@@ -338,7 +338,8 @@ class ServerState {
   std::atomic<bool> stopping{false};
   // StopGracefully began: no new connection or request; the requests in progress are answered.
   std::atomic<bool> draining{false};
-  std::atomic<bool> io_stopped{false};  // the I/O threads ended: nothing posted runs any more
+  std::atomic<bool> io_stopped{false};   // the I/O threads ended: nothing posted runs any more
+  std::atomic<uint64_t> timer_waits{0};  // deadline timer waits started (Server::timer_waits)
   bool started = false;
   std::unique_ptr<net::ssl::context> tls;  // set when the listener speaks TLS
 
@@ -486,20 +487,34 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   }
 
   // --- deadlines (on the strand) ---
+  // The deadline lives in deadline_; the timer is only ever moved earlier. A later deadline (the
+  // body's rate deadline grows with every piece read; the next request's idle deadline follows
+  // the answer) leaves the armed wait as it is, and that wait, firing early, waits again for the
+  // deadline then current. So reading a body a piece at a time costs no timer call per piece.
+  // The wait holds only a weak reference: the operation the deadline bounds keeps the session.
   void ArmDeadline(Clock::time_point at) {
     timed_out_ = false;
-    const uint64_t gen = ++deadline_gen_;
-    timer_.expires_at(at);
-    timer_.async_wait([self = this->shared_from_this(), gen](beast::error_code ec) {
-      if (ec || gen != self->deadline_gen_) return;
+    deadline_ = at;
+    deadline_armed_ = true;
+    if (!timer_waiting_ || at < timer_at_) WaitUntil(at);
+  }
+  void CancelDeadline() { deadline_armed_ = false; }
+  void WaitUntil(Clock::time_point at) {
+    server_->timer_waits.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t gen = ++timer_gen_;
+    timer_at_ = at;
+    timer_waiting_ = true;
+    timer_.expires_at(at);  // a wait still pending ends with operation_aborted (stale gen)
+    timer_.async_wait([weak = this->weak_from_this(), gen](beast::error_code ec) {
+      auto self = weak.lock();
+      if (!self || gen != self->timer_gen_) return;
+      self->timer_waiting_ = false;
+      if (ec || !self->deadline_armed_) return;
+      if (Clock::now() < self->deadline_) return self->WaitUntil(self->deadline_);
       self->timed_out_ = true;
       beast::error_code ignored;
       self->Socket().cancel(ignored);
     });
-  }
-  void CancelDeadline() {
-    ++deadline_gen_;
-    timer_.cancel();
   }
 
   // --- reading a request (on the strand) ---
@@ -877,6 +892,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
 
   void Close() {
     CancelDeadline();
+    timer_.cancel();
     closed_ = true;
     beast::error_code ec;
     Socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -893,7 +909,11 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   // On the strand:
   beast::flat_buffer buffer_;
   std::optional<Parser> parser_;
-  uint64_t deadline_gen_ = 0;
+  Clock::time_point deadline_;  // of the operation in progress, when deadline_armed_
+  bool deadline_armed_ = false;
+  Clock::time_point timer_at_;  // when the pending wait ends, when timer_waiting_
+  bool timer_waiting_ = false;
+  uint64_t timer_gen_ = 0;  // of the latest wait; an older wait's completion is ignored
   bool timed_out_ = false;  // the last armed deadline fired
   bool idle_ = false;       // waiting for the first byte of a request (PostCloseIfIdle)
   Clock::time_point body_start_;
@@ -997,6 +1017,8 @@ int Server::open_connections() const {
   MutexLock lock(&impl_->mu);
   return impl_->open;
 }
+
+uint64_t Server::timer_waits() const { return impl_->timer_waits.load(std::memory_order_relaxed); }
 
 Status Server::Start() {
   auto& o = impl_->options;

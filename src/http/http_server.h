@@ -124,6 +124,9 @@ class Server {
   uint16_t port() const { return port_; }
   // Connections open now (counted against max_connections; refused ones are not). Thread-safe.
   int open_connections() const;
+  // Deadline timer waits started since Start(), all connections (a wait is started when a
+  // deadline comes earlier than the one already waited for, not per read or write). Thread-safe.
+  uint64_t timer_waits() const;
   // Stops accepting, shuts connections down, waits (bounded, 10 s) for running handlers, joins
   // the I/O threads. Idempotent. The destructor also waits for handler threads still running.
   void Stop();
