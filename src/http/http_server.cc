@@ -208,6 +208,10 @@ constexpr milliseconds kRejectDrainTime{500};
 constexpr size_t kDrainBytes = 64u << 20;
 // Most bytes handed to one write: a deadline bounds each piece, not the whole answer.
 constexpr size_t kWritePiece = 256u << 10;
+// Room made in a connection's buffer for reading a body. Beast reads into the buffer's free
+// space, at least 512 bytes and at most 64 KiB a read; without room a body arrives 512 bytes per
+// system call.
+constexpr size_t kBodyReadRoom = 64u << 10;
 // How long an interim answer (102 Processing) may take to be sent.
 constexpr milliseconds kInterimSendTimeout{1000};
 // A handler thread with nothing to do for this long ends.
@@ -338,8 +342,11 @@ class ServerState {
   std::atomic<bool> stopping{false};
   // StopGracefully began: no new connection or request; the requests in progress are answered.
   std::atomic<bool> draining{false};
-  std::atomic<bool> io_stopped{false};   // the I/O threads ended: nothing posted runs any more
-  std::atomic<uint64_t> timer_waits{0};  // deadline timer waits started (Server::timer_waits)
+  std::atomic<bool> io_stopped{false};  // the I/O threads ended: nothing posted runs any more
+  struct {
+    std::atomic<uint64_t> timer_waits{0};
+    std::atomic<uint64_t> body_reads{0};
+  } counters;  // Server::counters()
   bool started = false;
   std::unique_ptr<net::ssl::context> tls;  // set when the listener speaks TLS
 
@@ -500,7 +507,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
   }
   void CancelDeadline() { deadline_armed_ = false; }
   void WaitUntil(Clock::time_point at) {
-    server_->timer_waits.fetch_add(1, std::memory_order_relaxed);
+    server_->counters.timer_waits.fetch_add(1, std::memory_order_relaxed);
     const uint64_t gen = ++timer_gen_;
     timer_at_ = at;
     timer_waiting_ = true;
@@ -586,6 +593,10 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
       if (refused) return SendResponse(std::move(*refused), version, false, kDrainTime);
     }
     if (parser_->is_done()) return Dispatch();
+    // Until the next idle wait, which gives the room back (ReadRequest).
+    buffer_.reserve(buffer_.size() +
+                    static_cast<size_t>(std::min<uint64_t>(
+                        parser_->content_length().value_or(kBodyReadRoom), kBodyReadRoom)));
     body_start_ = Clock::now();
     body_bytes_ = 0;
     const auto expect = parser_->get()[bhttp::field::expect];
@@ -612,6 +623,7 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
                                         static_cast<double>(o.body_min_bytes_per_second)));
       ArmDeadline(body_start_ + o.header_timeout + allowed);
     }
+    server_->counters.body_reads.fetch_add(1, std::memory_order_relaxed);
     bhttp::async_read_some(stream_, buffer_, *parser_,
                            [self = this->shared_from_this()](beast::error_code ec, size_t n) {
                              self->CancelDeadline();
@@ -1018,7 +1030,10 @@ int Server::open_connections() const {
   return impl_->open;
 }
 
-uint64_t Server::timer_waits() const { return impl_->timer_waits.load(std::memory_order_relaxed); }
+Server::Counters Server::counters() const {
+  return {.timer_waits = impl_->counters.timer_waits.load(std::memory_order_relaxed),
+          .body_reads = impl_->counters.body_reads.load(std::memory_order_relaxed)};
+}
 
 Status Server::Start() {
   auto& o = impl_->options;

@@ -124,9 +124,14 @@ class Server {
   uint16_t port() const { return port_; }
   // Connections open now (counted against max_connections; refused ones are not). Thread-safe.
   int open_connections() const;
-  // Deadline timer waits started since Start(), all connections (a wait is started when a
-  // deadline comes earlier than the one already waited for, not per read or write). Thread-safe.
-  uint64_t timer_waits() const;
+  // Since Start(), over all connections, for tests. Thread-safe.
+  struct Counters {
+    // Deadline timer waits started: one when a deadline comes earlier than the one already
+    // waited for, not one per read or write.
+    uint64_t timer_waits = 0;
+    uint64_t body_reads = 0;  // reads of request bodies (each a system call or more)
+  };
+  Counters counters() const;
   // Stops accepting, shuts connections down, waits (bounded, 10 s) for running handlers, joins
   // the I/O threads. Idempotent. The destructor also waits for handler threads still running.
   void Stop();
