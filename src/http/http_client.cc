@@ -123,12 +123,16 @@ Result<ClientResponse> Converse(Exchange& x, Stream& stream,
       std::nullopt, [&](auto handler) { bhttp::async_write(stream, req, std::move(handler)); });
   RETURN_IF_ERROR(x.Failure(ec, "sending to", false));
   beast::flat_buffer buffer;
+  // Beast reads into the buffer's free space, at most 64 KiB and at least 512 bytes: without
+  // room an answer (a segment file) would arrive 512 bytes per system call.
+  buffer.reserve(64u << 10);
   ClientResponse out;
   while (true) {
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(std::numeric_limits<std::uint64_t>::max());
     while (!parser.is_done()) {
       bool early = false;
+      ++out.reads;
       ec = x.Run(
           x.ProgressExpiry(),
           [&](auto handler) { bhttp::async_read_some(stream, buffer, parser, std::move(handler)); },

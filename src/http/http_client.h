@@ -21,6 +21,8 @@ struct ClientResponse {
   // Interim (1xx) answers received before this one, e.g. the "102 Processing" progress answers
   // of FetchOptions::progress_interval.
   int interim_answers = 0;
+  // Reads it took to receive the answers (each up to 64 KiB); for tests and diagnostics.
+  int reads = 0;
 };
 
 // The request header by which a client asks the server for a "102 Processing" interim answer

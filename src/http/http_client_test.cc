@@ -90,7 +90,9 @@ TEST(HttpClientTest, ConnectionRefusedIsUnavailable) {
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
 }
 
-// A server whose /slow handler takes 1.2 s, /brief 0.35 s.
+constexpr size_t kBig = 4u << 20;
+
+// A server whose /slow handler takes 1.2 s, /brief 0.35 s; /big answers kBig bytes.
 class SlowServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -101,7 +103,7 @@ class SlowServerTest : public ::testing::Test {
       if (r.path == "/brief") std::this_thread::sleep_for(std::chrono::milliseconds(350));
       Response resp;
       resp.content_type = "text/plain";
-      resp.body = "done " + r.body;
+      resp.body = r.path == "/big" ? std::string(kBig, 'b') : "done " + r.body;
       resp.headers.emplace_back("X-Answer", "final");
       return resp;
     });
@@ -133,6 +135,16 @@ TEST_F(SlowServerTest, InterimAnswersShowProgressOfASlowHandler) {
   auto quick = Fetch("GET", url("/quick"), {}, "", o);
   ASSERT_TRUE(quick.ok()) << quick.status().ToString();
   EXPECT_EQ(quick->interim_answers, 0);
+}
+
+// A large answer (a segment file between nodes) is read in large pieces, not 512 bytes a read.
+TEST_F(SlowServerTest, ALargeAnswerIsReadInLargePieces) {
+  auto r = Fetch("GET", url("/big"), {}, "", FetchOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body, std::string(kBig, 'b'));
+  EXPECT_GE(r->reads, static_cast<int>(kBig / (64u << 10)));
+  EXPECT_LE(r->reads, static_cast<int>(kBig / 2048))
+      << "the answer came in pieces of " << kBig / r->reads << " bytes";
 }
 
 // Without interim answers the same slow handler is indistinguishable from a frozen server.
