@@ -302,6 +302,12 @@ void KafkaFlags(std::vector<ServerFlag>& f) {
                     "N", &ServerConfig::kafka_produce_timeout_ms, 10000,
                     "ingest answers 503 (with Retry-After) when Kafka has not acknowledged within "
                     "this time"));
+  f.push_back(Value(S::kKafka, "--kafka-produce-linger-ms", "SEDIMENT_KAFKA_PRODUCE_LINGER_MS", "N",
+                    &ServerConfig::kafka_produce_linger_ms, 1,
+                    "how long the producer holds a record to batch it with others (librdkafka "
+                    "`linger.ms`): every ingest request waits for its record, so this adds to "
+                    "its latency",
+                    Bounds(int64_t{0}, int64_t{1000})));
   f.push_back(Switch(S::kKafka, "--allow-kafka-retention", "SEDIMENT_ALLOW_KAFKA_RETENTION",
                      &ServerConfig::allow_kafka_retention,
                      "start even when the existing Kafka ingest or global topic has a finite "

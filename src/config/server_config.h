@@ -60,6 +60,7 @@ struct ServerConfig {
   std::string kafka_properties_file;                    // librdkafka properties, key=value lines
   std::map<std::string, std::string> kafka_properties;  // e.g. from SEDIMENT_KAFKA_* variables
   int64_t kafka_produce_timeout_ms = 10000;  // ingest answers 503 after at most this long
+  int64_t kafka_produce_linger_ms = 1;       // producer linger.ms (KafkaOptions::produce_linger)
   // Start even when the existing ingest or global topic has a finite retention (KafkaOptions::
   // allow_finite_retention); without it such a topic makes start-up fail.
   bool allow_kafka_retention = false;

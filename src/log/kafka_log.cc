@@ -231,6 +231,9 @@ Status ValidateOptions(const KafkaOptions& o) {
   if (o.produce_timeout.count() < 1 || o.admin_timeout.count() < 1) {
     return Status::InvalidArgument("kafka timeouts must be positive");
   }
+  if (o.produce_linger.count() < 0 || o.produce_linger.count() > 1000) {
+    return Status::InvalidArgument("--kafka-produce-linger-ms must be between 0 and 1000");
+  }
   return Status::OK();
 }
 
@@ -993,20 +996,7 @@ class KafkaLog final : public CommitLog {
     auto prod = std::make_unique<Producer>();
     prod->ctx.health = &health_;
     prod->ctx.producer = prod.get();
-    const int timeout_ms = std::max(ToMs(options_.produce_timeout), 10);
-    Settings fixed = {
-        {"client.id", "sediment-producer"},
-        {"acks", "all"},
-        {"enable.idempotence", "true"},
-        {"compression.type", "none"},
-        {"linger.ms", std::to_string(std::min(5, timeout_ms - 1))},
-        {"batch.num.messages", "10000"},
-        {"batch.size", std::to_string(kMaxBatchBytes)},
-        {"message.max.bytes", std::to_string(kMaxBatchBytes)},
-        {"message.timeout.ms", std::to_string(timeout_ms)},
-        {"request.timeout.ms", std::to_string(std::clamp(timeout_ms, 1000, 30000))},
-    };
-    ASSIGN_OR_RETURN(ConfPtr conf, MakeConf(options_, fixed, &prod->ctx));
+    ASSIGN_OR_RETURN(ConfPtr conf, MakeConf(options_, KafkaProducerSettings(options_), &prod->ctx));
     rd_kafka_conf_set_dr_msg_cb(conf.get(), &DeliveryCallback);
     ASSIGN_OR_RETURN(prod->rk, NewHandle(RD_KAFKA_PRODUCER, std::move(conf)));
     prod->rkt = rd_kafka_topic_new(prod->rk, topic_.c_str(), nullptr);
@@ -1195,6 +1185,23 @@ Result<std::unique_ptr<CommitLog>> OpenKafkaLog(const KafkaOptions& options,
 
 uint64_t KafkaLogReadPolls() { return g_read_polls.load(std::memory_order_relaxed); }
 uint64_t KafkaLogConsumerHandles() { return g_consumer_handles.load(std::memory_order_relaxed); }
+
+Settings KafkaProducerSettings(const KafkaOptions& options) {
+  const int timeout_ms = std::max(ToMs(options.produce_timeout), 10);
+  const int linger_ms = std::min(ToMs(options.produce_linger), timeout_ms - 1);
+  return {
+      {"client.id", "sediment-producer"},
+      {"acks", "all"},
+      {"enable.idempotence", "true"},
+      {"compression.type", "none"},
+      {"linger.ms", std::to_string(linger_ms)},
+      {"batch.num.messages", "10000"},
+      {"batch.size", std::to_string(kMaxBatchBytes)},
+      {"message.max.bytes", std::to_string(kMaxBatchBytes)},
+      {"message.timeout.ms", std::to_string(timeout_ms)},
+      {"request.timeout.ms", std::to_string(std::clamp(timeout_ms, 1000, 30000))},
+  };
+}
 
 Result<std::map<std::string, std::string>> ParseKafkaProperties(std::string_view text) {
   std::map<std::string, std::string> out;

@@ -27,6 +27,12 @@ struct KafkaOptions {
   // Bound on one Append: the future fails (Unavailable) when Kafka has not acknowledged the
   // record with acks=all within this time (librdkafka message.timeout.ms).
   std::chrono::milliseconds produce_timeout{10000};
+  // How long the producer holds a record to batch it with others (librdkafka linger.ms; at most
+  // produce_timeout - 1 ms is used). Every ingest request waits for its record's acknowledgement,
+  // so the linger adds to each request's latency, and with a few clients sending one request
+  // after the other it bounds their throughput; batches still form while earlier produce requests
+  // are in flight. 0 sends each record at once (more, smaller produce requests for the broker).
+  std::chrono::milliseconds produce_linger{1};
   // Bound on metadata, admin and watermark requests.
   std::chrono::milliseconds admin_timeout{30000};
   // EnsureTopics accepts an existing ingest or global topic whose retention.ms or retention.bytes
@@ -85,6 +91,11 @@ uint64_t KafkaLogReadPolls();
 // its partitions are read (each handle has its own librdkafka threads and timers, the bulk of an
 // idle node's CPU). For tests. Thread-safe.
 uint64_t KafkaLogConsumerHandles();
+
+// The producer's settings, applied over the user's properties: acks=all and idempotence (an
+// acknowledged record is on every in-sync replica, once), no Kafka compression (records are
+// compressed by sediment), produce_linger and produce_timeout. `options` must be valid.
+std::vector<std::pair<std::string, std::string>> KafkaProducerSettings(const KafkaOptions& options);
 
 // Parses librdkafka properties in Java properties style: `key=value` lines, `#`/`!` comments,
 // blank lines ignored, whitespace around key and value trimmed. InvalidArgument on a line without

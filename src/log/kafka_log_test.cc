@@ -855,6 +855,36 @@ TEST(KafkaLogUnreachable, DestructionFailsPendingAppends) {
   EXPECT_EQ(f.get().status().code(), StatusCode::kUnavailable);
 }
 
+// No broker needed: the producer's settings as handed to librdkafka.
+TEST(KafkaProducerSettings, DurableAndLingerAsConfigured) {
+  auto settings = [](const KafkaOptions& o) {
+    std::map<std::string, std::string> m;
+    for (const auto& [k, v] : KafkaProducerSettings(o)) m[k] = v;
+    return m;
+  };
+  KafkaOptions o;
+  o.brokers = "127.0.0.1:1";
+  auto d = settings(o);
+  EXPECT_EQ(d.at("acks"), "all");
+  EXPECT_EQ(d.at("enable.idempotence"), "true");
+  EXPECT_EQ(d.at("compression.type"), "none");
+  EXPECT_EQ(d.at("linger.ms"), "1");  // the default: a request waits for its record's ack
+  EXPECT_EQ(d.at("message.timeout.ms"), "10000");
+  o.produce_linger = 0ms;
+  EXPECT_EQ(settings(o).at("linger.ms"), "0");
+  o.produce_linger = 250ms;
+  EXPECT_EQ(settings(o).at("linger.ms"), "250");
+  // The linger stays below the produce timeout, or no record could be acknowledged in time.
+  o.produce_timeout = 100ms;
+  EXPECT_EQ(settings(o).at("linger.ms"), "99");
+  // Out of range: refused before any client is made.
+  o.produce_timeout = 10000ms;
+  o.produce_linger = 1001ms;
+  EXPECT_EQ(OpenKafkaLog(o, "x", 1).status().code(), StatusCode::kInvalidArgument);
+  o.produce_linger = -1ms;
+  EXPECT_EQ(OpenKafkaLog(o, "x", 1).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(KafkaProperties, ParseAndEnv) {
   auto p = ParseKafkaProperties(
       "# comment\n security.protocol = SASL_SSL\n\n! other\nsasl.mechanism=PLAIN\n"

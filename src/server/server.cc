@@ -141,6 +141,7 @@ Result<KafkaOptions> Server::Impl::KafkaOptionsFromConfig() const {
   ko.replication_factor = config.kafka_replication_factor;
   ko.min_insync_replicas = config.kafka_min_insync_replicas;
   ko.produce_timeout = std::chrono::milliseconds(config.kafka_produce_timeout_ms);
+  ko.produce_linger = std::chrono::milliseconds(config.kafka_produce_linger_ms);
   ko.allow_finite_retention = config.allow_kafka_retention;
   if (!config.kafka_properties_file.empty()) {
     auto text = env->ReadFile(config.kafka_properties_file);
