@@ -1060,6 +1060,27 @@ TEST_F(SegmentExecTest, RegexGroupCountsAnswerAsTheRecordPath) {
   EXPECT_EQ(fast, 6);  // every one of them takes the block path (SimpleRegex or RE2 inside)
 }
 
+// The block path keeps a block's distinct group values in a short list (values of up to 7 bytes
+// compared as one word): more distinct values than the list holds, values of 0 to 12 bytes, and
+// values that differ only in their length or in a byte beyond the seventh count as the record path.
+TEST_F(SegmentExecTest, RegexGroupCountsManyAndLongValuesAsTheRecordPath) {
+  std::vector<PositionedEvent> events;
+  for (int i = 0; i < 3000; ++i) {
+    std::string v = std::string(static_cast<size_t>(i % 13), 'a');
+    if (!v.empty()) v.back() = static_cast<char>('a' + (i / 13) % 7);
+    events.push_back(Ev(1000 + i, i, "x k=" + v + " end", {}));
+  }
+  ScanInput in;
+  in.segments.push_back(WriteEvents("regexmany", events, 2));
+  const std::string q1 = R"q(regex("k=(?<v>\w*) end") | groupBy(v, limit=max))q";
+  const std::string q2 = R"q(regex("k=(?<v>\w*) end") | select([v]) | groupBy(v, limit=max))q";
+  auto x = RunQuery(q1, in, TimeRange{0, 100000});
+  auto y = RunQuery(q2, in, TimeRange{0, 100000});
+  ASSERT_TRUE(x.ok() && y.ok()) << x.status().ToString() << " " << y.status().ToString();
+  EXPECT_EQ(x->rows, y->rows);
+  EXPECT_EQ(x->rows.size(), 1u + 12u * 7u);  // "" and 7 last letters at each length 1..12
+}
+
 TEST_F(SegmentExecTest, TimeAndTagPruning) {
   ScanInput in;
   in.segments.push_back(MakeSegment(1, 10000, 500, -1));

@@ -22,6 +22,16 @@ bool SameKey(std::string_view a, std::string_view b) {
   return true;
 }
 
+// A value of at most 7 bytes as one word: its bytes, then its size in the top byte; distinct
+// such values give distinct words. Longer values: kNotPacked (compared with SameKey).
+constexpr uint64_t kNotPacked = ~uint64_t{0};
+uint64_t Pack(std::string_view v) {
+  if (v.size() > 7) return kNotPacked;
+  uint64_t w = uint64_t{v.size()} << 56;
+  for (size_t k = 0; k < v.size(); ++k) w |= uint64_t{static_cast<unsigned char>(v[k])} << (8 * k);
+  return w;
+}
+
 }  // namespace
 
 std::unique_ptr<RegexGroupCounter> RegexGroupCounter::For(const CompiledQuery& q, size_t collect,
@@ -48,6 +58,7 @@ bool RegexGroupCounter::Run(const DecodedBlock& block, const std::vector<uint8_t
   if (block.raw_omitted) return false;
   const re2::RE2& re = ThreadLocalRegex(st_->re);
   keys_.clear();
+  packed_.clear();
   const size_t n = block.size();
   for (size_t i = 0; i < n; ++i) {
     if (!matched[i]) continue;
@@ -69,25 +80,38 @@ bool RegexGroupCounter::Run(const DecodedBlock& block, const std::vector<uint8_t
 }
 
 void RegexGroupCounter::Count(std::string_view key, Collector& c) {
-  if (!keys_.empty() && SameKey(keys_[last_].first, key)) {
-    ++keys_[last_].second;
-    return;
-  }
-  for (size_t k = 0; k < keys_.size(); ++k) {
-    if (SameKey(keys_[k].first, key)) {
-      ++keys_[k].second;
-      last_ = k;
+  const uint64_t w = Pack(key);
+  if (w != kNotPacked) {
+    if (!keys_.empty() && packed_[last_] == w) {
+      ++keys_[last_].second;
       return;
+    }
+    for (size_t k = 0; k < packed_.size(); ++k) {
+      if (packed_[k] == w) {
+        ++keys_[k].second;
+        last_ = k;
+        return;
+      }
+    }
+  } else {
+    for (size_t k = 0; k < keys_.size(); ++k) {
+      if (packed_[k] == kNotPacked && SameKey(keys_[k].first, key)) {
+        ++keys_[k].second;
+        last_ = k;
+        return;
+      }
     }
   }
   if (keys_.size() == kMaxKeys) Flush(c);
   keys_.emplace_back(key, 1);
+  packed_.push_back(w);
   last_ = keys_.size() - 1;
 }
 
 void RegexGroupCounter::Flush(Collector& c) {
   for (const auto& [key, n] : keys_) c.AddKeyCount(key, n);
   keys_.clear();
+  packed_.clear();
 }
 
 }  // namespace sediment::query

@@ -43,6 +43,8 @@ class RegexGroupCounter {
   // The block's group values (pointing into the block) and their counts, in order of first
   // appearance; handed to the collector at the end of the block or when full.
   std::vector<std::pair<std::string_view, uint64_t>> keys_;
+  // keys_[k]'s bytes and size in one word (Pack), or kNotPacked: compared as one integer.
+  std::vector<uint64_t> packed_;
   size_t last_ = 0;  // index in keys_ of the last value counted (when keys_ is not empty)
 };
 

@@ -291,6 +291,9 @@ std::unique_ptr<SimpleRegex> SimpleRegex::Compile(const re2::RE2& re) {
     const int c = x.bits[0] != 0 ? __builtin_ctzll(x.bits[0]) : 64 + __builtin_ctzll(x.bits[1]);
     out->lead_.push_back(static_cast<char>(c));
   }
+  out->fixed_ = std::all_of(
+      out->elems_.begin() + static_cast<std::ptrdiff_t>(out->lead_.size()), out->elems_.end(),
+      [](const Elem& x) { return x.kind != Elem::Kind::kClass || (x.min == x.max && !x.high); });
   return out;
 }
 
@@ -300,7 +303,29 @@ SimpleRegex::Outcome SimpleRegex::Start(State& s, size_t at) const {
   for (size_t k = 0; k < n; ++k) {
     if (s.text[at + k] != lead_[k]) return Outcome::kNoMatch;
   }
-  return Step(s, n, at + n);
+  return fixed_ ? Fixed(s, at + n) : Step(s, n, at + n);
+}
+
+// Each class element takes exactly x.min bytes, and bytes >= 0x80 are in none of them, so the
+// one way to match from `pos` is checked left to right; the spans are set as Step sets them.
+SimpleRegex::Outcome SimpleRegex::Fixed(State& s, size_t pos) const {
+  for (size_t e = lead_.size(); e < elems_.size(); ++e) {
+    const Elem& x = elems_[e];
+    if (x.kind == Elem::Kind::kOpen) {
+      s.caps[x.cap] = Span{static_cast<int64_t>(pos), -1};
+    } else if (x.kind == Elem::Kind::kClose) {
+      s.caps[x.cap].end = static_cast<int64_t>(pos);
+    } else {
+      if (s.text.size() - pos < x.min) return Outcome::kNoMatch;
+      for (size_t k = 0; k < x.min; ++k) {
+        const auto c = static_cast<unsigned char>(s.text[pos + k]);
+        if (c >= 0x80 || !x.Has(c)) return Outcome::kNoMatch;
+      }
+      pos += x.min;
+    }
+  }
+  s.caps[0].end = static_cast<int64_t>(pos);
+  return Outcome::kMatch;
 }
 
 SimpleRegex::Outcome SimpleRegex::Step(State& s, size_t e, size_t pos) const {

@@ -44,6 +44,10 @@ class SimpleRegex {
   Outcome Search(std::string_view text, size_t from, Span* caps) const;
 
   int captures() const { return captures_; }
+  // True when every element after the leading literals takes a fixed number of bytes from a class
+  // of ASCII bytes only (groups aside), as in `" (?<status>\d{3}) `: a match from a position is
+  // then decided in one pass, without backtracking.
+  bool fixed() const { return fixed_; }
 
  private:
   struct Elem {
@@ -61,6 +65,8 @@ class SimpleRegex {
   // element after them. Precondition: at <= s.text.size().
   Outcome Start(State& s, size_t at) const;
   Outcome Step(State& s, size_t e, size_t pos) const;
+  // Step from the first element after the leading literals when fixed_.
+  Outcome Fixed(State& s, size_t pos) const;
 
   std::vector<Elem> elems_;
   int captures_ = 0;
@@ -68,6 +74,7 @@ class SimpleRegex {
   // The bytes taken by elems_[0, lead_.size()): leading elements that each take exactly one
   // given byte (literals).
   std::string lead_;
+  bool fixed_ = false;
 };
 
 }  // namespace sediment::query
