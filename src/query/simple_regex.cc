@@ -294,6 +294,17 @@ std::unique_ptr<SimpleRegex> SimpleRegex::Compile(const re2::RE2& re) {
   out->fixed_ = std::all_of(
       out->elems_.begin() + static_cast<std::ptrdiff_t>(out->lead_.size()), out->elems_.end(),
       [](const Elem& x) { return x.kind != Elem::Kind::kClass || (x.min == x.max && !x.high); });
+  if (out->fixed_) {
+    for (size_t e = out->lead_.size(); e < out->elems_.size(); ++e) {
+      const Elem& x = out->elems_[e];
+      const auto offset = static_cast<uint32_t>(out->fixed_bytes_.size());
+      if (x.kind == Elem::Kind::kClass) {
+        out->fixed_bytes_.insert(out->fixed_bytes_.end(), x.min, x);
+      } else {
+        out->fixed_marks_.push_back(Mark{x.cap, x.kind == Elem::Kind::kOpen, offset});
+      }
+    }
+  }
   return out;
 }
 
@@ -307,24 +318,25 @@ SimpleRegex::Outcome SimpleRegex::Start(State& s, size_t at) const {
 }
 
 // Each class element takes exactly x.min bytes, and bytes >= 0x80 are in none of them, so the
-// one way to match from `pos` is checked left to right; the spans are set as Step sets them.
+// one way to match from `pos` is checked byte by byte (fixed_bytes_); the spans are set as Step
+// sets them.
 SimpleRegex::Outcome SimpleRegex::Fixed(State& s, size_t pos) const {
-  for (size_t e = lead_.size(); e < elems_.size(); ++e) {
-    const Elem& x = elems_[e];
-    if (x.kind == Elem::Kind::kOpen) {
-      s.caps[x.cap] = Span{static_cast<int64_t>(pos), -1};
-    } else if (x.kind == Elem::Kind::kClose) {
-      s.caps[x.cap].end = static_cast<int64_t>(pos);
+  const size_t width = fixed_bytes_.size();
+  if (s.text.size() - pos < width) return Outcome::kNoMatch;
+  const char* const t = s.text.data() + pos;
+  for (size_t j = 0; j < width; ++j) {
+    const auto c = static_cast<unsigned char>(t[j]);
+    if (c >= 0x80 || !fixed_bytes_[j].Has(c)) return Outcome::kNoMatch;
+  }
+  for (const Mark& m : fixed_marks_) {
+    const auto at = static_cast<int64_t>(pos + m.offset);
+    if (m.open) {
+      s.caps[m.cap] = Span{at, -1};
     } else {
-      if (s.text.size() - pos < x.min) return Outcome::kNoMatch;
-      for (size_t k = 0; k < x.min; ++k) {
-        const auto c = static_cast<unsigned char>(s.text[pos + k]);
-        if (c >= 0x80 || !x.Has(c)) return Outcome::kNoMatch;
-      }
-      pos += x.min;
+      s.caps[m.cap].end = at;
     }
   }
-  s.caps[0].end = static_cast<int64_t>(pos);
+  s.caps[0].end = static_cast<int64_t>(pos + width);
   return Outcome::kMatch;
 }
 
@@ -380,8 +392,11 @@ SimpleRegex::Outcome SimpleRegex::Step(State& s, size_t e, size_t pos) const {
 
 SimpleRegex::Outcome SimpleRegex::MatchAt(std::string_view text, size_t at, Span* caps) const {
   if (at > text.size()) return Outcome::kNoMatch;
-  for (int k = 0; k <= captures_; ++k) caps[k] = Span{};
-  caps[0].begin = static_cast<int64_t>(at);
+  // A fixed pattern's match sets every group (none is optional); others may leave some unset.
+  if (!fixed_) {
+    for (int k = 1; k <= captures_; ++k) caps[k] = Span{};
+  }
+  caps[0] = Span{static_cast<int64_t>(at), -1};
   State s{text, caps, kStepBudget};
   const Outcome r = Start(s, at);
   if (r != Outcome::kMatch) caps[0] = Span{};

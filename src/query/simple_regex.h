@@ -75,6 +75,15 @@ class SimpleRegex {
   // given byte (literals).
   std::string lead_;
   bool fixed_ = false;
+  // When fixed_: the class of each byte after the leading literals, and where the groups open
+  // and close, as byte offsets from there (in element order).
+  struct Mark {
+    int cap = 0;
+    bool open = false;
+    uint32_t offset = 0;
+  };
+  std::vector<Elem> fixed_bytes_;
+  std::vector<Mark> fixed_marks_;
 };
 
 }  // namespace sediment::query

@@ -232,6 +232,13 @@ void BlockEncoder::Encode(const PositionedEvent* ev, size_t n, NameTable* names,
 
 namespace {
 
+// True when every byte of `b` is zero.
+bool AllZero(std::string_view b) {
+  unsigned char any = 0;
+  for (char c : b) any |= static_cast<unsigned char>(c);
+  return any == 0;
+}
+
 struct ParsedColumn {
   uint64_t id = 0;
   std::string_view name;
@@ -620,15 +627,24 @@ bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
     total_raw += lens[i];
   }
   if (total_raw != raw_bytes) return false;
-  // A block without field columns has no references (checked per event below): its raw strings
-  // are the literal run itself, consecutive, and are viewed in place instead of copied.
-  const bool in_place = ncols == 0;
-  if (in_place) {
+  if (ncols == 0) {
+    // A block without field columns: every event's layout count and reference count is 0, one
+    // zero byte each (the writer's encoding; anything else is corrupt), and its raw strings are
+    // the literal run itself, consecutive, viewed in place instead of copied.
+    const std::string_view layout = chunks[kLayout].data;
+    if (layout.size() != n || !AllZero(layout)) return false;
+    if (!rc.ok || static_cast<size_t>(rc.end - rc.p) != n || !AllZero({rc.p, n})) return false;
     if (total_raw != static_cast<uint64_t>(literal_end - literal)) return false;
     out->raw_text.clear();
-  } else {
-    out->raw_text.resize(total_raw);
+    out->fields.clear();
+    std::fill(out->field_begin.begin(), out->field_begin.end(), 0);
+    for (size_t i = 0; i < n; ++i) {
+      out->raw[i] = std::string_view(literal, lens[i]);
+      literal += lens[i];
+    }
+    return true;
   }
+  out->raw_text.resize(total_raw);
   char* dst = out->raw_text.data();
 
   size_t f = 0;
@@ -655,13 +671,6 @@ bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
     // @rawstring: literal gaps and references to the event's fields.
     const uint64_t nrefs = rc.V();
     if (!rc.ok || nrefs > fe - fb) return false;
-    if (in_place) {
-      // nrefs == 0 here (an event without fields has no slot to refer to); the run's size was
-      // checked against the lengths' sum above.
-      out->raw[i] = std::string_view(literal, lens[i]);
-      literal += lens[i];
-      continue;
-    }
     char* const start = dst;
     uint64_t room = lens[i];
     uint64_t at = 0;  // the event's next field slot

@@ -117,31 +117,43 @@ bool Re2MatchGroups(const re2::RE2& re, std::string_view prefix, const CiSearche
   return re.Match(input, from, input.size(), re2::RE2::UNANCHORED, sub, nsub);
 }
 
+constexpr int kMaxCaps = 16;
+
+// The leftmost match of `simple` in `text` into caps[0..simple.captures()] (valid on kMatch);
+// kUnknown when RE2 must decide. With a `prefix` (every match starts with it) only the places
+// where it occurs are tried, leftmost first. Precondition: simple.captures() < kMaxCaps.
+SimpleRegex::Outcome SimpleFind(const SimpleRegex& simple, std::string_view prefix,
+                                const CiSearcher* searcher, std::string_view text,
+                                SimpleRegex::Span* caps) {
+  if (prefix.empty()) return simple.Search(text, 0, caps);
+  SimpleRegex::Outcome r = SimpleRegex::Outcome::kNoMatch;
+  const char* const begin = text.data();
+  const char* const end = begin + text.size();
+  for (const char* p = begin; (p = NextPrefix(prefix, searcher, p, end)) != nullptr; ++p) {
+    r = simple.MatchAt(text, static_cast<size_t>(p - begin), caps);
+    if (r != SimpleRegex::Outcome::kNoMatch) break;
+  }
+  return r;
+}
+
+// Storage for kMaxCaps spans, left unset: MatchAt and Search set every span they give
+// (caps[0..captures()] on kMatch), and setting all 16 cost 64 instructions per event. The spans
+// begin their lifetime in this storage implicitly as they are assigned.
+struct CapsStorage {
+  static_assert(std::is_trivially_copyable_v<SimpleRegex::Span> &&
+                std::is_trivially_destructible_v<SimpleRegex::Span>);
+  alignas(SimpleRegex::Span) unsigned char bytes[sizeof(SimpleRegex::Span) * kMaxCaps];
+  SimpleRegex::Span* get() { return reinterpret_cast<SimpleRegex::Span*>(bytes); }
+};
+
 // MatchGroups with SimpleRegex: kUnknown when RE2 must decide.
 SimpleRegex::Outcome SimpleMatchGroups(const SimpleRegex& simple, std::string_view prefix,
                                        const CiSearcher* searcher, std::string_view text,
                                        re2::StringPiece* sub, int nsub) {
-  constexpr int kMaxCaps = 16;
   if (simple.captures() >= kMaxCaps) return SimpleRegex::Outcome::kUnknown;
-  // Left unset here: MatchAt and Search set every span they give (caps[0..captures()] on kMatch),
-  // and setting all 16 cost 64 instructions per event. The spans begin their lifetime in this
-  // storage implicitly as they are assigned.
-  static_assert(std::is_trivially_copyable_v<SimpleRegex::Span> &&
-                std::is_trivially_destructible_v<SimpleRegex::Span>);
-  alignas(SimpleRegex::Span) unsigned char storage[sizeof(SimpleRegex::Span) * kMaxCaps];
-  auto* caps = reinterpret_cast<SimpleRegex::Span*>(storage);
-  SimpleRegex::Outcome r = SimpleRegex::Outcome::kNoMatch;
-  if (prefix.empty()) {
-    r = simple.Search(text, 0, caps);
-  } else {
-    // Every match starts with the prefix: try where it occurs, leftmost first.
-    const char* const begin = text.data();
-    const char* const end = begin + text.size();
-    for (const char* p = begin; (p = NextPrefix(prefix, searcher, p, end)) != nullptr; ++p) {
-      r = simple.MatchAt(text, static_cast<size_t>(p - begin), caps);
-      if (r != SimpleRegex::Outcome::kNoMatch) break;
-    }
-  }
+  CapsStorage storage;
+  SimpleRegex::Span* caps = storage.get();
+  const SimpleRegex::Outcome r = SimpleFind(simple, prefix, searcher, text, caps);
   if (r != SimpleRegex::Outcome::kMatch) return r;
   for (int k = 0; k < nsub; ++k) {
     if (k > simple.captures() || caps[k].begin < 0) {
@@ -174,11 +186,30 @@ RegexGroupOutcome RegexGroupOf(const Stage& st, const re2::RE2& re, int capture,
   constexpr int kInline = 8;
   if (capture < 0 || capture >= kInline) return RegexGroupOutcome::kUnsure;
   if (!PrefilterAdmits(st.regex_prefilter, text)) return RegexGroupOutcome::kDropped;
+  const bool simple = st.simple_re != nullptr && st.simple_re->captures() < kMaxCaps;
+  if (simple) {
+    // SimpleRegex's spans straight to the value (no submatch array for RE2's shape).
+    CapsStorage storage;
+    SimpleRegex::Span* caps = storage.get();
+    const SimpleRegex::Outcome r =
+        SimpleFind(*st.simple_re, st.regex_prefix, st.regex_prefix_searcher.get(), text, caps);
+    if (r == SimpleRegex::Outcome::kNoMatch) return RegexGroupOutcome::kDropped;
+    if (r == SimpleRegex::Outcome::kMatch) {
+      if (capture > st.simple_re->captures() || caps[capture].begin < 0) {
+        return RegexGroupOutcome::kUnsure;
+      }
+      *value = text.substr(static_cast<size_t>(caps[capture].begin),
+                           static_cast<size_t>(caps[capture].end - caps[capture].begin));
+      return RegexGroupOutcome::kValue;
+    }
+    // kUnknown: RE2 decides, below.
+  }
   re2::StringPiece sub[kInline];
   const re2::StringPiece input(text.data(), text.size());
-  if (!MatchGroups(st, re, input, sub, capture + 1)) {
-    return RegexGroupOutcome::kDropped;
-  }
+  const bool matched = simple ? Re2MatchGroups(re, st.regex_prefix, st.regex_prefix_searcher.get(),
+                                               input, sub, capture + 1)
+                              : MatchGroups(st, re, input, sub, capture + 1);
+  if (!matched) return RegexGroupOutcome::kDropped;
   const re2::StringPiece& m = sub[capture];
   if (m.data() == nullptr) return RegexGroupOutcome::kUnsure;
   *value = std::string_view(m.data(), m.size());
