@@ -156,7 +156,8 @@ TEST(ServerFlagsTest, KafkaFlagVariables) {
             (std::vector<std::string>{
                 "SEDIMENT_KAFKA_BROKERS", "SEDIMENT_KAFKA_TOPIC_PREFIX",
                 "SEDIMENT_KAFKA_REPLICATION_FACTOR", "SEDIMENT_KAFKA_MIN_INSYNC_REPLICAS",
-                "SEDIMENT_KAFKA_PROPERTIES_FILE", "SEDIMENT_KAFKA_PRODUCE_TIMEOUT_MS"}));
+                "SEDIMENT_KAFKA_PROPERTIES_FILE", "SEDIMENT_KAFKA_PRODUCE_TIMEOUT_MS",
+                "SEDIMENT_KAFKA_PRODUCE_LINGER_MS"}));
 }
 
 TEST(ServerFlagsTest, HelpIsGroupedBySection) {
