@@ -58,7 +58,6 @@ bool RegexGroupCounter::Run(const DecodedBlock& block, const std::vector<uint8_t
   if (block.raw_omitted) return false;
   const re2::RE2& re = ThreadLocalRegex(st_->re);
   keys_.clear();
-  packed_.clear();
   const size_t n = block.size();
   for (size_t i = 0; i < n; ++i) {
     if (!matched[i]) continue;
@@ -82,36 +81,34 @@ bool RegexGroupCounter::Run(const DecodedBlock& block, const std::vector<uint8_t
 void RegexGroupCounter::Count(std::string_view key, Collector& c) {
   const uint64_t w = Pack(key);
   if (w != kNotPacked) {
-    if (!keys_.empty() && packed_[last_] == w) {
-      ++keys_[last_].second;
+    if (!keys_.empty() && keys_[last_].word == w) {
+      ++keys_[last_].count;
       return;
     }
-    for (size_t k = 0; k < packed_.size(); ++k) {
-      if (packed_[k] == w) {
-        ++keys_[k].second;
+    for (size_t k = 0; k < keys_.size(); ++k) {
+      if (keys_[k].word == w) {
+        ++keys_[k].count;
         last_ = k;
         return;
       }
     }
   } else {
     for (size_t k = 0; k < keys_.size(); ++k) {
-      if (packed_[k] == kNotPacked && SameKey(keys_[k].first, key)) {
-        ++keys_[k].second;
+      if (keys_[k].word == kNotPacked && SameKey(keys_[k].value, key)) {
+        ++keys_[k].count;
         last_ = k;
         return;
       }
     }
   }
   if (keys_.size() == kMaxKeys) Flush(c);
-  keys_.emplace_back(key, 1);
-  packed_.push_back(w);
+  keys_.push_back(Key{key, w, 1});
   last_ = keys_.size() - 1;
 }
 
 void RegexGroupCounter::Flush(Collector& c) {
-  for (const auto& [key, n] : keys_) c.AddKeyCount(key, n);
+  for (const Key& k : keys_) c.AddKeyCount(k.value, k.count);
   keys_.clear();
-  packed_.clear();
 }
 
 }  // namespace sediment::query

@@ -9,7 +9,6 @@
 #include <functional>
 #include <memory>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "query/aggregate.h"
@@ -40,11 +39,17 @@ class RegexGroupCounter {
 
   const Stage* st_;  // the regex stage, owned by the query
   int capture_;      // capture index of the counted group in st_->re
-  // The block's group values (pointing into the block) and their counts, in order of first
-  // appearance; handed to the collector at the end of the block or when full.
-  std::vector<std::pair<std::string_view, uint64_t>> keys_;
-  // keys_[k]'s bytes and size in one word (Pack), or kNotPacked: compared as one integer.
-  std::vector<uint64_t> packed_;
+  // One distinct group value of the block: its text (pointing into the block), its bytes and
+  // size in one word when it has at most 7 bytes (compared as one integer; else kNotPacked in
+  // regex_count.cc), and its count.
+  struct Key {
+    std::string_view value;
+    uint64_t word = 0;
+    uint64_t count = 0;
+  };
+  // The block's values in order of first appearance; handed to the collector at the end of the
+  // block or when full.
+  std::vector<Key> keys_;
   size_t last_ = 0;  // index in keys_ of the last value counted (when keys_ is not empty)
 };
 

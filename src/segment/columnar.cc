@@ -636,7 +636,6 @@ bool DecodeBlock(uint32_t event_count, const std::vector<Chunk>& chunks,
     if (!rc.ok || static_cast<size_t>(rc.end - rc.p) != n || !AllZero({rc.p, n})) return false;
     if (total_raw != static_cast<uint64_t>(literal_end - literal)) return false;
     out->raw_text.clear();
-    out->fields.clear();
     std::fill(out->field_begin.begin(), out->field_begin.end(), 0);
     for (size_t i = 0; i < n; ++i) {
       out->raw[i] = std::string_view(literal, lens[i]);
