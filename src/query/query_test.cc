@@ -1081,6 +1081,70 @@ TEST_F(SegmentExecTest, RegexGroupCountsManyAndLongValuesAsTheRecordPath) {
   EXPECT_EQ(x->rows.size(), 1u + 12u * 7u);  // "" and 7 last letters at each length 1..12
 }
 
+// A fixed pattern with a leading literal is searched for over each run of events laid out back to
+// back (RegexGroupCounter::scans): an occurrence of the literal that runs into the next event, a
+// match that would end in the next event, a first occurrence that does not match before one that
+// does, empty events and events a filter left out must count as the record path counts them, in
+// format 1 and 2 segments, with the literal found by the searcher (2 bytes) and by memchr (1).
+TEST_F(SegmentExecTest, RegexGroupScanAcrossEventsAnswersAsTheRecordPath) {
+  const std::vector<std::string> texts = {R"(a ")",
+                                          R"( 200 x)",
+                                          R"(x " 20)",
+                                          R"(0 y)",
+                                          R"(" abc " 404 z)",
+                                          R"(" 500 " 501 )",
+                                          R"(skip " 302 )",
+                                          "",
+                                          R"(")",
+                                          R"( 201 )",
+                                          R"(q "  203 )",
+                                          R"(k=a)",
+                                          R"(b; k=cd;)",
+                                          R"(k=é; k=ef;)",
+                                          R"(=gh)",
+                                          R"(;)",
+                                          R"(skip k=ij;)",
+                                          R"(k=k1; k=lm;)",
+                                          R"(" 999)",
+                                          R"( )"};
+  std::mt19937 rng(7);
+  std::vector<PositionedEvent> events;
+  for (int i = 0; i < 3000; ++i) {
+    events.push_back(Ev(1000 + i, i, texts[rng() % texts.size()], {}));
+  }
+  block_raw_bytes_ = 700;
+  ScanInput in;
+  in.segments.push_back(WriteEvents("scan1", events, 1));
+  in.segments.push_back(WriteEvents("scan2", events, 2));
+  int scans = 0;
+  // Values: 404 500 302 (skipped by the filter); cd ef ij (skipped) lm.
+  for (const char* pattern : {R"(\" (?<g>\d{3}) )", R"(=(?<g>[a-z]{2});)"}) {
+    std::string lit;
+    for (const char* c = pattern; *c; ++c) {
+      if (*c == '"' || *c == '\\') lit += '\\';
+      lit += *c;
+    }
+    for (const std::string filter : {"", "NOT skip | "}) {
+      const std::string q1 = filter + "regex(\"" + lit + "\") | groupBy(g)";
+      const std::string q2 = filter + "regex(\"" + lit + "\") | select([g]) | groupBy(g)";
+      auto c = Compile(q1);
+      ASSERT_TRUE(c.ok()) << q1 << ": " << c.status().ToString();
+      CollectorContext ctx;
+      ctx.range = TimeRange{0, 100000};
+      auto collector = NewCollector((*c)->stages[1], ctx);
+      auto counter = RegexGroupCounter::For(**c, 1, *collector);
+      scans += counter != nullptr && counter->scans();
+      auto x = RunQuery(q1, in, TimeRange{0, 100000});
+      auto y = RunQuery(q2, in, TimeRange{0, 100000});
+      ASSERT_TRUE(x.ok() && y.ok()) << q1;
+      EXPECT_EQ(x->rows, y->rows) << q1;
+      const size_t values = pattern[0] == '=' ? 4 : 3;
+      EXPECT_EQ(x->rows.size(), filter.empty() ? values : values - 1) << q1;
+    }
+  }
+  EXPECT_EQ(scans, 4);
+}
+
 TEST_F(SegmentExecTest, TimeAndTagPruning) {
   ScanInput in;
   in.segments.push_back(MakeSegment(1, 10000, 500, -1));

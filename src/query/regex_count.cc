@@ -3,6 +3,7 @@
 #include <re2/re2.h>
 
 #include "query/functions/transforms.h"
+#include "query/search.h"
 #include "query/transform.h"
 
 namespace sediment::query {
@@ -53,12 +54,39 @@ std::unique_ptr<RegexGroupCounter> RegexGroupCounter::For(const CompiledQuery& q
   return std::unique_ptr<RegexGroupCounter>(new RegexGroupCounter(&st, capture));
 }
 
+RegexGroupCounter::RegexGroupCounter(const Stage* st, int capture) : st_(st), capture_(capture) {
+  const SimpleRegex* simple = st->simple_re.get();
+  scan_ = simple != nullptr && simple->fixed() && !st->regex_prefix.empty() &&
+          st->regex_prefilter.empty() && capture <= simple->captures();
+  if (scan_) caps_.resize(static_cast<size_t>(simple->captures()) + 1);
+}
+
+inline void RegexGroupCounter::Count(std::string_view key, Collector& c) {
+  const uint64_t w = Pack(key);
+  if (w != kNotPacked && !keys_.empty() && keys_[last_].word == w) {
+    ++keys_[last_].count;  // the same value as the event before: the common case
+    return;
+  }
+  CountSlow(key, w, c);
+}
+
 bool RegexGroupCounter::Run(const DecodedBlock& block, const std::vector<uint8_t>& matched,
                             Collector& c, const std::function<void(size_t)>& slow) {
   if (block.raw_omitted) return false;
-  const re2::RE2& re = ThreadLocalRegex(st_->re);
   keys_.clear();
   const size_t n = block.size();
+  if (scan_) {
+    const std::vector<std::string_view>& raw = block.raw;
+    for (size_t i = 0; i < n;) {
+      size_t j = i + 1;
+      while (j < n && raw[j].data() == raw[j - 1].data() + raw[j - 1].size()) ++j;
+      ScanRun(raw, i, j, matched, c, slow);
+      i = j;
+    }
+    Flush(c);
+    return true;
+  }
+  const re2::RE2& re = ThreadLocalRegex(st_->re);
   for (size_t i = 0; i < n; ++i) {
     if (!matched[i]) continue;
     std::string_view value;
@@ -78,13 +106,43 @@ bool RegexGroupCounter::Run(const DecodedBlock& block, const std::vector<uint8_t
   return true;
 }
 
-void RegexGroupCounter::Count(std::string_view key, Collector& c) {
-  const uint64_t w = Pack(key);
-  if (w != kNotPacked) {
-    if (!keys_.empty() && keys_[last_].word == w) {
-      ++keys_[last_].count;
-      return;
+void RegexGroupCounter::ScanRun(const std::vector<std::string_view>& raw, size_t begin, size_t end,
+                                const std::vector<uint8_t>& matched, Collector& c,
+                                const std::function<void(size_t)>& slow) {
+  const SimpleRegex& simple = *st_->simple_re;
+  const std::string_view prefix = st_->regex_prefix;
+  const CiSearcher* searcher = st_->regex_prefix_searcher.get();
+  const char* const last = raw[end - 1].data() + raw[end - 1].size();
+  const char* p = raw[begin].data();
+  size_t e = begin;  // the event that holds p
+  while ((p = FindPrefix(prefix, searcher, p, last)) != nullptr) {
+    // p < last, so some event of the run ends after it (empty events end where they begin).
+    while (p >= raw[e].data() + raw[e].size()) ++e;
+    const std::string_view text = raw[e];
+    const char* const text_end = text.data() + text.size();
+    if (!matched[e]) {
+      p = text_end;
+      continue;
     }
+    // Within the event's own text: an occurrence or a match that runs into the next event fails.
+    if (simple.MatchFixedAt(text, static_cast<size_t>(p - text.data()), caps_.data()) !=
+        SimpleRegex::Outcome::kMatch) {
+      ++p;
+      continue;
+    }
+    const SimpleRegex::Span& g = caps_[static_cast<size_t>(capture_)];
+    if (g.begin >= 0) {
+      Count(text.substr(static_cast<size_t>(g.begin), static_cast<size_t>(g.end - g.begin)), c);
+    } else {
+      Flush(c);  // keep the order in which the collector sees values first
+      slow(e);
+    }
+    p = text_end;  // an event counts its leftmost match only; events without one are dropped
+  }
+}
+
+void RegexGroupCounter::CountSlow(std::string_view key, uint64_t w, Collector& c) {
+  if (w != kNotPacked) {
     for (size_t k = 0; k < keys_.size(); ++k) {
       if (keys_[k].word == w) {
         ++keys_[k].count;

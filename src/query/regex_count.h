@@ -13,6 +13,7 @@
 
 #include "query/aggregate.h"
 #include "query/compiled.h"
+#include "query/simple_regex.h"
 #include "segment/segment.h"
 
 namespace sediment::query {
@@ -31,14 +32,29 @@ class RegexGroupCounter {
   // Returns false, having done nothing, when the block has no raw strings.
   bool Run(const DecodedBlock& block, const std::vector<uint8_t>& matched, Collector& c,
            const std::function<void(size_t)>& slow);
+  // Whether Run searches runs of events laid out back to back as one text (see scan_).
+  bool scans() const { return scan_; }
 
  private:
-  RegexGroupCounter(const Stage* st, int capture) : st_(st), capture_(capture) {}
+  RegexGroupCounter(const Stage* st, int capture);
+  // Events [begin, end) of `raw`, laid out back to back, with one search for the stage's prefix
+  // over all their bytes (see scan_).
+  void ScanRun(const std::vector<std::string_view>& raw, size_t begin, size_t end,
+               const std::vector<uint8_t>& matched, Collector& c,
+               const std::function<void(size_t)>& slow);
   void Count(std::string_view key, Collector& c);
+  // Count when `key` (packed as `w`) is not the value counted last.
+  void CountSlow(std::string_view key, uint64_t w, Collector& c);
   void Flush(Collector& c);
 
   const Stage* st_;  // the regex stage, owned by the query
   int capture_;      // capture index of the counted group in st_->re
+  // True when the stage's SimpleRegex is fixed (SimpleRegex::fixed) and every match starts with
+  // its non-empty prefix, with no prefilter: then the leftmost match in an event is at the first
+  // place where the prefix occurs inside the event and MatchAt matches, and a run of events laid
+  // out back to back is searched for the prefix as one text, not event by event.
+  bool scan_ = false;
+  std::vector<SimpleRegex::Span> caps_;  // scan_: MatchAt's spans
   // One distinct group value of the block: its text (pointing into the block), its bytes and
   // size in one word when it has at most 7 bytes (compared as one integer; else kNotPacked in
   // regex_count.cc), and its count.

@@ -144,4 +144,19 @@ bool GlobPiecesInOrder(const std::vector<CiSearcher>& pieces, std::string_view h
   return true;
 }
 
+const char* FindPrefix(std::string_view prefix, const CiSearcher* searcher, const char* p,
+                       const char* end) {
+  if (searcher != nullptr) return searcher->Find(p, end);  // exact: every byte compared
+  for (;;) {
+    if (static_cast<size_t>(end - p) < prefix.size()) return nullptr;
+    p = static_cast<const char*>(
+        std::memchr(p, prefix[0], static_cast<size_t>(end - p) - (prefix.size() - 1)));
+    if (p == nullptr) return nullptr;
+    size_t n = 0;  // prefixes are short: compare in place rather than call memcmp
+    while (n < prefix.size() && p[n] == prefix[n]) ++n;
+    if (n == prefix.size()) return p;
+    ++p;
+  }
+}
+
 }  // namespace sediment::query

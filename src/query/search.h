@@ -40,4 +40,10 @@ class CiSearcher {
 // unanchored wildcard match. Leftmost matching of each piece is optimal.
 bool GlobPiecesInOrder(const std::vector<CiSearcher>& pieces, std::string_view hay);
 
+// The first place in [p, end) where `prefix` (non-empty) starts, case-sensitively, or null.
+// `searcher` (CiSearcher(prefix, exact_case=true)), when given, finds it; otherwise memchr of the
+// prefix's first byte finds candidates.
+const char* FindPrefix(std::string_view prefix, const CiSearcher* searcher, const char* p,
+                       const char* end);
+
 }  // namespace sediment::query

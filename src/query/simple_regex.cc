@@ -304,6 +304,20 @@ std::unique_ptr<SimpleRegex> SimpleRegex::Compile(const re2::RE2& re) {
         out->fixed_marks_.push_back(Mark{x.cap, x.kind == Elem::Kind::kOpen, offset});
       }
     }
+    const size_t lead = out->lead_.size();
+    if (lead + out->fixed_bytes_.size() <= 64) {
+      out->fixed_table_.assign(256, 0);
+      for (size_t j = 0; j < lead; ++j) {
+        out->fixed_table_[static_cast<unsigned char>(out->lead_[j])] |= uint64_t{1} << j;
+      }
+      for (size_t j = 0; j < out->fixed_bytes_.size(); ++j) {
+        for (unsigned c = 0; c < 0x80; ++c) {
+          if (out->fixed_bytes_[j].Has(static_cast<unsigned char>(c))) {
+            out->fixed_table_[c] |= uint64_t{1} << (lead + j);
+          }
+        }
+      }
+    }
   }
   return out;
 }
@@ -390,12 +404,49 @@ SimpleRegex::Outcome SimpleRegex::Step(State& s, size_t e, size_t pos) const {
   return Outcome::kNoMatch;
 }
 
-SimpleRegex::Outcome SimpleRegex::MatchAt(std::string_view text, size_t at, Span* caps) const {
-  if (at > text.size()) return Outcome::kNoMatch;
-  // A fixed pattern's match sets every group (none is optional); others may leave some unset.
-  if (!fixed_) {
-    for (int k = 1; k <= captures_; ++k) caps[k] = Span{};
+SimpleRegex::Outcome SimpleRegex::MatchFixedAt(std::string_view text, size_t at, Span* caps) const {
+  const size_t n = lead_.size();
+  const size_t width = fixed_bytes_.size();
+  if (at > text.size() || text.size() - at < n + width) return Outcome::kNoMatch;
+  const char* const t = text.data() + at;
+  if (!fixed_table_.empty()) {
+    // Byte j must have bit j: shifted to bit 0, all of them.
+    uint64_t ok = 1;
+    for (size_t j = 0; j < n + width; ++j) {
+      ok &= fixed_table_[static_cast<unsigned char>(t[j])] >> j;
+    }
+    if (ok == 0) return Outcome::kNoMatch;
+  } else {
+    for (size_t k = 0; k < n; ++k) {
+      if (t[k] != lead_[k]) return Outcome::kNoMatch;
+    }
+    for (size_t j = 0; j < width; ++j) {
+      const auto c = static_cast<unsigned char>(t[n + j]);
+      if (c >= 0x80 || !fixed_bytes_[j].Has(c)) return Outcome::kNoMatch;
+    }
   }
+  // Every group is set: none is optional in a fixed pattern.
+  const auto from = static_cast<int64_t>(at + n);
+  for (const Mark& m : fixed_marks_) {
+    if (m.open) {
+      caps[m.cap].begin = from + m.offset;
+    } else {
+      caps[m.cap].end = from + m.offset;
+    }
+  }
+  caps[0] = Span{static_cast<int64_t>(at), from + static_cast<int64_t>(width)};
+  return Outcome::kMatch;
+}
+
+SimpleRegex::Outcome SimpleRegex::MatchAt(std::string_view text, size_t at, Span* caps) const {
+  if (fixed_) {
+    const Outcome r = MatchFixedAt(text, at, caps);
+    if (r != Outcome::kMatch) caps[0] = Span{};
+    return r;
+  }
+  if (at > text.size()) return Outcome::kNoMatch;
+  // Others may leave some groups unset.
+  for (int k = 1; k <= captures_; ++k) caps[k] = Span{};
   caps[0] = Span{static_cast<int64_t>(at), -1};
   State s{text, caps, kStepBudget};
   const Outcome r = Start(s, at);

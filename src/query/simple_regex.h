@@ -40,6 +40,9 @@ class SimpleRegex {
   // caps[0] is the match and caps[1..captures()] the groups (in RE2's capture numbering); `caps`
   // holds captures() + 1 spans.
   Outcome MatchAt(std::string_view text, size_t at, Span* caps) const;
+  // MatchAt when fixed() (precondition), without its general set-up: kMatch or kNoMatch only.
+  // caps[0..captures()] are set on kMatch and left as they were on kNoMatch.
+  Outcome MatchFixedAt(std::string_view text, size_t at, Span* caps) const;
   // The leftmost-first match anywhere at or after `from`.
   Outcome Search(std::string_view text, size_t from, Span* caps) const;
 
@@ -84,6 +87,9 @@ class SimpleRegex {
   };
   std::vector<Elem> fixed_bytes_;
   std::vector<Mark> fixed_marks_;
+  // When fixed_ and the match takes at most 64 bytes (lead_ and fixed_bytes_): for each byte
+  // value, bit j set when it may be the match's byte j; else empty.
+  std::vector<uint64_t> fixed_table_;
 };
 
 }  // namespace sediment::query

@@ -145,6 +145,29 @@ TEST(SimpleRegexTest, TooMuchBacktrackingIsUnknown) {
 
 // Random patterns of the subset (and around it) against random texts over a small alphabet, with
 // RE2 as the reference.
+// A fixed match of up to 64 bytes is checked with a table of allowed bytes per offset; a longer
+// one byte by byte. Both sides of that line, with a wrong byte at every offset, agree with RE2.
+TEST(SimpleRegexTest, LongFixedPatternsAgreeWithRe2) {
+  for (int digits : {61, 62, 63, 70}) {
+    const std::string p = "x(?P<a>\\d{" + std::to_string(digits) + "})(?P<b>[a-c]) ";
+    re2::RE2 re(p);
+    ASSERT_TRUE(re.ok());
+    auto s = SimpleRegex::Compile(re);
+    ASSERT_NE(s, nullptr);
+    ASSERT_TRUE(s->fixed()) << p;
+    const std::string good = "x" + std::string(static_cast<size_t>(digits), '7') + "b ";
+    int matches = 0;
+    for (size_t wrong = 0; wrong <= good.size(); ++wrong) {
+      std::string text = "zz" + good + "q";
+      if (wrong < good.size()) text[2 + wrong] = wrong == good.size() - 1 ? 'y' : '$';
+      Compare(re, *s, text);
+      std::vector<SimpleRegex::Span> caps(3);
+      matches += s->MatchFixedAt(text, 2, caps.data()) == SimpleRegex::Outcome::kMatch;
+    }
+    EXPECT_EQ(matches, 1) << p;  // the text without a wrong byte only
+  }
+}
+
 TEST(SimpleRegexTest, RandomPatternsAgreeWithRe2) {
   std::mt19937 rng(42);
   const std::vector<std::string> atoms = {"a",    "b",    "\\d",    "\\w",   "\\s",  ".",

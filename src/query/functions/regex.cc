@@ -71,26 +71,6 @@ const Function kRegex = {
 
 namespace {
 
-// The first candidate at or after p where `prefix` starts (case-sensitively), or null.
-// `searcher` (the prefix), when given, finds candidates; otherwise memchr of its first byte.
-const char* NextPrefix(std::string_view prefix, const CiSearcher* searcher, const char* p,
-                       const char* end) {
-  for (;;) {
-    if (static_cast<size_t>(end - p) < prefix.size()) return nullptr;
-    if (searcher != nullptr) {
-      p = searcher->Find(p, end);
-    } else {
-      p = static_cast<const char*>(
-          std::memchr(p, prefix[0], static_cast<size_t>(end - p) - (prefix.size() - 1)));
-    }
-    if (p == nullptr) return nullptr;
-    size_t n = 0;  // prefixes are short: compare in place rather than call memcmp
-    while (n < prefix.size() && p[n] == prefix[n]) ++n;
-    if (n == prefix.size()) return p;
-    ++p;
-  }
-}
-
 // Leftmost match of `re` in `input` with `nsub` submatches. With a `prefix` (every match starts
 // with these bytes) it tries anchored matches only where the prefix occurs, which RE2 runs as a
 // one-pass or bounded match instead of a search over the whole text; the first anchored match is
@@ -104,7 +84,7 @@ bool Re2MatchGroups(const re2::RE2& re, std::string_view prefix, const CiSearche
     const char* const begin = input.data();
     const char* const end = begin + input.size();
     int tries = 0;
-    for (const char* p = begin; (p = NextPrefix(prefix, searcher, p, end)) != nullptr; ++p) {
+    for (const char* p = begin; (p = FindPrefix(prefix, searcher, p, end)) != nullptr; ++p) {
       const size_t at = static_cast<size_t>(p - begin);
       if (re.Match(input, at, input.size(), re2::RE2::ANCHOR_START, sub, nsub)) return true;
       if (++tries == kMaxCandidates) {
@@ -129,7 +109,7 @@ SimpleRegex::Outcome SimpleFind(const SimpleRegex& simple, std::string_view pref
   SimpleRegex::Outcome r = SimpleRegex::Outcome::kNoMatch;
   const char* const begin = text.data();
   const char* const end = begin + text.size();
-  for (const char* p = begin; (p = NextPrefix(prefix, searcher, p, end)) != nullptr; ++p) {
+  for (const char* p = begin; (p = FindPrefix(prefix, searcher, p, end)) != nullptr; ++p) {
     r = simple.MatchAt(text, static_cast<size_t>(p - begin), caps);
     if (r != SimpleRegex::Outcome::kNoMatch) break;
   }
