@@ -37,61 +37,82 @@ using Mask = std::vector<uint8_t>;
 // Events per task when scanning buffered (not yet flushed) events.
 constexpr size_t kBufferedChunk = 4096;
 
-// One decoded block under evaluation, with where its raw strings lie.
+// One decoded block under evaluation, with where its raw strings lie. Thread-compatible: one
+// per scan worker (the layout is worked out on first use, by a const caller).
 struct BlockView {
   const DecodedBlock* b = nullptr;
   const Datasource* ds = nullptr;
   PartitionId partition;
   size_t n = 0;
-  // True when the non-empty raw strings lie in ascending, non-overlapping order in memory, so a
-  // search can run over [base, run_end) and map hits back through `starts`.
-  bool contiguous = false;
-  const char* base = nullptr;
-  const char* run_end = nullptr;
-  std::vector<size_t> starts;  // offset of raw[i] from base (monotone when contiguous)
 
   void Init(const DecodedBlock* block, const Datasource* d, PartitionId p) {
     b = block;
     ds = d;
     partition = p;
     n = block->size();
-    contiguous = false;
-    base = nullptr;
-    if (block->raw_omitted) {
+    layout_known_ = false;
+  }
+
+  // Where the raw strings lie (worked out on the first call after Init: only text searches need
+  // it). contiguous: the non-empty raw strings lie in ascending, non-overlapping order in memory,
+  // so a search can run over [base, run_end) and map hits back through `starts`.
+  struct Layout {
+    bool contiguous = false;
+    const char* base = nullptr;
+    const char* run_end = nullptr;
+    std::vector<size_t> starts;  // offset of raw[i] from base (monotone when contiguous)
+  };
+  const Layout& layout() const {
+    if (!layout_known_) {
+      FindLayout();
+      layout_known_ = true;
+    }
+    return layout_;
+  }
+
+ private:
+  void FindLayout() const {
+    Layout& l = layout_;
+    l.contiguous = false;
+    l.base = nullptr;
+    if (b->raw_omitted) {
       // A partial read without raw strings (format 2): nothing to search.
-      starts.clear();
+      l.starts.clear();
       return;
     }
-    starts.assign(n, 0);
+    l.starts.assign(n, 0);
     uintptr_t prev_end = 0;
     bool ok = true;
     for (size_t i = 0; i < n; ++i) {
-      const std::string_view r = block->raw[i];
+      const std::string_view r = b->raw[i];
       if (r.empty()) continue;
       uintptr_t d0 = reinterpret_cast<uintptr_t>(r.data());
-      if (base == nullptr) {
-        base = r.data();
+      if (l.base == nullptr) {
+        l.base = r.data();
       } else if (d0 < prev_end) {
         ok = false;
         break;
       }
       prev_end = d0 + r.size();
     }
-    if (!ok || base == nullptr) return;
-    contiguous = true;
-    const uintptr_t b0 = reinterpret_cast<uintptr_t>(base);
+    if (!ok || l.base == nullptr) return;
+    l.contiguous = true;
+    const uintptr_t b0 = reinterpret_cast<uintptr_t>(l.base);
     size_t last_end = 0;
     for (size_t i = 0; i < n; ++i) {
-      const std::string_view r = block->raw[i];
+      const std::string_view r = b->raw[i];
       if (r.empty()) {
-        starts[i] = last_end;
+        l.starts[i] = last_end;
       } else {
-        starts[i] = reinterpret_cast<uintptr_t>(r.data()) - b0;
-        last_end = starts[i] + r.size();
+        l.starts[i] = reinterpret_cast<uintptr_t>(r.data()) - b0;
+        last_end = l.starts[i] + r.size();
       }
     }
-    run_end = base + last_end;
+    l.run_end = l.base + last_end;
   }
+
+  mutable bool layout_known_ = false;
+  mutable Layout layout_;
 };
 
 size_t NextCandidate(const Mask& m, size_t from) {
@@ -109,7 +130,8 @@ void EvalText(const CiSearcher& s, const BlockView& v, const Mask& cand, Mask* o
     return;
   }
   const DecodedBlock& b = *v.b;
-  if (!v.contiguous || count * 8 < v.n) {
+  const BlockView::Layout* l = count * 8 < v.n ? nullptr : &v.layout();
+  if (l == nullptr || !l->contiguous) {
     for (size_t i = 0; i < v.n; ++i) {
       if (cand[i] && s.Contains(b.raw[i])) (*out)[i] = 1;
     }
@@ -117,15 +139,15 @@ void EvalText(const CiSearcher& s, const BlockView& v, const Mask& cand, Mask* o
   }
   size_t i = NextCandidate(cand, 0);
   while (i < v.n) {
-    const char* p = s.Find(v.base + v.starts[i], v.run_end);
+    const char* p = s.Find(l->base + l->starts[i], l->run_end);
     if (p == nullptr) break;
-    const size_t off = static_cast<size_t>(p - v.base);
+    const size_t off = static_cast<size_t>(p - l->base);
     // Last event starting at or before the hit (never before i).
-    size_t j = static_cast<size_t>(std::upper_bound(v.starts.begin() + static_cast<ptrdiff_t>(i),
-                                                    v.starts.end(), off) -
-                                   v.starts.begin()) -
+    size_t j = static_cast<size_t>(std::upper_bound(l->starts.begin() + static_cast<ptrdiff_t>(i),
+                                                    l->starts.end(), off) -
+                                   l->starts.begin()) -
                1;
-    if (cand[j] && off + len <= v.starts[j] + b.raw[j].size()) (*out)[j] = 1;
+    if (cand[j] && off + len <= l->starts[j] + b.raw[j].size()) (*out)[j] = 1;
     // A hit crossing event j's end rules out any later start inside j as well.
     i = NextCandidate(cand, j + 1);
   }
