@@ -23,9 +23,16 @@ struct Cursor {
   const char* end;
   bool ok = true;
 
-  // Inlined: decoding a block is a loop of varints, almost all of them one byte.
+  // Inlined: decoding a block is a loop of varints, almost all of them one byte or (the lengths
+  // of raw strings of 128 bytes to 16 KiB) two.
   __attribute__((always_inline)) uint64_t V() {
     if (p < end && static_cast<uint8_t>(*p) < 0x80) return static_cast<uint8_t>(*p++);
+    if (end - p >= 2 && static_cast<uint8_t>(p[1]) < 0x80) {
+      const uint64_t v = (static_cast<uint8_t>(p[0]) & 0x7f) | uint64_t{static_cast<uint8_t>(p[1])}
+                                                                   << 7;
+      p += 2;
+      return v;
+    }
     return VSlow();
   }
   __attribute__((noinline)) uint64_t VSlow() {
