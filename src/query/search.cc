@@ -98,6 +98,7 @@ __attribute__((target("avx2"))) const char* CiSearcher::FindAvx2(const char* beg
   const __m256i l = _mm256_set1_epi8(static_cast<char>(last_));
   const __m256i ff = _mm256_set1_epi8(static_cast<char>(first_fold_));
   const __m256i lf = _mm256_set1_epi8(static_cast<char>(last_fold_));
+  const bool middle = n > 2;  // else a first and last byte that match are the whole needle
   const char* p = begin;
   for (; p + 32 <= limit; p += 32) {
     __m256i bf = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -107,7 +108,7 @@ __attribute__((target("avx2"))) const char* CiSearcher::FindAvx2(const char* beg
     unsigned mask = static_cast<unsigned>(_mm256_movemask_epi8(eq));
     while (mask != 0) {
       unsigned bit = static_cast<unsigned>(__builtin_ctz(mask));
-      if (MiddleEquals(p + bit)) return p + bit;
+      if (!middle || MiddleEquals(p + bit)) return p + bit;
       mask &= mask - 1;
     }
   }
