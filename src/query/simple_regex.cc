@@ -323,35 +323,13 @@ std::unique_ptr<SimpleRegex> SimpleRegex::Compile(const re2::RE2& re) {
 }
 
 SimpleRegex::Outcome SimpleRegex::Start(State& s, size_t at) const {
+  if (fixed_) return MatchFixedAt(s.text, at, s.caps);
   const size_t n = lead_.size();
   if (s.text.size() - at < n) return Outcome::kNoMatch;
   for (size_t k = 0; k < n; ++k) {
     if (s.text[at + k] != lead_[k]) return Outcome::kNoMatch;
   }
-  return fixed_ ? Fixed(s, at + n) : Step(s, n, at + n);
-}
-
-// Each class element takes exactly x.min bytes, and bytes >= 0x80 are in none of them, so the
-// one way to match from `pos` is checked byte by byte (fixed_bytes_); the spans are set as Step
-// sets them.
-SimpleRegex::Outcome SimpleRegex::Fixed(State& s, size_t pos) const {
-  const size_t width = fixed_bytes_.size();
-  if (s.text.size() - pos < width) return Outcome::kNoMatch;
-  const char* const t = s.text.data() + pos;
-  for (size_t j = 0; j < width; ++j) {
-    const auto c = static_cast<unsigned char>(t[j]);
-    if (c >= 0x80 || !fixed_bytes_[j].Has(c)) return Outcome::kNoMatch;
-  }
-  for (const Mark& m : fixed_marks_) {
-    const auto at = static_cast<int64_t>(pos + m.offset);
-    if (m.open) {
-      s.caps[m.cap] = Span{at, -1};
-    } else {
-      s.caps[m.cap].end = at;
-    }
-  }
-  s.caps[0].end = static_cast<int64_t>(pos + width);
-  return Outcome::kMatch;
+  return Step(s, n, at + n);
 }
 
 SimpleRegex::Outcome SimpleRegex::Step(State& s, size_t e, size_t pos) const {
@@ -404,6 +382,8 @@ SimpleRegex::Outcome SimpleRegex::Step(State& s, size_t e, size_t pos) const {
   return Outcome::kNoMatch;
 }
 
+// Each class element takes exactly x.min bytes, and bytes >= 0x80 are in none of them, so the one
+// way to match from `at` is checked byte by byte; every group is set.
 SimpleRegex::Outcome SimpleRegex::MatchFixedAt(std::string_view text, size_t at, Span* caps) const {
   const size_t n = lead_.size();
   const size_t width = fixed_bytes_.size();

@@ -64,12 +64,10 @@ class SimpleRegex {
     bool Has(unsigned char c) const { return (bits[c >> 6] >> (c & 63)) & 1; }
   };
   struct State;
-  // A match from `at`: the leading literal bytes compared in place, then Step from the first
-  // element after them. Precondition: at <= s.text.size().
+  // A match from `at`: MatchFixedAt when fixed_; else the leading literal bytes compared in
+  // place, then Step from the first element after them. Precondition: at <= s.text.size().
   Outcome Start(State& s, size_t at) const;
   Outcome Step(State& s, size_t e, size_t pos) const;
-  // Step from the first element after the leading literals when fixed_.
-  Outcome Fixed(State& s, size_t pos) const;
 
   std::vector<Elem> elems_;
   int captures_ = 0;

@@ -214,7 +214,7 @@ TEST(SimpleRegexTest, RandomPatternsAgreeWithRe2) {
   }
   EXPECT_GT(compiled, 1500);
   EXPECT_GT(known, 20000);
-  EXPECT_GT(fixed, 150);  // patterns decided by the one-pass path (SimpleRegex::Fixed)
+  EXPECT_GT(fixed, 150);  // patterns decided by the one-pass path (SimpleRegex::MatchFixedAt)
 }
 
 }  // namespace
