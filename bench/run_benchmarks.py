@@ -432,23 +432,18 @@ def load_average():
         return [float(x) for x in f.read().split()[:3]]
 
 
-def measure(fn, runs, cpu_of):
-    """Calls fn() `runs` times. Returns (best wall seconds, result of the last call, cpu) where
-    cpu describes the fastest call: `cpu_seconds` (what cpu_of() counted: the server process or
-    this driver's children), `machine_busy_seconds` (all CPUs), and `other_cores` = CPU seconds
-    of everything else on the machine (other users, the driver itself) / wall seconds."""
-    best, result, cpu = None, None, None
-    for _ in range(runs):
-        c0, m0 = cpu_of(), machine_busy_seconds()
-        t0 = time.monotonic()
-        result = fn()
-        secs = time.monotonic() - t0
-        c1, m1 = cpu_of(), machine_busy_seconds()
-        if best is None or secs < best:
-            best = secs
-            cpu = {"cpu_seconds": c1 - c0, "machine_busy_seconds": m1 - m0,
-                   "other_cores": max(0.0, (m1 - m0) - (c1 - c0)) / max(secs, 1e-9)}
-    return best, result, cpu
+def measure(fn, cpu_of):
+    """Calls fn() once. Returns (wall seconds, its result, cpu): `cpu_seconds` (what cpu_of()
+    counted: the server process or this driver's children), `machine_busy_seconds` (all CPUs),
+    and `other_cores` = CPU seconds of everything else on the machine (other users, the driver
+    itself) / wall seconds."""
+    c0, m0 = cpu_of(), machine_busy_seconds()
+    t0 = time.monotonic()
+    result = fn()
+    secs = time.monotonic() - t0
+    c1, m1 = cpu_of(), machine_busy_seconds()
+    return secs, result, {"cpu_seconds": c1 - c0, "machine_busy_seconds": m1 - m0,
+                          "other_cores": max(0.0, (m1 - m0) - (c1 - c0)) / max(secs, 1e-9)}
 
 
 def grep_count(path, needle, ignore_case):
@@ -1032,12 +1027,12 @@ def search_queries(args, server, corpus, g, total_events, needle, raw_range, fie
         try:
             for _ in range(runs):
                 try:
-                    secs, bres, cpu = measure(run_baseline, 1, children_cpu_seconds)
+                    secs, bres, cpu = measure(run_baseline, children_cpu_seconds)
                 except BenchError as ex:
                     raise BenchError(f"baseline: {ex}") from ex
                 if bsecs is None or secs < bsecs:
                     bsecs, bcpu = secs, cpu
-                secs, qres, cpu = measure(lambda: run_query(q, repo, rng), 1, server_cpu)
+                secs, qres, cpu = measure(lambda: run_query(q, repo, rng), server_cpu)
                 if qsecs is None or secs < qsecs:
                     qsecs, qcpu = secs, cpu
         except BenchError as ex:
@@ -1298,17 +1293,25 @@ def kafka_available():
 KAFKA_TARGET_RATIO = 0.8
 
 
+# What every kcat producer here is given: sediment's producer guarantees, no Kafka compression.
+KCAT_PROPERTIES = ["acks=all", "enable.idempotence=true", "compression.type=none"]
+
+
+def kcat_produce_command(kcat, bootstrap, topic, sep, path, props):
+    """`kcat -P` of the `sep`-separated messages in `path` into `topic` with -X `props`."""
+    cmd = [kcat, "-P", "-b", bootstrap, "-t", topic, "-l", "-D", f"\\x{sep[0]:02x}"]
+    for p in props:
+        cmd += ["-X", p]
+    return cmd + [path]
+
+
 def kcat_produce(args, kcat, bootstrap, topic, parts, sep, kcat_input, batches, nbytes, events,
                  broker_pid, label):
     """One `kcat -P` of the batches into the fresh topic `topic`; checks that the topic holds
     every message with its size and returns the run's figures."""
     kcat_wait_topic(kcat, bootstrap, topic, parts, args.kafka_timeout, create=True)
-    props = ["acks=all", "enable.idempotence=true", "compression.type=none", "linger.ms=5"]
-    props += args.kcat_property
-    cmd = [kcat, "-P", "-b", bootstrap, "-t", topic, "-l", "-D", f"\\x{sep[0]:02x}"]
-    for p in props:
-        cmd += ["-X", p]
-    cmd.append(kcat_input)
+    props = KCAT_PROPERTIES + ["linger.ms=5"] + args.kcat_property
+    cmd = kcat_produce_command(kcat, bootstrap, topic, sep, kcat_input, props)
     log(f"(b) kcat produce, run {label}: {len(batches)} messages, {human_bytes(nbytes)}: "
         + " ".join(cmd))
     kc0, kb0, km0 = children_cpu_seconds(), process_cpu_seconds(broker_pid), machine_busy_seconds()
@@ -1346,9 +1349,7 @@ def kcat_warmup(args, kcat, bootstrap, topic, parts, sep, kcat_input, broker_pid
     broker's JVM has compiled its produce and fetch paths before anything is timed. Returns its seconds and the broker's CPU seconds
     (nothing is checked: no figure depends on it)."""
     kcat_wait_topic(kcat, bootstrap, topic, parts, args.kafka_timeout, create=True)
-    cmd = [kcat, "-P", "-b", bootstrap, "-t", topic, "-l", "-D", f"\\x{sep[0]:02x}",
-           "-X", "acks=all", "-X", "enable.idempotence=true", "-X", "compression.type=none",
-           kcat_input]
+    cmd = kcat_produce_command(kcat, bootstrap, topic, sep, kcat_input, KCAT_PROPERTIES)
     log("warming the broker up (not timed): " + " ".join(cmd))
     b0, t0 = process_cpu_seconds(broker_pid), time.monotonic()
     kcat_run(cmd, 3600, "kcat -P (warm-up)")
