@@ -13,6 +13,9 @@
 //   ack-path --in F [--batch-lines 1000] [--runs 3]: the CPU seconds (best run, this thread) of
 //     what a raw ingest request costs before the commit log: ParseRequest of each F batch as a raw
 //     body, the default kv parser (ApplyParsers) and EncodeIngestMessage (lz4) of its messages.
+//   post --port P --token T --in F [--path /api/v1/ingest/raw] [--batch-lines 1000]
+//     [--clients 8]: POSTs F's lines in batches to a server on 127.0.0.1:P over keep-alive
+//     connections and reports what was acknowledged (post.h).
 #include <zstd.h>
 
 #include <time.h>
@@ -27,6 +30,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/env.h"
+#include "bench/post.h"
 #include "ingest/ingest.h"
 #include "model/event.h"
 #include "parsers/parsers.h"
@@ -280,6 +284,18 @@ int main(int argc, char** argv) {
   ap->add_option("--in", in)->required();
   ap->add_option("--batch-lines", batch_lines)->check(CLI::PositiveNumber);
   ap->add_option("--runs", runs)->check(CLI::PositiveNumber);
+  sediment::bench::PostOptions post;
+  auto* po = app.add_subcommand("post", "POST a file's lines in batches to an ingest endpoint");
+  po->add_option("--port", post.port)->required()->check(CLI::Range(1, 65535));
+  po->add_option("--token", post.token, "ingest token (Authorization: Bearer)")->required();
+  po->add_option("--in", post.in)->required();
+  po->add_option("--path", post.path);
+  po->add_option("--content-type", post.content_type);
+  po->add_option("--batch-lines", post.batch_lines)->check(CLI::PositiveNumber);
+  po->add_option("--clients", post.clients)->check(CLI::PositiveNumber);
+  po->add_option("--max-retries", post.max_retries)->check(CLI::NonNegativeNumber);
+  po->add_option("--timeout", post.timeout_seconds, "seconds per request")
+      ->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -288,5 +304,6 @@ int main(int argc, char** argv) {
   if (af->parsed()) return AppendFsync(in, out, batch_lines);
   if (qy->parsed()) return Query(segments, text, repo, threads, runs);
   if (ap->parsed()) return AckPath(in, batch_lines, runs);
+  if (po->parsed()) return sediment::bench::Post(post);
   return ZstdSize(in, level);
 }

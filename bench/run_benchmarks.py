@@ -360,6 +360,26 @@ def wait_searchable(server, expected, start_ms, end_ms, timeout, repo=REPO, coun
         time.sleep(0.25)
 
 
+def post_batches(benchutil, server, in_path, batch_lines, clients, repo=REPO,
+                 path="/api/v1/ingest/raw"):
+    """`sediment-benchutil post` of in_path's lines in batch_lines batches over `clients`
+    keep-alive connections (the batches split_batches makes): ingest_batches' answer, from a
+    native client. The Python clients used 0.6-1.0 CPU-s per 512 MB on the cores the server and
+    the broker share, where kcat, which (b) compares with, is native code. stats has
+    "client_cpu_seconds" (the client process while it sent)."""
+    cmd = [benchutil, "post", "--port", str(server.port), "--token", server.ingest_tokens[repo],
+           "--in", in_path, "--path", path, "--batch-lines", str(batch_lines),
+           "--clients", str(clients)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=7200)
+    if res.returncode != 0:
+        raise BenchError(f"ingest failed: sediment-benchutil post exited {res.returncode}: "
+                         f"{res.stderr.strip()[-1000:]}")
+    r = json.loads(res.stdout)
+    st = {"events": r["events"], "bytes": r["bytes"], "retries": r["retries"],
+          "client_cpu_seconds": r["cpu_seconds"]}
+    return r["start_monotonic"], r["seconds"], st
+
+
 def raw_append_fsync(benchutil, in_path, out_path, batch_lines, batches):
     """The machine's append + fdatasync-per-batch rate for the same batches."""
     if benchutil and os.path.exists(benchutil):
@@ -708,13 +728,17 @@ def main():
                     help="ingest partitions of sediment's topic and of the kcat topic (24)")
     ap.add_argument("--kafka-timeout", type=float, default=180,
                     help="seconds for the broker to start and for topics to get leaders")
-    ap.add_argument("--kcat-runs", type=int, default=3,
-                    help="kcat produce runs, each to a fresh topic; the fastest counts (3)")
+    ap.add_argument("--client", choices=("native", "python"), default="native",
+                    help="--kafka: the HTTP clients of (a): sediment-benchutil post (native "
+                    "code, as kcat in (b) is; the default) or this driver's Python threads")
+    ap.add_argument("--kafka-runs", type=int, default=3,
+                    help="--kafka: runs of sediment's ingest and of kcat's produce, taking turns, "
+                    "each to topics of its own; the fastest of each side counts (3)")
     ap.add_argument("--kcat-property", action="append", default=[], metavar="KEY=VALUE",
                     help="extra librdkafka property for the kcat producer (-X), repeatable")
     args = ap.parse_args()
-    if args.kcat_runs < 1:
-        ap.error("--kcat-runs must be at least 1")
+    if args.kafka_runs < 1:
+        ap.error("--kafka-runs must be at least 1")
 
     if args.kafka:
         missing = kafka_available()
@@ -728,6 +752,7 @@ def main():
         args.ingest_size = parse_size("5M")
         args.settle = min(args.settle, 3)
         args.searchable_timeout = min(args.searchable_timeout, 180)
+        args.kafka_runs = 1
     args.ingest_size = min(args.ingest_size, args.size)
     build = os.path.abspath(args.build_dir)
     server_bin = os.path.abspath(args.server_bin or os.path.join(build, "src", "cli", "sediment"))
@@ -774,7 +799,7 @@ def main():
     rc = 1
     try:
         if args.kafka:
-            run_kafka(args, ctx, server_bin, gen, work, report)
+            run_kafka(args, ctx, server_bin, gen, benchutil, work, report)
         elif args.parsers:
             run_parsers(args, server_bin, gen, work, report)
         else:
@@ -1360,9 +1385,90 @@ def kcat_warmup(args, kcat, bootstrap, topic, parts, sep, kcat_input, broker_pid
             "broker_cpu_seconds": process_cpu_seconds(broker_pid) - b0, "topic": topic}
 
 
-def run_kafka(args, ctx, server_bin, gen, work, report):
-    """One broker (RF 1): sediment's acknowledged ingest, then `kcat -P` of the same batches as
-    messages to a fresh topic with the same partition count. ctx["server"] / ctx["cluster"] are
+def sediment_kafka_run(args, ctx, server_bin, benchutil, work, kcat, bootstrap, broker_pid,
+                       prefix, name, label, corpus, batches, q_start, q_end):
+    """(a) once: a fresh node (data dir and topics `prefix`*) on the broker, the corpus's batches
+    POSTed until the last 200, then until `| count()` sees them all; checked and stopped. Returns
+    the run's figures."""
+    parts = args.kafka_partitions
+    events = sum(k for _, k in batches)
+    nbytes = sum(len(b) for b, _ in batches)
+    shutil.rmtree(ctx["data_dir"], ignore_errors=True)
+    os.makedirs(ctx["data_dir"])
+    server = Server(server_bin, ctx["data_dir"], os.path.join(work, f"server-{name}.log"),
+                    "ingest-" + secrets.token_hex(12), "api-" + secrets.token_hex(12),
+                    extra_args=["--kafka-brokers", bootstrap, "--kafka-topic-prefix", prefix,
+                                "--kafka-replication-factor", "1",
+                                "--kafka-min-insync-replicas", "1",
+                                "--ingest-partitions", str(parts)])
+    ctx["server"] = server
+    server.start(args.server_timeout)
+    # Timed from a node in its steady state: its digest has joined its group and holds the
+    # partitions (a few seconds after it answers), so the digest's work during the ingest counts.
+    waited = server.wait_digesting(args.kafka_timeout)
+    log(f"the digest holds every ingest partition ({waited:.1f}s after the server answered)")
+
+    log(f"(a) sediment ingest on Kafka, run {label}: {events} events, {human_bytes(nbytes)}, "
+        f"{len(batches)} batches, {args.clients} clients")
+    c0, b0, m0, d0 = (process_cpu_seconds(server.proc.pid), process_cpu_seconds(broker_pid),
+                      machine_busy_seconds(), own_cpu_seconds())
+    load0 = load_average()
+    if args.client == "native":
+        t0, secs, st = post_batches(benchutil, server, corpus, args.batch_lines, args.clients)
+    else:
+        t0, secs, st = ingest_batches(server, batches, args.clients)
+    # CPU until the last 200 (the digest keeps working after it: not counted).
+    c1, b1, m1, d1 = (process_cpu_seconds(server.proc.pid), process_cpu_seconds(broker_pid),
+                      machine_busy_seconds(), own_cpu_seconds())
+    # The clients' CPU: this driver's threads, or the native client's process.
+    client_cpu = st.get("client_cpu_seconds", d1 - d0)
+    if st["events"] != events or st["bytes"] != nbytes:
+        raise BenchError(f"acknowledged {st['events']} events / {st['bytes']} bytes, sent "
+                         f"{events} / {nbytes}")
+    t_searchable = wait_searchable(server, events, q_start, q_end, args.searchable_timeout)
+    # Until searchable the digest has done its share too: a steadier per-GB figure than the one
+    # until the last 200, which holds however much of the digest's work fell before it.
+    c2 = process_cpu_seconds(server.proc.pid)
+    secs_searchable = t_searchable - t0
+    total = count_events(server, q_start, q_end)
+    if total != events:
+        raise BenchError(f"count() = {total}, sent {events}")
+    # The server is stopped before kcat runs so that each has the machine to itself.
+    server.stop()
+    log(f"server pid {server.proc.pid} stopped (exit {server.proc.returncode})")
+    # Only end offsets: sediment deletes records below what its segments hold (DeleteRecords),
+    # so the topic cannot be read back whole.
+    ingest_topic = prefix + "ingest"
+    sed_offsets = kcat_end_offsets(kcat, bootstrap, ingest_topic, parts)
+    return {
+        "run": label, "digest_ready_seconds": waited, "events": events, "bytes": nbytes,
+        "clients": args.clients, "batch_lines": args.batch_lines, "retries": st["retries"],
+        "avg_event_bytes": nbytes / max(1, events),
+        "seconds_to_last_ack": secs,
+        "events_per_s_acked": events / secs, "mb_per_s_acked": nbytes / secs / 1e6,
+        "seconds_to_searchable": secs_searchable,
+        "events_per_s_searchable": events / secs_searchable,
+        "mb_per_s_searchable": nbytes / secs_searchable / 1e6,
+        "server_cpu_seconds_to_last_ack": c1 - c0,
+        "server_cpu_seconds_per_gb_acked": (c1 - c0) / (nbytes / 1e9),
+        "server_cpu_seconds_to_searchable": c2 - c0,
+        "server_cpu_seconds_per_gb_searchable": (c2 - c0) / (nbytes / 1e9),
+        "broker_cpu_seconds_to_last_ack": b1 - b0,
+        "machine_busy_seconds_to_last_ack": m1 - m0,
+        # The HTTP clients (this driver's threads or `sediment-benchutil post`): work kcat
+        # does itself in (b).
+        "client": args.client,
+        "client_cpu_seconds_to_last_ack": client_cpu,
+        "load_average_before": load0,
+        "topic": ingest_topic, "topic_messages": sum(sed_offsets),
+        "topic_partitions_used": sum(1 for o in sed_offsets if o > 0),
+    }
+
+
+def run_kafka(args, ctx, server_bin, gen, benchutil, work, report):
+    """One broker (RF 1), warmed up by kcat and by sediment: sediment's acknowledged ingest and
+    `kcat -P` of the same batches as messages to a fresh topic with the same partition count,
+    taking turns, the fastest run of each counting. ctx["server"] / ctx["cluster"] are
     set as soon as they exist so that the caller stops them (by pid) whatever happens here."""
     sys.path.insert(0, KAFKA_SCRIPTS)
     from cluster import KafkaCluster, KafkaClusterError  # noqa: E402 (scripts/kafka)
@@ -1412,78 +1518,30 @@ def run_kafka(args, ctx, server_bin, gen, work, report):
     report["broker_warmup"] = kcat_warmup(args, kcat, bootstrap, f"{prefix}warmup", parts, sep,
                                           kcat_input, broker_pid)
 
-    server = Server(server_bin, ctx["data_dir"], os.path.join(work, "server.log"),
-                    "ingest-" + secrets.token_hex(12), "api-" + secrets.token_hex(12),
-                    extra_args=["--kafka-brokers", bootstrap, "--kafka-topic-prefix", prefix,
-                                "--kafka-replication-factor", "1",
-                                "--kafka-min-insync-replicas", "1",
-                                "--ingest-partitions", str(parts)])
-    ctx["server"] = server
-    server.start(args.server_timeout)
-    # Timed from a node in its steady state: its digest has joined its group and holds the
-    # partitions (a few seconds after it answers), so the digest's work during the ingest counts.
-    waited = server.wait_digesting(args.kafka_timeout)
-    log(f"the digest holds every ingest partition ({waited:.1f}s after the server answered)")
-    report["digest_ready_seconds"] = waited
+    # The broker's JVM also compiles the paths only sediment's requests take (one partition per
+    # datasource, records of its own size, the digest's fetches, DeleteRecords): one untimed
+    # sediment run too. Its first run on a broker that only kcat had warmed acked 93-121 MB/s,
+    # later runs 237-247, and kcat moved 220-241 MB/s on the same broker.
+    common = (args, ctx, server_bin, benchutil, work, kcat, bootstrap, broker_pid)
+    data = (corpus, batches, q_start, q_end)
+    warm = sediment_kafka_run(*common, f"{prefix}warmup-s-", "warmup", "warm-up", *data)
+    report["sediment_warmup"] = {k: warm[k] for k in ("mb_per_s_acked", "seconds_to_last_ack",
+                                                       "broker_cpu_seconds_to_last_ack")}
 
-    log(f"(a) sediment ingest on Kafka: {events} events, {human_bytes(nbytes)}, "
-        f"{len(batches)} batches, {args.clients} clients")
-    c0, b0, m0, d0 = (process_cpu_seconds(server.proc.pid), process_cpu_seconds(broker_pid),
-                      machine_busy_seconds(), own_cpu_seconds())
-    load0 = load_average()
-    t0, secs, st = ingest_batches(server, batches, args.clients)
-    # CPU until the last 200 (the digest keeps working after it: not counted).
-    c1, b1, m1, d1 = (process_cpu_seconds(server.proc.pid), process_cpu_seconds(broker_pid),
-                      machine_busy_seconds(), own_cpu_seconds())
-    if st["events"] != events or st["bytes"] != nbytes:
-        raise BenchError(f"acknowledged {st['events']} events / {st['bytes']} bytes, sent "
-                         f"{events} / {nbytes}")
-    t_searchable = wait_searchable(server, events, q_start, q_end, args.searchable_timeout)
-    # Until searchable the digest has done its share too: a steadier per-GB figure than the one
-    # until the last 200, which holds however much of the digest's work fell before it.
-    c2 = process_cpu_seconds(server.proc.pid)
-    secs_searchable = t_searchable - t0
-    total = count_events(server, q_start, q_end)
-    if total != events:
-        raise BenchError(f"count() = {total}, sent {events}")
-    # The server is stopped before kcat runs so that both have the machine to themselves.
-    server.stop()
-    log(f"server pid {server.proc.pid} stopped (exit {server.proc.returncode})")
-    # Only end offsets: sediment deletes records below what its segments hold (DeleteRecords),
-    # so the topic cannot be read back whole.
-    ingest_topic = prefix + "ingest"
-    sed_offsets = kcat_end_offsets(kcat, bootstrap, ingest_topic, parts)
-    sediment = {
-        "events": events, "bytes": nbytes, "clients": args.clients,
-        "batch_lines": args.batch_lines, "retries": st["retries"],
-        "avg_event_bytes": nbytes / max(1, events),
-        "seconds_to_last_ack": secs,
-        "events_per_s_acked": events / secs, "mb_per_s_acked": nbytes / secs / 1e6,
-        "seconds_to_searchable": secs_searchable,
-        "events_per_s_searchable": events / secs_searchable,
-        "mb_per_s_searchable": nbytes / secs_searchable / 1e6,
-        "server_cpu_seconds_to_last_ack": c1 - c0,
-        "server_cpu_seconds_per_gb_acked": (c1 - c0) / (nbytes / 1e9),
-        "server_cpu_seconds_to_searchable": c2 - c0,
-        "server_cpu_seconds_per_gb_searchable": (c2 - c0) / (nbytes / 1e9),
-        "broker_cpu_seconds_to_last_ack": b1 - b0,
-        "machine_busy_seconds_to_last_ack": m1 - m0,
-        # The HTTP clients (this driver's threads): work kcat does itself in (b).
-        "client_cpu_seconds_to_last_ack": d1 - d0,
-        "load_average_before": load0,
-        "topic": ingest_topic, "topic_messages": sum(sed_offsets),
-        "topic_partitions_used": sum(1 for o in sed_offsets if o > 0),
-    }
-    report["sediment"] = sediment
-
-    # (b) kcat: the same batches, one message each, to a fresh topic with the same partitions;
-    # --kcat-runs times (each to its own topic), the fastest run counting: kcat's speed on a
-    # shared 2-core machine moves by 2-3x between runs, and the best run is the machine's limit.
-    runs = []
-    for i in range(1, args.kcat_runs + 1):
+    # (a) and (b) take turns, --kafka-runs times each (every run to topics of its own), and the
+    # fastest run of each side counts: on a shared 2-core machine one side's speed moves by 2-3x
+    # between runs, and a slow spell then falls on both sides alike.
+    n = args.kafka_runs
+    sed_runs, runs = [], []
+    for i in range(1, n + 1):
+        sed_runs.append(sediment_kafka_run(*common, f"{prefix}s{i}-", f"run{i}", f"{i}/{n}",
+                                           *data))
         runs.append(kcat_produce(args, kcat, bootstrap, f"{prefix}kcat-{i}", parts, sep,
-                                 kcat_input, batches, nbytes, events, broker_pid,
-                                 f"{i}/{args.kcat_runs}"))
+                                 kcat_input, batches, nbytes, events, broker_pid, f"{i}/{n}"))
+    sediment = max(sed_runs, key=lambda r: r["mb_per_s_acked"])
+    report["sediment"] = sediment
+    report["sediment_runs"] = sed_runs
+    report["digest_ready_seconds"] = sediment["digest_ready_seconds"]
     kraw = max(runs, key=lambda k: k["mb_per_s"])
     report["kcat"] = kraw
     report["kcat_runs"] = runs
@@ -1507,12 +1565,15 @@ def print_kafka_report(r):
         f"Kafka: {kf['brokers']} local broker, replication factor {kf['replication_factor']}, "
         f"{kf['partitions']} partitions per ingest topic; warmed up by one untimed kcat run "
         f"of the same bytes ({r['broker_warmup']['seconds']:.2f}s, broker CPU "
-        f"{r['broker_warmup']['broker_cpu_seconds']:.1f}s)",
+        f"{r['broker_warmup']['broker_cpu_seconds']:.1f}s) and one untimed sediment run",
         f"(a) sediment ingest  {a['events']} events, {human_bytes(a['bytes'])}, avg "
         f"{a['avg_event_bytes']:.0f} B/event, {a['clients']} clients x {a['batch_lines']}-line "
         f"batches",
         f"    until last 200:    {a['events_per_s_acked']:>12,.0f} events/s "
-        f"{a['mb_per_s_acked']:>8.1f} MB/s  ({a['seconds_to_last_ack']:.2f}s)",
+        f"{a['mb_per_s_acked']:>8.1f} MB/s  ({a['seconds_to_last_ack']:.2f}s, fastest of "
+        f"{len(r['sediment_runs'])} runs: "
+        + ", ".join(f"{x['mb_per_s_acked']:.1f}" for x in r["sediment_runs"])
+        + f" MB/s; untimed warm-up run {r['sediment_warmup']['mb_per_s_acked']:.1f} MB/s)",
         f"    until searchable:  {a['events_per_s_searchable']:>12,.0f} events/s "
         f"{a['mb_per_s_searchable']:>8.1f} MB/s  ({a['seconds_to_searchable']:.2f}s)",
         f"    wrote {a['topic_messages']} messages to {a['topic']} "
@@ -1527,7 +1588,7 @@ def print_kafka_report(r):
         f"machine busy {k['machine_busy_seconds']:.1f}s",
         f"    server CPU until last 200: {a['server_cpu_seconds_to_last_ack']:.1f}s "
         f"({a['server_cpu_seconds_per_gb_acked']:.1f} CPU-s per GB), broker "
-        f"{a['broker_cpu_seconds_to_last_ack']:.1f}s, HTTP clients (this driver) "
+        f"{a['broker_cpu_seconds_to_last_ack']:.1f}s, HTTP clients ({a['client']}) "
         f"{a['client_cpu_seconds_to_last_ack']:.1f}s, machine busy "
         f"{a['machine_busy_seconds_to_last_ack']:.1f}s; load average before "
         + " ".join(f"{x:.2f}" for x in a["load_average_before"]),
