@@ -61,6 +61,14 @@ class IngestRoutes : public Node {
         std::chrono::duration<double>(SteadyNow() - t0).count());
     return st;
   }
+  // ingest::AppendLines, observed the same way.
+  Status TimedAppendLines(const ingest::LineBatch& batch) const {
+    const auto t0 = SteadyNow();
+    Status st = ingest::AppendLines(ingest_log, batch, AckTimeout(), sharder);
+    metrics->commit_log_append_seconds.Observe(
+        std::chrono::duration<double>(SteadyNow() - t0).count());
+    return st;
+  }
   // A request answered 200: its events and body bytes, for its repository.
   void CountIngested(const std::string& repo, uint64_t events, size_t body_bytes) const {
     metrics->ingested_events.With({repo}).Inc(events);
@@ -71,9 +79,10 @@ class IngestRoutes : public Node {
 
   // The ack ids issued to HEC requests that named a data channel.
   std::shared_ptr<HecAcks> hec_acks = std::make_shared<HecAcks>();
-  // Runs the request's events through their parsers (parsers::ApplyParsers), before the append.
-  void Parse(const http::Request& req, ingest::Format format, bool hec, const std::string& repo,
-             const ingest::ParseOptions& options, ingest::ParseResult* parsed) const;
+  // The parsers of the request's events (parsers::ParserFor): the token's, the repository's.
+  // Valid while `repo` is.
+  parsers::Selection SelectionFor(const http::Request& req, ingest::Format format, bool hec,
+                                  const std::string& repo) const;
 
  private:
   // (repository, ingest token) -> the token's parser (--ingest-token REPO:TOKEN:PARSER), read
@@ -92,10 +101,8 @@ std::string HecChannel(const http::Request& req) {
   return it == req.query.end() ? std::string() : it->second;
 }
 
-void IngestRoutes::Parse(const http::Request& req, ingest::Format format, bool hec,
-                         const std::string& repo, const ingest::ParseOptions& options,
-                         ingest::ParseResult* parsed) const {
-  if (parsed->event_count == 0) return;
+parsers::Selection IngestRoutes::SelectionFor(const http::Request& req, ingest::Format format,
+                                              bool hec, const std::string& repo) const {
   parsers::Selection selection;
   selection.format = format;
   // The token the route admitted: Elastic clients send theirs in Basic, ApiKey or Bearer.
@@ -117,7 +124,7 @@ void IngestRoutes::Parse(const http::Request& req, ingest::Format format, bool h
   // Names resolved once per request: a built-in, else the repository's custom parser.
   auto resolved = std::make_shared<
       std::map<std::string, std::shared_ptr<const parsers::Parser>, std::less<>>>();
-  selection.resolve = [&,
+  selection.resolve = [this, &repo,
                        resolved](std::string_view name) -> std::shared_ptr<const parsers::Parser> {
     auto it = resolved->find(name);
     if (it != resolved->end()) return it->second;
@@ -143,7 +150,7 @@ void IngestRoutes::Parse(const http::Request& req, ingest::Format format, bool h
     resolved->emplace(std::string(name), p);
     return p;
   };
-  parsers::ApplyParsers(selection, options, parsed);
+  return selection;
 }
 
 http::Response IngestRoutes::HandleIngest(const http::Request& req, ingest::Format format, bool hec,
@@ -184,33 +191,51 @@ http::Response IngestRoutes::HandleIngest(const http::Request& req, ingest::Form
   if (params != nullptr) {
     if (auto it = params->find("index"); it != params->end()) options.bulk_index = it->second;
   }
-  auto parsed = ingest::ParseRequest(format, req.body, options);
-  if (!parsed.ok()) {
-    const std::string& m = parsed.status().message();
-    const StatusSubcode sub = parsed.status().subcode();
+  auto refused = [&](const Status& status) {
+    const StatusSubcode sub = status.subcode();
     const int code = sub == StatusSubcode::kEventFieldRequired ? 12
                      : sub == StatusSubcode::kEventFieldBlank  ? 13
                                                                : 6;
-    return fail(http::StatusCodeFor(parsed.status()), m, code);
-  }
-  if (elastic && parsed->items.empty()) {
-    return ElasticError(400, "action_request_validation_exception",
-                        "Validation Failed: 1: no requests added;");
-  }
+    return fail(http::StatusCodeFor(status), status.message(), code);
+  };
   // Parsers run before the append: the commit log holds parsed events.
-  Parse(req, format, hec, repo, options, &*parsed);
-  Status st = TimedAppend(std::move(parsed->messages));
+  const parsers::Selection selection = SelectionFor(req, format, hec, repo);
+  ingest::ParseResult parsed;
+  Status st;
+  if (format == ingest::Format::kRaw || format == ingest::Format::kHecRaw) {
+    // Lines that their parser keeps as they are go to the log without being built as events.
+    auto batch = ingest::ParseLineBatch(format, req.body, options);
+    if (!batch.ok()) return refused(batch.status());
+    if (parsers::KeepsLinesAsIs(selection, *batch)) {
+      parsed.event_count = batch->lines.size();
+      st = TimedAppendLines(*batch);
+    } else {
+      parsed = batch->ToEvents();
+      parsers::ApplyParsers(selection, options, &parsed);
+      st = TimedAppend(std::move(parsed.messages));
+    }
+  } else {
+    auto result = ingest::ParseRequest(format, req.body, options);
+    if (!result.ok()) return refused(result.status());
+    parsed = std::move(result).value();
+    if (elastic && parsed.items.empty()) {
+      return ElasticError(400, "action_request_validation_exception",
+                          "Validation Failed: 1: no requests added;");
+    }
+    if (parsed.event_count > 0) parsers::ApplyParsers(selection, options, &parsed);
+    st = TimedAppend(std::move(parsed.messages));
+  }
   if (!st.ok()) {
     spdlog::warn("ingest: append failed: {}", st.ToString());
     http::Response r = fail(503, "events were not stored durably, retry: " + st.message(), 9);
     r.headers.emplace_back("Retry-After", "1");
     return r;
   }
-  CountIngested(repo, parsed->event_count, req.body.size());
+  CountIngested(repo, parsed.event_count, req.body.size());
   http::Response r;
   if (elastic) {
     const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyNow() - started);
-    return ElasticBulkAnswer(req, parsed->items, took.count());
+    return ElasticBulkAnswer(req, parsed.items, took.count());
   }
   if (hec && !channel.empty()) {
     // Every event is durable: the ack id is acknowledged from now on.
@@ -251,7 +276,10 @@ http::Response IngestRoutes::HandleOtlpLogs(const http::Request& req) const {
   if (!parsed.ok()) {
     return fail(http::StatusCodeFor(parsed.status()), parsed.status().message());
   }
-  Parse(req, ingest::Format::kOtlpLogs, false, repo, options, &*parsed);
+  if (parsed->event_count > 0) {
+    parsers::ApplyParsers(SelectionFor(req, ingest::Format::kOtlpLogs, false, repo), options,
+                          &*parsed);
+  }
   ingest::ParseResult result;
   result.event_count = parsed->event_count;
   result.rejected_count = parsed->rejected_count;

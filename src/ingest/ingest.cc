@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <exception>
+#include <functional>
 #include <future>
 #include <string>
 #include <utility>
@@ -77,13 +78,17 @@ Status CheckRawSize(size_t raw_bytes, const ParseOptions& options, const std::st
                           std::to_string(options.max_event_bytes) + " bytes");
 }
 
-Status CheckEventSize(const Event& event, const ParseOptions& options, const std::string& where) {
-  RETURN_IF_ERROR(CheckRawSize(event.raw.size(), options, where));
-  size_t size = event.ByteSize();
-  if (size <= options.max_event_bytes) return Status::OK();
-  return Status::TooLarge(where + ": event of " + std::to_string(size) +
+Status CheckEventBytes(size_t raw_bytes, size_t event_bytes, const ParseOptions& options,
+                       const std::string& where) {
+  RETURN_IF_ERROR(CheckRawSize(raw_bytes, options, where));
+  if (event_bytes <= options.max_event_bytes) return Status::OK();
+  return Status::TooLarge(where + ": event of " + std::to_string(event_bytes) +
                           " bytes exceeds the event limit of " +
                           std::to_string(options.max_event_bytes) + " bytes");
+}
+
+Status CheckEventSize(const Event& event, const ParseOptions& options, const std::string& where) {
+  return CheckEventBytes(event.raw.size(), event.ByteSize(), options, where);
 }
 
 void DedupFields(std::vector<Field>* fields) {
@@ -281,6 +286,52 @@ Result<ParseResult> ParseRequest(Format format, std::string_view body,
   return Status::InvalidArgument("unknown ingest format");
 }
 
+size_t LineBatch::EventBytes(size_t line_bytes) const {
+  size_t n = 24 + line_bytes;  // Event::ByteSize()
+  for (const Field& f : fields) n += f.name.size() + f.value.size() + 4;
+  return n;
+}
+
+ParseResult LineBatch::ToEvents() const {
+  ParseOptions options;
+  options.repo = datasource.repo;
+  options.max_message_bytes = max_message_bytes;
+  internal::Builder builder(options);
+  std::vector<Event>* events = builder.Events({});
+  events->reserve(lines.size());
+  for (std::string_view line : lines) {
+    Event& e = events->emplace_back();
+    e.timestamp_ms = now_ms;
+    e.ingest_ms = now_ms;
+    e.raw.assign(line);
+    e.fields = fields;
+  }
+  return builder.Finish();
+}
+
+Result<LineBatch> ParseLineBatch(Format format, std::string_view body,
+                                 const ParseOptions& options) {
+  if (format != Format::kRaw && format != Format::kHecRaw) {
+    return Status::InvalidArgument(std::string("ParseLineBatch: ") + FormatName(format) +
+                                   " is not a format of lines");
+  }
+  if (IsBlank(body)) {
+    // ParseRequest's answer for a blank body: no events.
+    LineBatch batch;
+    batch.datasource.repo = options.repo;
+    batch.now_ms = options.now_ms;
+    batch.max_message_bytes = options.max_message_bytes;
+    return batch;
+  }
+  try {
+    return internal::ScanLines(body, options, /*hec=*/format == Format::kHecRaw);
+  } catch (const std::bad_alloc&) {
+    return Status::TooLarge("out of memory while parsing the request");
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("ingest parse failed: ") + e.what());
+  }
+}
+
 ParseResult GroupEvents(TaggedEvents events, const ParseOptions& options) {
   internal::Builder builder(options);
   for (auto& [tags, event] : events) builder.Events(std::move(tags))->push_back(std::move(event));
@@ -337,23 +388,22 @@ std::vector<PartitionId> PartitionsOf(const std::vector<IngestMessage>& messages
 
 }  // namespace
 
-Status AppendAll(CommitLog* log, std::vector<IngestMessage> messages,
-                 std::chrono::milliseconds timeout, DatasourceSharder* sharder) {
-  const auto deadline = SteadyNow() + timeout;
-  if (messages.empty()) return Status::OK();
-  if (log == nullptr) return Status::Internal("AppendAll: no commit log");
-  const int32_t partitions = log->partition_count();
-  if (partitions <= 0) return Status::Internal("AppendAll: commit log has no partitions");
-  const std::vector<PartitionId> partition_of = PartitionsOf(messages, partitions, sharder);
+namespace {
+
+// Appends record(i) to partition_of[i] for every i, in order, and waits until all are durable or
+// `timeout` has passed: OK only when every one is; otherwise the first failing record's error,
+// prefixed "message i of n" (records not encoded because one failed to encode count as failed).
+Status AppendRecords(CommitLog* log, const std::vector<PartitionId>& partition_of,
+                     const std::function<std::string(size_t)>& record,
+                     std::chrono::milliseconds timeout,
+                     std::chrono::steady_clock::time_point deadline) {
+  const size_t n = partition_of.size();
   std::vector<std::future<Result<Offset>>> futures;
-  futures.reserve(messages.size());
+  futures.reserve(n);
   Status first;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    IngestMessage& msg = messages[i];
+  for (size_t i = 0; i < n; ++i) {
     try {
-      if (msg.id == 0) msg.id = RandomMessageId();
-      std::string record = EncodeIngestMessage(msg, Codec::kLz4);
-      futures.push_back(log->Append(partition_of[i], std::move(record)));
+      futures.push_back(log->Append(partition_of[i], record(i)));
     } catch (const std::exception& e) {
       first = Status::Internal("message " + std::to_string(i) + ": append failed: " + e.what());
       break;
@@ -373,11 +423,69 @@ Status AppendAll(CommitLog* log, std::vector<IngestMessage> messages,
       st = Status::Internal(std::string("append failed: ") + e.what());
     }
     if (!st.ok() && first.ok()) {
-      first =
-          st.WithContext("message " + std::to_string(i) + " of " + std::to_string(messages.size()));
+      first = st.WithContext("message " + std::to_string(i) + " of " + std::to_string(n));
     }
   }
   return first;
+}
+
+}  // namespace
+
+Status AppendAll(CommitLog* log, std::vector<IngestMessage> messages,
+                 std::chrono::milliseconds timeout, DatasourceSharder* sharder) {
+  const auto deadline = SteadyNow() + timeout;
+  if (messages.empty()) return Status::OK();
+  if (log == nullptr) return Status::Internal("AppendAll: no commit log");
+  const int32_t partitions = log->partition_count();
+  if (partitions <= 0) return Status::Internal("AppendAll: commit log has no partitions");
+  return AppendRecords(
+      log, PartitionsOf(messages, partitions, sharder),
+      [&](size_t i) {
+        IngestMessage& msg = messages[i];
+        if (msg.id == 0) msg.id = RandomMessageId();
+        return EncodeIngestMessage(msg, Codec::kLz4);
+      },
+      timeout, deadline);
+}
+
+Status AppendLines(CommitLog* log, const LineBatch& batch, std::chrono::milliseconds timeout,
+                   DatasourceSharder* sharder) {
+  const auto deadline = SteadyNow() + timeout;
+  if (batch.lines.empty()) return Status::OK();
+  if (log == nullptr) return Status::Internal("AppendLines: no commit log");
+  const int32_t partitions = log->partition_count();
+  if (partitions <= 0) return Status::Internal("AppendLines: commit log has no partitions");
+  // The messages, as [begin, end) of the lines: cut where Builder::Finish cuts the events.
+  std::vector<std::pair<size_t, size_t>> cuts;
+  uint64_t total = 0;
+  const size_t event_bytes = batch.EventBytes(0);  // what an event has besides its line
+  for (size_t begin = 0; begin < batch.lines.size();) {
+    size_t end = begin;
+    size_t bytes = 0;
+    while (end < batch.lines.size()) {
+      const size_t sz = event_bytes + batch.lines[end].size();
+      if (end > begin && bytes + sz > batch.max_message_bytes) break;
+      bytes += sz;
+      ++end;
+    }
+    cuts.emplace_back(begin, end);
+    total += bytes;
+    begin = end;
+  }
+  // One datasource: every message goes where PartitionsOf sends a request's messages of it.
+  PartitionId partition = batch.datasource.PartitionFor(partitions);
+  if (sharder != nullptr && sharder->options().shard_bytes_per_second != 0) {
+    partition = sharder->Pick(batch.datasource, total, partitions);
+  }
+  const std::span<const std::string_view> lines(batch.lines);
+  return AppendRecords(
+      log, std::vector<PartitionId>(cuts.size(), partition),
+      [&](size_t i) {
+        return EncodeIngestLines(
+            RandomMessageId(), batch.datasource, batch.now_ms, batch.now_ms, batch.fields,
+            lines.subspan(cuts[i].first, cuts[i].second - cuts[i].first), Codec::kLz4);
+      },
+      timeout, deadline);
 }
 
 }  // namespace sediment::ingest

@@ -83,6 +83,26 @@ const char* FormatName(Format format);
 // and what is wrong) or TooLarge (an event over max_event_bytes). Nothing is appended by parsing.
 Result<ParseResult> ParseRequest(Format format, std::string_view body, const ParseOptions& options);
 
+// The events of a raw or HEC raw body before they are built (ParseLineBatch): one per non-empty
+// line, in body order, all of the datasource (options.repo, no tags), each with @timestamp and
+// @ingesttimestamp now_ms and the same `fields` (HEC raw: host, source, sourcetype and channel
+// of the query). `lines` are views into the body: the batch is valid while the body is.
+struct LineBatch {
+  Datasource datasource;
+  int64_t now_ms = 0;
+  std::vector<Field> fields;
+  std::vector<std::string_view> lines;
+  size_t max_message_bytes = 0;  // ParseOptions::max_message_bytes
+  // What ParseRequest gives for the body: these events built and cut into messages.
+  ParseResult ToEvents() const;
+  // Event::ByteSize() of the event of a line of `line_bytes` bytes.
+  size_t EventBytes(size_t line_bytes) const;
+};
+
+// ParseRequest for kRaw and kHecRaw (any other format is InvalidArgument) without building the
+// events: the same validation and errors, and lines whose ToEvents() is ParseRequest's answer.
+Result<LineBatch> ParseLineBatch(Format format, std::string_view body, const ParseOptions& options);
+
 // Groups events (each with its datasource tags) by datasource (options.repo + tags) into messages
 // exactly as ParseRequest does: datasources in order of first appearance, events in the given
 // order, messages cut at options.max_message_bytes. Used to regroup events a parser changed.
@@ -105,5 +125,12 @@ uint64_t RandomMessageId();
 [[nodiscard]] Status AppendAll(CommitLog* log, std::vector<IngestMessage> messages,
                                std::chrono::milliseconds timeout = std::chrono::hours(1),
                                DatasourceSharder* sharder = nullptr);
+
+// AppendAll(log, batch.ToEvents().messages, timeout, sharder) without building the events: the
+// same messages (cut where ToEvents cuts them, the same partitions) encoded straight from the
+// lines (EncodeIngestLines), and the same answer. The body `batch` views must outlive the call.
+[[nodiscard]] Status AppendLines(CommitLog* log, const LineBatch& batch,
+                                 std::chrono::milliseconds timeout = std::chrono::hours(1),
+                                 DatasourceSharder* sharder = nullptr);
 
 }  // namespace sediment::ingest

@@ -12,6 +12,8 @@
 #include <mutex>
 #include <thread>
 
+#include "common/clock.h"
+
 namespace sediment::ingest {
 namespace {
 
@@ -721,6 +723,157 @@ TEST(AppendAll, UnacknowledgedWithinTheTimeoutIsUnavailable) {
 TEST(AppendAll, EmptyIsOk) {
   FakeLog log(2);
   EXPECT_TRUE(AppendAll(&log, {}).ok());
+  EXPECT_EQ(log.appends(), 0);
+}
+
+// ParseLineBatch is ParseRequest for lines without building the events: its ToEvents() is
+// ParseRequest's answer and its errors are ParseRequest's, for raw and HEC raw bodies.
+TEST(ParseLineBatch, IsParseRequestWithoutTheEvents) {
+  ParseOptions hec_params = Opts();
+  hec_params.params = {{"host", "h"}, {"sourcetype", "st"}, {"channel", "c1"}, {"x", "y"}};
+  ParseOptions small = Opts();
+  small.max_message_bytes = 100;
+  ParseOptions tight = Opts();
+  tight.max_event_bytes = 40;  // a 20-byte line is a 44-byte event with "host=h"
+  tight.params = {{"host", "h"}};
+  ParseOptions wrong_index = Opts();
+  wrong_index.params = {{"index", "other"}};
+  std::string many;
+  for (int i = 0; i < 40; ++i) many += "line number " + std::to_string(i) + "\n";
+  const std::vector<std::string> bodies = {"",
+                                           " \r\n\t ",
+                                           "one",
+                                           "first\r\n\nsecond line\n\r\nthird",
+                                           "a\rb\r\nc\n",
+                                           "x\ry\rz\r\n\rw\n\nlast",
+                                           many,
+                                           std::string(20, 'q') + "\nshort\n",
+                                           std::string(41, 'z') + "\n"};
+  for (Format format : {Format::kRaw, Format::kHecRaw}) {
+    for (const ParseOptions* o : {&hec_params, &small, &tight, &wrong_index}) {
+      for (const std::string& body : bodies) {
+        SCOPED_TRACE(std::string(FormatName(format)) + " body: " + body);
+        auto want = ParseRequest(format, body, *o);
+        auto got = ParseLineBatch(format, body, *o);
+        ASSERT_EQ(got.ok(), want.ok()) << got.status().ToString() << want.status().ToString();
+        if (!want.ok()) {
+          EXPECT_EQ(got.status().code(), want.status().code());
+          EXPECT_EQ(got.status().message(), want.status().message());
+          continue;
+        }
+        const ParseResult events = got->ToEvents();
+        EXPECT_EQ(events.event_count, want->event_count);
+        EXPECT_EQ(got->lines.size(), want->event_count);
+        ASSERT_EQ(events.messages.size(), want->messages.size());
+        for (size_t m = 0; m < events.messages.size(); ++m) {
+          EXPECT_EQ(events.messages[m].datasource, want->messages[m].datasource);
+          EXPECT_EQ(events.messages[m].events, want->messages[m].events);
+        }
+      }
+    }
+  }
+  // The lines are views into the body.
+  const std::string body = "abc\ndef";
+  auto batch = ParseLineBatch(Format::kRaw, body, Opts());
+  ASSERT_TRUE(batch.ok());
+  ASSERT_EQ(batch->lines.size(), 2u);
+  EXPECT_EQ(batch->lines[1].data(), body.data() + 4);
+  EXPECT_EQ(ParseLineBatch(Format::kHecEvent, body, Opts()).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+// The messages each partition's records decode to, ids left out (they are random).
+std::vector<std::vector<IngestMessage>> Decoded(FakeLog& log) {
+  std::vector<std::vector<IngestMessage>> out(static_cast<size_t>(log.partition_count()));
+  for (int32_t p = 0; p < log.partition_count(); ++p) {
+    auto records = log.Read(PartitionId(p), Offset(0), 1 << 20, std::chrono::milliseconds(0));
+    EXPECT_TRUE(records.ok());
+    if (!records.ok()) continue;
+    for (const LogRecord& rec : *records) {
+      auto msg = DecodeIngestMessage(rec.data);
+      EXPECT_TRUE(msg.ok()) << msg.status().ToString();
+      if (!msg.ok()) continue;
+      EXPECT_NE(msg->id, 0u);
+      msg->id = 0;
+      out[static_cast<size_t>(p)].push_back(std::move(msg).value());
+    }
+    // FakeLog keeps a partition's records in the order their appends complete, which the test
+    // does not control: in the order of their first events instead.
+    auto& part = out[static_cast<size_t>(p)];
+    std::sort(part.begin(), part.end(), [](const IngestMessage& x, const IngestMessage& y) {
+      return x.events.empty() || (!y.events.empty() && x.events[0].raw < y.events[0].raw);
+    });
+  }
+  return out;
+}
+
+// AppendLines writes what AppendAll writes for the same body's events: the same messages, cut
+// at the same places, in the same order, to the same partitions, with a sharder that spreads the
+// datasource over several partitions too.
+TEST(AppendLines, WritesTheMessagesOfAppendAll) {
+  ParseOptions o = Opts();
+  o.max_message_bytes = 300;
+  o.params = {{"host", "h1"}, {"source", "/var/log/x"}};
+  std::string body;
+  for (int i = 0; i < 50; ++i)
+    body += "event " + std::to_string(i) + std::string(i % 7, '.') + "\n";
+  ShardingOptions sharding;
+  sharding.shard_bytes_per_second = 100;  // a few hundred bytes a second: every window doubles
+  ManualClock clock_a, clock_b;
+  DatasourceSharder sharder_a(&clock_a, sharding), sharder_b(&clock_b, sharding);
+  for (Format format : {Format::kRaw, Format::kHecRaw}) {
+    for (DatasourceSharder* a : {static_cast<DatasourceSharder*>(nullptr), &sharder_a}) {
+      DatasourceSharder* b = a == nullptr ? nullptr : &sharder_b;
+      for (int round = 0; round < 4; ++round) {
+        SCOPED_TRACE(std::string(FormatName(format)) + (a ? " sharded" : "") + " round " +
+                     std::to_string(round));
+        FakeLog lines_log(8), events_log(8);
+        auto batch = ParseLineBatch(format, body, o);
+        ASSERT_TRUE(batch.ok());
+        ASSERT_TRUE(AppendLines(&lines_log, *batch, std::chrono::seconds(30), a).ok());
+        auto parsed = ParseRequest(format, body, o);
+        ASSERT_TRUE(parsed.ok());
+        EXPECT_GT(parsed->messages.size(), 3u);
+        ASSERT_TRUE(AppendAll(&events_log, parsed->messages, std::chrono::seconds(30), b).ok());
+        const auto got = Decoded(lines_log);
+        const auto want = Decoded(events_log);
+        size_t messages = 0;
+        for (size_t p = 0; p < got.size(); ++p) {
+          ASSERT_EQ(got[p].size(), want[p].size()) << "partition " << p;
+          for (size_t m = 0; m < got[p].size(); ++m) {
+            EXPECT_EQ(got[p][m].datasource, want[p][m].datasource);
+            EXPECT_EQ(got[p][m].events, want[p][m].events);
+          }
+          messages += got[p].size();
+        }
+        EXPECT_EQ(messages, parsed->messages.size());
+        clock_a.AdvanceMillis(1500);
+        clock_b.AdvanceMillis(1500);
+      }
+    }
+  }
+  EXPECT_GT(sharder_a.ShardsOf(Datasource{"web", {}}), 1);
+}
+
+TEST(AppendLines, FailureAndEmptyAsAppendAll) {
+  auto batch = ParseLineBatch(Format::kRaw, "a\nb\nc\n", [] {
+    ParseOptions o = Opts();
+    o.max_message_bytes = 1;  // one line per message
+    return o;
+  }());
+  ASSERT_TRUE(batch.ok());
+  FakeLog failing(4, /*fail_at=*/{1});
+  Status st = AppendLines(&failing, *batch);
+  EXPECT_EQ(st.code(), StatusCode::kIOError);
+  EXPECT_NE(st.message().find("message 1 of 3"), std::string::npos) << st.ToString();
+  EXPECT_EQ(failing.completed(), 3);
+  SilentLog silent;
+  st = AppendLines(&silent, *batch, std::chrono::milliseconds(100));
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+  FakeLog log(2);
+  auto empty = ParseLineBatch(Format::kRaw, "\n\n", Opts());
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(AppendLines(&log, *empty).ok());
   EXPECT_EQ(log.appends(), 0);
 }
 

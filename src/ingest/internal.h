@@ -44,6 +44,9 @@ inline bool TooBig(const Event& event, const ParseOptions& options) {
 Status CheckEventSize(const Event& event, const ParseOptions& options, const std::string& where);
 // Same check on the raw text alone, before an event is built.
 Status CheckRawSize(size_t raw_bytes, const ParseOptions& options, const std::string& where);
+// CheckEventSize of an event not built: its raw text's size and its ByteSize().
+Status CheckEventBytes(size_t raw_bytes, size_t event_bytes, const ParseOptions& options,
+                       const std::string& where);
 
 // Removes repeated field names: the first occurrence keeps its place and takes the last value.
 void DedupFields(std::vector<Field>* fields);
@@ -66,7 +69,9 @@ Result<ParseResult> ParseHumioStructured(std::string_view body, const ParseOptio
 Result<ParseResult> ParseHumioUnstructured(std::string_view body, const ParseOptions& options);
 Result<ParseResult> ParseHecEvents(std::string_view body, const ParseOptions& options);
 // raw and HEC raw: one event per line. `hec` adds host/source/sourcetype/channel from params and
-// also splits on a lone '\r'.
+// also splits on a lone '\r'. ScanLines gives the lines as views into `body` (ParseLineBatch),
+// ParseLines their events.
+Result<LineBatch> ScanLines(std::string_view body, const ParseOptions& options, bool hec);
 Result<ParseResult> ParseLines(std::string_view body, const ParseOptions& options, bool hec);
 // OTLP/HTTP logs (parse_otlp.cc), protobuf or JSON by options.content_type.
 Result<ParseResult> ParseOtlpLogs(std::string_view body, const ParseOptions& options);

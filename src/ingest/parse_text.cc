@@ -24,12 +24,15 @@ size_t CountByte(std::string_view s, char b) {
 
 }  // namespace
 
-Result<ParseResult> ParseLines(std::string_view body, const ParseOptions& options, bool hec) {
-  std::vector<Field> extra;
+Result<LineBatch> ScanLines(std::string_view body, const ParseOptions& options, bool hec) {
+  LineBatch batch;
+  batch.datasource.repo = options.repo;
+  batch.now_ms = options.now_ms;
+  batch.max_message_bytes = options.max_message_bytes;
   if (hec) {
     for (const char* name : {"host", "source", "sourcetype", "channel"}) {
       auto it = options.params.find(name);
-      if (it != options.params.end()) extra.push_back(Field{name, it->second});
+      if (it != options.params.end()) batch.fields.push_back(Field{name, it->second});
     }
     auto index = options.params.find("index");
     if (index != options.params.end() && !index->second.empty() && index->second != options.repo) {
@@ -38,9 +41,8 @@ Result<ParseResult> ParseLines(std::string_view body, const ParseOptions& option
                                      "'");
     }
   }
-  Builder builder(options);
-  std::vector<Event>* events = builder.Events({});
-  events->reserve(CountByte(body, '\n') + 1);
+  batch.lines.reserve(CountByte(body, '\n') + 1);
+  const size_t event_bytes = batch.EventBytes(0);  // what an event has besides its line
   // The next line break at or after `from` (non-decreasing): '\n', or for HEC also '\r'. Each
   // byte is scanned at most once per character (the next '\n' is remembered across '\r's).
   // (find_first_of with a set of breaks ran a memchr over the set for every byte of the body:
@@ -75,17 +77,21 @@ Result<ParseResult> ParseLines(std::string_view body, const ParseOptions& option
       if (line.size() > options.max_event_bytes) {
         return CheckRawSize(line.size(), options, "line " + std::to_string(line_no));
       }
-      Event& e = events->emplace_back();
-      e.timestamp_ms = options.now_ms;
-      e.ingest_ms = options.now_ms;
-      e.raw.assign(line);
-      if (!extra.empty()) e.fields = extra;
-      if (TooBig(e, options)) return CheckEventSize(e, options, "line " + std::to_string(line_no));
+      if (const size_t bytes = event_bytes + line.size(); bytes > options.max_event_bytes) {
+        return CheckEventBytes(line.size(), bytes, options, "line " + std::to_string(line_no));
+      }
+      batch.lines.push_back(line);
     }
     ++line_no;
     pos = next;
   }
-  return builder.Finish();
+  return batch;
+}
+
+Result<ParseResult> ParseLines(std::string_view body, const ParseOptions& options, bool hec) {
+  auto batch = ScanLines(body, options, hec);
+  if (!batch.ok()) return batch.status();
+  return batch->ToEvents();
 }
 
 }  // namespace sediment::ingest::internal

@@ -120,23 +120,73 @@ Status DecodeEvents(std::string_view* in, std::vector<Event>* out) {
   return Status::OK();
 }
 
+namespace {
+
+// The payload's bytes before the events (id and datasource), and an upper bound of their size.
+size_t HeadEstimate(const Datasource& ds) {
+  size_t n = 8 + 5 + ds.repo.size() + 10 + 10;
+  for (const auto& [name, value] : ds.tags) n += 10 + name.size() + value.size();
+  return n;
+}
+void PutHead(uint64_t id, const Datasource& ds, std::string* payload) {
+  PutFixed64(payload, id);
+  PutLengthPrefixed(payload, ds.repo);
+  PutVarint64(payload, ds.tags.size());
+  for (const auto& [name, value] : ds.tags) {
+    PutLengthPrefixed(payload, name);
+    PutLengthPrefixed(payload, value);
+  }
+}
+
+// The record of `payload`: the header and the payload compressed with `codec`.
+std::string SealRecord(const std::string& payload, Codec codec);
+
+}  // namespace
+
 std::string EncodeIngestMessage(const IngestMessage& msg, Codec codec) {
   // Sized once: the encoding of an event is at most its ByteSize() + 11 + 6 per field (varints of
   // the timestamps, lengths and counts beyond what ByteSize counts).
-  size_t estimate = 8 + 5 + msg.datasource.repo.size() + 10 + 10;
-  for (const auto& [name, value] : msg.datasource.tags) estimate += 10 + name.size() + value.size();
+  size_t estimate = HeadEstimate(msg.datasource);
   for (const Event& e : msg.events) estimate += e.ByteSize() + 11 + 6 * e.fields.size();
   std::string payload;
   payload.reserve(estimate);
-  PutFixed64(&payload, msg.id);
-  PutLengthPrefixed(&payload, msg.datasource.repo);
-  PutVarint64(&payload, msg.datasource.tags.size());
-  for (const auto& [name, value] : msg.datasource.tags) {
-    PutLengthPrefixed(&payload, name);
-    PutLengthPrefixed(&payload, value);
-  }
+  PutHead(msg.id, msg.datasource, &payload);
   EncodeEvents(msg.events, &payload);
+  return SealRecord(payload, codec);
+}
 
+std::string EncodeIngestLines(uint64_t id, const Datasource& datasource, int64_t timestamp_ms,
+                              int64_t ingest_ms, const std::vector<Field>& fields,
+                              std::span<const std::string_view> raws, Codec codec) {
+  // The event encoding of EncodeEvents, with what every event shares encoded once.
+  std::string shared_head;  // the timestamps
+  PutVarsint64(&shared_head, timestamp_ms);
+  PutVarsint64(&shared_head, ingest_ms);
+  std::string shared_tail;  // the fields
+  PutVarint64(&shared_tail, fields.size());
+  for (const Field& f : fields) {
+    PutLengthPrefixed(&shared_tail, f.name);
+    PutLengthPrefixed(&shared_tail, f.value);
+  }
+  size_t estimate = HeadEstimate(datasource) + 10;
+  for (std::string_view raw : raws) {
+    estimate += shared_head.size() + 10 + raw.size() + shared_tail.size();
+  }
+  std::string payload;
+  payload.reserve(estimate);
+  PutHead(id, datasource, &payload);
+  PutVarint64(&payload, raws.size());
+  for (std::string_view raw : raws) {
+    payload.append(shared_head);
+    PutLengthPrefixed(&payload, raw);
+    payload.append(shared_tail);
+  }
+  return SealRecord(payload, codec);
+}
+
+namespace {
+
+std::string SealRecord(const std::string& payload, Codec codec) {
   // Compressed into a per-thread scratch buffer (it only grows, up to kKeptScratchBytes: no
   // zero-fill of the worst-case bound per message), then copied after the header into a record
   // of exactly its size. Larger messages use a buffer of their own.
@@ -181,6 +231,8 @@ std::string EncodeIngestMessage(const IngestMessage& msg, Codec codec) {
   out.append(body);
   return out;
 }
+
+}  // namespace
 
 Result<IngestMessage> DecodeIngestMessage(std::string_view data) {
   if (data.size() < kHeaderSize ||

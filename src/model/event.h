@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -79,6 +80,13 @@ struct IngestMessage {
 
 // Encodes a message in the versioned, checksummed binary format of model/README.md.
 std::string EncodeIngestMessage(const IngestMessage& msg, Codec codec = Codec::kLz4);
+// The record EncodeIngestMessage gives for the message `id` of `datasource` whose events are one
+// per element of `raws`, in order, each with these timestamps and `fields`: byte for byte the
+// same, without building the events (the raw ingest path encodes lines straight from the request
+// body). The views are only read during the call.
+std::string EncodeIngestLines(uint64_t id, const Datasource& datasource, int64_t timestamp_ms,
+                              int64_t ingest_ms, const std::vector<Field>& fields,
+                              std::span<const std::string_view> raws, Codec codec = Codec::kLz4);
 // Decodes and verifies (magic, version, checksum, lengths). Corruption on any mismatch.
 Result<IngestMessage> DecodeIngestMessage(std::string_view data);
 

@@ -42,6 +42,40 @@ TEST(IngestMessage, RoundTripsWithEveryCodec) {
   }
 }
 
+// The raw ingest path encodes lines without building events: its record must be the one
+// EncodeIngestMessage gives for the same events, byte for byte, with and without fields and tags,
+// for empty and long lines (two-byte lengths), no lines at all, and every codec.
+TEST(IngestMessage, EncodeIngestLinesIsTheRecordOfTheSameEvents) {
+  const std::string long_line(300, 'x');
+  const std::vector<std::vector<std::string_view>> line_sets = {
+      {},
+      {"one line"},
+      {"a", "", long_line, "GET / HTTP/1.1 200", std::string_view("\xff\0 z", 4)}};
+  const std::vector<std::vector<Field>> field_sets = {
+      {}, {{"host", "web-1"}, {"sourcetype", "access"}, {"channel", std::string(200, 'c')}}};
+  for (const bool tags : {false, true}) {
+    Datasource ds;
+    ds.repo = "logs";
+    if (tags) ds.tags = {{"#host", "a"}, {"#type", "x"}};
+    for (const auto& lines : line_sets) {
+      for (const auto& fields : field_sets) {
+        for (Codec c : {Codec::kNone, Codec::kLz4, Codec::kZstd}) {
+          IngestMessage msg;
+          msg.id = 0x1122334455667788ull;
+          msg.datasource = ds;
+          for (std::string_view line : lines) {
+            msg.events.push_back(Event{-5, 1700000000123, std::string(line), fields});
+          }
+          EXPECT_EQ(EncodeIngestLines(msg.id, ds, -5, 1700000000123, fields, lines, c),
+                    EncodeIngestMessage(msg, c))
+              << lines.size() << " lines, " << fields.size() << " fields, tags " << tags
+              << ", codec " << static_cast<int>(c);
+        }
+      }
+    }
+  }
+}
+
 // The record layout the commit log stores (model/README.md): magic, version 2, codec, payload
 // length, CRC32C of the body, body. Checked byte for byte for the uncompressed codec, where the
 // body is the payload; the compressed ones decode to the same payload (above).

@@ -122,15 +122,16 @@ class PipelineParser final : public Parser {
   // came, when the round trip through a record cannot change it either: every tag is a "#name"
   // other than #repo and no field name starts with '@' or '#' (those are dropped, turned into
   // tags or collide with @rawstring/@timestamp in ToEvent).
-  bool KeepsAsIs(const Tags& tags, const Event& event) const override {
+  bool KeepsAsIs(const Tags& tags, const std::vector<Field>& fields,
+                 std::string_view raw) const override {
     if (!kv_only_) return false;
     for (const auto& [name, value] : tags) {
       if (name.empty() || name[0] != '#' || name == "#repo") return false;
     }
-    for (const Field& f : event.fields) {
+    for (const Field& f : fields) {
       if (f.name.empty() || f.name[0] == '@' || f.name[0] == '#') return false;
     }
-    return !query::KvParseFindsPairs(event.raw);
+    return !query::KvParseFindsPairs(raw);
   }
 
   void Run(TaggedEvent in, std::vector<TaggedEvent>* out) const override {
@@ -352,8 +353,11 @@ Result<std::shared_ptr<const Parser>> ParserCache::Get(const std::string& repo,
   return *parser;
 }
 
-std::shared_ptr<const Parser> ParserFor(const Selection& selection, const Tags& tags,
-                                        const Event& event) {
+namespace {
+
+// ParserFor of an event with these fields (HEC's sourcetype is one of them).
+std::shared_ptr<const Parser> ParserForFields(const Selection& selection, const Tags& tags,
+                                              const std::vector<Field>& fields) {
   using F = ingest::Format;
   auto by_name = [&](std::string_view name) -> std::shared_ptr<const Parser> {
     if (name.empty() || !selection.resolve) return nullptr;
@@ -369,8 +373,10 @@ std::shared_ptr<const Parser> ParserFor(const Selection& selection, const Tags& 
     }
   }
   if (selection.format == F::kHecEvent || selection.format == F::kHecRaw) {
-    if (const std::string* st = event.Find("sourcetype")) {
-      if (auto p = by_name(*st)) return p;
+    for (const Field& f : fields) {
+      if (f.name != "sourcetype") continue;
+      if (auto p = by_name(f.value)) return p;
+      break;  // the first one, as Event::Find
     }
   }
   if (!selection.token_parser.empty()) return by_name(selection.token_parser);
@@ -380,6 +386,24 @@ std::shared_ptr<const Parser> ParserFor(const Selection& selection, const Tags& 
     return kKv;
   }
   return nullptr;
+}
+
+}  // namespace
+
+std::shared_ptr<const Parser> ParserFor(const Selection& selection, const Tags& tags,
+                                        const Event& event) {
+  return ParserForFields(selection, tags, event.fields);
+}
+
+bool KeepsLinesAsIs(const Selection& selection, const ingest::LineBatch& batch) {
+  // Every line has the batch's tags and fields, so the same parser.
+  const std::shared_ptr<const Parser> parser =
+      ParserForFields(selection, batch.datasource.tags, batch.fields);
+  if (parser == nullptr) return true;
+  for (std::string_view line : batch.lines) {
+    if (!parser->KeepsAsIs(batch.datasource.tags, batch.fields, line)) return false;
+  }
+  return true;
 }
 
 void ApplyParsers(const Selection& selection, const ingest::ParseOptions& options,

@@ -49,9 +49,16 @@ class Parser {
   virtual bool Bounded() const { return false; }
 
   // True only when Run(in) would give back exactly `in` (one event, the same tags, fields, raw
-  // text and timestamps). ApplyParsers then keeps such an event without running the parser and
-  // without a copy for the fallback. Cheap next to Run; never wrong in the "true" direction.
-  virtual bool KeepsAsIs(const Tags& /*tags*/, const Event& /*event*/) const { return false; }
+  // text and timestamps) for an event with these tags, fields and raw text (whatever its
+  // timestamps). ApplyParsers then keeps such an event without running the parser and without a
+  // copy for the fallback. Cheap next to Run; never wrong in the "true" direction.
+  virtual bool KeepsAsIs(const Tags& /*tags*/, const std::vector<Field>& /*fields*/,
+                         std::string_view /*raw*/) const {
+    return false;
+  }
+  bool KeepsAsIs(const Tags& tags, const Event& event) const {
+    return KeepsAsIs(tags, event.fields, event.raw);
+  }
 
  protected:
   explicit Parser(std::string name) : name_(std::move(name)) {}
@@ -108,6 +115,12 @@ struct Selection {
 // nullptr: the event is kept as it is.
 std::shared_ptr<const Parser> ParserFor(const Selection& selection, const Tags& tags,
                                         const Event& event);
+
+// Whether ApplyParsers keeps every event of `batch` (a raw or HEC raw body's lines, of
+// `selection.format`) as it is, so that the request's messages are the ones its lines make
+// (ingest::AppendLines may append them without building the events): true when the lines'
+// parser is none, or keeps each line as it is.
+bool KeepsLinesAsIs(const Selection& selection, const ingest::LineBatch& batch);
 
 // Runs each event of `result` through its parser (ParserFor) and regroups the output by
 // datasource into messages as ingest::ParseRequest does (options.repo, max_message_bytes).

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <algorithm>
 
 #include "common/time_parse.h"
@@ -499,6 +501,62 @@ TEST(ApplyTest, KvKeepsLinesWithoutPairs) {
   EXPECT_EQ(FieldOf(last, "status"), "500");
   EXPECT_EQ(FieldOf(last, "path"), "/z");
   EXPECT_TRUE(mixed->messages.front().events.front().fields.empty());
+}
+
+// KeepsLinesAsIs says true only when ApplyParsers leaves the lines' events as ParseRequest made
+// them (what lets the route append them without building them): for the default kv on lines
+// without pairs, and not with a line that has pairs, a token parser, or a HEC sourcetype that
+// names a parser.
+TEST(ApplyTest, KeepsLinesAsIsWhenApplyParsersKeepsTheEvents) {
+  using F = ingest::Format;
+  std::string plain;
+  for (int i = 0; i < 20; ++i) {
+    plain += "10.0.0." + std::to_string(i) + " - - \"GET /x?y=" + std::to_string(i) + "\" 200\n";
+  }
+  struct Case {
+    F format;
+    std::string token_parser;
+    std::map<std::string, std::string> params;
+    std::string body;
+    bool kept;     // KeepsLinesAsIs's answer
+    bool changed;  // whether ApplyParsers changes the events (never when kept)
+  };
+  // A parser other than kv may leave the events as they are without KeepsLinesAsIs knowing it
+  // ("none"; json on lines that are not JSON): never wrong in the "true" direction is the promise.
+  const std::vector<Case> cases = {
+      {F::kRaw, "", {}, plain, true, false},
+      {F::kRaw, "", {}, plain + "status=500 path=/z\n", false, true},
+      {F::kRaw, "", {}, "a=1\n" + plain, false, true},
+      {F::kRaw, "accesslog", {}, plain, false, true},
+      {F::kRaw, "none", {}, plain, false, false},
+      // No parser is named "web": kv.
+      {F::kHecRaw, "", {{"host", "h"}, {"sourcetype", "web"}}, plain, true, false},
+      {F::kHecRaw, "", {{"sourcetype", "json"}}, plain, false, false},
+      {F::kHecRaw, "", {{"host", "h"}}, plain + "k=v\n", false, true},
+      {F::kRaw, "", {}, "", true, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(ingest::FormatName(c.format)) + " token parser '" + c.token_parser +
+                 "' body " + c.body.substr(0, 20));
+    ingest::ParseOptions options;
+    options.repo = "web";
+    options.now_ms = kNow;
+    options.max_message_bytes = 200;
+    options.params = c.params;
+    auto batch = ingest::ParseLineBatch(c.format, c.body, options);
+    ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+    const Selection selection = Select(c.format, c.token_parser);
+    EXPECT_EQ(KeepsLinesAsIs(selection, *batch), c.kept);
+    const ingest::ParseResult before = batch->ToEvents();
+    ingest::ParseResult after = before;
+    ApplyParsers(selection, options, &after);
+    bool same = after.messages.size() == before.messages.size();
+    for (size_t m = 0; same && m < before.messages.size(); ++m) {
+      same = after.messages[m].datasource == before.messages[m].datasource &&
+             after.messages[m].events == before.messages[m].events;
+    }
+    EXPECT_EQ(same, !c.changed);
+  }
 }
 
 // A token parser rebuilds the messages; what the request's answer is made of (Elastic bulk's one
