@@ -731,6 +731,9 @@ def main():
     ap.add_argument("--client", choices=("native", "python"), default="native",
                     help="--kafka: the HTTP clients of (a): sediment-benchutil post (native "
                     "code, as kcat in (b) is; the default) or this driver's Python threads")
+    ap.add_argument("--kafka-warmup-rounds", type=int, default=3,
+                    help="--kafka: untimed rounds of sediment's ingest and kcat's produce that "
+                    "warm the broker up before the timed runs (3; --smoke: 1)")
     ap.add_argument("--kafka-runs", type=int, default=3,
                     help="--kafka: runs of sediment's ingest and of kcat's produce, taking turns, "
                     "each to topics of its own; the fastest of each side counts (3)")
@@ -739,6 +742,8 @@ def main():
     args = ap.parse_args()
     if args.kafka_runs < 1:
         ap.error("--kafka-runs must be at least 1")
+    if args.kafka_warmup_rounds < 0:
+        ap.error("--kafka-warmup-rounds must not be negative")
 
     if args.kafka:
         missing = kafka_available()
@@ -753,6 +758,7 @@ def main():
         args.settle = min(args.settle, 3)
         args.searchable_timeout = min(args.searchable_timeout, 180)
         args.kafka_runs = 1
+        args.kafka_warmup_rounds = min(args.kafka_warmup_rounds, 1)
     args.ingest_size = min(args.ingest_size, args.size)
     build = os.path.abspath(args.build_dir)
     server_bin = os.path.abspath(args.server_bin or os.path.join(build, "src", "cli", "sediment"))
@@ -1465,6 +1471,40 @@ def sediment_kafka_run(args, ctx, server_bin, benchutil, work, kcat, bootstrap, 
     }
 
 
+def kafka_warmup_rounds(args, ctx, server_bin, benchutil, work, kcat, bootstrap, broker_pid,
+                        prefix, corpus, batches, kcat_cmd, nbytes):
+    """--kafka-warmup-rounds rounds, untimed, of sediment's ingest (one node on topics `prefix`*,
+    the corpus POSTed once per round, nothing checked but the 200s) and `kcat_cmd`; returns each
+    round's MB/s of both, for the report."""
+    rounds = []
+    if args.kafka_warmup_rounds == 0:
+        return rounds
+    shutil.rmtree(ctx["data_dir"], ignore_errors=True)
+    os.makedirs(ctx["data_dir"])
+    server = Server(server_bin, ctx["data_dir"], os.path.join(work, "server-warmup.log"),
+                    "ingest-" + secrets.token_hex(12), "api-" + secrets.token_hex(12),
+                    extra_args=["--kafka-brokers", bootstrap, "--kafka-topic-prefix", prefix,
+                                "--kafka-replication-factor", "1",
+                                "--kafka-min-insync-replicas", "1",
+                                "--ingest-partitions", str(args.kafka_partitions)])
+    ctx["server"] = server
+    server.start(args.server_timeout)
+    server.wait_digesting(args.kafka_timeout)
+    for i in range(1, args.kafka_warmup_rounds + 1):
+        log(f"warm-up round {i}/{args.kafka_warmup_rounds} (not timed): sediment, then kcat")
+        if args.client == "native":
+            _, secs, _ = post_batches(benchutil, server, corpus, args.batch_lines, args.clients)
+        else:
+            _, secs, _ = ingest_batches(server, batches, args.clients)
+        t0 = time.monotonic()
+        kcat_run(kcat_cmd, 3600, "kcat -P (warm-up)")
+        rounds.append({"sediment_mb_per_s": nbytes / secs / 1e6,
+                       "kcat_mb_per_s": nbytes / (time.monotonic() - t0) / 1e6})
+    server.stop()
+    log(f"server pid {server.proc.pid} stopped (exit {server.proc.returncode})")
+    return rounds
+
+
 def run_kafka(args, ctx, server_bin, gen, benchutil, work, report):
     """One broker (RF 1), warmed up by kcat and by sediment: sediment's acknowledged ingest and
     `kcat -P` of the same batches as messages to a fresh topic with the same partition count,
@@ -1519,14 +1559,17 @@ def run_kafka(args, ctx, server_bin, gen, benchutil, work, report):
                                           kcat_input, broker_pid)
 
     # The broker's JVM also compiles the paths only sediment's requests take (one partition per
-    # datasource, records of its own size, the digest's fetches, DeleteRecords): one untimed
-    # sediment run too. Its first run on a broker that only kcat had warmed acked 93-121 MB/s,
-    # later runs 237-247, and kcat moved 220-241 MB/s on the same broker.
+    # datasource, records of its own size, the digest's fetches, DeleteRecords), and it keeps
+    # getting faster for several runs: on one broker sediment's runs went 109, 152, 184, 201 MB/s
+    # and after a dozen runs of both 228-340, kcat's 150-231 and then 220-320. So both warm it up
+    # together, untimed, for --kafka-warmup-rounds rounds before anything is timed.
     common = (args, ctx, server_bin, benchutil, work, kcat, bootstrap, broker_pid)
     data = (corpus, batches, q_start, q_end)
-    warm = sediment_kafka_run(*common, f"{prefix}warmup-s-", "warmup", "warm-up", *data)
-    report["sediment_warmup"] = {k: warm[k] for k in ("mb_per_s_acked", "seconds_to_last_ack",
-                                                       "broker_cpu_seconds_to_last_ack")}
+    report["warmup_rounds"] = kafka_warmup_rounds(*common, f"{prefix}warmup-s-", corpus, batches,
+                                                  kcat_produce_command(
+                                                      kcat, bootstrap, f"{prefix}warmup", sep,
+                                                      kcat_input, KCAT_PROPERTIES),
+                                                  nbytes)
 
     # (a) and (b) take turns, --kafka-runs times each (every run to topics of its own), and the
     # fastest run of each side counts: on a shared 2-core machine one side's speed moves by 2-3x
@@ -1565,7 +1608,10 @@ def print_kafka_report(r):
         f"Kafka: {kf['brokers']} local broker, replication factor {kf['replication_factor']}, "
         f"{kf['partitions']} partitions per ingest topic; warmed up by one untimed kcat run "
         f"of the same bytes ({r['broker_warmup']['seconds']:.2f}s, broker CPU "
-        f"{r['broker_warmup']['broker_cpu_seconds']:.1f}s) and one untimed sediment run",
+        f"{r['broker_warmup']['broker_cpu_seconds']:.1f}s), then {len(r['warmup_rounds'])} "
+        f"untimed rounds of both (MB/s sediment/kcat: "
+        + ", ".join(f"{x['sediment_mb_per_s']:.0f}/{x['kcat_mb_per_s']:.0f}"
+                    for x in r["warmup_rounds"]) + ")",
         f"(a) sediment ingest  {a['events']} events, {human_bytes(a['bytes'])}, avg "
         f"{a['avg_event_bytes']:.0f} B/event, {a['clients']} clients x {a['batch_lines']}-line "
         f"batches",
@@ -1573,7 +1619,7 @@ def print_kafka_report(r):
         f"{a['mb_per_s_acked']:>8.1f} MB/s  ({a['seconds_to_last_ack']:.2f}s, fastest of "
         f"{len(r['sediment_runs'])} runs: "
         + ", ".join(f"{x['mb_per_s_acked']:.1f}" for x in r["sediment_runs"])
-        + f" MB/s; untimed warm-up run {r['sediment_warmup']['mb_per_s_acked']:.1f} MB/s)",
+        + " MB/s)",
         f"    until searchable:  {a['events_per_s_searchable']:>12,.0f} events/s "
         f"{a['mb_per_s_searchable']:>8.1f} MB/s  ({a['seconds_to_searchable']:.2f}s)",
         f"    wrote {a['topic_messages']} messages to {a['topic']} "

@@ -1,11 +1,14 @@
-// Fuzz target: the ingest request-body parsers (ingest::ParseRequest), every format.
+// Fuzz target: the ingest request-body parsers (ingest::ParseRequest), every format; for raw and
+// HEC raw also the lines' path (ParseLineBatch and EncodeIngestLines), which must agree with it.
 // Input: byte 0 picks the format (value % 5: humio-structured, humio-unstructured, raw, HEC
 // event, HEC raw); the rest is the request body. Options as the server passes them
 // (api/ingest_routes.cc): the server's default --max-event-bytes, and HEC URL parameters.
 #include <cstddef>
 #include <cstdint>
 #include <set>
+#include <span>
 #include <string_view>
+#include <vector>
 
 #include "fuzz/fuzz_util.h"
 #include "ingest/ingest.h"
@@ -33,7 +36,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (data[0] & 0x80) {
     options.params = {{"host", "h1"}, {"source", "s"}, {"sourcetype", "st"}, {"index", "main"}};
   }
-  auto parsed = ingest::ParseRequest(format, fuzz::Bytes(data + 1, size - 1), options);
+  const std::string_view body = fuzz::Bytes(data + 1, size - 1);
+  auto parsed = ingest::ParseRequest(format, body, options);
+  if (format == ingest::Format::kRaw || format == ingest::Format::kHecRaw) {
+    // The lines' path (ParseLineBatch, EncodeIngestLines) gives the same answer and records.
+    auto batch = ingest::ParseLineBatch(format, body, options);
+    if (batch.ok() != parsed.ok()) __builtin_trap();
+    if (!parsed.ok()) {
+      if (batch.status().code() != parsed.status().code() ||
+          batch.status().message() != parsed.status().message()) {
+        __builtin_trap();
+      }
+      return 0;
+    }
+    if (batch->lines.size() != parsed->event_count) __builtin_trap();
+    size_t at = 0;
+    for (const IngestMessage& m : parsed->messages) {
+      const std::span<const std::string_view> lines(batch->lines.data() + at, m.events.size());
+      at += m.events.size();
+      const std::vector<Field> fields =
+          m.events.empty() ? std::vector<Field>{} : m.events[0].fields;
+      if (EncodeIngestLines(m.id, m.datasource, options.now_ms, options.now_ms, fields, lines) !=
+          EncodeIngestMessage(m)) {
+        __builtin_trap();
+      }
+    }
+  }
   if (!parsed.ok()) return 0;
   // The contract of ingest/README.md, for every event of a parsed request.
   size_t events = 0;
