@@ -139,53 +139,6 @@ void PutHead(uint64_t id, const Datasource& ds, std::string* payload) {
 }
 
 // The record of `payload`: the header and the payload compressed with `codec`.
-std::string SealRecord(const std::string& payload, Codec codec);
-
-}  // namespace
-
-std::string EncodeIngestMessage(const IngestMessage& msg, Codec codec) {
-  // Sized once: the encoding of an event is at most its ByteSize() + 11 + 6 per field (varints of
-  // the timestamps, lengths and counts beyond what ByteSize counts).
-  size_t estimate = HeadEstimate(msg.datasource);
-  for (const Event& e : msg.events) estimate += e.ByteSize() + 11 + 6 * e.fields.size();
-  std::string payload;
-  payload.reserve(estimate);
-  PutHead(msg.id, msg.datasource, &payload);
-  EncodeEvents(msg.events, &payload);
-  return SealRecord(payload, codec);
-}
-
-std::string EncodeIngestLines(uint64_t id, const Datasource& datasource, int64_t timestamp_ms,
-                              int64_t ingest_ms, const std::vector<Field>& fields,
-                              std::span<const std::string_view> raws, Codec codec) {
-  // The event encoding of EncodeEvents, with what every event shares encoded once.
-  std::string shared_head;  // the timestamps
-  PutVarsint64(&shared_head, timestamp_ms);
-  PutVarsint64(&shared_head, ingest_ms);
-  std::string shared_tail;  // the fields
-  PutVarint64(&shared_tail, fields.size());
-  for (const Field& f : fields) {
-    PutLengthPrefixed(&shared_tail, f.name);
-    PutLengthPrefixed(&shared_tail, f.value);
-  }
-  size_t estimate = HeadEstimate(datasource) + 10;
-  for (std::string_view raw : raws) {
-    estimate += shared_head.size() + 10 + raw.size() + shared_tail.size();
-  }
-  std::string payload;
-  payload.reserve(estimate);
-  PutHead(id, datasource, &payload);
-  PutVarint64(&payload, raws.size());
-  for (std::string_view raw : raws) {
-    payload.append(shared_head);
-    PutLengthPrefixed(&payload, raw);
-    payload.append(shared_tail);
-  }
-  return SealRecord(payload, codec);
-}
-
-namespace {
-
 std::string SealRecord(const std::string& payload, Codec codec) {
   // Compressed into a per-thread scratch buffer (it only grows, up to kKeptScratchBytes: no
   // zero-fill of the worst-case bound per message), then copied after the header into a record
@@ -233,6 +186,47 @@ std::string SealRecord(const std::string& payload, Codec codec) {
 }
 
 }  // namespace
+
+std::string EncodeIngestMessage(const IngestMessage& msg, Codec codec) {
+  // Sized once: the encoding of an event is at most its ByteSize() + 11 + 6 per field (varints of
+  // the timestamps, lengths and counts beyond what ByteSize counts).
+  size_t estimate = HeadEstimate(msg.datasource);
+  for (const Event& e : msg.events) estimate += e.ByteSize() + 11 + 6 * e.fields.size();
+  std::string payload;
+  payload.reserve(estimate);
+  PutHead(msg.id, msg.datasource, &payload);
+  EncodeEvents(msg.events, &payload);
+  return SealRecord(payload, codec);
+}
+
+std::string EncodeIngestLines(uint64_t id, const Datasource& datasource, int64_t timestamp_ms,
+                              int64_t ingest_ms, const std::vector<Field>& fields,
+                              std::span<const std::string_view> raws, Codec codec) {
+  // The event encoding of EncodeEvents, with what every event shares encoded once.
+  std::string shared_head;  // the timestamps
+  PutVarsint64(&shared_head, timestamp_ms);
+  PutVarsint64(&shared_head, ingest_ms);
+  std::string shared_tail;  // the fields
+  PutVarint64(&shared_tail, fields.size());
+  for (const Field& f : fields) {
+    PutLengthPrefixed(&shared_tail, f.name);
+    PutLengthPrefixed(&shared_tail, f.value);
+  }
+  size_t estimate = HeadEstimate(datasource) + 10;
+  for (std::string_view raw : raws) {
+    estimate += shared_head.size() + 10 + raw.size() + shared_tail.size();
+  }
+  std::string payload;
+  payload.reserve(estimate);
+  PutHead(id, datasource, &payload);
+  PutVarint64(&payload, raws.size());
+  for (std::string_view raw : raws) {
+    payload.append(shared_head);
+    PutLengthPrefixed(&payload, raw);
+    payload.append(shared_tail);
+  }
+  return SealRecord(payload, codec);
+}
 
 Result<IngestMessage> DecodeIngestMessage(std::string_view data) {
   if (data.size() < kHeaderSize ||
