@@ -249,16 +249,8 @@ int AckPath(const std::string& in, uint64_t batch_lines, int runs) {
   auto data_or = Env::Default()->ReadFile(in);
   if (!data_or.ok()) return Fail(data_or.status());
   const std::string& data = data_or.value();
-  std::vector<std::string_view> batches;
-  for (size_t pos = 0; pos < data.size();) {
-    size_t end = pos;
-    for (uint64_t n = 0; end < data.size() && n < batch_lines; ++n) {
-      size_t nl = data.find('\n', end);
-      end = nl == std::string::npos ? data.size() : nl + 1;
-    }
-    batches.push_back(std::string_view(data).substr(pos, end - pos));
-    pos = end;
-  }
+  const std::vector<sediment::bench::LineBatchView> batches =
+      sediment::bench::SplitBatches(data, batch_lines);
   sediment::parsers::Selection selection;
   selection.format = sediment::ingest::Format::kRaw;
   selection.resolve = [](std::string_view name) { return sediment::parsers::Builtin(name); };
@@ -269,7 +261,8 @@ int AckPath(const std::string& in, uint64_t batch_lines, int runs) {
     built = 0;
     CountingLog log;
     const double cpu0 = ProcessCpuSeconds();
-    for (std::string_view body : batches) {
+    for (const sediment::bench::LineBatchView& b : batches) {
+      const std::string_view body = b.body;
       sediment::ingest::ParseOptions options;
       options.repo = "bench";
       options.now_ms = 1700000000000;

@@ -32,27 +32,6 @@ double ClockSeconds(clockid_t id) {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
-struct Batch {
-  std::string_view body;
-  uint64_t lines = 0;
-};
-
-std::vector<Batch> SplitBatches(std::string_view data, uint64_t batch_lines) {
-  std::vector<Batch> out;
-  for (size_t pos = 0; pos < data.size();) {
-    size_t end = pos;
-    uint64_t n = 0;
-    while (n < batch_lines && end < data.size()) {
-      const size_t nl = data.find('\n', end);
-      end = nl == std::string_view::npos ? data.size() : nl + 1;
-      ++n;
-    }
-    out.push_back(Batch{data.substr(pos, end - pos), n});
-    pos = end;
-  }
-  return out;
-}
-
 // One keep-alive HTTP/1.1 connection to 127.0.0.1:port with blocking I/O bounded by poll().
 class Connection {
  public:
@@ -220,6 +199,22 @@ class Connection {
 
 }  // namespace
 
+std::vector<LineBatchView> SplitBatches(std::string_view data, uint64_t batch_lines) {
+  std::vector<LineBatchView> out;
+  for (size_t pos = 0; pos < data.size();) {
+    size_t end = pos;
+    uint64_t n = 0;
+    while (n < batch_lines && end < data.size()) {
+      const size_t nl = data.find('\n', end);
+      end = nl == std::string_view::npos ? data.size() : nl + 1;
+      ++n;
+    }
+    out.push_back(LineBatchView{data.substr(pos, end - pos), n});
+    pos = end;
+  }
+  return out;
+}
+
 int Post(const PostOptions& options) {
   auto data_or = Env::Default()->ReadFile(options.in);
   if (!data_or.ok()) {
@@ -227,7 +222,7 @@ int Post(const PostOptions& options) {
     return 1;
   }
   const std::string& data = data_or.value();
-  const std::vector<Batch> batches = SplitBatches(data, options.batch_lines);
+  const std::vector<LineBatchView> batches = SplitBatches(data, options.batch_lines);
 
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
@@ -247,7 +242,7 @@ int Post(const PostOptions& options) {
       if (failed) return;
       const size_t i = next.fetch_add(1);
       if (i >= batches.size()) return;
-      const Batch& b = batches[i];
+      const LineBatchView& b = batches[i];
       const std::string head = "POST " + options.path +
                                " HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " +
                                options.token + "\r\nContent-Type: " + options.content_type +

@@ -5,8 +5,18 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace sediment::bench {
+
+// `data` in batches of `batch_lines` lines (the last may be shorter; a final line without '\n' is
+// a line), as bench/run_benchmarks.py's split_batches cuts them: views into `data`.
+struct LineBatchView {
+  std::string_view body;
+  uint64_t lines = 0;
+};
+std::vector<LineBatchView> SplitBatches(std::string_view data, uint64_t batch_lines);
 
 struct PostOptions {
   int port = 0;  // on 127.0.0.1: a load client never leaves loopback
@@ -20,8 +30,7 @@ struct PostOptions {
   int timeout_seconds = 120;  // per request: connect, send and answer
 };
 
-// Splits `in` into batches of `batch_lines` lines (the last may be shorter; a final line without
-// '\n' is a line), the way bench/run_benchmarks.py's split_batches does, and POSTs each batch once
+// Splits `in` into batches (SplitBatches) and POSTs each batch once
 // per success over `clients` keep-alive connections, each taking the next unsent batch. A 200
 // counts the batch; 429 and 503 are retried; any other answer, a connection error (the request
 // may have been taken: it is never resent) or a timeout stops every client and makes the run fail.

@@ -287,9 +287,7 @@ Result<ParseResult> ParseRequest(Format format, std::string_view body,
 }
 
 size_t LineBatch::EventBytes(size_t line_bytes) const {
-  size_t n = 24 + line_bytes;  // Event::ByteSize()
-  for (const Field& f : fields) n += f.name.size() + f.value.size() + 4;
-  return n;
+  return Event::ByteSizeOf(line_bytes, fields);
 }
 
 ParseResult LineBatch::ToEvents() const {

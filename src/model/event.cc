@@ -27,8 +27,8 @@ const std::string* Event::Find(std::string_view name) const {
   return nullptr;
 }
 
-size_t Event::ByteSize() const {
-  size_t n = 24 + raw.size();
+size_t Event::ByteSizeOf(size_t raw_bytes, const std::vector<Field>& fields) {
+  size_t n = 24 + raw_bytes;
   for (const auto& f : fields) n += f.name.size() + f.value.size() + 4;
   return n;
 }

@@ -30,7 +30,9 @@ struct Event {
   // Value of field `name`, or nullptr.
   const std::string* Find(std::string_view name) const;
   // Approximate in-memory / encoded size, for buffer and request limits.
-  size_t ByteSize() const;
+  size_t ByteSize() const { return ByteSizeOf(raw.size(), fields); }
+  // ByteSize() of an event whose @rawstring has `raw_bytes` bytes and whose fields are `fields`.
+  static size_t ByteSizeOf(size_t raw_bytes, const std::vector<Field>& fields);
   bool operator==(const Event&) const = default;
 };
 
