@@ -603,8 +603,30 @@ def segment_bytes(data_dir):
     return total, files, ("files under " + ", ".join(where)) if where else "no segment files found"
 
 
-def settle_segments(data_dir, settle, timeout):
-    """Waits until the segment bytes stop changing for `settle` seconds (flushes, merges)."""
+def live_segment_bytes(server):
+    """Bytes of the segments the server's Global lists (`sediment_segment_bytes`, summed over the
+    repositories of /metrics), or None when /metrics does not answer. Files on disk exceed it while
+    a merge's inputs wait out their grace before deletion (src/merge: 30 s)."""
+    try:
+        status, data = http_request(server.port, "GET", "/metrics", None,
+                                    {"Authorization": f"Bearer {server.api_token}"}, timeout=10)
+    except OSError:
+        return None
+    if status != 200:
+        return None
+    total = 0
+    for line in data.decode(errors="replace").splitlines():
+        m = re.match(r'sediment_segment_bytes\{[^}]*\}\s+([0-9.eE+]+)\s*$', line)
+        if m:
+            total += int(float(m.group(1)))
+    return total
+
+
+def settle_segments(data_dir, settle, timeout, server=None):
+    """Waits until the segment files' bytes stop changing for `settle` seconds (flushes, merges)
+    and, with `server`, until they are the bytes of the segments its Global lists (no merged-away
+    file left waiting for deletion). Returns (bytes, files, how found, live bytes or None,
+    settled: False when `timeout` ran out first)."""
     deadline = time.monotonic() + timeout
     last, since = None, time.monotonic()
     while True:
@@ -612,8 +634,13 @@ def settle_segments(data_dir, settle, timeout):
         now = time.monotonic()
         if cur[:2] != (last[:2] if last else None):
             last, since = cur, now
-        elif now - since >= settle or now > deadline:
-            return cur
+        elif now - since >= settle:
+            live = live_segment_bytes(server) if server is not None else None
+            if server is None or live == cur[0]:
+                return (*cur, live, True)
+        if now > deadline:
+            live = live_segment_bytes(server) if server is not None else None
+            return (*cur, live, False)
         time.sleep(0.5)
 
 
@@ -933,14 +960,24 @@ def run(args, server, gen, benchutil, work, report):
 
     # (c) stored size, before the second repository is loaded; waiting for the segment bytes to
     # settle also lets flushes and merges finish before anything is timed.
-    log(f"(c) stored size: waiting for segment bytes to stay unchanged for {args.settle}s")
-    seg, nseg, how = settle_segments(server.data_dir, args.settle, timeout=max(60, args.settle * 6))
+    log(f"(c) stored size: waiting for segment bytes to stay unchanged for {args.settle}s and to "
+        f"be the segments the server lists (a merge's inputs wait out a grace before deletion)")
+    t_settle = time.monotonic()
+    seg, nseg, how, live, settled = settle_segments(server.data_dir, args.settle,
+                                                    timeout=max(240, args.settle * 6),
+                                                    server=server)
+    settle_secs = time.monotonic() - t_settle
     if seg == 0:
         raise BenchError(f"no segment bytes under {server.data_dir} ({how})")
+    if not settled:
+        log(f"(c) segment files not settled after {settle_secs:.0f}s: "
+            f"{seg} bytes on disk, the server lists {live}")
     z, zhow, zsecs = zstd_size(corpus, work, benchutil)
     data_total, _ = dir_bytes(server.data_dir)
     report["stored"] = {
         "segment_bytes": seg, "segment_files": nseg, "segment_files_found_as": how,
+        "live_segment_bytes": live, "settled": settled,
+        "settle_seconds": settle_secs,
         "data_dir_bytes": data_total, "raw_bytes": g["bytes"], "zstd3_bytes": z,
         "zstd_method": zhow, "zstd_seconds": zsecs,
         "ratio_segments_vs_zstd3": seg / z, "ratio_raw_vs_segments": g["bytes"] / seg,
@@ -1727,6 +1764,9 @@ def print_report(r):
     lines += [
         f"(c) stored  segments {human_bytes(c['segment_bytes'])} ({c['segment_files']} files, "
         f"{c['segment_files_found_as']}); data dir {human_bytes(c['data_dir_bytes'])}",
+        f"    settled after {c.get('settle_seconds', 0):.0f}s: " + (
+            "the files are the segments the server lists" if c.get("settled") else
+            f"NOT SETTLED, the server lists {c.get('live_segment_bytes')} bytes"),
         f"    {c['zstd_method']}: {human_bytes(c['zstd3_bytes'])}; raw "
         f"{human_bytes(c['raw_bytes'])}",
         f"    ratio segments / zstd-3: {c['ratio_segments_vs_zstd3']:.3f}  (raw / segments "
