@@ -30,16 +30,15 @@ void BoundsMonitor::Loop() {
       cv_.wait_for(lock, interval_, [this] { return stop_ || wanted_ > done_; });
       if (stop_) return;
     }
-    // Every partition is asked: a partition whose leader is moving fails alone (unknown, -1), and
-    // while the brokers are known to be down the log fails each query fast.
+    // Every partition is asked, all at once (CommitLog::AllBounds): a partition whose leader is
+    // moving fails alone (unknown, -1), and while the brokers are known to be down the log fails
+    // fast.
     std::vector<PartitionBounds> fresh(static_cast<size_t>(log_->partition_count()));
-    for (size_t i = 0; i < fresh.size(); ++i) {
-      if (Stopping()) return;
-      const PartitionId p(static_cast<int32_t>(i));
-      auto start = log_->StartOffset(p);
-      auto end = log_->EndOffset(p);
-      if (start.ok() && end.ok()) fresh[i] = PartitionBounds{start->value, end->value};
+    std::vector<Result<OffsetBounds>> all = log_->AllBounds();
+    for (size_t i = 0; i < fresh.size() && i < all.size(); ++i) {
+      if (all[i].ok()) fresh[i] = PartitionBounds{all[i]->start.value, all[i]->end.value};
     }
+    if (Stopping()) return;
     {
       std::lock_guard lock(mu_);
       bounds_ = std::move(fresh);

@@ -30,6 +30,11 @@ struct LogDamage {
   std::string what;       // what was wrong, e.g. "checksum mismatch"
 };
 
+// A partition's StartOffset and EndOffset.
+struct OffsetBounds {
+  Offset start, end;
+};
+
 class CommitLog {
  public:
   virtual ~CommitLog() = default;
@@ -70,6 +75,27 @@ class CommitLog {
   virtual Result<Offset> StartOffset(PartitionId p) = 0;
   // Offset the next appended record will get; every record below it is durable.
   virtual Result<Offset> EndOffset(PartitionId p) = 0;
+
+  // StartOffset and EndOffset of every partition (index = partition id), each as its own result:
+  // a partition whose offsets could not be read fails alone. Default: StartOffset and EndOffset of
+  // each partition in turn; a remote log asks for every partition at once (Kafka: one ListOffsets
+  // request per bound and leader instead of four per partition).
+  virtual std::vector<Result<OffsetBounds>> AllBounds() {
+    std::vector<Result<OffsetBounds>> out;
+    out.reserve(static_cast<size_t>(partition_count()));
+    for (int32_t i = 0; i < partition_count(); ++i) {
+      Result<Offset> start = StartOffset(PartitionId(i));
+      Result<Offset> end = EndOffset(PartitionId(i));
+      if (!start.ok()) {
+        out.emplace_back(start.status());
+      } else if (!end.ok()) {
+        out.emplace_back(end.status());
+      } else {
+        out.emplace_back(OffsetBounds{start.value(), end.value()});
+      }
+    }
+    return out;
+  }
 
   // A human-readable health line for the status API ("ok", or what is wrong).
   virtual std::string Health() = 0;

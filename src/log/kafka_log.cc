@@ -19,6 +19,7 @@
 
 #include "common/background_loop.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "log/kafka_internal.h"
 
 namespace sediment {
@@ -491,12 +492,87 @@ bool TopicReady(const rd_kafka_metadata_topic_t* t) {
   return true;
 }
 
+// The consumer handle's settings (simple consumer API: no group, nothing committed).
+Settings ConsumerSettings() {
+  return {
+      {"client.id", "sediment-reader"},
+      {"enable.auto.commit", "false"},
+      {"enable.auto.offset.store", "false"},
+      {"auto.offset.reset", "error"},
+      {"enable.partition.eof", "false"},
+      {"max.partition.fetch.bytes", std::to_string(kMaxBatchBytes)},
+      {"fetch.max.bytes", std::to_string(4 * kMaxBatchBytes)},
+      {"receive.message.max.bytes", std::to_string(4 * kMaxBatchBytes + (1 << 20))},
+      // Per partition (each has its own fetch queue).
+      {"queued.max.messages.kbytes", "16384"},
+      // The broker answers a fetch as soon as a record arrives (fetch.min.bytes 1), so a long
+      // wait adds no latency; it only makes an idle consumer's fetches (and wakeups) rarer.
+      {"fetch.wait.max.ms", "1000"},
+  };
+}
+
+}  // namespace
+
+// See kafka_log.h. The handles are created by OpenKafkaClients and destroyed with the last
+// reference, after every log opened on them (each log holds one) stopped its partitions and
+// destroyed its topic handle. Their error callbacks are logged only: each log's health comes from
+// the results of its own calls and from its producer.
+class KafkaClients {
+ public:
+  explicit KafkaClients(KafkaOptions options) : options_(std::move(options)) {}
+  KafkaClients(const KafkaClients&) = delete;
+  KafkaClients& operator=(const KafkaClients&) = delete;
+  ~KafkaClients() {
+    if (consumer_ != nullptr) rd_kafka_destroy(consumer_);
+  }
+
+  Status Start() {
+    ASSIGN_OR_RETURN(admin_, NewAdminHandle(options_, &admin_ctx_));
+    ASSIGN_OR_RETURN(ConfPtr conf, MakeConf(options_, ConsumerSettings(), &consumer_ctx_));
+    ASSIGN_OR_RETURN(consumer_, NewHandle(RD_KAFKA_CONSUMER, std::move(conf)));
+    g_consumer_handles.fetch_add(1, std::memory_order_relaxed);
+    return Status::OK();
+  }
+
+  const KafkaOptions& options() const { return options_; }
+  // Thread-safe handles, valid while this object lives.
+  rd_kafka_t* admin() const { return admin_.get(); }
+  rd_kafka_t* consumer() const { return consumer_; }
+
+  // Claims `topic` for one log: a second log of the same topic on these handles would start
+  // fetchers of partitions the first one runs. FailedPrecondition when it is claimed.
+  Status Claim(const std::string& topic) {
+    MutexLock lk(&mu_);
+    if (!topics_.insert(topic).second) {
+      return Status::FailedPrecondition("kafka topic " + topic +
+                                        " is already open on these Kafka clients");
+    }
+    return Status::OK();
+  }
+  void Release(const std::string& topic) {
+    MutexLock lk(&mu_);
+    topics_.erase(topic);
+  }
+
+ private:
+  const KafkaOptions options_;
+  HandleContext admin_ctx_;
+  HandleContext consumer_ctx_;
+  HandlePtr admin_;
+  rd_kafka_t* consumer_ = nullptr;
+  Mutex mu_;
+  std::set<std::string> topics_ GUARDED_BY(mu_);
+};
+
+namespace {
+
 // ---------------------------------------------------------------------------------------------
 
-// The read state of one partition. Every partition of a log is read through the log's one
-// consumer handle (KafkaLog::consumer_), with librdkafka's simple (legacy) consumer API: each
-// partition is started (rd_kafka_consume_start) at a Read's `from`, consumed from its own fetch
-// queue (rd_kafka_consume) and moved by seeks; positions come only from Read's `from`.
+// The read state of one partition. Every partition of every log opened on one KafkaClients is
+// read through its one consumer handle (KafkaLog::consumer_), with librdkafka's simple (legacy)
+// consumer API: each partition is started (rd_kafka_consume_start) at a Read's `from`, consumed
+// from its own fetch queue (rd_kafka_consume) and moved by seeks; positions come only from Read's
+// `from`.
 //
 // Why the simple consumer and not assign(): with one handle per log, moving one partition would
 // take an incremental (un)assign while other partitions are fetched, and a second assignment
@@ -586,17 +662,19 @@ struct PartitionReader {
 
 class KafkaLog final : public CommitLog {
  public:
-  KafkaLog(KafkaOptions options, std::string topic, int32_t partitions)
-      : options_(std::move(options)), topic_(std::move(topic)), partitions_(partitions) {
-    ctx_.health = &health_;
+  // `clients` must have claimed `topic` for this log (released by the destructor).
+  KafkaLog(std::shared_ptr<KafkaClients> clients, std::string topic, int32_t partitions)
+      : clients_(std::move(clients)),
+        options_(clients_->options()),
+        topic_(std::move(topic)),
+        partitions_(partitions),
+        consumer_(clients_->consumer()) {
     for (int32_t i = 0; i < partitions_; ++i)
       readers_.push_back(std::make_unique<PartitionReader>());
   }
 
   Status Start() {
-    ASSIGN_OR_RETURN(admin_, NewAdminHandle(options_, &ctx_));
     ASSIGN_OR_RETURN(producer_, NewProducer());
-    ASSIGN_OR_RETURN(consumer_, NewConsumer());
     consumer_rkt_ = rd_kafka_topic_new(consumer_, topic_.c_str(), nullptr);
     if (consumer_rkt_ == nullptr) {
       return KafkaStatus(rd_kafka_last_error(), "consumer topic " + topic_);
@@ -630,7 +708,7 @@ class KafkaLog final : public CommitLog {
       readers_[i]->DropFetchQueue();
     }
     if (consumer_rkt_ != nullptr) rd_kafka_topic_destroy(consumer_rkt_);
-    if (consumer_ != nullptr) rd_kafka_destroy(consumer_);
+    clients_->Release(topic_);
   }
 
   int32_t partition_count() const override { return partitions_; }
@@ -776,10 +854,11 @@ class KafkaLog final : public CommitLog {
     rd_kafka_topic_partition_list_destroy(list);
     const std::string what = "delete records of " + topic_ + "/" + std::to_string(p.value) +
                              " below " + std::to_string(off);
-    auto ev_or = RunAdmin(admin_.get(), RD_KAFKA_ADMIN_OP_DELETERECORDS, options_.admin_timeout,
-                          what, [&](rd_kafka_AdminOptions_t* ao, rd_kafka_queue_t* q) {
-                            rd_kafka_DeleteRecords(admin_.get(), &dr, 1, ao, q);
-                          });
+    auto ev_or =
+        RunAdmin(clients_->admin(), RD_KAFKA_ADMIN_OP_DELETERECORDS, options_.admin_timeout, what,
+                 [&](rd_kafka_AdminOptions_t* ao, rd_kafka_queue_t* q) {
+                   rd_kafka_DeleteRecords(clients_->admin(), &dr, 1, ao, q);
+                 });
     rd_kafka_DeleteRecords_destroy(dr);
     if (!ev_or.ok()) return NoteFailure(ev_or.status());
     const rd_kafka_topic_partition_list_t* res =
@@ -802,6 +881,48 @@ class KafkaLog final : public CommitLog {
   Result<Offset> EndOffset(PartitionId p) override {
     ASSIGN_OR_RETURN(auto wm, Watermarks(p));
     return Offset(wm.second);
+  }
+
+  // Two ListOffsets calls over every partition. A partition they did not answer, or all of them
+  // when a call failed, is asked alone as StartOffset/EndOffset ask (with their retries while a
+  // leader settles), so one partition's trouble stays its own.
+  std::vector<Result<OffsetBounds>> AllBounds() override {
+    std::vector<Result<OffsetBounds>> out;
+    out.reserve(static_cast<size_t>(partitions_));
+    if (auto recent = health_.RecentError(std::chrono::milliseconds(2000))) {
+      for (int32_t i = 0; i < partitions_; ++i) {
+        out.emplace_back(Status::Unavailable("watermarks of " + topic_ + "/" + std::to_string(i) +
+                                             ": " + *recent));
+      }
+      return out;
+    }
+    const SteadyClock::time_point deadline =
+        SteadyNow() + std::min<std::chrono::milliseconds>(options_.admin_timeout,
+                                                          std::chrono::milliseconds(2000));
+    std::vector<int32_t> parts(static_cast<size_t>(partitions_));
+    for (int32_t i = 0; i < partitions_; ++i) parts[static_cast<size_t>(i)] = i;
+    std::vector<int64_t> low, high;
+    std::vector<rd_kafka_resp_err_t> low_errs, high_errs;
+    rd_kafka_resp_err_t err =
+        ListOffsets(parts, RD_KAFKA_OFFSET_BEGINNING, deadline, &low, &low_errs);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      err = ListOffsets(parts, RD_KAFKA_OFFSET_END, deadline, &high, &high_errs);
+    }
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (err == RD_KAFKA_RESP_ERR_NO_ERROR && low_errs[i] == RD_KAFKA_RESP_ERR_NO_ERROR &&
+          high_errs[i] == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        health_.Success();
+        out.emplace_back(OffsetBounds{Offset(low[i]), Offset(high[i])});
+        continue;
+      }
+      Result<std::pair<int64_t, int64_t>> wm = Watermarks(PartitionId(parts[i]));
+      if (wm.ok()) {
+        out.emplace_back(OffsetBounds{Offset(wm->first), Offset(wm->second)});
+      } else {
+        out.emplace_back(wm.status());
+      }
+    }
+    return out;
   }
 
   std::string Health() override {
@@ -883,21 +1004,52 @@ class KafkaLog final : public CommitLog {
   // hung a node's start on a broker kill.
   rd_kafka_resp_err_t ListOffset(PartitionId p, int64_t which, SteadyClock::time_point deadline,
                                  int64_t* out) {
-    rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(list, topic_.c_str(), p.value)->offset = which;
+    std::vector<int64_t> offsets;
+    std::vector<rd_kafka_resp_err_t> errs;
+    rd_kafka_resp_err_t err = ListOffsets({p.value}, which, deadline, &offsets, &errs);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) err = errs[0];
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) *out = offsets[0];
+    return err;
+  }
+
+  // ListOffset of several partitions in one call (one ListOffsets request per leader). On a
+  // request-level error returns it; otherwise (*offsets)[i], (*errs)[i] answer parts[i] (an
+  // offset the brokers did not answer is an error: __UNKNOWN_PARTITION).
+  rd_kafka_resp_err_t ListOffsets(const std::vector<int32_t>& parts, int64_t which,
+                                  SteadyClock::time_point deadline, std::vector<int64_t>* offsets,
+                                  std::vector<rd_kafka_resp_err_t>* errs) {
+    rd_kafka_topic_partition_list_t* list =
+        rd_kafka_topic_partition_list_new(static_cast<int>(parts.size()));
+    for (int32_t p : parts)
+      rd_kafka_topic_partition_list_add(list, topic_.c_str(), p)->offset = which;
     rd_kafka_resp_err_t err =
-        rd_kafka_offsets_for_times(admin_.get(), list, std::max(RemainingMs(deadline), 1));
-    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) err = list->elems[0].err;
-    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) *out = list->elems[0].offset;
+        rd_kafka_offsets_for_times(clients_->admin(), list, std::max(RemainingMs(deadline), 1));
+    offsets->assign(parts.size(), -1);
+    errs->assign(parts.size(), RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      for (size_t i = 0; i < parts.size(); ++i) {
+        const rd_kafka_topic_partition_t* e =
+            rd_kafka_topic_partition_list_find(list, topic_.c_str(), parts[i]);
+        if (e == nullptr) continue;
+        (*errs)[i] = e->err;
+        if (e->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+          if (e->offset < 0) {
+            (*errs)[i] = RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION;
+          } else {
+            (*offsets)[i] = e->offset;
+          }
+        }
+      }
+    }
     rd_kafka_topic_partition_list_destroy(list);
     return err;
   }
 
   void RefreshMetadata(int timeout_ms) {
-    rd_kafka_topic_t* rkt = rd_kafka_topic_new(admin_.get(), topic_.c_str(), nullptr);
+    rd_kafka_topic_t* rkt = rd_kafka_topic_new(clients_->admin(), topic_.c_str(), nullptr);
     if (rkt == nullptr) return;
     const rd_kafka_metadata_t* md = nullptr;
-    if (rd_kafka_metadata(admin_.get(), 0, rkt, &md, std::max(timeout_ms, 1)) ==
+    if (rd_kafka_metadata(clients_->admin(), 0, rkt, &md, std::max(timeout_ms, 1)) ==
             RD_KAFKA_RESP_ERR_NO_ERROR &&
         md != nullptr) {
       rd_kafka_metadata_destroy(md);
@@ -969,29 +1121,6 @@ class KafkaLog final : public CommitLog {
     r.next = -1;
   }
 
-  // The log's one consumer handle (simple consumer API: no group, nothing committed).
-  Result<rd_kafka_t*> NewConsumer() {
-    Settings fixed = {
-        {"client.id", "sediment-reader"},
-        {"enable.auto.commit", "false"},
-        {"enable.auto.offset.store", "false"},
-        {"auto.offset.reset", "error"},
-        {"enable.partition.eof", "false"},
-        {"max.partition.fetch.bytes", std::to_string(kMaxBatchBytes)},
-        {"fetch.max.bytes", std::to_string(4 * kMaxBatchBytes)},
-        {"receive.message.max.bytes", std::to_string(4 * kMaxBatchBytes + (1 << 20))},
-        // Per partition (each has its own fetch queue).
-        {"queued.max.messages.kbytes", "16384"},
-        // The broker answers a fetch as soon as a record arrives (fetch.min.bytes 1), so a long
-        // wait adds no latency; it only makes an idle consumer's fetches (and wakeups) rarer.
-        {"fetch.wait.max.ms", "1000"},
-    };
-    ASSIGN_OR_RETURN(ConfPtr conf, MakeConf(options_, fixed, &consumer_ctx_));
-    ASSIGN_OR_RETURN(rd_kafka_t * rk, NewHandle(RD_KAFKA_CONSUMER, std::move(conf)));
-    g_consumer_handles.fetch_add(1, std::memory_order_relaxed);
-    return rk;
-  }
-
   Result<std::unique_ptr<Producer>> NewProducer() {
     auto prod = std::make_unique<Producer>();
     prod->ctx.health = &health_;
@@ -1054,20 +1183,20 @@ class KafkaLog final : public CommitLog {
     return BackgroundLoop::Duration::zero();
   }
 
+  // The admin and consumer handles, shared with the other logs opened on them. First member: it
+  // outlives everything below.
+  const std::shared_ptr<KafkaClients> clients_;
   const KafkaOptions options_;
   const std::string topic_;
   const int32_t partitions_;
   HealthTracker health_;
-  HandleContext ctx_;  // for the admin handle
-  // For the consumer: its errors are logged, not recorded in health_ (as when each partition had
-  // a handle whose error callbacks were never served); reads report their own errors.
-  HandleContext consumer_ctx_;
-  HandlePtr admin_;
   std::shared_mutex producer_mu_;  // shared: producing; exclusive: replacing producer_
   std::unique_ptr<Producer> producer_;
-  // Created by Start(), destroyed by the destructor after every partition was stopped. The
-  // handle and topic are thread-safe; each partition's state is guarded by its reader's mu.
-  rd_kafka_t* consumer_ = nullptr;
+  // clients_'s consumer handle (its errors are logged, not recorded in health_; reads report
+  // their own errors) and this log's topic on it, created by Start() and destroyed by the
+  // destructor after every partition was stopped. Both are thread-safe; each partition's state is
+  // guarded by its reader's mu.
+  rd_kafka_t* const consumer_;
   rd_kafka_topic_t* consumer_rkt_ = nullptr;
   std::vector<std::unique_ptr<PartitionReader>> readers_;
   std::atomic<bool> closing_{false};  // set by the destructor before it stops poller_
@@ -1161,16 +1290,20 @@ Result<int32_t> EnsureTopics(const KafkaOptions& o) {
   }
 }
 
-Result<std::unique_ptr<CommitLog>> OpenKafkaLog(const KafkaOptions& options,
+Result<std::shared_ptr<KafkaClients>> OpenKafkaClients(const KafkaOptions& options) {
+  RETURN_IF_ERROR(ValidateOptions(options));
+  auto clients = std::make_shared<KafkaClients>(options);
+  RETURN_IF_ERROR(clients->Start());
+  return clients;
+}
+
+Result<std::unique_ptr<CommitLog>> OpenKafkaLog(std::shared_ptr<KafkaClients> clients,
                                                 const std::string& topic,
                                                 int32_t known_partition_count) {
-  RETURN_IF_ERROR(ValidateOptions(options));
+  if (clients == nullptr) return Status::InvalidArgument("OpenKafkaLog: no Kafka clients");
   int32_t partitions = known_partition_count;
   if (partitions <= 0) {
-    HealthTracker health;
-    HandleContext ctx{&health, nullptr};
-    ASSIGN_OR_RETURN(HandlePtr admin, NewAdminHandle(options, &ctx));
-    ASSIGN_OR_RETURN(MetadataPtr md, FetchMetadata(admin.get(), options));
+    ASSIGN_OR_RETURN(MetadataPtr md, FetchMetadata(clients->admin(), clients->options()));
     const rd_kafka_metadata_topic_t* t = FindTopic(md.get(), topic);
     if (t == nullptr || t->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
       return Status::NotFound("kafka topic " + topic + " does not exist");
@@ -1178,9 +1311,17 @@ Result<std::unique_ptr<CommitLog>> OpenKafkaLog(const KafkaOptions& options,
     if (t->err != RD_KAFKA_RESP_ERR_NO_ERROR) return KafkaStatus(t->err, "topic " + topic);
     partitions = t->partition_cnt;
   }
-  auto log = std::make_unique<KafkaLog>(options, topic, partitions);
+  RETURN_IF_ERROR(clients->Claim(topic));
+  auto log = std::make_unique<KafkaLog>(std::move(clients), topic, partitions);
   RETURN_IF_ERROR(log->Start());
   return std::unique_ptr<CommitLog>(std::move(log));
+}
+
+Result<std::unique_ptr<CommitLog>> OpenKafkaLog(const KafkaOptions& options,
+                                                const std::string& topic,
+                                                int32_t known_partition_count) {
+  ASSIGN_OR_RETURN(std::shared_ptr<KafkaClients> clients, OpenKafkaClients(options));
+  return OpenKafkaLog(std::move(clients), topic, known_partition_count);
 }
 
 uint64_t KafkaLogReadPolls() { return g_read_polls.load(std::memory_order_relaxed); }

@@ -65,6 +65,18 @@ std::string KafkaChatterTopic(const KafkaOptions& options);  // <prefix>chatter
 // just created (NotFound).
 Result<int32_t> EnsureTopics(const KafkaOptions& options);
 
+// The librdkafka clients that the logs of one process share: one admin handle (metadata,
+// watermarks, DeleteRecords) and one consumer handle (every partition of every log opened on them,
+// each from its own fetch queue). Each librdkafka handle has its own threads and timers, which
+// are most of an idle node's CPU; each log keeps its own producer, so that a fatal idempotence
+// error retires only that log's appends. Opaque; destroyed with the last reference (each log
+// opened on it holds one). Thread-safe.
+class KafkaClients;
+
+// Creates the admin and consumer handles with `options` (InvalidArgument as OpenKafkaLog for
+// invalid options or properties librdkafka refuses). Asks nothing of the brokers.
+Result<std::shared_ptr<KafkaClients>> OpenKafkaClients(const KafkaOptions& options);
+
 // Opens a CommitLog over one existing topic (full name, e.g. KafkaIngestTopic(options));
 // partition_count() is the topic's partition count, asked from the brokers (Unavailable when they
 // cannot be reached within admin_timeout, NotFound when the topic does not exist). When
@@ -78,6 +90,15 @@ Result<int32_t> EnsureTopics(const KafkaOptions& options);
 // Admin DeleteRecords (clamped to EndOffset). Start/EndOffset: low and high watermarks. Destruction
 // flushes pending appends for at most min(produce_timeout, 5 s); appends not acknowledged by then
 // fail with Unavailable. No call may be in progress during destruction.
+//
+// The log reads and asks through `clients` (their options are the log's), with a producer of its
+// own. One log per topic on the same clients: FailedPrecondition while another log of `topic` is
+// open on them.
+Result<std::unique_ptr<CommitLog>> OpenKafkaLog(std::shared_ptr<KafkaClients> clients,
+                                                const std::string& topic,
+                                                int32_t known_partition_count = 0);
+
+// The same on clients of its own (OpenKafkaClients(options)).
 Result<std::unique_ptr<CommitLog>> OpenKafkaLog(const KafkaOptions& options,
                                                 const std::string& topic,
                                                 int32_t known_partition_count = 0);
@@ -87,9 +108,9 @@ Result<std::unique_ptr<CommitLog>> OpenKafkaLog(const KafkaOptions& options,
 // calls it over and over. For tests (the idle-CPU check in kafka_log_test). Thread-safe.
 uint64_t KafkaLogReadPolls();
 
-// How many consumer handles KafkaLogs have created in this process: one per log, however many of
-// its partitions are read (each handle has its own librdkafka threads and timers, the bulk of an
-// idle node's CPU). For tests. Thread-safe.
+// How many consumer handles KafkaLogs have created in this process: one per KafkaClients, however
+// many logs are opened on them and however many of their partitions are read (each handle has its
+// own librdkafka threads and timers, the bulk of an idle node's CPU). For tests. Thread-safe.
 uint64_t KafkaLogConsumerHandles();
 
 // The producer's settings, applied over the user's properties: acks=all and idempotence (an

@@ -701,6 +701,102 @@ TEST_F(KafkaLogTest, OneConsumerHandleServesEveryPartition) {
       << "a Read created a consumer handle: partitions must share the log's handle";
 }
 
+// The three logs of a node share one KafkaClients: one admin and one consumer handle for all of
+// them (each librdkafka handle costs an idle node threads and timer wakeups). Each log still
+// appends, reads, deletes and reports watermarks of its own topic only; a topic opens once per
+// clients; and closing one log leaves the others working, whichever closes first.
+TEST_F(KafkaLogTest, LogsOnSharedClientsUseOneConsumerHandle) {
+  ASSERT_TRUE(EnsureTopics(opts_).ok());
+  TrackTopics();
+  const uint64_t before = KafkaLogConsumerHandles();
+  auto clients = OpenKafkaClients(opts_);
+  ASSERT_TRUE(clients.ok()) << clients.status().ToString();
+  auto ingest = OpenKafkaLog(*clients, KafkaIngestTopic(opts_));
+  ASSERT_TRUE(ingest.ok()) << ingest.status().ToString();
+  auto global = OpenKafkaLog(*clients, KafkaGlobalTopic(opts_), 1);
+  ASSERT_TRUE(global.ok()) << global.status().ToString();
+  auto chatter = OpenKafkaLog(*clients, KafkaChatterTopic(opts_), 1);
+  ASSERT_TRUE(chatter.ok()) << chatter.status().ToString();
+  EXPECT_EQ((*ingest)->partition_count(), 3);
+
+  auto again = OpenKafkaLog(*clients, KafkaGlobalTopic(opts_), 1);
+  EXPECT_EQ(again.status().code(), StatusCode::kFailedPrecondition) << again.status().ToString();
+
+  for (int32_t p = 0; p < 3; ++p) MustAppend(**ingest, p, "i" + std::to_string(p));
+  for (int i = 0; i < 3; ++i) MustAppend(**global, 0, "g" + std::to_string(i));
+  MustAppend(**chatter, 0, "c0");
+  for (int32_t p = 0; p < 3; ++p) {
+    auto got = ReadRange(**ingest, p, 0, 1);
+    ASSERT_EQ(got.size(), 1u) << "partition " << p;
+    EXPECT_EQ(got[0].data, "i" + std::to_string(p));
+  }
+  auto g = ReadRange(**global, 0, 0, 3);
+  ASSERT_EQ(g.size(), 3u);
+  EXPECT_EQ(g[2].data, "g2");
+  auto c = ReadRange(**chatter, 0, 0, 1);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].data, "c0");
+  // DeleteBefore and the watermarks go through the shared admin handle, to this log's topic only.
+  ASSERT_TRUE((*global)->DeleteBefore(PartitionId(0), Offset(2)).ok());
+  auto gstart = (*global)->StartOffset(PartitionId(0));
+  ASSERT_TRUE(gstart.ok()) << gstart.status().ToString();
+  EXPECT_EQ(gstart->value, 2);
+  auto cstart = (*chatter)->StartOffset(PartitionId(0));
+  ASSERT_TRUE(cstart.ok()) << cstart.status().ToString();
+  EXPECT_EQ(cstart->value, 0);
+  auto iend = (*ingest)->EndOffset(PartitionId(1));
+  ASSERT_TRUE(iend.ok()) << iend.status().ToString();
+  EXPECT_EQ(iend->value, 1);
+
+  // The global log closes first; the others keep reading and appending on the clients, and the
+  // topic can be opened again on them.
+  global->reset();
+  MustAppend(**ingest, 1, "i1b");
+  auto more = ReadRange(**ingest, 1, 1, 2);
+  ASSERT_EQ(more.size(), 1u);
+  EXPECT_EQ(more[0].data, "i1b");
+  auto reopened = OpenKafkaLog(*clients, KafkaGlobalTopic(opts_), 1);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  auto g2 = ReadRange(**reopened, 0, 2, 3);
+  ASSERT_EQ(g2.size(), 1u);
+  EXPECT_EQ(g2[0].data, "g2");
+  clients->reset();  // the logs hold the clients from here on
+  MustAppend(**chatter, 0, "c1");
+  auto c2 = ReadRange(**chatter, 0, 1, 2);
+  ASSERT_EQ(c2.size(), 1u);
+  EXPECT_EQ(c2[0].data, "c1");
+  EXPECT_EQ(KafkaLogConsumerHandles() - before, 1u)
+      << "logs on shared clients must read through the clients' one consumer handle";
+  EXPECT_EQ((*ingest)->Health(), "ok");
+  EXPECT_EQ((*chatter)->Health(), "ok");
+}
+
+// AllBounds asks for every partition at once and answers what StartOffset and EndOffset answer
+// one partition at a time: empty partitions, appended ones and one truncated by DeleteBefore.
+TEST_F(KafkaLogTest, AllBoundsIsStartAndEndOffsetOfEveryPartition) {
+  auto log = OpenIngest();
+  ASSERT_NE(log, nullptr);
+  const int32_t n = log->partition_count();
+  ASSERT_EQ(n, 3);
+  for (int i = 0; i < 4; ++i) MustAppend(*log, 0, "a" + std::to_string(i));
+  MustAppend(*log, 2, "c");
+  ASSERT_TRUE(log->DeleteBefore(PartitionId(0), Offset(3)).ok());
+  std::vector<Result<OffsetBounds>> all = log->AllBounds();
+  ASSERT_EQ(all.size(), 3u);
+  const int64_t want[3][2] = {{3, 4}, {0, 0}, {0, 1}};
+  for (int32_t p = 0; p < n; ++p) {
+    ASSERT_TRUE(all[p].ok()) << p << ": " << all[p].status().ToString();
+    EXPECT_EQ(all[p]->start.value, want[p][0]) << "partition " << p;
+    EXPECT_EQ(all[p]->end.value, want[p][1]) << "partition " << p;
+    auto start = log->StartOffset(PartitionId(p));
+    auto end = log->EndOffset(PartitionId(p));
+    ASSERT_TRUE(start.ok() && end.ok());
+    EXPECT_EQ(*start, all[p]->start);
+    EXPECT_EQ(*end, all[p]->end);
+  }
+  EXPECT_EQ(log->Health(), "ok");
+}
+
 // Closing a log does not wait out the producer poll thread's 1 s wait or the partitions' fetchers:
 // an idle node's shutdown closes three logs one after the other. Several rounds: the poll thread
 // once started a whole new wait after the one the close cut short, now and then.

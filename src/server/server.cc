@@ -100,13 +100,16 @@ Status Server::Impl::OpenLogs() {
   if (!ingest_partitions.ok()) {
     return ingest_partitions.status().WithContext("preparing the Kafka topics");
   }
-  auto ingest = OpenKafkaLog(ko, KafkaIngestTopic(ko), ingest_partitions.value());
+  // The three logs share one admin and one consumer handle (each log has its own producer).
+  auto clients = OpenKafkaClients(ko);
+  if (!clients.ok()) return clients.status().WithContext("creating the Kafka clients");
+  auto ingest = OpenKafkaLog(clients.value(), KafkaIngestTopic(ko), ingest_partitions.value());
   if (!ingest.ok()) return ingest.status().WithContext("opening the Kafka ingest topic");
   ingest_log = std::move(ingest).value();
-  auto glog = OpenKafkaLog(ko, KafkaGlobalTopic(ko), 1);
+  auto glog = OpenKafkaLog(clients.value(), KafkaGlobalTopic(ko), 1);
   if (!glog.ok()) return glog.status().WithContext("opening the Kafka global topic");
   global_log = std::move(glog).value();
-  auto chatter = OpenKafkaLog(ko, KafkaChatterTopic(ko), 1);
+  auto chatter = OpenKafkaLog(std::move(clients).value(), KafkaChatterTopic(ko), 1);
   if (!chatter.ok()) return chatter.status().WithContext("opening the Kafka chatter topic");
   chatter_log = std::move(chatter).value();
   spdlog::info("commit log: Kafka at {} (topics {}*, {} ingest partitions)", ko.brokers,
