@@ -1,5 +1,5 @@
 // BoundsMonitor: the start and end offsets of every partition of a commit log, read by a thread
-// of its own, for status pages. A remote log's offset queries can block far beyond their timeout
+// of its own (CommitLog::AllBounds: all partitions at once), for status pages. A remote log's offset queries can block far beyond their timeout
 // while its brokers are down, and a status page must answer all the same.
 //
 // Contract: Fresh asks for a new reading and waits for it at most `wait`; after that it answers
