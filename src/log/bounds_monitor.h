@@ -1,6 +1,7 @@
 // BoundsMonitor: the start and end offsets of every partition of a commit log, read by a thread
-// of its own (CommitLog::AllBounds: all partitions at once), for status pages. A remote log's offset queries can block far beyond their timeout
-// while its brokers are down, and a status page must answer all the same.
+// of its own (CommitLog::AllBounds: all partitions at once), for status pages. A remote log's
+// offset queries can block far beyond their timeout while its brokers are down, and a status page
+// must answer all the same.
 //
 // Contract: Fresh asks for a new reading and waits for it at most `wait`; after that it answers
 // the last reading and its age. The thread also reads every `interval` without being asked.
