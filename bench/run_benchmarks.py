@@ -634,13 +634,12 @@ def settle_segments(data_dir, settle, timeout, server=None):
         now = time.monotonic()
         if cur[:2] != (last[:2] if last else None):
             last, since = cur, now
-        elif now - since >= settle:
+        stable = now - since >= settle
+        if stable or now > deadline:
             live = live_segment_bytes(server) if server is not None else None
-            if server is None or live == cur[0]:
-                return (*cur, live, True)
-        if now > deadline:
-            live = live_segment_bytes(server) if server is not None else None
-            return (*cur, live, False)
+            settled = stable and (server is None or live == cur[0])
+            if settled or now > deadline:
+                return (*cur, live, settled)
         time.sleep(0.5)
 
 

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <shared_mutex>
@@ -883,35 +884,31 @@ class KafkaLog final : public CommitLog {
     return Offset(wm.second);
   }
 
-  // Two ListOffsets calls over every partition. A partition they did not answer, or all of them
-  // when a call failed, is asked alone as StartOffset/EndOffset ask (with their retries while a
-  // leader settles), so one partition's trouble stays its own.
+  // Two ListOffsets calls over every partition, unless the brokers are known to be down. A
+  // partition they did not answer, or all of them when they were not made or a call failed, is
+  // asked alone as StartOffset/EndOffset ask (failing fast while the brokers are down, retrying
+  // while a leader settles), so one partition's trouble stays its own.
   std::vector<Result<OffsetBounds>> AllBounds() override {
-    std::vector<Result<OffsetBounds>> out;
-    out.reserve(static_cast<size_t>(partitions_));
-    if (auto recent = health_.RecentError(std::chrono::milliseconds(2000))) {
-      for (int32_t i = 0; i < partitions_; ++i) {
-        out.emplace_back(Status::Unavailable("watermarks of " + topic_ + "/" + std::to_string(i) +
-                                             ": " + *recent));
-      }
-      return out;
-    }
-    const SteadyClock::time_point deadline =
-        SteadyNow() + std::min<std::chrono::milliseconds>(options_.admin_timeout,
-                                                          std::chrono::milliseconds(2000));
     std::vector<int32_t> parts(static_cast<size_t>(partitions_));
-    for (int32_t i = 0; i < partitions_; ++i) parts[static_cast<size_t>(i)] = i;
+    std::iota(parts.begin(), parts.end(), 0);
     std::vector<int64_t> low, high;
     std::vector<rd_kafka_resp_err_t> low_errs, high_errs;
-    rd_kafka_resp_err_t err =
-        ListOffsets(parts, RD_KAFKA_OFFSET_BEGINNING, deadline, &low, &low_errs);
-    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-      err = ListOffsets(parts, RD_KAFKA_OFFSET_END, deadline, &high, &high_errs);
+    bool batched = false;
+    if (!health_.RecentError(std::chrono::milliseconds(2000))) {
+      const SteadyClock::time_point deadline =
+          SteadyNow() + std::min<std::chrono::milliseconds>(options_.admin_timeout,
+                                                            std::chrono::milliseconds(2000));
+      batched = ListOffsets(parts, RD_KAFKA_OFFSET_BEGINNING, deadline, &low, &low_errs) ==
+                    RD_KAFKA_RESP_ERR_NO_ERROR &&
+                ListOffsets(parts, RD_KAFKA_OFFSET_END, deadline, &high, &high_errs) ==
+                    RD_KAFKA_RESP_ERR_NO_ERROR;
+      if (batched) health_.Success();
     }
+    std::vector<Result<OffsetBounds>> out;
+    out.reserve(parts.size());
     for (size_t i = 0; i < parts.size(); ++i) {
-      if (err == RD_KAFKA_RESP_ERR_NO_ERROR && low_errs[i] == RD_KAFKA_RESP_ERR_NO_ERROR &&
+      if (batched && low_errs[i] == RD_KAFKA_RESP_ERR_NO_ERROR &&
           high_errs[i] == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        health_.Success();
         out.emplace_back(OffsetBounds{Offset(low[i]), Offset(high[i])});
         continue;
       }
@@ -1186,7 +1183,7 @@ class KafkaLog final : public CommitLog {
   // The admin and consumer handles, shared with the other logs opened on them. First member: it
   // outlives everything below.
   const std::shared_ptr<KafkaClients> clients_;
-  const KafkaOptions options_;
+  const KafkaOptions& options_;  // clients_'s
   const std::string topic_;
   const int32_t partitions_;
   HealthTracker health_;
