@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages sediment needs to build, run and test. Idempotent: does nothing
-# when everything is installed. Run as root (or with sudo available).
+# Installs the Debian 12 packages sediment needs to build, run and test, and builds the Kafka client
+# library (scripts/librdkafka.sh). Idempotent: does nothing when everything is installed. Run as
+# root (or with sudo available).
 set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config clang-format
-  libboost-dev librdkafka-dev libsimdjson-dev libzstd-dev liblz4-dev libxxhash-dev libre2-dev
+  libboost-dev libsimdjson-dev libzstd-dev liblz4-dev libxxhash-dev libre2-dev
   libcurl4-openssl-dev libcli11-dev libspdlog-dev libfmt-dev libgtest-dev libbenchmark-dev
   zlib1g-dev zstd kcat python3 python3-pytest python3-requests python3-venv
   libprotobuf-dev protobuf-compiler
@@ -13,6 +14,8 @@ PACKAGES=(
   nodejs  # the web UI's build (web/: npm ci, esbuild; src/webui embeds the bundle)
   libtomlplusplus-dev  # the config file (src/config), header-only
   libmaxminddb-dev  # the GeoIP databases of ipLocation()/asn()/worldMap() (src/geoip)
+  # scripts/librdkafka.sh: fetches and builds librdkafka 2.8.0 with the features Debian's has.
+  curl libssl-dev libsasl2-dev
 )
 # Debian's nodejs comes without npm; a nodejs from elsewhere (e.g. NodeSource) brings its own.
 if ! command -v npm >/dev/null 2>&1; then PACKAGES+=(npm); fi
@@ -52,3 +55,6 @@ if [[ "${1:-}" == "--test" ]] && ! python3 -c "import mmdb_writer" 2>/dev/null; 
   echo "installing from PyPI: mmdb-writer" >&2
   python3 -m pip install -q --break-system-packages "mmdb-writer==0.2.7"
 fi
+
+# The Kafka client library, built from source (scripts/librdkafka.sh says why).
+"$(dirname "$0")/librdkafka.sh"

@@ -1,6 +1,7 @@
 // Tests of the Kafka commit log. Broker tests need SEDIMENT_TEST_KAFKA=host:port (a real broker);
 // without it they skip. Every test uses its own topic prefix and deletes its topics afterwards.
 #include "log/kafka_log.h"
+#include "log/kafka_internal.h"
 
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
@@ -1002,6 +1003,29 @@ TEST(KafkaProperties, ParseAndEnv) {
   auto m = KafkaPropertiesFromEnv(env, {"SEDIMENT_KAFKA_BROKERS"});
   ASSERT_EQ(m.size(), 1u);
   EXPECT_EQ(m.at("sasl.mechanism"), "SCRAM-SHA-512");
+}
+
+// Every client is made without telemetry to the brokers (with it, closing a handle waited up to
+// 1 s for a last push: ClosingAnIdleLogIsPrompt), unless the user's properties turn it on; the
+// log's own settings still win over the user's.
+TEST(KafkaProperties, ClientDefaultsYieldToTheUsersProperties) {
+  auto get = [](rd_kafka_conf_t* conf, const char* key) {
+    char value[64];
+    size_t size = sizeof(value);
+    EXPECT_EQ(rd_kafka_conf_get(conf, key, value, &size), RD_KAFKA_CONF_OK) << key;
+    return std::string(value);
+  };
+  KafkaOptions o;
+  o.brokers = "127.0.0.1:1";
+  auto plain = kafka_internal::NewConf(o, {{"client.id", "fixed"}});
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(get(plain->get(), "enable.metrics.push"), "false");
+
+  o.properties = {{"enable.metrics.push", "true"}, {"client.id", "users"}};
+  auto users = kafka_internal::NewConf(o, {{"client.id", "fixed"}});
+  ASSERT_TRUE(users.ok()) << users.status().ToString();
+  EXPECT_EQ(get(users->get(), "enable.metrics.push"), "true");
+  EXPECT_EQ(get(users->get(), "client.id"), "fixed");
 }
 
 }  // namespace

@@ -69,8 +69,11 @@ def test_package_metadata_scripts_conffiles_and_unit(deb, tmp_path):
     assert dpkg_field(deb, "Package") == "sediment"
     depends = dpkg_field(deb, "Depends")
     # From the binary's shared libraries (dpkg-shlibdeps), not a hand-kept list.
-    for lib in ("libc6", "librdkafka1", "libstdc++6", "libzstd1"):
+    # librdkafka is linked in statically (scripts/librdkafka.sh), so the libraries it needs are
+    # dependencies (libsasl2-2: only through it) and Debian's librdkafka1 is not.
+    for lib in ("libc6", "libsasl2-2", "libstdc++6", "libzstd1"):
         assert re.search(rf"\b{re.escape(lib)}\b", depends), depends
+    assert "librdkafka" not in depends, depends
     assert "passwd" in depends, depends
     assert control_file(deb, "conffiles").split() == ["/etc/sediment/sediment.toml"]
     postinst = control_file(deb, "postinst")
@@ -81,7 +84,8 @@ def test_package_metadata_scripts_conffiles_and_unit(deb, tmp_path):
     assert DATA_DIR_MODE.search(postinst).group(1) == "0700", postinst
 
     contents = subprocess.run(["dpkg-deb", "-c", str(deb)], capture_output=True, text=True, check=True).stdout
-    for path in ("./usr/bin/sediment", "./usr/lib/systemd/system/sediment.service", "./etc/sediment/sediment.toml"):
+    for path in ("./usr/bin/sediment", "./usr/lib/systemd/system/sediment.service", "./etc/sediment/sediment.toml",
+                 "./usr/share/doc/sediment/librdkafka-LICENSES.txt"):
         assert path in contents, contents
     assert "include/" not in contents and "/lib/lib" not in contents, contents  # nothing of third parties
 
