@@ -9,7 +9,7 @@
 
 FROM debian:12 AS build
 WORKDIR /src
-COPY scripts/install-deps.sh scripts/install-deps.sh
+COPY scripts/install-deps.sh scripts/librdkafka.sh scripts/
 RUN apt-get update -qq && scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN rm -rf build \
