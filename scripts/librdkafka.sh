@@ -34,10 +34,14 @@ trap 'rm -rf "$work"' EXIT
 tarball="${SEDIMENT_LIBRDKAFKA_TARBALL:-}"
 if [[ -z "$tarball" ]]; then
   # The base URI of the distribution's main archive as apt knows it (e.g. <mirror>/debian), from the
-  # index targets of the release's own suite (not -updates or -security, whose pools differ).
+  # index targets of the release's own suite (by codename, else by a name like `stable`; not
+  # -updates or -security, whose pools differ).
   codename="$(. /etc/os-release && echo "${VERSION_CODENAME:-}")"
-  base="$(apt-get indextargets --format '$(URI)' 2>/dev/null |
-    sed -n "s#/dists/${codename}/main/.*##p" | head -1)"
+  uris="$(apt-get indextargets --format '$(URI)' 2>/dev/null || true)"
+  base="$(sed -n "s#/dists/${codename}/main/.*##p" <<<"$uris" | head -1)"
+  if [[ -z "$base" ]]; then
+    base="$(sed -n 's#/dists/[^/-]*/main/.*##p' <<<"$uris" | grep -v -- '-security' | head -1 || true)"
+  fi
   if [[ -z "$base" ]]; then
     echo "librdkafka.sh: no Debian mirror for '${codename}' in apt's sources;" \
       "set SEDIMENT_LIBRDKAFKA_TARBALL to a copy of ${TARBALL_NAME}" >&2
