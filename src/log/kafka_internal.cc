@@ -67,11 +67,6 @@ void LogCallback(const rd_kafka_t* rk, int level, const char* fac, const char* b
   }
 }
 
-const Settings& ClientDefaults() {
-  static const Settings* defaults = new Settings{{"enable.metrics.push", "false"}};
-  return *defaults;
-}
-
 Result<ConfPtr> NewConf(const KafkaOptions& o, const Settings& fixed) {
   ConfPtr conf(rd_kafka_conf_new(), &rd_kafka_conf_destroy);
   char errstr[512];
@@ -83,7 +78,7 @@ Result<ConfPtr> NewConf(const KafkaOptions& o, const Settings& fixed) {
     return Status::OK();
   };
   RETURN_IF_ERROR(set("bootstrap.servers", o.brokers));
-  for (const auto& [k, v] : ClientDefaults()) RETURN_IF_ERROR(set(k, v));
+  RETURN_IF_ERROR(set("enable.metrics.push", "false"));  // a default: the user's may turn it on
   for (const auto& [k, v] : o.properties) RETURN_IF_ERROR(set(k, v));
   for (const auto& [k, v] : fixed) RETURN_IF_ERROR(set(k, v));
   rd_kafka_conf_set_log_cb(conf.get(), &LogCallback);

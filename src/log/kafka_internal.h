@@ -34,14 +34,11 @@ void LogCallback(const rd_kafka_t* rk, int level, const char* fac, const char* b
 using ConfPtr = std::unique_ptr<rd_kafka_conf_t, decltype(&rd_kafka_conf_destroy)>;
 using Settings = std::vector<std::pair<std::string, std::string>>;
 
-// Settings every client gets unless the user's properties say otherwise:
-//   enable.metrics.push=false: no client telemetry to the brokers (KIP-714). sediment reports its
-//   own metrics; and with it on, rd_kafka_destroy waits up to 1 s for a last telemetry push, which
-//   made closing a log (and a node's shutdown) take a second per handle.
-const Settings& ClientDefaults();
-
-// A configuration with bootstrap.servers, ClientDefaults(), then the user's `o.properties`, then
-// `fixed` (which wins), and LogCallback. InvalidArgument names the property librdkafka refused.
+// A configuration with bootstrap.servers, enable.metrics.push=false, then the user's
+// `o.properties`, then `fixed` (which wins), and LogCallback. No client telemetry to the brokers
+// (KIP-714) unless the user turns it on: sediment reports its own metrics, and with it on
+// rd_kafka_destroy waits up to 1 s for a last push, so closing a log (and a node's shutdown) took
+// a second per handle. InvalidArgument names the property librdkafka refused.
 // Callers add their own error callback and opaque.
 Result<ConfPtr> NewConf(const KafkaOptions& o, const Settings& fixed);
 
